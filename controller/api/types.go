@@ -1,0 +1,278 @@
+// Package api holds the wire types of the controller's HTTP API and a typed
+// client for it. The agent, the CLI, the in-VM bootstrap and the controller's
+// own tests all speak through this package, so the contract lives in one place.
+package api
+
+import "time"
+
+// Header names of the five credentials (DESIGN.md, "Credentials").
+const (
+	HeaderAPIKey         = "X-API-Key"
+	HeaderWorkerToken    = "X-Worker-Token"
+	HeaderBuildToken     = "X-Build-Token"
+	HeaderOTP            = "X-OTP-Token"
+	HeaderBuildID        = "X-Build-Id"
+	HeaderVMToken        = "X-VM-Token"
+	HeaderIdempotencyKey = "Idempotency-Key"
+	HeaderChecksum       = "X-Checksum-Sha256"
+	HeaderLogLength      = "X-Log-Length"
+	HeaderBuildStatus    = "X-Build-Status"
+)
+
+// Roles of API keys.
+const (
+	RoleAdmin     = "admin"
+	RoleDeveloper = "developer"
+	RoleWorker    = "worker"
+)
+
+// Platforms a build can target.
+const (
+	PlatformIOS     = "ios"
+	PlatformAndroid = "android"
+)
+
+// BuildStatus is the lifecycle state of a build:
+// pending → assigned → building → completed | failed | cancelled.
+type BuildStatus string
+
+const (
+	StatusPending   BuildStatus = "pending"
+	StatusAssigned  BuildStatus = "assigned"
+	StatusBuilding  BuildStatus = "building"
+	StatusCompleted BuildStatus = "completed"
+	StatusFailed    BuildStatus = "failed"
+	StatusCancelled BuildStatus = "cancelled"
+)
+
+// Terminal reports whether no further transition can happen.
+func (s BuildStatus) Terminal() bool {
+	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
+}
+
+// Machine-readable error codes carried in ErrorResponse.Code and in a failed
+// build's error_code.
+const (
+	CodeBadRequest      = "bad_request"
+	CodeInvalidField    = "invalid_field"
+	CodeUnauthorized    = "unauthorized"
+	CodeForbidden       = "forbidden"
+	CodeNotFound        = "not_found"
+	CodeConflict        = "conflict"
+	CodeLeaseLost       = "lease_lost"
+	CodeTooLarge        = "too_large"
+	CodeChecksum        = "checksum_mismatch"
+	CodeOffsetAhead     = "offset_beyond_length"
+	CodeNotAvailable    = "not_available"
+	CodeInternal        = "internal"
+	CodeUnavailable     = "unavailable"
+	CodeMaxAttempts     = "max_attempts"
+	CodeTimeout         = "timeout"
+	CodeCancelled       = "cancelled"
+	CodeBuildFailed     = "build_failed"
+	CodeWorkerGone      = "worker_gone"
+	CodeNotCancellable  = "not_cancellable"
+	CodeNotRetryable    = "not_retryable"
+)
+
+// ErrorResponse is the body of every 4xx/5xx answer.
+type ErrorResponse struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+	// Length is set on 416 answers to a log append: the log's current length.
+	Length *int64 `json:"length,omitempty"`
+}
+
+// Capabilities describe what a worker host can build.
+type Capabilities struct {
+	Platforms           []string          `json:"platforms"`
+	MaxConcurrentBuilds int               `json:"max_concurrent_builds"`
+	CPUCores            int               `json:"cpu_cores,omitempty"`
+	MemoryGB            int               `json:"memory_gb,omitempty"`
+	XcodeVersion        string            `json:"xcode_version,omitempty"`
+	TartVersion         string            `json:"tart_version,omitempty"`
+	Labels              map[string]string `json:"labels,omitempty"`
+}
+
+// RegisterRequest is the body of POST /api/workers/register.
+type RegisterRequest struct {
+	ID           string       `json:"id,omitempty"`
+	Name         string       `json:"name"`
+	Capabilities Capabilities `json:"capabilities"`
+}
+
+// RegisterResponse answers a registration. Every registration starts a new
+// worker instance; leases of the previous instance are released.
+type RegisterResponse struct {
+	ID                       string    `json:"id"`
+	AccessToken              string    `json:"access_token"`
+	TokenExpiresAt           time.Time `json:"token_expires_at"`
+	Status                   string    `json:"status"` // "registered" | "re-registered"
+	PollWaitSeconds          int       `json:"poll_wait_seconds"`
+	HeartbeatIntervalSeconds int       `json:"heartbeat_interval_seconds"`
+	LeaseTTLSeconds          int       `json:"lease_ttl_seconds"`
+}
+
+// TokenGrant is carried by every worker response: the token the worker should
+// use next. A client keeps the grant with the latest expiry, so answers that
+// arrive out of order never move it back to an older token.
+type TokenGrant struct {
+	AccessToken    string    `json:"access_token"`
+	TokenExpiresAt time.Time `json:"token_expires_at"`
+}
+
+// Job is one build attempt handed to a worker. It stays "assigned" until the
+// worker's first heartbeat for it; until then the same worker instance's next
+// poll delivers it again (with a fresh lease token and OTP), so a lost poll
+// response never strands a build. Agents therefore heartbeat a new job before
+// polling again.
+type Job struct {
+	ID                  string    `json:"id"`
+	AttemptID           string    `json:"attempt_id"`
+	LeaseToken          string    `json:"lease_token"`
+	LeaseExpiresAt      time.Time `json:"lease_expires_at"`
+	Platform            string    `json:"platform"`
+	Profile             string    `json:"profile"`
+	Priority            int       `json:"priority"`
+	SourceURL           string    `json:"source_url"`
+	CertsURL            *string   `json:"certs_url"`
+	BaseImage           *string   `json:"base_image"`
+	OTP                 string    `json:"otp"`
+	BuildTimeoutSeconds int       `json:"build_timeout_seconds"`
+}
+
+// PollResponse answers GET /api/workers/poll.
+type PollResponse struct {
+	Job *Job `json:"job"`
+	TokenGrant
+	QueueDepth int `json:"queue_depth"`
+}
+
+// HeartbeatRequest renews the lease of one build attempt.
+type HeartbeatRequest struct {
+	BuildID    string `json:"build_id"`
+	AttemptID  string `json:"attempt_id"`
+	LeaseToken string `json:"lease_token"`
+	Phase      string `json:"phase,omitempty"`
+	Progress   *int   `json:"progress,omitempty"`
+}
+
+// HeartbeatResponse answers a heartbeat.
+type HeartbeatResponse struct {
+	LeaseExpiresAt  time.Time `json:"lease_expires_at"`
+	CancelRequested bool      `json:"cancel_requested"`
+	TokenGrant
+}
+
+// ResultResponse answers POST /api/workers/upload. A repeated upload for the
+// same attempt returns the first answer unchanged.
+type ResultResponse struct {
+	Success   bool        `json:"success"`
+	BuildID   string      `json:"build_id"`
+	Status    BuildStatus `json:"status"`
+	Requeued  bool        `json:"requeued"`
+	Artifact  *Artifact   `json:"artifact,omitempty"`
+	Duplicate bool        `json:"duplicate,omitempty"`
+}
+
+// UnregisterResponse answers POST /api/workers/unregister.
+type UnregisterResponse struct {
+	Success          bool `json:"success"`
+	BuildsReassigned int  `json:"builds_reassigned"`
+}
+
+// SubmitResponse answers POST /api/builds and POST /api/builds/:id/retry.
+type SubmitResponse struct {
+	ID            string      `json:"id"`
+	Status        BuildStatus `json:"status"`
+	AccessToken   string      `json:"access_token"`
+	SubmittedAt   time.Time   `json:"submitted_at"`
+	QueuePosition *int        `json:"queue_position"`
+}
+
+// Artifact is one file a build produced.
+type Artifact struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	URL    string `json:"url,omitempty"`
+}
+
+// Build is the developer-facing view of a build.
+type Build struct {
+	ID              string      `json:"id"`
+	Status          BuildStatus `json:"status"`
+	Platform        string      `json:"platform"`
+	Profile         string      `json:"profile"`
+	Priority        int         `json:"priority"`
+	Attempts        int         `json:"attempts"`
+	MaxAttempts     int         `json:"max_attempts"`
+	WorkerID        *string     `json:"worker_id"`
+	QueuePosition   *int        `json:"queue_position"`
+	Phase           string      `json:"phase,omitempty"`
+	Progress        *int        `json:"progress,omitempty"`
+	CancelRequested bool        `json:"cancel_requested"`
+	RetryOf         *string     `json:"retry_of,omitempty"`
+	RunAfter        *time.Time  `json:"run_after,omitempty"`
+	SubmittedAt     time.Time   `json:"submitted_at"`
+	StartedAt       *time.Time  `json:"started_at"`
+	CompletedAt     *time.Time  `json:"completed_at"`
+	ErrorMessage    *string     `json:"error_message"`
+	ErrorCode       *string     `json:"error_code"`
+	LogLength       int64       `json:"log_length"`
+	Artifacts       []Artifact  `json:"artifacts"`
+	AttemptHistory  []Attempt   `json:"attempt_history,omitempty"`
+}
+
+// Attempt is one execution of a build on a worker.
+type Attempt struct {
+	ID           string     `json:"id"`
+	Number       int        `json:"number"`
+	WorkerID     string     `json:"worker_id"`
+	Status       string     `json:"status"`
+	StartedAt    time.Time  `json:"started_at"`
+	EndedAt      *time.Time `json:"ended_at"`
+	ErrorMessage *string    `json:"error_message"`
+	ErrorCode    *string    `json:"error_code"`
+}
+
+// BuildList answers GET /api/builds. NextCursor is empty on the last page.
+type BuildList struct {
+	Builds     []Build `json:"builds"`
+	NextCursor string  `json:"next_cursor,omitempty"`
+}
+
+// VMAuthResponse answers POST /api/vm/auth.
+type VMAuthResponse struct {
+	VMToken   string    `json:"vm_token"`
+	BuildID   string    `json:"build_id"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// CertsResponse answers GET /api/builds/:id/certs-secure. Byte fields are
+// base64 in JSON (encoding/json's []byte encoding).
+type CertsResponse struct {
+	P12                  []byte   `json:"p12"`
+	P12Password          string   `json:"p12Password"`
+	KeychainPassword     string   `json:"keychainPassword"`
+	ProvisioningProfiles [][]byte `json:"provisioningProfiles"`
+}
+
+// LogAppendResponse answers POST /api/builds/:id/logs.
+type LogAppendResponse struct {
+	Length int64 `json:"length"`
+}
+
+// CancelResponse answers POST /api/builds/:id/cancel.
+type CancelResponse struct {
+	ID              string      `json:"id"`
+	Status          BuildStatus `json:"status"`
+	CancelRequested bool        `json:"cancel_requested"`
+}
+
+// Health answers GET /health and GET /health/ready.
+type Health struct {
+	Status     string `json:"status"`
+	Database   string `json:"database,omitempty"`
+	Migrations string `json:"migrations,omitempty"`
+}

@@ -1,0 +1,380 @@
+package store
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// NewBuild describes a submitted build whose files are already written to
+// temporary files; Commit moves them into place inside the transaction.
+type NewBuild struct {
+	ID             string // from NewID, chosen before the files were written
+	Platform       string
+	Profile        string
+	Priority       int
+	SubmittedBy    string // API key id
+	IdempotencyKey string
+	RetryOf        string
+	SourceSize     int64
+	SourceSHA256   string
+	SourceFormat   string // tar.gz | zip
+	HasCerts       bool
+	BaseImage      string
+	Timeout        time.Duration // 0 → the default
+	Commit         func() error
+}
+
+// ValidatePlatform checks a platform name.
+func ValidatePlatform(p string) error {
+	if p != api.PlatformIOS && p != api.PlatformAndroid {
+		return fmt.Errorf("%w: field \"platform\" must be \"ios\" or \"android\", got %q", ErrInvalid, p)
+	}
+	return nil
+}
+
+// Submitted is the result of Submit.
+type Submitted struct {
+	Build     api.Build
+	Token     string
+	Duplicate bool // an earlier submit with the same Idempotency-Key; no new build was made
+}
+
+// Submit queues a build. With an idempotency key, a repeat returns the first
+// build (with a fresh build token, since only hashes are kept: a retried
+// submit is one whose first answer was lost) and Commit is not called.
+func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
+	if err := ValidatePlatform(nb.Platform); err != nil {
+		return Submitted{}, err
+	}
+	if nb.Priority < 0 || nb.Priority > 3 {
+		return Submitted{}, fmt.Errorf("%w: field \"priority\" must be 0 (highest) to 3", ErrInvalid)
+	}
+	if len(nb.Profile) > 100 {
+		return Submitted{}, fmt.Errorf("%w: field \"profile\" is longer than 100 characters", ErrInvalid)
+	}
+	if len(nb.IdempotencyKey) > 200 {
+		return Submitted{}, fmt.Errorf("%w: Idempotency-Key is longer than 200 characters", ErrInvalid)
+	}
+	timeout := nb.Timeout
+	if timeout <= 0 {
+		timeout = s.cfg.DefaultTimeout
+	}
+	token, hash := newSecret(prefixBuildToken)
+	var out Submitted
+	err := s.withTx(ctx, func(t *txn) error {
+		var id string
+		err := t.QueryRow(ctx, `
+			INSERT INTO builds (id, status, platform, profile, priority, token_hash, submitted_by, idempotency_key, retry_of,
+				source_size, source_sha256, source_format, has_certs, base_image, timeout_seconds, max_attempts)
+			VALUES ($1, 'pending', $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), NULLIF($8, ''), $9, $10, $11, $12, NULLIF($13, ''), $14, $15)
+			ON CONFLICT (submitted_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+			RETURNING id`,
+			nb.ID, nb.Platform, nb.Profile, nb.Priority, hash, nb.SubmittedBy, nb.IdempotencyKey, nb.RetryOf,
+			nb.SourceSize, nb.SourceSHA256, nb.SourceFormat, nb.HasCerts, nb.BaseImage, int(timeout.Seconds()), s.cfg.MaxAttempts,
+		).Scan(&id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			out.Duplicate = true
+			err = t.QueryRow(ctx, `UPDATE builds SET token_hash = $3 WHERE submitted_by = $1 AND idempotency_key = $2 RETURNING id`,
+				nb.SubmittedBy, nb.IdempotencyKey, hash).Scan(&id)
+			if err != nil {
+				return fmt.Errorf("find build for Idempotency-Key: %w", err)
+			}
+		} else if err != nil {
+			return fmt.Errorf("insert build: %w", err)
+		} else {
+			if err := nb.Commit(); err != nil {
+				return fmt.Errorf("store build files: %w", err)
+			}
+			t.emit(Change{Kind: "build", ID: id, Status: string(api.StatusPending), Platform: nb.Platform})
+		}
+		b, err := getBuild(ctx, t, id)
+		out.Build = b
+		return err
+	})
+	out.Token = token
+	return out, err
+}
+
+const buildColumns = `b.id, b.status, b.platform, b.profile, b.priority, b.attempts, b.max_attempts, b.worker_id, b.phase,
+	b.progress, b.cancel_requested, b.retry_of, b.run_after, b.submitted_at, b.started_at, b.completed_at,
+	b.error_message, b.error_code, b.log_length`
+
+type querier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+const positionColumn = `CASE WHEN b.status = 'pending' THEN (SELECT count(*) + 1 FROM builds p WHERE p.status = 'pending'
+	AND (p.priority, p.submitted_at, p.id) < (b.priority, b.submitted_at, b.id)) END`
+
+// getBuild reads a build with its queue position, artifacts and attempts.
+func getBuild(ctx context.Context, q querier, id string) (api.Build, error) {
+	var pos *int
+	b, err := scanBuildWithPosition(q.QueryRow(ctx, `SELECT `+buildColumns+`, `+positionColumn+` FROM builds b WHERE b.id = $1`, id), &pos)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return b, fmt.Errorf("%w: no build %q", ErrNotFound, id)
+	}
+	if err != nil {
+		return b, fmt.Errorf("read build: %w", err)
+	}
+	b.QueuePosition = pos
+	if b.Artifacts, err = listArtifacts(ctx, q, id); err != nil {
+		return b, err
+	}
+	b.AttemptHistory, err = listAttempts(ctx, q, id)
+	return b, err
+}
+
+// GetBuild returns one build with its artifacts, attempt history and queue
+// position, read from one snapshot.
+func (s *Store) GetBuild(ctx context.Context, id string) (api.Build, error) {
+	var b api.Build
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		var err error
+		b, err = getBuild(ctx, tx, id)
+		return err
+	})
+	return b, err
+}
+
+func scanBuildWithPosition(row pgx.Row, pos **int) (api.Build, error) {
+	var b api.Build
+	var runAfter time.Time
+	var progress *int16
+	var p *int64
+	err := row.Scan(&b.ID, &b.Status, &b.Platform, &b.Profile, &b.Priority, &b.Attempts, &b.MaxAttempts, &b.WorkerID, &b.Phase,
+		&progress, &b.CancelRequested, &b.RetryOf, &runAfter, &b.SubmittedAt, &b.StartedAt, &b.CompletedAt,
+		&b.ErrorMessage, &b.ErrorCode, &b.LogLength, &p)
+	if err != nil {
+		return b, err
+	}
+	if progress != nil {
+		v := int(*progress)
+		b.Progress = &v
+	}
+	if b.Status == api.StatusPending && runAfter.After(time.Now()) {
+		b.RunAfter = &runAfter
+	}
+	if p != nil {
+		v := int(*p)
+		*pos = &v
+	}
+	b.Artifacts = []api.Artifact{}
+	return b, nil
+}
+
+func listArtifacts(ctx context.Context, q querier, buildID string) ([]api.Artifact, error) {
+	rows, err := q.Query(ctx, `SELECT name, size, sha256 FROM artifacts WHERE build_id = $1 ORDER BY name`, buildID)
+	if err != nil {
+		return nil, fmt.Errorf("list artifacts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Artifact, error) {
+		a := api.Artifact{}
+		err := r.Scan(&a.Name, &a.Size, &a.SHA256)
+		a.URL = ArtifactURL(buildID, a.Name)
+		return a, err
+	})
+	if out == nil {
+		out = []api.Artifact{}
+	}
+	return out, err
+}
+
+// Artifact returns one artifact record.
+func (s *Store) Artifact(ctx context.Context, buildID, name string) (api.Artifact, error) {
+	a := api.Artifact{Name: name, URL: ArtifactURL(buildID, name)}
+	err := s.pool.QueryRow(ctx, `SELECT size, sha256 FROM artifacts WHERE build_id = $1 AND name = $2`, buildID, name).Scan(&a.Size, &a.SHA256)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, fmt.Errorf("%w: build %s has no artifact %q", ErrNotFound, buildID, name)
+	}
+	return a, err
+}
+
+func listAttempts(ctx context.Context, q querier, buildID string) ([]api.Attempt, error) {
+	rows, err := q.Query(ctx, `SELECT id, number, worker_id, status, started_at, ended_at, error_message, error_code
+		FROM build_attempts WHERE build_id = $1 ORDER BY number`, buildID)
+	if err != nil {
+		return nil, fmt.Errorf("list attempts: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Attempt, error) {
+		var a api.Attempt
+		err := r.Scan(&a.ID, &a.Number, &a.WorkerID, &a.Status, &a.StartedAt, &a.EndedAt, &a.ErrorMessage, &a.ErrorCode)
+		return a, err
+	})
+}
+
+// ListFilter selects builds for ListBuilds.
+type ListFilter struct {
+	Status   string
+	Platform string
+	WorkerID string
+	Cursor   string
+	Limit    int
+}
+
+// ListBuilds returns builds newest first, a page at a time.
+func (s *Store) ListBuilds(ctx context.Context, f ListFilter) (api.BuildList, error) {
+	if f.Status != "" && !validStatus(f.Status) {
+		return api.BuildList{}, fmt.Errorf("%w: status filter %q is not one of pending, assigned, building, completed, failed, cancelled", ErrInvalid, f.Status)
+	}
+	if f.Platform != "" {
+		if err := ValidatePlatform(f.Platform); err != nil {
+			return api.BuildList{}, err
+		}
+	}
+	if f.Limit <= 0 || f.Limit > 200 {
+		f.Limit = 50
+	}
+	var curTime *time.Time
+	var curID *string
+	if f.Cursor != "" {
+		t, id, err := decodeCursor(f.Cursor)
+		if err != nil {
+			return api.BuildList{}, err
+		}
+		curTime, curID = &t, &id
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+buildColumns+`, `+positionColumn+` FROM builds b
+		WHERE ($1 = '' OR b.status = $1) AND ($2 = '' OR b.platform = $2) AND ($3 = '' OR b.worker_id = $3)
+			AND ($4::timestamptz IS NULL OR (b.submitted_at, b.id) < ($4, $5))
+		ORDER BY b.submitted_at DESC, b.id DESC LIMIT $6`,
+		f.Status, f.Platform, f.WorkerID, curTime, curID, f.Limit+1)
+	if err != nil {
+		return api.BuildList{}, fmt.Errorf("list builds: %w", err)
+	}
+	builds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Build, error) {
+		var pos *int
+		b, err := scanBuildWithPosition(r, &pos)
+		b.QueuePosition = pos
+		return b, err
+	})
+	if err != nil {
+		return api.BuildList{}, fmt.Errorf("list builds: %w", err)
+	}
+	out := api.BuildList{Builds: builds}
+	if len(builds) > f.Limit {
+		last := builds[f.Limit-1]
+		out.Builds = builds[:f.Limit]
+		out.NextCursor = encodeCursor(last.SubmittedAt, last.ID)
+	}
+	if out.Builds == nil {
+		out.Builds = []api.Build{}
+	}
+	return out, nil
+}
+
+func validStatus(s string) bool {
+	switch api.BuildStatus(s) {
+	case api.StatusPending, api.StatusAssigned, api.StatusBuilding, api.StatusCompleted, api.StatusFailed, api.StatusCancelled:
+		return true
+	}
+	return false
+}
+
+func encodeCursor(t time.Time, id string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(t.UTC().Format(time.RFC3339Nano) + "|" + id))
+}
+
+func decodeCursor(c string) (time.Time, string, error) {
+	bad := fmt.Errorf("%w: cursor %q is not one this server issued; use next_cursor from the previous page", ErrInvalid, c)
+	raw, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil {
+		return time.Time{}, "", bad
+	}
+	ts, id, ok := strings.Cut(string(raw), "|")
+	if !ok || !ValidID(id) {
+		return time.Time{}, "", bad
+	}
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil {
+		return time.Time{}, "", bad
+	}
+	return t, id, nil
+}
+
+// BuildAuth says which build a build token belongs to.
+func (s *Store) AuthenticateBuildToken(ctx context.Context, token string) (buildID string, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT id FROM builds WHERE token_hash = $1`, HashSecret(token)).Scan(&buildID)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", ErrUnauthorized
+	}
+	if err != nil {
+		return "", fmt.Errorf("authenticate build token: %w", err)
+	}
+	return buildID, nil
+}
+
+// Cancel cancels a pending build at once, or asks the worker of a running one
+// to stop (seen on its next heartbeat). Cancelling a cancelled build is a
+// no-op; a completed or failed one gives ErrConflict.
+func (s *Store) Cancel(ctx context.Context, id string) (api.CancelResponse, error) {
+	resp := api.CancelResponse{ID: id}
+	err := s.withTx(ctx, func(t *txn) error {
+		var platform string
+		err := t.QueryRow(ctx, `SELECT status, platform, cancel_requested FROM builds WHERE id = $1 FOR UPDATE`, id).
+			Scan(&resp.Status, &platform, &resp.CancelRequested)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: no build %q", ErrNotFound, id)
+		}
+		if err != nil {
+			return fmt.Errorf("cancel build: %w", err)
+		}
+		switch resp.Status {
+		case api.StatusCancelled:
+			return nil
+		case api.StatusCompleted, api.StatusFailed:
+			return fmt.Errorf("%w: build %s already %s; nothing to cancel", ErrConflict, id, resp.Status)
+		case api.StatusPending:
+			_, err = t.Exec(ctx, `UPDATE builds SET status = 'cancelled', cancel_requested = true, completed_at = now(),
+				phase = 'cancelled', error_code = 'cancelled', error_message = 'cancelled before it started' WHERE id = $1`, id)
+			resp.Status, resp.CancelRequested = api.StatusCancelled, true
+			t.emit(Change{Kind: "build", ID: id, Status: string(api.StatusCancelled), Platform: platform})
+		default:
+			_, err = t.Exec(ctx, `UPDATE builds SET cancel_requested = true WHERE id = $1`, id)
+			resp.CancelRequested = true
+			t.emit(Change{Kind: "build", ID: id, Status: string(resp.Status), Platform: platform})
+		}
+		if err != nil {
+			return fmt.Errorf("cancel build: %w", err)
+		}
+		return nil
+	})
+	return resp, err
+}
+
+// RetrySource describes the build a retry copies.
+type RetrySource struct {
+	Platform, Profile, SourceFormat, SourceSHA256, BaseImage string
+	Priority                                                 int
+	SourceSize                                               int64
+	HadCerts, CertsDeleted                                   bool
+	Timeout                                                  time.Duration
+	Status                                                   api.BuildStatus
+}
+
+// RetrySource reads what a retry of build id needs.
+func (s *Store) RetrySource(ctx context.Context, id string) (RetrySource, error) {
+	var r RetrySource
+	var timeoutSec int
+	var base *string
+	err := s.pool.QueryRow(ctx, `SELECT platform, profile, source_format, source_sha256, COALESCE(base_image, ''), priority, source_size,
+		has_certs, certs_deleted_at IS NOT NULL, timeout_seconds, status FROM builds WHERE id = $1`, id).
+		Scan(&r.Platform, &r.Profile, &r.SourceFormat, &r.SourceSHA256, &base, &r.Priority, &r.SourceSize,
+			&r.HadCerts, &r.CertsDeleted, &timeoutSec, &r.Status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, fmt.Errorf("%w: no build %q", ErrNotFound, id)
+	}
+	if base != nil {
+		r.BaseImage = *base
+	}
+	r.Timeout = time.Duration(timeoutSec) * time.Second
+	return r, err
+}

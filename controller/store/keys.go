@@ -1,0 +1,80 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// APIKey is a named, role-scoped key. The secret itself is never stored.
+type APIKey struct {
+	ID        string     `json:"id"`
+	Name      string     `json:"name"`
+	Role      string     `json:"role"`
+	CreatedAt time.Time  `json:"created_at"`
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+}
+
+// ValidRole reports whether r is one of admin, developer, worker.
+func ValidRole(r string) bool { return r == "admin" || r == "developer" || r == "worker" }
+
+// CreateKey stores a new key and returns it with its secret, which is shown
+// once and cannot be recovered.
+func (s *Store) CreateKey(ctx context.Context, name, role string) (APIKey, string, error) {
+	if name == "" {
+		return APIKey{}, "", fmt.Errorf("%w: key name is empty; pass --name", ErrInvalid)
+	}
+	if !ValidRole(role) {
+		return APIKey{}, "", fmt.Errorf("%w: role %q is not one of admin, developer, worker", ErrInvalid, role)
+	}
+	secret, hash := newSecret(prefixAPIKey)
+	k := APIKey{ID: NewID(), Name: name, Role: role}
+	err := s.pool.QueryRow(ctx, `INSERT INTO api_keys (id, name, role, key_hash) VALUES ($1, $2, $3, $4) RETURNING created_at`,
+		k.ID, k.Name, k.Role, hash).Scan(&k.CreatedAt)
+	if err != nil {
+		return APIKey{}, "", fmt.Errorf("create key: %w", err)
+	}
+	return k, secret, nil
+}
+
+// ListKeys returns every key, newest first, revoked ones included.
+func (s *Store) ListKeys(ctx context.Context) ([]APIKey, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, name, role, created_at, revoked_at FROM api_keys ORDER BY created_at DESC, id DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("list keys: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (APIKey, error) {
+		var k APIKey
+		err := r.Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt, &k.RevokedAt)
+		return k, err
+	})
+}
+
+// RevokeKey revokes a key by id. Revoking twice is not an error.
+func (s *Store) RevokeKey(ctx context.Context, id string) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE api_keys SET revoked_at = COALESCE(revoked_at, now()) WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("revoke key: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: no API key with id %q (see `keys list`)", ErrNotFound, id)
+	}
+	return nil
+}
+
+// AuthenticateKey returns the live key whose secret is given.
+func (s *Store) AuthenticateKey(ctx context.Context, secret string) (APIKey, error) {
+	var k APIKey
+	err := s.pool.QueryRow(ctx, `SELECT id, name, role, created_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
+		HashSecret(secret)).Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return APIKey{}, ErrUnauthorized
+	}
+	if err != nil {
+		return APIKey{}, fmt.Errorf("authenticate API key: %w", err)
+	}
+	return k, nil
+}

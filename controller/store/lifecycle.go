@@ -1,0 +1,405 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// requeueReason says why live attempts end without a result and whether that
+// counts against the build's attempts.
+type requeueReason struct {
+	consume       bool   // counts as a used attempt, with backoff; false hands the build back at once
+	attemptStatus string // expired | released | failed
+	code, message string
+}
+
+// requeueRelease is an interruption (drain, unregister, re-register): the
+// build goes back at once and the attempt is not counted.
+func requeueRelease(msg string) requeueReason {
+	return requeueReason{attemptStatus: "released", code: "released", message: msg}
+}
+
+// requeue ends the given live attempts and returns their builds to pending:
+// with backoff min(MaxBackoff, 2^attempts) when the attempt is consumed; as
+// failed (max_attempts, a dead letter) when none are left; as cancelled when
+// a cancel was requested. It is the one place a running build leaves its
+// worker without a result.
+func (t *txn) requeue(ctx context.Context, attemptIDs []string, r requeueReason) (int, error) {
+	if len(attemptIDs) == 0 {
+		return 0, nil
+	}
+	rows, err := t.Query(ctx, `
+		WITH a AS (
+			UPDATE build_attempts SET status = $2, ended_at = now(), error_code = $3, error_message = $4,
+				otp_hash = NULL, vm_token_hash = NULL
+			WHERE id = ANY($1) AND status IN ('assigned', 'running')
+			RETURNING id, build_id
+		), n AS (
+			SELECT b.id, CASE
+				WHEN b.cancel_requested THEN 'cancelled'
+				WHEN $5 AND b.attempts >= b.max_attempts THEN 'failed'
+				ELSE 'pending' END AS status
+			FROM builds b JOIN a ON b.id = a.build_id AND b.attempt_id = a.id
+		)
+		UPDATE builds b SET
+			status = n.status,
+			attempts = CASE WHEN $5 THEN b.attempts ELSE b.attempts - 1 END,
+			run_after = now() + CASE WHEN $5 THEN make_interval(secs => least($6::float8, power(2, b.attempts))) ELSE interval '0' END,
+			worker_id = CASE WHEN n.status = 'pending' THEN NULL ELSE b.worker_id END,
+			attempt_id = NULL, lease_expires_at = NULL, phase = '', progress = NULL,
+			completed_at = CASE WHEN n.status = 'pending' THEN NULL ELSE now() END,
+			error_code = CASE n.status WHEN 'cancelled' THEN 'cancelled' WHEN 'failed' THEN 'max_attempts' ELSE b.error_code END,
+			error_message = CASE n.status
+				WHEN 'cancelled' THEN 'cancelled while running'
+				WHEN 'failed' THEN format('gave up after %s attempts; last: %s', b.attempts, $4::text)
+				ELSE b.error_message END
+		FROM n WHERE b.id = n.id
+		RETURNING b.id, b.status, b.platform`,
+		attemptIDs, r.attemptStatus, r.code, r.message, r.consume, t.cfg.MaxBackoff.Seconds())
+	if err != nil {
+		return 0, fmt.Errorf("requeue builds: %w", err)
+	}
+	changes, err := collectBuildChanges(rows)
+	if err != nil {
+		return 0, fmt.Errorf("requeue builds: %w", err)
+	}
+	for _, c := range changes {
+		t.emit(c)
+	}
+	return len(changes), nil
+}
+
+func collectBuildChanges(rows pgx.Rows) ([]Change, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Change, error) {
+		c := Change{Kind: "build"}
+		err := r.Scan(&c.ID, &c.Status, &c.Platform)
+		return c, err
+	})
+}
+
+// Poll hands the worker instance a job: first a job it was given but never
+// acknowledged (its answer was lost), else the next claimable build in
+// (priority, submitted_at) order, skipping rows other pollers hold locked.
+// It returns nil when the worker is at capacity or nothing is claimable.
+func (s *Store) Poll(ctx context.Context, w WorkerAuth) (*api.Job, error) {
+	var job *api.Job
+	err := s.withTx(ctx, func(t *txn) error {
+		var unacked *string
+		var live int
+		err := t.QueryRow(ctx, `SELECT count(*), min(id) FILTER (WHERE status = 'assigned' AND worker_instance = $2)
+			FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')`,
+			w.WorkerID, w.InstanceID).Scan(&live, &unacked)
+		if err != nil {
+			return fmt.Errorf("poll: count live builds: %w", err)
+		}
+		if unacked != nil {
+			job, err = t.redeliver(ctx, *unacked)
+			return err
+		}
+		if live >= w.MaxConcurrent() {
+			return nil
+		}
+		job, err = t.claim(ctx, w)
+		return err
+	})
+	return job, err
+}
+
+const jobColumns = `b.id, b.platform, b.profile, b.priority, b.has_certs, b.base_image, b.timeout_seconds, b.lease_expires_at`
+
+func scanJob(row pgx.Row, j *api.Job) error {
+	var hasCerts bool
+	if err := row.Scan(&j.ID, &j.Platform, &j.Profile, &j.Priority, &hasCerts, &j.BaseImage, &j.BuildTimeoutSeconds, &j.LeaseExpiresAt); err != nil {
+		return err
+	}
+	j.SourceURL = "/api/builds/" + j.ID + "/source"
+	if hasCerts {
+		u := "/api/builds/" + j.ID + "/certs-secure"
+		j.CertsURL = &u
+	}
+	return nil
+}
+
+func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, error) {
+	lease, leaseHash := newSecret(prefixLeaseToken)
+	otp, otpHash := newSecret(prefixOTP)
+	j := &api.Job{AttemptID: NewID(), LeaseToken: lease, OTP: otp}
+	err := scanJob(t.QueryRow(ctx, `
+		WITH next AS (
+			SELECT id FROM builds
+			WHERE status = 'pending' AND run_after <= now() AND platform = ANY($3)
+			ORDER BY priority, submitted_at, id
+			LIMIT 1 FOR UPDATE SKIP LOCKED
+		), b AS (
+			UPDATE builds SET status = 'assigned', worker_id = $1, attempt_id = $4, attempts = attempts + 1,
+				lease_expires_at = now() + $5::interval, phase = 'assigned', progress = NULL
+			FROM next WHERE builds.id = next.id
+			RETURNING builds.*
+		), a AS (
+			INSERT INTO build_attempts (id, build_id, number, worker_id, worker_instance, status, lease_token_hash, otp_hash, otp_expires_at)
+			SELECT $4, b.id, (SELECT COALESCE(max(number), 0) + 1 FROM build_attempts WHERE build_id = b.id),
+				$1, $2, 'assigned', $6, $7, now() + $8::interval FROM b
+		)
+		SELECT `+jobColumns+` FROM b`,
+		w.WorkerID, w.InstanceID, w.Platforms(), j.AttemptID, t.cfg.LeaseTTL, leaseHash, otpHash, t.cfg.OTPTTL), j)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("claim build: %w", err)
+	}
+	t.emit(Change{Kind: "build", ID: j.ID, Status: string(api.StatusAssigned), Platform: j.Platform})
+	return j, nil
+}
+
+// redeliver gives a fresh lease token and OTP to an attempt whose poll answer
+// never reached the worker; the old ones, never seen, stop working.
+func (t *txn) redeliver(ctx context.Context, attemptID string) (*api.Job, error) {
+	lease, leaseHash := newSecret(prefixLeaseToken)
+	otp, otpHash := newSecret(prefixOTP)
+	j := &api.Job{AttemptID: attemptID, LeaseToken: lease, OTP: otp}
+	err := scanJob(t.QueryRow(ctx, `
+		WITH a AS (
+			UPDATE build_attempts SET lease_token_hash = $2, otp_hash = $3, otp_expires_at = now() + $4::interval
+			WHERE id = $1 AND status = 'assigned' RETURNING build_id
+		), b AS (
+			UPDATE builds SET lease_expires_at = now() + $5::interval FROM a
+			WHERE builds.id = a.build_id AND builds.attempt_id = $1 RETURNING builds.*
+		)
+		SELECT `+jobColumns+` FROM b`, attemptID, leaseHash, otpHash, t.cfg.OTPTTL, t.cfg.LeaseTTL), j)
+	if err != nil {
+		return nil, fmt.Errorf("redeliver build: %w", err)
+	}
+	return j, nil
+}
+
+// Heartbeat renews the lease of an attempt the worker instance holds and
+// records its phase. The first heartbeat acknowledges the job: assigned →
+// building. A lease that is no longer this attempt's gives ErrLeaseLost.
+func (s *Store) Heartbeat(ctx context.Context, w WorkerAuth, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
+	var resp api.HeartbeatResponse
+	if len(req.Phase) > 100 {
+		return resp, fmt.Errorf("%w: field \"phase\" is longer than 100 characters", ErrInvalid)
+	}
+	if req.Progress != nil && (*req.Progress < 0 || *req.Progress > 100) {
+		return resp, fmt.Errorf("%w: field \"progress\" must be between 0 and 100", ErrInvalid)
+	}
+	err := s.withTx(ctx, func(t *txn) error {
+		var first bool
+		var platform string
+		err := t.QueryRow(ctx, `
+			WITH o AS (
+				SELECT id, status FROM build_attempts
+				WHERE id = $2 AND build_id = $1 AND worker_id = $3 AND worker_instance = $4
+					AND lease_token_hash = $5 AND status IN ('assigned', 'running')
+				FOR UPDATE
+			), a AS (
+				UPDATE build_attempts SET status = 'running' FROM o WHERE build_attempts.id = o.id
+				RETURNING o.status = 'assigned' AS first
+			)
+			UPDATE builds SET lease_expires_at = now() + $6::interval,
+				status = CASE WHEN status = 'assigned' THEN 'building' ELSE status END,
+				started_at = COALESCE(started_at, now()),
+				phase = COALESCE(NULLIF($7, ''), CASE WHEN status = 'assigned' THEN 'started' ELSE phase END),
+				progress = COALESCE($8, progress)
+			FROM a WHERE builds.id = $1 AND builds.attempt_id = $2 AND builds.status IN ('assigned', 'building')
+			RETURNING builds.lease_expires_at, builds.cancel_requested, a.first, builds.platform`,
+			req.BuildID, req.AttemptID, w.WorkerID, w.InstanceID, HashSecret(req.LeaseToken), t.cfg.LeaseTTL, req.Phase, req.Progress,
+		).Scan(&resp.LeaseExpiresAt, &resp.CancelRequested, &first, &platform)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: build %s attempt %s is not held by this worker any more; stop it", ErrLeaseLost, req.BuildID, req.AttemptID)
+		}
+		if err != nil {
+			return fmt.Errorf("heartbeat: %w", err)
+		}
+		if first {
+			t.emit(Change{Kind: "build", ID: req.BuildID, Status: string(api.StatusBuilding), Platform: platform})
+		}
+		return nil
+	})
+	resp.TokenGrant = w.Grant
+	return resp, err
+}
+
+// Result is a worker's report of how an attempt ended.
+type Result struct {
+	BuildID, AttemptID, LeaseToken string
+	Success                        bool
+	ErrorMessage, ErrorCode        string
+	Retryable                      bool
+	// Artifact, when set, is already written to a temporary file; Commit
+	// moves it into place inside the transaction, only once the attempt is
+	// known to still hold its lease.
+	Artifact *PendingArtifact
+}
+
+// PendingArtifact is an uploaded file waiting for its record.
+type PendingArtifact struct {
+	Name   string
+	Size   int64
+	SHA256 string
+	Commit func() error
+}
+
+// Complete records an attempt's result with a compare-and-set on (build,
+// attempt, lease). Repeating a completion returns the first answer and
+// changes nothing; a completion from an attempt that lost its lease gives
+// ErrLeaseLost.
+func (s *Store) Complete(ctx context.Context, w WorkerAuth, r Result) (api.ResultResponse, error) {
+	var resp api.ResultResponse
+	err := s.withTx(ctx, func(t *txn) error {
+		var (
+			status, instance string
+			leaseHash        []byte
+			stored           []byte
+		)
+		err := t.QueryRow(ctx, `SELECT status, worker_instance, lease_token_hash, result FROM build_attempts
+			WHERE id = $1 AND build_id = $2 AND worker_id = $3 FOR UPDATE`,
+			r.AttemptID, r.BuildID, w.WorkerID).Scan(&status, &instance, &leaseHash, &stored)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: build %s has no attempt %s of this worker", ErrLeaseLost, r.BuildID, r.AttemptID)
+		}
+		if err != nil {
+			return fmt.Errorf("record result: %w", err)
+		}
+		if string(leaseHash) != string(HashSecret(r.LeaseToken)) {
+			return fmt.Errorf("%w: lease token does not match attempt %s", ErrLeaseLost, r.AttemptID)
+		}
+		if stored != nil { // a repeat: the first answer stands
+			if err := json.Unmarshal(stored, &resp); err != nil {
+				return fmt.Errorf("decode stored result: %w", err)
+			}
+			resp.Duplicate = true
+			return nil
+		}
+		if (status != "assigned" && status != "running") || instance != w.InstanceID {
+			return fmt.Errorf("%w: attempt %s already ended (%s)", ErrLeaseLost, r.AttemptID, status)
+		}
+		resp, err = t.finish(ctx, w, r)
+		if err != nil {
+			return err
+		}
+		b, err := json.Marshal(resp)
+		if err != nil {
+			return err
+		}
+		_, err = t.Exec(ctx, `UPDATE build_attempts SET result = $2 WHERE id = $1`, r.AttemptID, b)
+		return err
+	})
+	return resp, err
+}
+
+// finish applies a result to a build whose attempt is verified live.
+func (t *txn) finish(ctx context.Context, w WorkerAuth, r Result) (api.ResultResponse, error) {
+	resp := api.ResultResponse{Success: true, BuildID: r.BuildID}
+	switch {
+	case r.Success:
+		if r.Artifact != nil {
+			if err := t.recordArtifact(ctx, r.BuildID, r.Artifact); err != nil {
+				return resp, err
+			}
+			resp.Artifact = &api.Artifact{Name: r.Artifact.Name, Size: r.Artifact.Size, SHA256: r.Artifact.SHA256,
+				URL: ArtifactURL(r.BuildID, r.Artifact.Name)}
+		}
+		if err := t.endBuild(ctx, r, api.StatusCompleted, "completed", "", ""); err != nil {
+			return resp, err
+		}
+		resp.Status = api.StatusCompleted
+	case r.ErrorCode == "released":
+		// A drain: back to the queue at once, not counted.
+		if _, err := t.requeue(ctx, []string{r.AttemptID}, requeueRelease(orDefault(r.ErrorMessage, "worker handed the build back"))); err != nil {
+			return resp, err
+		}
+		resp.Requeued = true
+		resp.Status = api.StatusPending
+	case r.Retryable:
+		if _, err := t.requeue(ctx, []string{r.AttemptID}, requeueReason{consume: true, attemptStatus: "failed",
+			code: orDefault(r.ErrorCode, "retryable"), message: orDefault(r.ErrorMessage, "retryable failure")}); err != nil {
+			return resp, err
+		}
+		if err := t.QueryRow(ctx, `SELECT status FROM builds WHERE id = $1`, r.BuildID).Scan(&resp.Status); err != nil {
+			return resp, fmt.Errorf("read requeued build: %w", err)
+		}
+		resp.Requeued = resp.Status == api.StatusPending
+	default:
+		var cancelRequested bool
+		if err := t.QueryRow(ctx, `SELECT cancel_requested FROM builds WHERE id = $1`, r.BuildID).Scan(&cancelRequested); err != nil {
+			return resp, fmt.Errorf("read build: %w", err)
+		}
+		final, attemptStatus, code := api.StatusFailed, "failed", orDefault(r.ErrorCode, api.CodeBuildFailed)
+		if cancelRequested || r.ErrorCode == api.CodeCancelled {
+			final, attemptStatus, code = api.StatusCancelled, "cancelled", api.CodeCancelled
+		}
+		if err := t.endBuild(ctx, r, final, attemptStatus, code, orDefault(r.ErrorMessage, "build failed")); err != nil {
+			return resp, err
+		}
+		resp.Status = final
+	}
+	col := "builds_completed"
+	if resp.Status != api.StatusCompleted {
+		col = "builds_failed"
+	}
+	if resp.Status.Terminal() {
+		if _, err := t.Exec(ctx, `UPDATE workers SET `+col+` = `+col+` + 1 WHERE id = $1`, w.WorkerID); err != nil {
+			return resp, fmt.Errorf("count worker's builds: %w", err)
+		}
+	}
+	return resp, nil
+}
+
+// endBuild moves a build whose attempt is live to a terminal status.
+func (t *txn) endBuild(ctx context.Context, r Result, status api.BuildStatus, attemptStatus, code, msg string) error {
+	var platform string
+	err := t.QueryRow(ctx, `
+		WITH a AS (
+			UPDATE build_attempts SET status = $3, ended_at = now(), error_code = NULLIF($4, ''), error_message = NULLIF($5, ''),
+				otp_hash = NULL, vm_token_hash = NULL
+			WHERE id = $2 RETURNING id
+		)
+		UPDATE builds SET status = $6, completed_at = now(), lease_expires_at = NULL, phase = $6,
+			error_code = NULLIF($4, ''), error_message = NULLIF($5, '')
+		FROM a WHERE builds.id = $1 AND builds.attempt_id = a.id
+		RETURNING builds.platform`,
+		r.BuildID, r.AttemptID, attemptStatus, code, msg, string(status)).Scan(&platform)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: build %s is no longer on attempt %s", ErrLeaseLost, r.BuildID, r.AttemptID)
+	}
+	if err != nil {
+		return fmt.Errorf("end build: %w", err)
+	}
+	t.emit(Change{Kind: "build", ID: r.BuildID, Status: string(status), Platform: platform})
+	return nil
+}
+
+func (t *txn) recordArtifact(ctx context.Context, buildID string, a *PendingArtifact) error {
+	if _, err := t.Exec(ctx, `INSERT INTO artifacts (build_id, name, size, sha256) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (build_id, name) DO UPDATE SET size = EXCLUDED.size, sha256 = EXCLUDED.sha256, created_at = now()`,
+		buildID, a.Name, a.Size, a.SHA256); err != nil {
+		return fmt.Errorf("record artifact: %w", err)
+	}
+	// The file moves into place while the row is locked and before commit: a
+	// stale attempt never gets here, so it can never overwrite a real result.
+	if err := a.Commit(); err != nil {
+		return fmt.Errorf("store artifact %s: %w", a.Name, err)
+	}
+	return nil
+}
+
+// ArtifactURL is the download path of a build's artifact.
+func ArtifactURL(buildID, name string) string {
+	return "/api/builds/" + buildID + "/artifacts/" + url.PathEscape(name)
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,105 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// AppendLog appends data at byte offset to a build's log, for the live
+// attempt attemptID. Bytes the log already holds (a resend) are accepted
+// without change; an offset beyond the log's length gives *OffsetAheadError.
+// It returns the log's length after the append.
+func (s *Store) AppendLog(ctx context.Context, buildID, attemptID string, offset int64, data []byte, maxLog int64) (int64, error) {
+	if offset < 0 {
+		return 0, fmt.Errorf("%w: offset must be ≥ 0", ErrInvalid)
+	}
+	var length int64
+	err := s.withTx(ctx, func(t *txn) error {
+		var live bool
+		err := t.QueryRow(ctx, `SELECT log_length, attempt_id IS NOT DISTINCT FROM $2 AND status IN ('assigned', 'building')
+			FROM builds WHERE id = $1 FOR UPDATE`, buildID, attemptID).Scan(&length, &live)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: no build %q", ErrNotFound, buildID)
+		}
+		if err != nil {
+			return fmt.Errorf("append log: %w", err)
+		}
+		if !live {
+			return fmt.Errorf("%w: attempt %s of build %s has ended", ErrLeaseLost, attemptID, buildID)
+		}
+		if offset > length {
+			return &OffsetAheadError{Length: length}
+		}
+		end := offset + int64(len(data))
+		if end <= length {
+			return nil // already held
+		}
+		if end > maxLog {
+			return fmt.Errorf("%w: the build log would exceed %d bytes", ErrTooLarge, maxLog)
+		}
+		tail := data[length-offset:]
+		if _, err := t.Exec(ctx, `INSERT INTO build_logs (build_id, byte_offset, data) VALUES ($1, $2, $3)`, buildID, length, tail); err != nil {
+			return fmt.Errorf("append log: %w", err)
+		}
+		if _, err := t.Exec(ctx, `UPDATE builds SET log_length = $2 WHERE id = $1`, buildID, end); err != nil {
+			return fmt.Errorf("append log: %w", err)
+		}
+		length = end
+		t.emit(Change{Kind: "log", ID: buildID})
+		return nil
+	})
+	return length, err
+}
+
+// LogSlice is part of a build log.
+type LogSlice struct {
+	Data   []byte
+	Length int64 // the whole log's length when read
+	Status api.BuildStatus
+}
+
+// ReadLog returns up to max bytes of a build's log starting at offset after.
+func (s *Store) ReadLog(ctx context.Context, buildID string, after int64, max int) (LogSlice, error) {
+	var out LogSlice
+	if after < 0 {
+		return out, fmt.Errorf("%w: parameter \"after\" must be ≥ 0", ErrInvalid)
+	}
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
+		err := tx.QueryRow(ctx, `SELECT log_length, status FROM builds WHERE id = $1`, buildID).Scan(&out.Length, &out.Status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: no build %q", ErrNotFound, buildID)
+		}
+		if err != nil || after >= out.Length {
+			return err
+		}
+		rows, err := tx.Query(ctx, `SELECT byte_offset, data FROM build_logs WHERE build_id = $1
+			AND byte_offset >= COALESCE((SELECT max(byte_offset) FROM build_logs WHERE build_id = $1 AND byte_offset <= $2), 0)
+			AND byte_offset < $2 + $3
+			ORDER BY byte_offset`, buildID, after, max)
+		if err != nil {
+			return fmt.Errorf("read log: %w", err)
+		}
+		defer rows.Close()
+		for rows.Next() && len(out.Data) < max {
+			var off int64
+			var chunk []byte
+			if err := rows.Scan(&off, &chunk); err != nil {
+				return fmt.Errorf("read log: %w", err)
+			}
+			if off < after {
+				chunk = chunk[after-off:]
+			}
+			if room := max - len(out.Data); len(chunk) > room {
+				chunk = chunk[:room]
+			}
+			out.Data = append(out.Data, chunk...)
+		}
+		return rows.Err()
+	})
+	return out, err
+}

@@ -1,0 +1,259 @@
+// Package store is the controller's Postgres state: API keys, workers, builds,
+// attempts with their leases, logs and artifact records. Every state change
+// runs in a transaction opened by withTx and reports what changed through
+// txn.emit, the single place where change events leave the transaction.
+package store
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// NotifyChannel is the Postgres channel on which committed changes are
+// announced to every controller replica.
+const NotifyChannel = "freeagent_changes"
+
+// Config holds the lifecycle timings and limits the store enforces.
+type Config struct {
+	LeaseTTL           time.Duration // a lease not renewed for this long expires
+	TokenTTL           time.Duration // worker token lifetime
+	TokenRotateAfter   time.Duration // a token older than this is replaced on its next use
+	OTPTTL             time.Duration
+	VMTokenTTL         time.Duration
+	WorkerOfflineAfter time.Duration // no contact for this long → offline, builds requeued
+	MaxAttempts        int
+	DefaultTimeout     time.Duration // per-build timeout when the submitter sets none
+	TimeoutGrace       time.Duration // the reaper's backstop fires this long after the timeout
+	MaxBackoff         time.Duration
+}
+
+// DefaultConfig returns the production timings of DESIGN.md.
+func DefaultConfig() Config {
+	return Config{
+		LeaseTTL:           90 * time.Second,
+		TokenTTL:           90 * time.Second,
+		TokenRotateAfter:   30 * time.Second,
+		OTPTTL:             5 * time.Minute,
+		VMTokenTTL:         24 * time.Hour,
+		WorkerOfflineAfter: 5 * time.Minute,
+		MaxAttempts:        5,
+		DefaultTimeout:     30 * time.Minute,
+		TimeoutGrace:       2 * time.Minute,
+		MaxBackoff:         1024 * time.Second,
+	}
+}
+
+// Store is the controller's database.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  Config
+}
+
+// Open connects to the database at dsn. It does not migrate; call Migrate.
+func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
+	pcfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parse database URL: %w", err)
+	}
+	// Guard against a stuck client holding xmin back and bloating the queue.
+	pcfg.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = "60000"
+	pcfg.ConnConfig.RuntimeParams["statement_timeout"] = "60000"
+	if pcfg.MaxConns < 16 {
+		pcfg.MaxConns = 16
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to database: %w", err)
+	}
+	return &Store{pool: pool, cfg: cfg}, nil
+}
+
+// Close releases the connection pool.
+func (s *Store) Close() { s.pool.Close() }
+
+// Config returns the timings the store enforces.
+func (s *Store) Config() Config { return s.cfg }
+
+// Pool exposes the pool for components that need a raw connection (the
+// LISTEN connection's DSN, health checks).
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+type migration struct {
+	version int
+	name    string
+	sql     string
+}
+
+func migrations() ([]migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []migration
+	for _, e := range entries {
+		num, _, ok := strings.Cut(e.Name(), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("migration %q: name must start with a number and '_'", e.Name())
+		}
+		b, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, migration{version: v, name: e.Name(), sql: string(b)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].version < out[j].version })
+	return out, nil
+}
+
+// LatestMigration is the schema version this binary expects.
+func LatestMigration() int {
+	ms, err := migrations()
+	if err != nil || len(ms) == 0 {
+		return 0
+	}
+	return ms[len(ms)-1].version
+}
+
+// Migrate applies the embedded migrations that are not applied yet. Several
+// replicas may call it at once: an advisory lock serialises them.
+func (s *Store) Migrate(ctx context.Context) (applied []string, err error) {
+	ms, err := migrations()
+	if err != nil {
+		return nil, fmt.Errorf("read embedded migrations: %w", err)
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, `SELECT pg_advisory_lock(7201001)`); err != nil {
+		return nil, fmt.Errorf("migrate: take lock: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock(7201001)`) //nolint:errcheck
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return nil, fmt.Errorf("migrate: create schema_migrations: %w", err)
+	}
+	for _, m := range ms {
+		var exists bool
+		if err := conn.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM schema_migrations WHERE version = $1)`, m.version).Scan(&exists); err != nil {
+			return applied, fmt.Errorf("migrate: %w", err)
+		}
+		if exists {
+			continue
+		}
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.sql); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
+			return err
+		})
+		if err != nil {
+			return applied, fmt.Errorf("apply migration %s: %w", m.name, err)
+		}
+		applied = append(applied, m.name)
+	}
+	return applied, nil
+}
+
+// SchemaVersion returns the highest applied migration, 0 when none.
+func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
+	var v *int
+	err := s.pool.QueryRow(ctx, `SELECT max(version) FROM schema_migrations`).Scan(&v)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "42P01" { // undefined_table
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if v == nil {
+		return 0, nil
+	}
+	return *v, nil
+}
+
+// Change is what a committed transaction announces on NotifyChannel. It is
+// deliberately small: listeners re-read state they care about.
+type Change struct {
+	Kind     string `json:"k"`           // "build" or "worker"
+	ID       string `json:"id"`          // entity id
+	Status   string `json:"s,omitempty"` // new status
+	Platform string `json:"p,omitempty"` // set for builds
+}
+
+// ChangeClaimable reports whether a change made a build claimable now.
+func (c Change) Claimable() bool { return c.Kind == "build" && c.Status == "pending" }
+
+// txn is a transaction that records the state changes made in it. Every state
+// transition of a build or worker calls emit; the changes are published with
+// pg_notify inside the same transaction, so listeners hear of a change exactly
+// when it commits and never of one that rolled back.
+type txn struct {
+	pgx.Tx
+	cfg     Config
+	changes []Change
+}
+
+func (t *txn) emit(c Change) { t.changes = append(t.changes, c) }
+
+// maxNotifyPayload stays under Postgres's 8000-byte NOTIFY limit.
+const maxNotifyPayload = 7000
+
+func (t *txn) publish(ctx context.Context) error {
+	for len(t.changes) > 0 {
+		n := len(t.changes)
+		var payload []byte
+		for {
+			var err error
+			payload, err = json.Marshal(t.changes[:n])
+			if err != nil {
+				return err
+			}
+			if len(payload) <= maxNotifyPayload || n == 1 {
+				break
+			}
+			n /= 2
+		}
+		if _, err := t.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, string(payload)); err != nil {
+			return fmt.Errorf("publish changes: %w", err)
+		}
+		t.changes = t.changes[n:]
+	}
+	return nil
+}
+
+// withTx runs fn in a transaction, publishes its changes and commits.
+func (s *Store) withTx(ctx context.Context, fn func(*txn) error) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		t := &txn{Tx: tx, cfg: s.cfg}
+		if err := fn(t); err != nil {
+			return err
+		}
+		return t.publish(ctx)
+	})
+}
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }

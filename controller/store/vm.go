@@ -1,0 +1,99 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// VMAuth exchanges a build attempt's one-time password for a VM token. The
+// OTP works once, only for its own build, only while the attempt is live.
+func (s *Store) VMAuth(ctx context.Context, buildID, otp string) (api.VMAuthResponse, error) {
+	token, hash := newSecret(prefixVMToken)
+	resp := api.VMAuthResponse{VMToken: token, BuildID: buildID}
+	err := s.pool.QueryRow(ctx, `UPDATE build_attempts SET otp_hash = NULL, vm_token_hash = $3, vm_token_expires_at = now() + $4::interval
+		WHERE otp_hash = $1 AND build_id = $2 AND otp_expires_at > now() AND status IN ('assigned', 'running')
+		RETURNING vm_token_expires_at`, HashSecret(otp), buildID, hash, s.cfg.VMTokenTTL).Scan(&resp.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return api.VMAuthResponse{}, fmt.Errorf("%w: the one-time password is unknown, used, expired or for another build", ErrUnauthorized)
+	}
+	if err != nil {
+		return api.VMAuthResponse{}, fmt.Errorf("exchange OTP: %w", err)
+	}
+	return resp, nil
+}
+
+// AuthenticateVM returns the live attempt a VM token belongs to. A valid
+// token presented for another build gives ErrForbidden.
+func (s *Store) AuthenticateVM(ctx context.Context, buildID, token string) (attemptID string, err error) {
+	var tokenBuild string
+	err = s.pool.QueryRow(ctx, `SELECT id, build_id FROM build_attempts WHERE vm_token_hash = $1
+		AND vm_token_expires_at > now() AND status IN ('assigned', 'running')`, HashSecret(token)).Scan(&attemptID, &tokenBuild)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", fmt.Errorf("%w: VM token unknown, expired, or its attempt has ended", ErrUnauthorized)
+	}
+	if err != nil {
+		return "", fmt.Errorf("authenticate VM token: %w", err)
+	}
+	if tokenBuild != buildID {
+		return "", fmt.Errorf("%w: this VM token belongs to another build", ErrForbidden)
+	}
+	return attemptID, nil
+}
+
+// WorkerHoldsBuild reports ErrForbidden unless the worker instance holds a
+// live attempt of the build (the worker may fetch the source it runs).
+func (s *Store) WorkerHoldsBuild(ctx context.Context, w WorkerAuth, buildID string) error {
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM build_attempts WHERE build_id = $1 AND worker_id = $2
+		AND worker_instance = $3 AND status IN ('assigned', 'running'))`, buildID, w.WorkerID, w.InstanceID).Scan(&ok)
+	if err != nil {
+		return fmt.Errorf("check build assignment: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: build %s is not assigned to this worker", ErrForbidden, buildID)
+	}
+	return nil
+}
+
+// BuildFiles says which stored files a build has.
+type BuildFiles struct {
+	SourceFormat string
+	SourceSize   int64
+	SourceSHA256 string
+	HasCerts     bool
+	CertsDeleted bool
+	Status       api.BuildStatus
+}
+
+// Files returns what a build stored at submit.
+func (s *Store) Files(ctx context.Context, buildID string) (BuildFiles, error) {
+	var f BuildFiles
+	err := s.pool.QueryRow(ctx, `SELECT source_format, source_size, source_sha256, has_certs, certs_deleted_at IS NOT NULL, status
+		FROM builds WHERE id = $1`, buildID).Scan(&f.SourceFormat, &f.SourceSize, &f.SourceSHA256, &f.HasCerts, &f.CertsDeleted, &f.Status)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return f, fmt.Errorf("%w: no build %q", ErrNotFound, buildID)
+	}
+	return f, err
+}
+
+// AddArtifact records an artifact the VM uploaded for its live attempt. The
+// file is moved into place only while the attempt is verified live.
+func (s *Store) AddArtifact(ctx context.Context, buildID, attemptID string, a *PendingArtifact) error {
+	return s.withTx(ctx, func(t *txn) error {
+		var live bool
+		err := t.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM builds WHERE id = $1 AND attempt_id = $2
+			AND status IN ('assigned', 'building') FOR UPDATE)`, buildID, attemptID).Scan(&live)
+		if err != nil {
+			return fmt.Errorf("check attempt: %w", err)
+		}
+		if !live {
+			return fmt.Errorf("%w: attempt %s of build %s has ended", ErrLeaseLost, attemptID, buildID)
+		}
+		return t.recordArtifact(ctx, buildID, a)
+	})
+}

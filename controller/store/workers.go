@@ -1,0 +1,264 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// WorkerAuth is an authenticated worker instance and the token it should use next.
+type WorkerAuth struct {
+	WorkerID     string
+	InstanceID   string
+	Capabilities api.Capabilities
+	Grant        api.TokenGrant
+}
+
+// MaxConcurrent is the number of builds the instance may hold at once.
+func (w WorkerAuth) MaxConcurrent() int {
+	if w.Capabilities.MaxConcurrentBuilds < 1 {
+		return 1
+	}
+	return w.Capabilities.MaxConcurrentBuilds
+}
+
+// Platforms are the platforms the worker builds; both when it named none.
+func (w WorkerAuth) Platforms() []string {
+	if len(w.Capabilities.Platforms) == 0 {
+		return []string{api.PlatformIOS, api.PlatformAndroid}
+	}
+	return w.Capabilities.Platforms
+}
+
+// Registration is the result of Register.
+type Registration struct {
+	WorkerID       string
+	Reregistered   bool
+	Grant          api.TokenGrant
+	ReleasedBuilds int
+}
+
+// ValidateRegistration checks a registration request and normalises it.
+func ValidateRegistration(req *api.RegisterRequest) error {
+	req.Name = strings.TrimSpace(req.Name)
+	if req.Name == "" {
+		return fmt.Errorf("%w: field \"name\" is required (a human name for this worker, e.g. the Mac's name)", ErrInvalid)
+	}
+	if len(req.Name) > 200 {
+		return fmt.Errorf("%w: field \"name\" is longer than 200 characters", ErrInvalid)
+	}
+	if req.ID != "" && !validWorkerID(req.ID) {
+		return fmt.Errorf("%w: field \"id\" must be 1-64 characters of a-z, A-Z, 0-9, '-' or '_'", ErrInvalid)
+	}
+	for _, p := range req.Capabilities.Platforms {
+		if p != api.PlatformIOS && p != api.PlatformAndroid {
+			return fmt.Errorf("%w: field \"capabilities.platforms\" has %q; use \"ios\" and/or \"android\"", ErrInvalid, p)
+		}
+	}
+	if c := req.Capabilities.MaxConcurrentBuilds; c < 0 || c > 64 {
+		return fmt.Errorf("%w: field \"capabilities.max_concurrent_builds\" must be between 1 and 64", ErrInvalid)
+	}
+	return nil
+}
+
+func validWorkerID(id string) bool {
+	if len(id) == 0 || len(id) > 64 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// Register creates a worker, or starts a new instance of an existing one.
+// Builds the previous instance held go back to the queue at once without
+// consuming an attempt: the old process is gone or has been replaced.
+func (s *Store) Register(ctx context.Context, req api.RegisterRequest) (Registration, error) {
+	if err := ValidateRegistration(&req); err != nil {
+		return Registration{}, err
+	}
+	id := req.ID
+	if id == "" {
+		id = NewID()
+	}
+	caps, err := json.Marshal(req.Capabilities)
+	if err != nil {
+		return Registration{}, fmt.Errorf("encode capabilities: %w", err)
+	}
+	token, hash := newSecret(prefixWorkerToken)
+	var reg Registration
+	err = s.withTx(ctx, func(t *txn) error {
+		var inserted bool
+		err := t.QueryRow(ctx, `
+			INSERT INTO workers (id, name, capabilities, instance_id, status, token_hash, token_issued_at, token_expires_at)
+			VALUES ($1, $2, $3, $4, 'online', $5, now(), now() + $6::interval)
+			ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, capabilities = EXCLUDED.capabilities,
+				instance_id = EXCLUDED.instance_id, status = 'online', token_hash = EXCLUDED.token_hash,
+				token_issued_at = now(), token_expires_at = EXCLUDED.token_expires_at,
+				prev_token_hash = NULL, prev_token_expires_at = NULL, last_seen_at = now()
+			RETURNING (xmax = 0), token_expires_at`,
+			id, req.Name, caps, NewID(), hash, s.cfg.TokenTTL).Scan(&inserted, &reg.Grant.TokenExpiresAt)
+		if err != nil {
+			return fmt.Errorf("register worker: %w", err)
+		}
+		reg.WorkerID, reg.Reregistered = id, !inserted
+		reg.Grant.AccessToken = token
+		t.emit(Change{Kind: "worker", ID: id, Status: "online"})
+		if !inserted {
+			// The previous instance's builds: any live attempt of this worker
+			// belongs to an older instance now.
+			reg.ReleasedBuilds, err = t.requeueWorkerAttempts(ctx, id, "", requeueRelease("worker re-registered; the previous instance's build was handed back"))
+		}
+		return err
+	})
+	return reg, err
+}
+
+// AuthenticateWorker validates a worker token, records contact and rotates
+// the token when due. The previous token stays valid until the new one is
+// first used or it expires, so a lost response never locks a worker out.
+func (s *Store) AuthenticateWorker(ctx context.Context, token string) (WorkerAuth, error) {
+	if !strings.HasPrefix(token, prefixWorkerToken) {
+		return WorkerAuth{}, ErrUnauthorized
+	}
+	presented := HashSecret(token)
+	next, nextHash := newSecret(prefixWorkerToken)
+	// One statement decides everything against the row's old values:
+	//  - current token, older than the rotation age → it becomes the previous one, a new one is issued;
+	//  - current token, otherwise → the previous token is revoked (the new one is in use);
+	//  - previous token (the answer carrying the current one was lost) → a new current one is issued,
+	//    unless the current one is only seconds old (a concurrent request rotated it just now).
+	var (
+		w                      WorkerAuth
+		caps                   []byte
+		curHash                []byte
+		curExpires             time.Time
+		prevExpires            *time.Time
+	)
+	err := s.pool.QueryRow(ctx, `
+		UPDATE workers SET
+			last_seen_at = now(),
+			status = 'online',
+			token_hash = CASE
+				WHEN token_hash = $1 AND token_issued_at < now() - $3::interval THEN $2
+				WHEN token_hash <> $1 AND token_issued_at < now() - $5::interval THEN $2
+				ELSE token_hash END,
+			token_issued_at = CASE
+				WHEN token_hash = $1 AND token_issued_at < now() - $3::interval THEN now()
+				WHEN token_hash <> $1 AND token_issued_at < now() - $5::interval THEN now()
+				ELSE token_issued_at END,
+			token_expires_at = CASE
+				WHEN token_hash = $1 AND token_issued_at < now() - $3::interval THEN now() + $4::interval
+				WHEN token_hash <> $1 AND token_issued_at < now() - $5::interval THEN now() + $4::interval
+				ELSE token_expires_at END,
+			prev_token_hash = CASE
+				WHEN token_hash = $1 AND token_issued_at < now() - $3::interval THEN token_hash
+				WHEN token_hash = $1 THEN NULL
+				ELSE prev_token_hash END,
+			prev_token_expires_at = CASE
+				WHEN token_hash = $1 AND token_issued_at < now() - $3::interval THEN token_expires_at
+				WHEN token_hash = $1 THEN NULL
+				ELSE prev_token_expires_at END
+		WHERE status <> 'unregistered' AND (
+			(token_hash = $1 AND token_expires_at > now()) OR
+			(prev_token_hash = $1 AND prev_token_expires_at > now()))
+		RETURNING id, instance_id, capabilities, token_hash, token_expires_at, prev_token_expires_at`,
+		presented, nextHash, s.cfg.TokenRotateAfter, s.cfg.TokenTTL, 10*time.Second,
+	).Scan(&w.WorkerID, &w.InstanceID, &caps, &curHash, &curExpires, &prevExpires)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return WorkerAuth{}, ErrUnauthorized
+	}
+	if err != nil {
+		return WorkerAuth{}, fmt.Errorf("authenticate worker: %w", err)
+	}
+	if err := json.Unmarshal(caps, &w.Capabilities); err != nil {
+		return WorkerAuth{}, fmt.Errorf("decode worker capabilities: %w", err)
+	}
+	switch {
+	case string(curHash) == string(nextHash):
+		w.Grant = api.TokenGrant{AccessToken: next, TokenExpiresAt: curExpires}
+	case string(curHash) == string(presented):
+		w.Grant = api.TokenGrant{AccessToken: token, TokenExpiresAt: curExpires}
+	default: // the previous token, kept because the current one is brand new
+		w.Grant = api.TokenGrant{AccessToken: token, TokenExpiresAt: *prevExpires}
+	}
+	return w, nil
+}
+
+// Unregister ends the worker instance: its builds go back to the queue at
+// once without consuming an attempt, and its tokens stop working.
+func (s *Store) Unregister(ctx context.Context, w WorkerAuth) (int, error) {
+	var n int
+	err := s.withTx(ctx, func(t *txn) error {
+		_, dead := newSecret(prefixWorkerToken) // replaces the hash: nobody holds this token
+		tag, err := t.Exec(ctx, `UPDATE workers SET status = 'unregistered', token_hash = $3, prev_token_hash = NULL,
+			prev_token_expires_at = NULL, last_seen_at = now() WHERE id = $1 AND instance_id = $2`, w.WorkerID, w.InstanceID, dead)
+		if err != nil {
+			return fmt.Errorf("unregister worker: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return fmt.Errorf("%w: worker %s was re-registered by another instance", ErrConflict, w.WorkerID)
+		}
+		t.emit(Change{Kind: "worker", ID: w.WorkerID, Status: "unregistered"})
+		n, err = t.requeueWorkerAttempts(ctx, w.WorkerID, w.InstanceID, requeueRelease("worker unregistered; build handed back"))
+		return err
+	})
+	return n, err
+}
+
+// requeueWorkerAttempts requeues the live attempts of a worker; instance ""
+// means every instance.
+func (t *txn) requeueWorkerAttempts(ctx context.Context, workerID, instance string, r requeueReason) (int, error) {
+	rows, err := t.Query(ctx, `SELECT id FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')
+		AND ($2 = '' OR worker_instance = $2) FOR UPDATE`, workerID, instance)
+	if err != nil {
+		return 0, fmt.Errorf("find worker's builds: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, fmt.Errorf("find worker's builds: %w", err)
+	}
+	return t.requeue(ctx, ids, r)
+}
+
+// Worker is the admin view of a worker.
+type Worker struct {
+	ID              string           `json:"id"`
+	Name            string           `json:"name"`
+	Status          string           `json:"status"`
+	Capabilities    api.Capabilities `json:"capabilities"`
+	RegisteredAt    time.Time        `json:"registered_at"`
+	LastSeenAt      time.Time        `json:"last_seen_at"`
+	BuildsCompleted int64            `json:"builds_completed"`
+	BuildsFailed    int64            `json:"builds_failed"`
+	ActiveBuilds    []string         `json:"active_builds"`
+}
+
+// ListWorkers returns every worker that has not unregistered, by name.
+func (s *Store) ListWorkers(ctx context.Context) ([]Worker, error) {
+	rows, err := s.pool.Query(ctx, `SELECT w.id, w.name, w.status, w.capabilities, w.registered_at, w.last_seen_at,
+		w.builds_completed, w.builds_failed,
+		COALESCE((SELECT array_agg(build_id ORDER BY started_at) FROM build_attempts a WHERE a.worker_id = w.id AND a.status IN ('assigned','running')), '{}')
+		FROM workers w WHERE w.status <> 'unregistered' ORDER BY w.name, w.id`)
+	if err != nil {
+		return nil, fmt.Errorf("list workers: %w", err)
+	}
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Worker, error) {
+		var w Worker
+		var caps []byte
+		if err := r.Scan(&w.ID, &w.Name, &w.Status, &caps, &w.RegisteredAt, &w.LastSeenAt, &w.BuildsCompleted, &w.BuildsFailed, &w.ActiveBuilds); err != nil {
+			return w, err
+		}
+		return w, json.Unmarshal(caps, &w.Capabilities)
+	})
+}
