@@ -41,6 +41,7 @@ type Options struct {
 	// Durable false turns off fsync, synchronous_commit and full_page_writes:
 	// several times faster, and a crash may lose or corrupt data, which is
 	// fine for throwaway test clusters. Use true for anything that persists.
+	// (False also keeps dynamic shared memory inside Dir; see startServer.)
 	Durable bool
 	// Port, when > 0, also makes the server listen on 127.0.0.1:Port (for
 	// tools that cannot use a unix socket). 0 means unix socket only, so
@@ -149,7 +150,7 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.initdb(ctx, dir, binDir, opts.Durable, cred, out); err != nil {
 		return nil, err
 	}
-	if err := removeStalePidFile(c.dataDir); err != nil {
+	if err := c.removeStaleLockFiles(); err != nil {
 		return nil, err
 	}
 	if err := c.startServer(binDir, opts.Durable, cred, out); err != nil {
@@ -340,6 +341,11 @@ func (c *Cluster) startServer(binDir string, durable bool, cred *syscall.Credent
 			"-c", "fsync=off",
 			"-c", "synchronous_commit=off",
 			"-c", "full_page_writes=off",
+			// Dynamic shared memory as files in pgdata/pg_dynshmem instead
+			// of POSIX shm (/dev/shm on Linux): a throwaway cluster whose
+			// parent is killed then leaks nothing outside its Dir. (A
+			// durable cluster cleans up its old segments on the next start.)
+			"-c", "dynamic_shared_memory_type=mmap",
 		)
 	}
 	cmd := exec.Command(filepath.Join(binDir, "postgres"), args...) // not CommandContext: the server outlives Start's ctx
@@ -425,17 +431,31 @@ func createDatabaseIfMissing(ctx context.Context, conn *pgx.Conn, name string) e
 	return err
 }
 
-// removeStalePidFile deletes a postmaster.pid left by a server that was
-// killed (e.g. the controller was SIGKILLed and Pdeathsig took the server
-// with it). Postgres already ignores a pid file whose pid is dead, but not
-// one whose pid has since been reused by another process, which after a
-// reboot or a container restart is likely. A pid file from a server that is
-// really still running is left alone, and Postgres then refuses to start a
-// second server on the same data. Postgres' shared-memory interlock (keyed by
-// the data dir, not the pid file) still stops a start while orphaned server
-// children are alive.
-func removeStalePidFile(dataDir string) error {
-	name := filepath.Join(dataDir, "postmaster.pid")
+// removeStaleLockFiles deletes the lock files (postmaster.pid in the data
+// dir, .s.PGSQL.<port>.lock next to the socket) left by a server that was
+// killed, e.g. when the controller was SIGKILLed and Pdeathsig took the
+// server with it. Postgres ignores a lock file whose pid is dead, but not one
+// whose pid is a not-yet-reaped zombie or has been reused by another process,
+// which after a reboot or container restart is likely. Lock files of a server
+// that really is still running are left alone, so Postgres then refuses to
+// start a second server on the same data. Postgres' shared-memory interlock
+// (keyed by the data dir, not by these files) still stops a start while
+// orphaned children of the killed server are alive.
+func (c *Cluster) removeStaleLockFiles() error {
+	for _, name := range []string{
+		filepath.Join(c.dataDir, "postmaster.pid"),
+		filepath.Join(c.socketDir, ".s.PGSQL."+strconv.Itoa(c.port)+".lock"),
+	} {
+		if err := removeStaleLockFile(name); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// removeStaleLockFile removes the lock file name if the server that wrote it
+// is gone. Both kinds start "pid\ndata dir\nstart time (Unix seconds)\n".
+func removeStaleLockFile(name string) error {
 	b, err := os.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -467,7 +487,8 @@ func removeStalePidFile(dataDir string) error {
 
 func processAlive(pid int) bool {
 	err := syscall.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM) // EPERM: exists, but belongs to someone else
+	alive := err == nil || errors.Is(err, syscall.EPERM) // EPERM: exists, but belongs to someone else
+	return alive && !isZombie(pid)
 }
 
 // pidFileReady reports whether postmaster.pid belongs to our server and says

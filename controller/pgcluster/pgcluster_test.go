@@ -76,6 +76,10 @@ func TestStartQueryStopRestart(t *testing.T) {
 	if err := conn.QueryRow(context.Background(), "SHOW fsync").Scan(&fsync); err != nil || fsync != "off" {
 		t.Fatalf("fsync = %q, %v; want off for Durable=false", fsync, err)
 	}
+	var dsm string
+	if err := conn.QueryRow(context.Background(), "SHOW dynamic_shared_memory_type").Scan(&dsm); err != nil || dsm != "mmap" {
+		t.Fatalf("dynamic_shared_memory_type = %q, %v; want mmap for Durable=false", dsm, err)
+	}
 	if _, err := conn.Exec(context.Background(), "CREATE TABLE kept (v text); INSERT INTO kept VALUES ('survives restart')"); err != nil {
 		t.Fatal(err)
 	}

@@ -49,3 +49,17 @@ func bootTime() (int64, bool) {
 	}
 	return 0, false
 }
+
+// isZombie reports whether pid has exited but not been reaped yet. Killed
+// servers are reparented to init, which may take a while to reap them, and
+// until then kill(pid, 0) — postgres' own liveness test — says "alive".
+func isZombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// "pid (comm) state ...": comm may contain anything, so find the last ')'.
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i >= 0 && i+2 < len(s) && (s[i+2] == 'Z' || s[i+2] == 'X')
+}

@@ -25,9 +25,12 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -41,9 +44,10 @@ import (
 var (
 	mu         sync.Mutex
 	mainCalled bool
-	started    bool   // the lazy setup ran (successfully or not)
-	setupErr   error  // its error, returned to every later caller
-	adminDSN   string // server to run CREATE/DROP DATABASE on
+	started    bool                // the lazy setup ran (successfully or not)
+	setupErr   error               // its error, returned to every later caller
+	adminDSN   string              // server to run CREATE/DROP DATABASE on
+	dsnFor     func(string) string // DSN of a database on that server
 	cluster    *pgcluster.Cluster
 	clusterDir string
 
@@ -88,7 +92,7 @@ func Main(m *testing.M) int {
 // test ends. Safe for parallel tests.
 func NewDatabase(t testing.TB) (dsn string) {
 	t.Helper()
-	admin, err := setup()
+	admin, dbDSN, err := setup()
 	if err != nil {
 		if errors.Is(err, pgcluster.ErrNoBinaries) && os.Getenv("PGTEST_SKIP_IF_MISSING") == "1" {
 			t.Skipf("pgtest: %v (skipping: PGTEST_SKIP_IF_MISSING=1)", err)
@@ -114,36 +118,39 @@ func NewDatabase(t testing.TB) (dsn string) {
 			t.Errorf("pgtest: dropping database %s: %v", name, err)
 		}
 	})
-	return withDatabase(admin, name)
+	return dbDSN(name)
 }
 
-// setup returns the admin DSN, starting the cluster on the first call. A
-// failure is remembered, so a missing installation costs one attempt, not one
-// per test.
-func setup() (string, error) {
+// setup returns the admin DSN and how to make a database's DSN, starting
+// the cluster on the first call. A failure is remembered, so a missing
+// installation costs one attempt, not one per test.
+func setup() (string, func(string) string, error) {
 	mu.Lock()
 	defer mu.Unlock()
 	if started {
-		return adminDSN, setupErr
+		return adminDSN, dsnFor, setupErr
 	}
 	if !mainCalled {
 		// Without Main nobody would stop the cluster or remove its files.
-		return "", errors.New("pgtest.NewDatabase needs pgtest.Main: add `func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }` to the package's tests")
+		return "", nil, errors.New("pgtest.NewDatabase needs pgtest.Main: add `func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }` to the package's tests")
 	}
 	started = true
 	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
 		if _, err := pgx.ParseConfig(u); err != nil {
 			setupErr = fmt.Errorf("TEST_DATABASE_URL: %w", err)
-			return "", setupErr
+			return "", nil, setupErr
 		}
 		adminDSN = u
-		return adminDSN, nil
+		dsnFor = func(name string) string { return withDatabase(u, name) }
+		return adminDSN, dsnFor, nil
 	}
 
-	dir, err := os.MkdirTemp("", "pgtest")
+	parent := fastTempParent()
+	sweepLeakedDirs(parent)
+	dir, err := os.MkdirTemp(parent, fmt.Sprintf("pgtest-%d-", os.Getpid()))
 	if err != nil {
 		setupErr = err
-		return "", err
+		return "", nil, err
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -154,11 +161,32 @@ func setup() (string, error) {
 			err = fmt.Errorf("%w (for tests you may instead set TEST_DATABASE_URL, or PGTEST_SKIP_IF_MISSING=1 to skip)", err)
 		}
 		setupErr = err
-		return "", err
+		return "", nil, err
 	}
 	cluster, clusterDir = c, dir
-	adminDSN = c.DSN("postgres")
-	return adminDSN, nil
+	adminDSN, dsnFor = c.DSN("postgres"), c.DSN
+	return adminDSN, dsnFor, nil
+}
+
+// sweepLeakedDirs removes cluster dirs of test binaries that died without
+// running Main's cleanup (e.g. killed by `go test -timeout`; Pdeathsig took
+// their server down). This matters most on tmpfs, where leaks eat RAM. The
+// pid in the name tells whether the owner is gone.
+func sweepLeakedDirs(parent string) {
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	matches, _ := filepath.Glob(filepath.Join(parent, "pgtest-*-*"))
+	for _, d := range matches {
+		fields := strings.SplitN(filepath.Base(d), "-", 3)
+		pid, err := strconv.Atoi(fields[1])
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := syscall.Kill(pid, 0); errors.Is(err, syscall.ESRCH) {
+			os.RemoveAll(d)
+		}
+	}
 }
 
 // adminExec runs one statement on a short-lived connection. CREATE/DROP

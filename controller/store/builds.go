@@ -353,6 +353,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (api.CancelResponse, erro
 // RetrySource describes the build a retry copies.
 type RetrySource struct {
 	Platform, Profile, SourceFormat, SourceSHA256, BaseImage string
+	SubmittedBy                                              string
 	Priority                                                 int
 	SourceSize                                               int64
 	HadCerts, CertsDeleted                                   bool
@@ -365,9 +366,9 @@ func (s *Store) RetrySource(ctx context.Context, id string) (RetrySource, error)
 	var r RetrySource
 	var timeoutSec int
 	var base *string
-	err := s.pool.QueryRow(ctx, `SELECT platform, profile, source_format, source_sha256, COALESCE(base_image, ''), priority, source_size,
-		has_certs, certs_deleted_at IS NOT NULL, timeout_seconds, status FROM builds WHERE id = $1`, id).
-		Scan(&r.Platform, &r.Profile, &r.SourceFormat, &r.SourceSHA256, &base, &r.Priority, &r.SourceSize,
+	err := s.pool.QueryRow(ctx, `SELECT platform, profile, source_format, source_sha256, base_image, COALESCE(submitted_by, ''),
+		priority, source_size, has_certs, certs_deleted_at IS NOT NULL, timeout_seconds, status FROM builds WHERE id = $1`, id).
+		Scan(&r.Platform, &r.Profile, &r.SourceFormat, &r.SourceSHA256, &base, &r.SubmittedBy, &r.Priority, &r.SourceSize,
 			&r.HadCerts, &r.CertsDeleted, &timeoutSec, &r.Status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("%w: no build %q", ErrNotFound, id)

@@ -84,12 +84,18 @@ func collectBuildChanges(rows pgx.Rows) ([]Change, error) {
 	})
 }
 
-// Poll hands the worker instance a job: first a job it was given but never
-// acknowledged (its answer was lost), else the next claimable build in
-// (priority, submitted_at) order, skipping rows other pollers hold locked.
-// It returns nil when the worker is at capacity or nothing is claimable.
-func (s *Store) Poll(ctx context.Context, w WorkerAuth) (*api.Job, error) {
-	var job *api.Job
+// PollResult is what one claim attempt found. Poll hands the worker instance
+// first a job it was given but never acknowledged (its answer was lost),
+// else the next claimable build in (priority, submitted_at) order, skipping
+// rows other pollers hold locked. Job is nil when the worker is at capacity or nothing is claimable.
+type PollResult struct {
+	Job        *api.Job
+	AtCapacity bool
+}
+
+// Poll hands out at most one job; see PollResult.
+func (s *Store) Poll(ctx context.Context, w WorkerAuth) (PollResult, error) {
+	var res PollResult
 	err := s.withTx(ctx, func(t *txn) error {
 		var unacked *string
 		var live int
@@ -100,16 +106,17 @@ func (s *Store) Poll(ctx context.Context, w WorkerAuth) (*api.Job, error) {
 			return fmt.Errorf("poll: count live builds: %w", err)
 		}
 		if unacked != nil {
-			job, err = t.redeliver(ctx, *unacked)
+			res.Job, err = t.redeliver(ctx, *unacked)
 			return err
 		}
 		if live >= w.MaxConcurrent() {
+			res.AtCapacity = true
 			return nil
 		}
-		job, err = t.claim(ctx, w)
+		res.Job, err = t.claim(ctx, w)
 		return err
 	})
-	return job, err
+	return res, err
 }
 
 const jobColumns = `b.id, b.platform, b.profile, b.priority, b.has_certs, b.base_image, b.timeout_seconds, b.lease_expires_at`

@@ -139,11 +139,11 @@ func (s *Store) AuthenticateWorker(ctx context.Context, token string) (WorkerAut
 	//  - previous token (the answer carrying the current one was lost) → a new current one is issued,
 	//    unless the current one is only seconds old (a concurrent request rotated it just now).
 	var (
-		w                      WorkerAuth
-		caps                   []byte
-		curHash                []byte
-		curExpires             time.Time
-		prevExpires            *time.Time
+		w           WorkerAuth
+		caps        []byte
+		curHash     []byte
+		curExpires  time.Time
+		prevExpires *time.Time
 	)
 	err := s.pool.QueryRow(ctx, `
 		UPDATE workers SET

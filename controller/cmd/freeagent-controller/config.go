@@ -1,0 +1,133 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/serve"
+	"github.com/freeagent-build/freeagent/controller/server"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+// Config is the controller binary's whole configuration. Each field comes
+// from its flag, else its environment variable, else the default.
+type Config struct {
+	Serve     serve.Config
+	LogLevel  string
+	LogFormat string
+}
+
+func parseConfig(cmd string, args []string, stderr io.Writer, serving bool) (*Config, *flag.FlagSet, error) {
+	return parseConfigWith(cmd, args, stderr, serving, nil)
+}
+
+// parseConfigWith parses the shared flags plus those extra adds.
+func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, extra func(*flag.FlagSet)) (*Config, *flag.FlagSet, error) {
+	cfg := &Config{Serve: serve.Config{Store: store.DefaultConfig(), Limits: server.DefaultLimits()}}
+	fs := flag.NewFlagSet("freeagent-controller "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	e := envFlags{fs: fs}
+	e.str(&cfg.Serve.DataDir, "data-dir", "FREEAGENT_DATA_DIR", defaultDataDir(), "directory for files, the certificate key and the built-in database")
+	e.str(&cfg.Serve.DatabaseURL, "database-url", "DATABASE_URL", "", "PostgreSQL URL; empty runs a built-in cluster under the data directory")
+	e.str(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
+	e.str(&cfg.LogFormat, "log-format", "FREEAGENT_LOG_FORMAT", "text", "text or json")
+	if serving {
+		e.str(&cfg.Serve.Listen, "listen", "FREEAGENT_LISTEN", "127.0.0.1:8080", "address to serve HTTP on (host:port)")
+		e.dur(&cfg.Serve.Store.LeaseTTL, "lease-ttl", "FREEAGENT_LEASE_TTL", cfg.Serve.Store.LeaseTTL, "a build lease not renewed for this long expires and the build is requeued")
+		e.dur(&cfg.Serve.Store.TokenTTL, "token-ttl", "FREEAGENT_TOKEN_TTL", cfg.Serve.Store.TokenTTL, "worker token lifetime")
+		e.dur(&cfg.Serve.Store.TokenRotateAfter, "token-rotate-after", "FREEAGENT_TOKEN_ROTATE_AFTER", cfg.Serve.Store.TokenRotateAfter, "a worker token older than this is replaced on its next use")
+		e.dur(&cfg.Serve.Store.WorkerOfflineAfter, "worker-offline-after", "FREEAGENT_WORKER_OFFLINE_AFTER", cfg.Serve.Store.WorkerOfflineAfter, "a worker silent for this long is offline and its builds are requeued")
+		e.dur(&cfg.Serve.Store.DefaultTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", cfg.Serve.Store.DefaultTimeout, "default per-build timeout")
+		e.intv(&cfg.Serve.Store.MaxAttempts, "max-attempts", "FREEAGENT_MAX_ATTEMPTS", cfg.Serve.Store.MaxAttempts, "attempts before a build is dead-lettered (failed, code max_attempts)")
+		e.dur(&cfg.Serve.ReaperInterval, "reaper-interval", "FREEAGENT_REAPER_INTERVAL", 5*time.Second, "how often expired leases and silent workers are swept")
+		e.dur(&cfg.Serve.Limits.PollMaxWait, "poll-max-wait", "FREEAGENT_POLL_MAX_WAIT", cfg.Serve.Limits.PollMaxWait, "longest a worker's long poll is held")
+		e.int64v(&cfg.Serve.Limits.Source, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", cfg.Serve.Limits.Source, "largest accepted project archive")
+		e.int64v(&cfg.Serve.Limits.Artifact, "max-artifact-bytes", "FREEAGENT_MAX_ARTIFACT_BYTES", cfg.Serve.Limits.Artifact, "largest accepted artifact")
+		e.int64v(&cfg.Serve.Limits.LogTotal, "max-log-bytes", "FREEAGENT_MAX_LOG_BYTES", cfg.Serve.Limits.LogTotal, "largest build log")
+		cfg.Serve.CertsKey = os.Getenv("FREEAGENT_CERTS_KEY") // a secret: environment only, never argv
+	}
+	if extra != nil {
+		extra(fs)
+	}
+	if e.err != nil {
+		return nil, nil, usageError{e.err}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, err
+		}
+		return nil, nil, usageError{err}
+	}
+	if cfg.Serve.DatabaseURL == "" && cfg.Serve.DataDir == "" {
+		return nil, nil, usageError{errors.New("set --data-dir (or FREEAGENT_DATA_DIR) or --database-url (DATABASE_URL)")}
+	}
+	return cfg, fs, nil
+}
+
+// envFlags registers flags whose defaults come from environment variables,
+// giving flag > environment > default.
+type envFlags struct {
+	fs  *flag.FlagSet
+	err error
+}
+
+func (e *envFlags) str(p *string, name, env, def, help string) {
+	if v, ok := os.LookupEnv(env); ok {
+		def = v
+	}
+	e.fs.StringVar(p, name, def, help+" (env "+env+")")
+}
+
+func (e *envFlags) dur(p *time.Duration, name, env string, def time.Duration, help string) {
+	if v, ok := os.LookupEnv(env); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			e.err = errors.Join(e.err, fmt.Errorf("%s=%q: want a positive duration such as 90s or 5m", env, v))
+		} else {
+			def = d
+		}
+	}
+	e.fs.DurationVar(p, name, def, help+" (env "+env+")")
+}
+
+func (e *envFlags) intv(p *int, name, env string, def int, help string) {
+	if v, ok := os.LookupEnv(env); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			e.err = errors.Join(e.err, fmt.Errorf("%s=%q: want a positive whole number", env, v))
+		} else {
+			def = n
+		}
+	}
+	e.fs.IntVar(p, name, def, help+" (env "+env+")")
+}
+
+func (e *envFlags) int64v(p *int64, name, env string, def int64, help string) {
+	if v, ok := os.LookupEnv(env); ok {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			e.err = errors.Join(e.err, fmt.Errorf("%s=%q: want a positive number of bytes", env, v))
+		} else {
+			def = n
+		}
+	}
+	e.fs.Int64Var(p, name, def, help+" (env "+env+")")
+}
+
+// defaultDataDir is $XDG_DATA_HOME/freeagent-controller, or its usual place.
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
+		return filepath.Join(d, "freeagent-controller")
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ""
+	}
+	return filepath.Join(home, ".local", "share", "freeagent-controller")
+}

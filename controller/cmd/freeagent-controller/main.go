@@ -1,0 +1,250 @@
+// Command freeagent-controller runs the Free Agent controller: the build
+// queue, the worker protocol and the developers' API.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/controller/serve"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+const usage = `freeagent-controller — the Free Agent build controller
+
+Usage:
+  freeagent-controller serve   [flags]   run the controller (HTTP API, queue, reaper)
+  freeagent-controller migrate [flags]   apply database migrations and exit
+  freeagent-controller keys create --name NAME --role admin|developer|worker [--json]
+  freeagent-controller keys list [--json]
+  freeagent-controller keys revoke ID
+
+With no DATABASE_URL the controller runs its own PostgreSQL cluster under the
+data directory (PostgreSQL server binaries must be installed). Every flag can
+also be set by the environment variable shown in its help; a flag wins over
+the environment, which wins over the default.
+
+Run "freeagent-controller COMMAND -h" for a command's flags.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var err error
+	switch args[0] {
+	case "serve":
+		err = cmdServe(ctx, args[1:], stderr)
+	case "migrate":
+		err = cmdMigrate(ctx, args[1:], stdout, stderr)
+	case "keys":
+		err = cmdKeys(ctx, args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "freeagent-controller: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	var ue usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(stderr, "freeagent-controller: %v\n", err)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "freeagent-controller: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+type usageError struct{ error }
+
+func newLogger(cfg *Config, w io.Writer) (*logrus.Logger, error) {
+	log := logrus.New()
+	log.SetOutput(w)
+	lvl, err := logrus.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, usageError{fmt.Errorf("log level %q: use debug, info, warn or error", cfg.LogLevel)}
+	}
+	log.SetLevel(lvl)
+	if cfg.LogFormat == "json" {
+		log.SetFormatter(&logrus.JSONFormatter{})
+	} else {
+		log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	}
+	return log, nil
+}
+
+func cmdServe(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg, _, err := parseConfig("serve", args, stderr, true)
+	if err != nil {
+		return err
+	}
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	c, err := serve.Start(ctx, cfg.Serve, log)
+	if err != nil {
+		return err
+	}
+	// Scripts wait for this exact line.
+	log.Infof("listening on %s", c.URL)
+	select {
+	case <-ctx.Done():
+	case err := <-c.Done():
+		log.WithError(err).Error("HTTP server stopped")
+	}
+	log.Info("shutting down: answering long polls, waiting for uploads in flight (up to 30 s)")
+	sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	return c.Shutdown(sctx)
+}
+
+// openStore opens (and migrates) the configured database for one-shot commands.
+func openStore(ctx context.Context, cfg *Config, stderr io.Writer) (*store.Store, func(), error) {
+	log, err := newLogger(cfg, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.SetLevel(logrus.WarnLevel)
+	dsn, cluster, err := serve.OpenDatabase(ctx, cfg.Serve, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	closeAll := func() {
+		if cluster != nil {
+			cluster.Stop() //nolint:errcheck
+		}
+	}
+	st, err := store.Open(ctx, dsn, cfg.Serve.Store)
+	if err != nil {
+		closeAll()
+		return nil, nil, err
+	}
+	if _, err := st.Migrate(ctx); err != nil {
+		st.Close()
+		closeAll()
+		return nil, nil, err
+	}
+	return st, func() { st.Close(); closeAll() }, nil
+}
+
+func cmdMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, _, err := parseConfig("migrate", args, stderr, false)
+	if err != nil {
+		return err
+	}
+	st, done, err := openStore(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	v, err := st.SchemaVersion(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "database schema at version %d\n", v)
+	return nil
+}
+
+func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{errors.New("keys needs a subcommand: create, list or revoke")}
+	}
+	sub, args := args[0], args[1:]
+	var name, role string
+	var asJSON bool
+	cfg, fs, err := parseConfigWith("keys "+sub, args, stderr, false, func(fs *flag.FlagSet) {
+		if sub == "create" {
+			fs.StringVar(&name, "name", "", "a name for the key (who or what uses it)")
+			fs.StringVar(&role, "role", "", "admin, developer or worker")
+		}
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+	})
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "create":
+		if name == "" || !store.ValidRole(role) {
+			return usageError{errors.New("keys create needs --name NAME and --role admin|developer|worker")}
+		}
+	case "list":
+	case "revoke":
+		if fs.NArg() != 1 {
+			return usageError{errors.New("keys revoke needs the key's ID (see keys list)")}
+		}
+	default:
+		return usageError{fmt.Errorf("unknown keys subcommand %q: use create, list or revoke", sub)}
+	}
+	st, done, err := openStore(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	switch sub {
+	case "create":
+		k, secret, err := st.CreateKey(ctx, name, role)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return json.NewEncoder(stdout).Encode(map[string]string{"id": k.ID, "name": k.Name, "role": k.Role, "key": secret})
+		}
+		fmt.Fprintln(stdout, secret)
+		fmt.Fprintf(stderr, "created %s key %q (id %s); it is shown only this once\n", k.Role, k.Name, k.ID)
+	case "list":
+		keys, err := st.ListKeys(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			if keys == nil {
+				keys = []store.APIKey{}
+			}
+			return json.NewEncoder(stdout).Encode(keys)
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED\tREVOKED")
+		for _, k := range keys {
+			revoked := "-"
+			if k.RevokedAt != nil {
+				revoked = k.RevokedAt.UTC().Format(time.RFC3339)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+		}
+		return tw.Flush()
+	case "revoke":
+		if err := st.RevokeKey(ctx, fs.Arg(0)); err != nil {
+			return err
+		}
+		if asJSON {
+			return json.NewEncoder(stdout).Encode(map[string]any{"id": fs.Arg(0), "revoked": true})
+		}
+		fmt.Fprintf(stdout, "revoked key %s\n", fs.Arg(0))
+	}
+	return nil
+}

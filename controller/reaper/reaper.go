@@ -1,0 +1,83 @@
+// Package reaper runs the controller's periodic maintenance: requeueing
+// builds whose lease expired or whose worker went offline, the build-timeout
+// backstop, expiring one-time passwords and VM tokens, and deleting the
+// certificates of builds that ended. Every replica runs one; the sweep itself
+// takes a Postgres advisory lock, so only one replica sweeps at a time.
+package reaper
+
+import (
+	"context"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+// Reaper sweeps on an interval and when kicked.
+type Reaper struct {
+	store    *store.Store
+	blobs    *blobs.Store
+	interval time.Duration
+	log      logrus.FieldLogger
+	kick     chan struct{}
+}
+
+// New returns a reaper that sweeps every interval.
+func New(st *store.Store, bl *blobs.Store, interval time.Duration, log logrus.FieldLogger) *Reaper {
+	return &Reaper{store: st, blobs: bl, interval: interval, log: log, kick: make(chan struct{}, 1)}
+}
+
+// Kick asks for a sweep now (after a build ended, to delete its certificates
+// at once). It never blocks.
+func (r *Reaper) Kick() {
+	select {
+	case r.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run sweeps until ctx ends.
+func (r *Reaper) Run(ctx context.Context) {
+	t := time.NewTicker(r.interval)
+	defer t.Stop()
+	for {
+		r.Sweep(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-r.kick:
+		}
+	}
+}
+
+// Sweep runs one pass and logs what it changed.
+func (r *Reaper) Sweep(ctx context.Context) {
+	rep, err := r.store.Sweep(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.WithError(err).Warn("reaper sweep failed; will retry")
+		}
+		return
+	}
+	if rep.LeasesExpired+rep.WorkersOffline+rep.TimedOut > 0 {
+		r.log.WithFields(logrus.Fields{"leases_expired": rep.LeasesExpired, "workers_offline": rep.WorkersOffline,
+			"timed_out": rep.TimedOut}).Info("reaper requeued or ended builds")
+	}
+	ids, err := r.store.CertsToDelete(ctx, 500)
+	if err != nil {
+		r.log.WithError(err).Warn("reaper: list certificates to delete")
+		return
+	}
+	for _, id := range ids {
+		if err := r.blobs.Remove(id, blobs.CertsFile); err != nil {
+			r.log.WithError(err).WithField("build", id).Warn("reaper: delete certificates")
+			continue
+		}
+		if err := r.store.MarkCertsDeleted(ctx, id); err != nil {
+			r.log.WithError(err).WithField("build", id).Warn("reaper: mark certificates deleted")
+		}
+	}
+}

@@ -1,0 +1,396 @@
+package server
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+// submit queues a build from a streamed multipart body: fields platform,
+// profile?, priority?, timeout_seconds?, base_image?; file source (tar.gz or
+// zip); file certs? (zip with one .p12, password.txt and profiles).
+func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.limits.Source+s.limits.Certs+s.limits.JSONBody)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		s.fail(w, r, badRequest("expected a multipart/form-data body with a \"source\" file: %v", err))
+		return
+	}
+	nb := store.NewBuild{ID: store.NewID(), SubmittedBy: key.ID, IdempotencyKey: r.Header.Get(api.HeaderIdempotencyKey), Priority: 2}
+	var source, certs *blobs.Pending
+	committed := false
+	defer func() {
+		for _, p := range []*blobs.Pending{source, certs} {
+			if p != nil {
+				p.Abort()
+			}
+		}
+		if !committed {
+			s.blobs.RemoveBuild(nb.ID) //nolint:errcheck // best effort: nothing else refers to this fresh id
+		}
+	}()
+	fail := func(err error) { s.fail(w, r, err) }
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fail(multipartErr(err))
+			return
+		}
+		switch name := part.FormName(); {
+		case name == "source" && part.FileName() != "":
+			if source != nil {
+				fail(badRequest("more than one \"source\" file"))
+				return
+			}
+			br := bufio.NewReader(part)
+			if nb.SourceFormat, err = sniffArchive(br); err != nil {
+				fail(err)
+				return
+			}
+			if source, err = s.blobs.Create(nb.ID, blobs.SourceFile); err != nil {
+				fail(err)
+				return
+			}
+			if err := source.Fill(br, s.limits.Source); err != nil {
+				fail(multipartErr(err))
+				return
+			}
+		case name == "certs" && part.FileName() != "":
+			if certs != nil {
+				fail(badRequest("more than one \"certs\" file"))
+				return
+			}
+			raw, err := io.ReadAll(io.LimitReader(part, s.limits.Certs+1))
+			if err != nil {
+				fail(multipartErr(err))
+				return
+			}
+			if int64(len(raw)) > s.limits.Certs {
+				fail(fmt.Errorf("%w: the certs zip exceeds %d bytes", store.ErrTooLarge, s.limits.Certs))
+				return
+			}
+			if _, err := parseCerts(raw); err != nil {
+				fail(err)
+				return
+			}
+			if certs, err = s.blobs.PrepareSeal(nb.ID, raw); err != nil {
+				fail(err)
+				return
+			}
+		case part.FileName() == "":
+			v, err := readField(part)
+			if err != nil {
+				fail(err)
+				return
+			}
+			if err := applySubmitField(&nb, name, v); err != nil {
+				fail(err)
+				return
+			}
+		}
+	}
+	if nb.Platform == "" {
+		fail(fmt.Errorf("%w: field \"platform\" is required (\"ios\" or \"android\")", store.ErrInvalid))
+		return
+	}
+	if source == nil {
+		fail(fmt.Errorf("%w: file \"source\" is required (the project as .tar.gz or .zip)", store.ErrInvalid))
+		return
+	}
+	if err := source.Verify(r.Header.Get(api.HeaderChecksum)); err != nil {
+		fail(err)
+		return
+	}
+	nb.SourceSize, nb.SourceSHA256, nb.HasCerts = source.Size(), source.SHA256(), certs != nil
+	nb.Commit = func() error {
+		if err := source.Commit(); err != nil {
+			return err
+		}
+		if certs != nil {
+			return certs.Commit()
+		}
+		return nil
+	}
+	sub, err := s.store.Submit(r.Context(), nb)
+	if err != nil {
+		fail(err)
+		return
+	}
+	committed = !sub.Duplicate
+	status := http.StatusCreated
+	if sub.Duplicate {
+		status = http.StatusOK
+	}
+	writeJSON(w, status, api.SubmitResponse{ID: sub.Build.ID, Status: sub.Build.Status, AccessToken: sub.Token,
+		SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
+}
+
+func applySubmitField(nb *store.NewBuild, name, v string) error {
+	v = strings.TrimSpace(v)
+	switch name {
+	case "platform":
+		nb.Platform = strings.ToLower(v)
+		return store.ValidatePlatform(nb.Platform)
+	case "profile":
+		nb.Profile = v
+	case "base_image":
+		nb.BaseImage = v
+	case "priority":
+		p, err := strconv.Atoi(v)
+		if err != nil || p < 0 || p > 3 {
+			return fmt.Errorf("%w: field \"priority\" must be 0 (highest) to 3, got %q", store.ErrInvalid, v)
+		}
+		nb.Priority = p
+	case "timeout_seconds":
+		t, err := strconv.Atoi(v)
+		if err != nil || t < 60 || t > 24*3600 {
+			return fmt.Errorf("%w: field \"timeout_seconds\" must be between 60 and 86400, got %q", store.ErrInvalid, v)
+		}
+		nb.Timeout = time.Duration(t) * time.Second
+	}
+	return nil // unknown fields are ignored
+}
+
+// sniffArchive tells a gzip (tar.gz) from a zip by their magic numbers.
+func sniffArchive(br *bufio.Reader) (string, error) {
+	head, err := br.Peek(4)
+	switch {
+	case len(head) >= 2 && head[0] == 0x1f && head[1] == 0x8b:
+		return "tar.gz", nil
+	case len(head) == 4 && bytes.Equal(head, []byte("PK\x03\x04")):
+		return "zip", nil
+	case err != nil && len(head) == 0:
+		return "", fmt.Errorf("%w: file \"source\" is empty", store.ErrInvalid)
+	}
+	return "", fmt.Errorf("%w: file \"source\" is neither a .tar.gz nor a .zip archive", store.ErrInvalid)
+}
+
+// parseCerts validates a certificates zip: exactly one .p12, a password.txt,
+// any number of .mobileprovision profiles.
+func parseCerts(raw []byte) (api.CertsResponse, error) {
+	var out api.CertsResponse
+	zr, err := zip.NewReader(bytes.NewReader(raw), int64(len(raw)))
+	if err != nil {
+		return out, fmt.Errorf("%w: file \"certs\" is not a zip archive: %v", store.ErrInvalid, err)
+	}
+	var havePassword bool
+	for _, f := range zr.File {
+		if f.FileInfo().IsDir() {
+			continue
+		}
+		base := path.Base(strings.ReplaceAll(f.Name, "\\", "/"))
+		if strings.HasPrefix(base, ".") || strings.HasPrefix(f.Name, "__MACOSX/") {
+			continue
+		}
+		if f.UncompressedSize64 > 10<<20 {
+			return out, fmt.Errorf("%w: %s in the certs zip is larger than 10 MiB", store.ErrInvalid, base)
+		}
+		rc, err := f.Open()
+		if err != nil {
+			return out, fmt.Errorf("%w: cannot read %s in the certs zip: %v", store.ErrInvalid, base, err)
+		}
+		b, err := io.ReadAll(io.LimitReader(rc, 10<<20))
+		rc.Close()
+		if err != nil {
+			return out, fmt.Errorf("%w: cannot read %s in the certs zip: %v", store.ErrInvalid, base, err)
+		}
+		switch lower := strings.ToLower(base); {
+		case strings.HasSuffix(lower, ".p12"):
+			if out.P12 != nil {
+				return out, fmt.Errorf("%w: the certs zip holds more than one .p12 file; keep exactly one", store.ErrInvalid)
+			}
+			out.P12 = b
+		case lower == "password.txt":
+			out.P12Password, havePassword = strings.TrimRight(string(b), "\r\n"), true
+		case strings.HasSuffix(lower, ".mobileprovision"):
+			out.ProvisioningProfiles = append(out.ProvisioningProfiles, b)
+		}
+	}
+	if out.P12 == nil {
+		return out, fmt.Errorf("%w: the certs zip has no .p12 file (it needs one .p12, password.txt and the .mobileprovision profiles)", store.ErrInvalid)
+	}
+	if !havePassword {
+		return out, fmt.Errorf("%w: the certs zip has no password.txt holding the .p12's password", store.ErrInvalid)
+	}
+	if out.ProvisioningProfiles == nil {
+		out.ProvisioningProfiles = [][]byte{}
+	}
+	return out, nil
+}
+
+func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
+	q := r.URL.Query()
+	limit := 0
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 200 {
+			s.fail(w, r, fmt.Errorf("%w: parameter \"limit\" must be between 1 and 200", store.ErrInvalid))
+			return
+		}
+		limit = n
+	}
+	list, err := s.store.ListBuilds(r.Context(), store.ListFilter{Status: q.Get("status"), Platform: q.Get("platform"),
+		WorkerID: q.Get("worker_id"), Cursor: q.Get("cursor"), Limit: limit})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (s *Server) getBuild(w http.ResponseWriter, r *http.Request, b buildAccess) {
+	build, err := s.store.GetBuild(r.Context(), b.ID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, build)
+}
+
+func (s *Server) cancel(w http.ResponseWriter, r *http.Request, b buildAccess) {
+	resp, err := s.store.Cancel(r.Context(), b.ID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if resp.Status.Terminal() {
+		s.kick()
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+// retry queues a new build with the same source, settings and (while they
+// still exist) certificates. Certificates are deleted when a build ends, so
+// retrying a signed build needs them again as a multipart "certs" file.
+func (s *Server) retry(w http.ResponseWriter, r *http.Request, b buildAccess) {
+	src, err := s.store.RetrySource(r.Context(), b.ID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !src.Status.Terminal() {
+		s.fail(w, r, fmt.Errorf("%w: build %s is still %s; cancel it first or wait for it to end", store.ErrConflict, b.ID, src.Status))
+		return
+	}
+	nb := store.NewBuild{ID: store.NewID(), Platform: src.Platform, Profile: src.Profile, Priority: src.Priority,
+		SubmittedBy: b.KeyID, RetryOf: b.ID, SourceSize: src.SourceSize, SourceSHA256: src.SourceSHA256,
+		SourceFormat: src.SourceFormat, BaseImage: src.BaseImage, Timeout: src.Timeout, HasCerts: src.HadCerts}
+	if nb.SubmittedBy == "" {
+		nb.SubmittedBy = src.SubmittedBy
+	}
+	committed := false
+	var pendings []*blobs.Pending
+	defer func() {
+		for _, p := range pendings {
+			p.Abort()
+		}
+		if !committed {
+			s.blobs.RemoveBuild(nb.ID) //nolint:errcheck
+		}
+	}()
+	source, err := s.blobs.CopySource(b.ID, nb.ID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	pendings = append(pendings, source)
+	if src.HadCerts {
+		certs, err := s.retryCerts(w, r, b.ID, nb.ID, src.CertsDeleted)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		pendings = append(pendings, certs)
+	}
+	nb.Commit = func() error {
+		for _, p := range pendings {
+			if err := p.Commit(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	sub, err := s.store.Submit(r.Context(), nb)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	committed = true
+	writeJSON(w, http.StatusCreated, api.SubmitResponse{ID: sub.Build.ID, Status: sub.Build.Status, AccessToken: sub.Token,
+		SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
+}
+
+// retryCerts takes the certificates for a retry from the request's "certs"
+// file, or from the original build while it still holds them.
+func (s *Server) retryCerts(w http.ResponseWriter, r *http.Request, from, to string, deleted bool) (*blobs.Pending, error) {
+	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+		r.Body = http.MaxBytesReader(w, r.Body, s.limits.Certs+s.limits.JSONBody)
+		if err := r.ParseMultipartForm(s.limits.Certs); err != nil {
+			return nil, multipartErr(err)
+		}
+		defer r.MultipartForm.RemoveAll() //nolint:errcheck
+		if f, _, err := r.FormFile("certs"); err == nil {
+			defer f.Close()
+			raw, err := io.ReadAll(io.LimitReader(f, s.limits.Certs))
+			if err != nil {
+				return nil, multipartErr(err)
+			}
+			if _, err := parseCerts(raw); err != nil {
+				return nil, err
+			}
+			return s.blobs.PrepareSeal(to, raw)
+		}
+	}
+	if deleted {
+		return nil, fmt.Errorf("%w: the signing certificates of build %s were deleted when it ended; send them again as the multipart file \"certs\" (expo-build retry --p12 …)", store.ErrConflict, from)
+	}
+	p, err := s.blobs.CopySealed(from, to)
+	if errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: build %s's certificates are unreadable", store.ErrConflict, from)
+	}
+	return p, err
+}
+
+func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request, b buildAccess) {
+	name := r.PathValue("name")
+	if blobs.CleanName(name) != name {
+		s.fail(w, r, fmt.Errorf("%w: build %s has no artifact %q", store.ErrNotFound, b.ID, name))
+		return
+	}
+	a, err := s.store.Artifact(r.Context(), b.ID, name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, err := s.blobs.Open(b.ID, name)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("open artifact: %w", err))
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("open artifact: %w", err))
+		return
+	}
+	w.Header().Set("ETag", `"`+a.SHA256+`"`)
+	w.Header().Set(api.HeaderChecksum, a.SHA256)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
+	http.ServeContent(w, r, name, st.ModTime(), f)
+}

@@ -1,0 +1,201 @@
+// Package server is the controller's HTTP API: the worker protocol, the
+// developers' build endpoints and the VM endpoints of DESIGN.md.
+package server
+
+import (
+	"context"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/notify"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+// Limits bound what a client may send.
+type Limits struct {
+	JSONBody     int64 // any JSON request body
+	Source       int64 // a submitted project archive
+	Certs        int64 // a certificates zip
+	Artifact     int64 // one artifact
+	LogChunk     int64 // one log append
+	LogTotal     int64 // a build's whole log
+	LogRead      int   // bytes per plain log read
+	PollMaxWait  time.Duration
+	PollBackstop time.Duration // a long poll re-checks this often even without a wake-up
+}
+
+// DefaultLimits are the production limits.
+func DefaultLimits() Limits {
+	return Limits{
+		JSONBody:     1 << 20,
+		Source:       2 << 30,
+		Certs:        10 << 20,
+		Artifact:     8 << 30,
+		LogChunk:     1 << 20,
+		LogTotal:     64 << 20,
+		LogRead:      4 << 20,
+		PollMaxWait:  30 * time.Second,
+		PollBackstop: 2 * time.Second,
+	}
+}
+
+// Server serves the API.
+type Server struct {
+	store  *store.Store
+	blobs  *blobs.Store
+	hub    *notify.Hub
+	limits Limits
+	log    logrus.FieldLogger
+	kick   func() // Options.BuildEnded
+
+	keyCache keyCache
+	mux      *http.ServeMux
+	draining chan struct{} // closed by Drain
+	drainOne sync.Once
+}
+
+// Options configure a Server.
+type Options struct {
+	Store  *store.Store
+	Blobs  *blobs.Store
+	Hub    *notify.Hub
+	Limits Limits
+	Log    logrus.FieldLogger
+	// BuildEnded is called after a request moved a build to a terminal
+	// state (the reaper then deletes its certificates at once).
+	BuildEnded func()
+}
+
+// New builds the API handler.
+func New(o Options) *Server {
+	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
+		keyCache: keyCache{ttl: 5 * time.Second, entries: map[string]cachedKey{}}, draining: make(chan struct{})}
+	if s.kick == nil {
+		s.kick = func() {}
+	}
+	s.routes()
+	return s
+}
+
+// Drain makes long polls answer now (with no job) and live log follows end,
+// so a graceful shutdown does not wait out a 30-second poll.
+func (s *Server) Drain() { s.drainOne.Do(func() { close(s.draining) }) }
+
+func (s *Server) routes() {
+	m := http.NewServeMux()
+	m.HandleFunc("GET /health", s.health)
+	m.HandleFunc("GET /health/ready", s.ready)
+
+	m.HandleFunc("POST /api/workers/register", s.workerKey(s.register))
+	m.HandleFunc("GET /api/workers/poll", s.worker(s.poll))
+	m.HandleFunc("POST /api/workers/heartbeat", s.worker(s.heartbeat))
+	m.HandleFunc("POST /api/workers/upload", s.worker(s.upload))
+	m.HandleFunc("POST /api/workers/unregister", s.worker(s.unregister))
+	m.HandleFunc("GET /api/workers", s.admin(s.listWorkers))
+
+	m.HandleFunc("POST /api/builds", s.developer(s.submit))
+	m.HandleFunc("GET /api/builds", s.developer(s.listBuilds))
+	m.HandleFunc("GET /api/builds/{id}", s.buildReader(s.getBuild))
+	m.HandleFunc("POST /api/builds/{id}/cancel", s.buildReader(s.cancel))
+	m.HandleFunc("POST /api/builds/{id}/retry", s.buildReader(s.retry))
+	m.HandleFunc("GET /api/builds/{id}/logs", s.buildReader(s.readLogs))
+	m.HandleFunc("GET /api/builds/{id}/artifacts/{name}", s.buildReader(s.downloadArtifact))
+
+	m.HandleFunc("POST /api/vm/auth", s.vmAuth)
+	m.HandleFunc("GET /api/builds/{id}/source", s.sourceReader(s.downloadSource))
+	m.HandleFunc("GET /api/builds/{id}/certs-secure", s.vm(s.certsSecure))
+	m.HandleFunc("POST /api/builds/{id}/logs", s.vm(s.appendLog))
+	m.HandleFunc("POST /api/builds/{id}/artifacts", s.vm(s.uploadArtifact))
+
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, r, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+	s.mux = m
+}
+
+// ServeHTTP implements http.Handler with request logging and panic recovery.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			s.log.WithField("panic", p).WithField("path", r.URL.Path).Error("handler panicked")
+			if !rec.wrote {
+				writeError(rec, r, http.StatusInternalServerError, "internal", "internal error; see the controller log")
+			}
+		}
+		if s.log != nil {
+			entry := s.log.WithFields(logrus.Fields{"method": r.Method, "path": r.URL.Path, "status": rec.status,
+				"ms": time.Since(start).Milliseconds()})
+			if rec.status >= 500 {
+				entry.Warn("request failed")
+			} else {
+				entry.Debug("request")
+			}
+		}
+	}()
+	s.mux.ServeHTTP(rec, r)
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+	wrote  bool
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	if !r.wrote {
+		r.status, r.wrote = code, true
+	}
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Write(b []byte) (int, error) {
+	r.wrote = true
+	return r.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach Flush and deadlines.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func (s *Server) health(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 3*time.Second)
+	defer cancel()
+	body := map[string]string{"status": "ready", "database": "ok", "migrations": "current"}
+	status := http.StatusOK
+	if err := s.store.Ping(ctx); err != nil {
+		body["status"], body["database"] = "unavailable", err.Error()
+		writeJSON(w, http.StatusServiceUnavailable, body)
+		return
+	}
+	v, err := s.store.SchemaVersion(ctx)
+	if err != nil || v != store.LatestMigration() {
+		body["status"], body["migrations"], status = "unavailable", "pending: run `freeagent-controller migrate`", http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, body)
+}
+
+// keyCache keeps recently verified API keys for a few seconds, so the hot
+// worker endpoints do not pay a query per request. A revoked key stops
+// working within the TTL.
+type keyCache struct {
+	ttl     time.Duration
+	mu      sync.Mutex
+	entries map[string]cachedKey
+}
+
+type cachedKey struct {
+	key     store.APIKey
+	expires time.Time
+}

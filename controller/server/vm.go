@@ -1,0 +1,261 @@
+package server
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+func (s *Server) vmAuth(w http.ResponseWriter, r *http.Request) {
+	otp, id := r.Header.Get(api.HeaderOTP), r.Header.Get(api.HeaderBuildID)
+	if otp == "" || id == "" {
+		s.fail(w, r, fmt.Errorf("%w: send the one-time password in %s and the build id in %s", store.ErrUnauthorized, api.HeaderOTP, api.HeaderBuildID))
+		return
+	}
+	if !store.ValidID(id) {
+		s.fail(w, r, fmt.Errorf("%w: the one-time password is unknown, used, expired or for another build", store.ErrUnauthorized))
+		return
+	}
+	resp, err := s.store.VMAuth(r.Context(), id, otp)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func (s *Server) downloadSource(w http.ResponseWriter, r *http.Request, buildID string) {
+	files, err := s.store.Files(r.Context(), buildID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, err := s.blobs.Open(buildID, blobs.SourceFile)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("open source: %w", err))
+		return
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("open source: %w", err))
+		return
+	}
+	ext := map[string]string{"tar.gz": "application/gzip", "zip": "application/zip"}
+	w.Header().Set("Content-Type", ext[files.SourceFormat])
+	w.Header().Set("ETag", `"`+files.SourceSHA256+`"`)
+	w.Header().Set(api.HeaderChecksum, files.SourceSHA256)
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", "source."+files.SourceFormat))
+	http.ServeContent(w, r, "", st.ModTime(), f)
+}
+
+func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, _ string) {
+	files, err := s.store.Files(r.Context(), buildID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !files.HasCerts || files.CertsDeleted {
+		s.fail(w, r, fmt.Errorf("%w: build %s has no signing certificates", store.ErrNotFound, buildID))
+		return
+	}
+	raw, err := s.blobs.Unseal(buildID)
+	if errors.Is(err, os.ErrNotExist) {
+		s.fail(w, r, fmt.Errorf("%w: build %s has no signing certificates", store.ErrNotFound, buildID))
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	certs, err := parseCerts(raw)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("stored certificates: %w", err))
+		return
+	}
+	// A fresh password for the temporary keychain the VM creates.
+	pw := make([]byte, 24)
+	rand.Read(pw) //nolint:errcheck // crypto/rand does not fail on supported platforms
+	certs.KeychainPassword = base64.RawURLEncoding.EncodeToString(pw)
+	writeJSON(w, http.StatusOK, certs)
+}
+
+func (s *Server) appendLog(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {
+	offset, err := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
+	if err != nil || offset < 0 {
+		s.fail(w, r, fmt.Errorf("%w: parameter \"offset\" must be the byte offset (≥ 0) this chunk starts at", store.ErrInvalid))
+		return
+	}
+	data, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.limits.LogChunk))
+	if err != nil {
+		s.fail(w, r, multipartErr(err))
+		return
+	}
+	length, err := s.store.AppendLog(r.Context(), buildID, attemptID, offset, data, s.limits.LogTotal)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.LogAppendResponse{Length: length})
+}
+
+func (s *Server) uploadArtifact(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.limits.Artifact+s.limits.JSONBody)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		s.fail(w, r, badRequest("expected a multipart/form-data body with an \"artifact\" file: %v", err))
+		return
+	}
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			s.fail(w, r, fmt.Errorf("%w: file \"artifact\" is required", store.ErrInvalid))
+			return
+		}
+		if err != nil {
+			s.fail(w, r, multipartErr(err))
+			return
+		}
+		if part.FormName() != "artifact" || part.FileName() == "" {
+			continue
+		}
+		name := blobs.CleanName(part.FileName())
+		if name == "" {
+			s.fail(w, r, badRequest("the artifact file name %q is not a usable file name", part.FileName()))
+			return
+		}
+		p, err := s.blobs.Create(buildID, name)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		defer p.Abort()
+		if err := p.Fill(part, s.limits.Artifact); err != nil {
+			s.fail(w, r, multipartErr(err))
+			return
+		}
+		if err := p.Verify(r.Header.Get(api.HeaderChecksum)); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		a := &store.PendingArtifact{Name: name, Size: p.Size(), SHA256: p.SHA256(), Commit: p.Commit}
+		if err := s.store.AddArtifact(r.Context(), buildID, attemptID, a); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusCreated, api.Artifact{Name: a.Name, Size: a.Size, SHA256: a.SHA256, URL: store.ArtifactURL(buildID, a.Name)})
+		return
+	}
+}
+
+// readLogs returns log bytes from ?after=N as text/plain, or with Accept:
+// text/event-stream follows the log live: one "data:" event per line (the
+// event id is the byte offset after it, for Last-Event-ID resumption) and a
+// final "end" event carrying the build's status.
+func (s *Server) readLogs(w http.ResponseWriter, r *http.Request, b buildAccess) {
+	after := int64(0)
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			s.fail(w, r, fmt.Errorf("%w: parameter \"after\" must be a byte offset ≥ 0", store.ErrInvalid))
+			return
+		}
+		after = n
+	}
+	if strings.Contains(r.Header.Get("Accept"), "text/event-stream") {
+		if v := r.Header.Get("Last-Event-ID"); v != "" {
+			if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+				after = n
+			}
+		}
+		s.followLogs(w, r, b.ID, after)
+		return
+	}
+	slice, err := s.store.ReadLog(r.Context(), b.ID, after, s.limits.LogRead)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set(api.HeaderLogLength, strconv.FormatInt(slice.Length, 10))
+	w.Header().Set(api.HeaderBuildStatus, string(slice.Status))
+	w.Write(slice.Data) //nolint:errcheck
+}
+
+func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, buildID string, after int64) {
+	ctx := r.Context()
+	watch := s.hub.WatchBuild(buildID)
+	defer watch.Close()
+	first, err := s.store.ReadLog(ctx, buildID, after, s.limits.LogRead)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	bw := bufio.NewWriter(w)
+	var partial []byte // bytes of a line not yet ended
+	slice := first
+	keepalive := time.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	for {
+		after += int64(len(slice.Data))
+		data := append(partial, slice.Data...)
+		partial = nil
+		lineEnd := after - int64(len(data))
+		for len(data) > 0 {
+			i := bytes.IndexByte(data, '\n')
+			if i < 0 {
+				partial = append([]byte(nil), data...)
+				break
+			}
+			lineEnd += int64(i + 1)
+			fmt.Fprintf(bw, "id: %d\ndata: %s\n\n", lineEnd, bytes.TrimRight(data[:i], "\r"))
+			data = data[i+1:]
+		}
+		if after >= slice.Length && slice.Status.Terminal() {
+			if len(partial) > 0 {
+				fmt.Fprintf(bw, "id: %d\ndata: %s\n\n", after, partial)
+			}
+			fmt.Fprintf(bw, "event: end\ndata: %s\n\n", slice.Status)
+			bw.Flush()
+			rc.Flush() //nolint:errcheck
+			return
+		}
+		if err := bw.Flush(); err != nil {
+			return
+		}
+		rc.Flush() //nolint:errcheck
+		if after >= slice.Length {
+			select {
+			case <-ctx.Done():
+				return
+			case <-s.draining:
+				return
+			case <-watch.C:
+			case <-keepalive.C:
+				fmt.Fprint(bw, ": keepalive\n\n")
+			}
+		}
+		if slice, err = s.store.ReadLog(ctx, buildID, after, s.limits.LogRead); err != nil {
+			return
+		}
+	}
+}

@@ -1,0 +1,292 @@
+package server
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+func (s *Server) register(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
+	var req api.RegisterRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	reg, err := s.store.Register(r.Context(), req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	status := "registered"
+	if reg.Reregistered {
+		status = "re-registered"
+	}
+	cfg := s.store.Config()
+	writeJSON(w, http.StatusOK, api.RegisterResponse{
+		ID: reg.WorkerID, AccessToken: reg.Grant.AccessToken, TokenExpiresAt: reg.Grant.TokenExpiresAt, Status: status,
+		PollWaitSeconds:          int(s.limits.PollMaxWait.Seconds()),
+		HeartbeatIntervalSeconds: max(1, int(cfg.LeaseTTL.Seconds()/3)),
+		LeaseTTLSeconds:          int(cfg.LeaseTTL.Seconds()),
+	})
+}
+
+// poll is the long poll: it answers at once with a job when one is
+// claimable, else waits (up to ?wait=N seconds, at most PollMaxWait) for a
+// database notification that a build became claimable, re-checking every
+// PollBackstop in case a notification was missed.
+func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth) {
+	wait := time.Duration(0)
+	if v := r.URL.Query().Get("wait"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			s.fail(w, r, fmt.Errorf("%w: parameter \"wait\" must be a whole number of seconds ≥ 0", store.ErrInvalid))
+			return
+		}
+		wait = time.Duration(n) * time.Second
+	}
+	wait = min(wait, s.limits.PollMaxWait)
+	ctx := r.Context()
+	deadline := time.Now().Add(wait)
+	var res store.PollResult
+	var err error
+	claim := s.hub.WaitClaimable(wa.Platforms())
+	defer s.hub.Done(claim)
+	for {
+		res, err = s.store.Poll(ctx, wa)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		remaining := time.Until(deadline)
+		if res.Job != nil || remaining <= 0 {
+			break
+		}
+		timer := time.NewTimer(min(remaining, s.limits.PollBackstop))
+		wake := claim.C
+		if res.AtCapacity {
+			wake = nil // a full worker must not swallow a wake-up meant for one with room
+		}
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-s.draining:
+			deadline = time.Now()
+		case <-wake:
+			s.hub.Rearm(claim)
+		case <-timer.C:
+		}
+		timer.Stop()
+	}
+	depth, err := s.store.QueueDepth(ctx)
+	if err != nil {
+		s.log.WithError(err).Warn("count queue depth")
+	}
+	writeJSON(w, http.StatusOK, api.PollResponse{Job: res.Job, TokenGrant: wa.Grant, QueueDepth: depth})
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth) {
+	var req api.HeartbeatRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := requireFields(map[string]string{"build_id": req.BuildID, "attempt_id": req.AttemptID, "lease_token": req.LeaseToken}); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	resp, err := s.store.Heartbeat(r.Context(), wa, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func requireFields(fields map[string]string) error {
+	for _, name := range []string{"build_id", "attempt_id", "lease_token"} {
+		if v, ok := fields[name]; ok && strings.TrimSpace(v) == "" {
+			return fmt.Errorf("%w: field %q is required", store.ErrInvalid, name)
+		}
+	}
+	return nil
+}
+
+// upload records a build attempt's result: multipart fields build_id,
+// attempt_id, lease_token, success, error_message, error_code, retryable, and
+// an optional file "result". Fields must precede the file, so the file can
+// be written straight into its build's directory.
+func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.limits.Artifact+s.limits.JSONBody)
+	mr, err := r.MultipartReader()
+	if err != nil {
+		s.fail(w, r, badRequest("expected a multipart/form-data body: %v", err))
+		return
+	}
+	var (
+		res     store.Result
+		fields  = map[string]string{}
+		pending *blobs.Pending
+		name    string
+	)
+	defer func() {
+		if pending != nil {
+			pending.Abort() // no-op once committed
+		}
+	}()
+	for {
+		part, err := mr.NextPart()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			s.fail(w, r, multipartErr(err))
+			return
+		}
+		if part.FileName() == "" {
+			v, err := readField(part)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			fields[part.FormName()] = v
+			continue
+		}
+		if part.FormName() != "result" {
+			continue // unknown file fields are ignored
+		}
+		if pending != nil {
+			s.fail(w, r, badRequest("more than one \"result\" file"))
+			return
+		}
+		res.BuildID = fields["build_id"]
+		if !store.ValidID(res.BuildID) {
+			s.fail(w, r, badRequest("the field \"build_id\" must be a valid build id sent before the \"result\" file"))
+			return
+		}
+		if name = blobs.CleanName(part.FileName()); name == "" {
+			s.fail(w, r, badRequest("the \"result\" file name %q is not a usable file name", part.FileName()))
+			return
+		}
+		if pending, err = s.blobs.Create(res.BuildID, name); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if err := pending.Fill(part, s.limits.Artifact); err != nil {
+			s.fail(w, r, multipartErr(err))
+			return
+		}
+	}
+	res.BuildID, res.AttemptID, res.LeaseToken = fields["build_id"], fields["attempt_id"], fields["lease_token"]
+	if err := requireFields(fields); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !store.ValidID(res.BuildID) {
+		s.fail(w, r, fmt.Errorf("%w: no build %q", store.ErrNotFound, res.BuildID))
+		return
+	}
+	if res.Success, err = parseBool(fields, "success", true); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if res.Retryable, err = parseBool(fields, "retryable", false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res.ErrorMessage, res.ErrorCode = truncate(fields["error_message"], 4000), truncate(fields["error_code"], 100)
+	if pending != nil {
+		if res.BuildID != fields["build_id"] {
+			s.fail(w, r, badRequest("field \"build_id\" changed after the file"))
+			return
+		}
+		if err := pending.Verify(r.Header.Get(api.HeaderChecksum)); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		res.Artifact = &store.PendingArtifact{Name: name, Size: pending.Size(), SHA256: pending.SHA256(), Commit: pending.Commit}
+	}
+	resp, err := s.store.Complete(r.Context(), wa, res)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if resp.Status.Terminal() {
+		s.kick()
+	}
+	writeJSON(w, http.StatusOK, resp)
+}
+
+func parseBool(fields map[string]string, name string, required bool) (bool, error) {
+	v, ok := fields[name]
+	if !ok || v == "" {
+		if required {
+			return false, fmt.Errorf("%w: field %q is required (\"true\" or \"false\")", store.ErrInvalid, name)
+		}
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%w: field %q must be \"true\" or \"false\", got %q", store.ErrInvalid, name, v)
+	}
+	return b, nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// readField reads a small multipart form value.
+func readField(p *multipart.Part) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(p, 8<<10+1))
+	if err != nil {
+		return "", multipartErr(err)
+	}
+	if len(b) > 8<<10 {
+		return "", fmt.Errorf("%w: field %q is longer than 8 KiB", store.ErrInvalid, p.FormName())
+	}
+	return string(b), nil
+}
+
+// multipartErr classifies an error met while reading a multipart body: a
+// size limit, or a malformed or truncated body.
+func multipartErr(err error) error {
+	var maxBytes *http.MaxBytesError
+	if errors.As(err, &maxBytes) || errors.Is(err, blobs.ErrTooLarge) || errors.Is(err, store.ErrTooLarge) {
+		return err
+	}
+	return badRequest("malformed or truncated multipart body: %v", err)
+}
+
+func (s *Server) unregister(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth) {
+	n, err := s.store.Unregister(r.Context(), wa)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.UnregisterResponse{Success: true, BuildsReassigned: n})
+}
+
+func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
+	ws, err := s.store.ListWorkers(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if ws == nil {
+		ws = []store.Worker{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"workers": ws})
+}
