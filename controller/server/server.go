@@ -68,12 +68,18 @@ type Options struct {
 	// BuildEnded is called after a request moved a build to a terminal
 	// state (the reaper then deletes its certificates at once).
 	BuildEnded func()
+	// KeyCacheTTL is how long a verified API key is trusted without a
+	// query; a revoked key stops working within it. Default 5 s.
+	KeyCacheTTL time.Duration
 }
 
 // New builds the API handler.
 func New(o Options) *Server {
 	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
-		keyCache: keyCache{ttl: 5 * time.Second, entries: map[string]cachedKey{}}, draining: make(chan struct{})}
+		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, draining: make(chan struct{})}
+	if s.keyCache.ttl == 0 {
+		s.keyCache.ttl = 5 * time.Second
+	}
 	if s.kick == nil {
 		s.kick = func() {}
 	}

@@ -1,0 +1,405 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Error is a non-2xx answer from the controller.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	Length  *int64 // on 416 answers to a log append
+}
+
+func (e *Error) Error() string {
+	if e.Message == "" {
+		return fmt.Sprintf("controller answered %d %s", e.Status, http.StatusText(e.Status))
+	}
+	return fmt.Sprintf("%s (%d %s)", e.Message, e.Status, e.Code)
+}
+
+// StatusOf returns the HTTP status of an *Error, or 0.
+func StatusOf(err error) int {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Status
+	}
+	return 0
+}
+
+// Client calls the controller. Credentials that change during a session
+// (worker token, VM token) are passed per call; the API key and build token
+// are fixed per client.
+type Client struct {
+	BaseURL    string
+	APIKey     string
+	BuildToken string // used when APIKey is empty (build-scoped access)
+	HTTP       *http.Client
+	UserAgent  string
+}
+
+func (c *Client) httpClient() *http.Client {
+	if c.HTTP != nil {
+		return c.HTTP
+	}
+	return http.DefaultClient
+}
+
+type header map[string]string
+
+func (c *Client) newRequest(ctx context.Context, method, path string, body io.Reader, h header) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.APIKey != "" {
+		req.Header.Set(HeaderAPIKey, c.APIKey)
+	} else if c.BuildToken != "" {
+		req.Header.Set(HeaderBuildToken, c.BuildToken)
+	}
+	if c.UserAgent != "" {
+		req.Header.Set("User-Agent", c.UserAgent)
+	}
+	for k, v := range h {
+		if v != "" {
+			req.Header.Set(k, v)
+		}
+	}
+	return req, nil
+}
+
+// Do sends req and returns the response when its status is 2xx (or 206),
+// else an *Error built from the body.
+func (c *Client) Do(req *http.Request) (*http.Response, error) {
+	resp, err := c.httpClient().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return resp, nil
+	}
+	defer resp.Body.Close()
+	return nil, decodeError(resp)
+}
+
+func decodeError(resp *http.Response) error {
+	e := &Error{Status: resp.StatusCode}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var body ErrorResponse
+	if json.Unmarshal(b, &body) == nil && (body.Error != "" || body.Code != "") {
+		e.Code, e.Message, e.Length = body.Code, body.Error, body.Length
+	} else {
+		e.Message = strings.TrimSpace(string(b))
+	}
+	return e
+}
+
+func (c *Client) call(ctx context.Context, method, path string, in, out any, h header) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return err
+		}
+		body = bytes.NewReader(b)
+		if h == nil {
+			h = header{}
+		}
+		h["Content-Type"] = "application/json"
+	}
+	req, err := c.newRequest(ctx, method, path, body, h)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode %s %s answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// Register registers (or re-registers) a worker.
+func (c *Client) Register(ctx context.Context, req RegisterRequest) (RegisterResponse, error) {
+	var out RegisterResponse
+	return out, c.call(ctx, http.MethodPost, "/api/workers/register", req, &out, nil)
+}
+
+// Poll long-polls for a job for up to wait.
+func (c *Client) Poll(ctx context.Context, workerToken string, wait time.Duration) (PollResponse, error) {
+	var out PollResponse
+	path := "/api/workers/poll?wait=" + strconv.Itoa(int(wait.Seconds()))
+	return out, c.call(ctx, http.MethodGet, path, nil, &out, header{HeaderWorkerToken: workerToken})
+}
+
+// Heartbeat renews a lease.
+func (c *Client) Heartbeat(ctx context.Context, workerToken string, req HeartbeatRequest) (HeartbeatResponse, error) {
+	var out HeartbeatResponse
+	return out, c.call(ctx, http.MethodPost, "/api/workers/heartbeat", req, &out, header{HeaderWorkerToken: workerToken})
+}
+
+// Unregister ends the worker instance.
+func (c *Client) Unregister(ctx context.Context, workerToken string) (UnregisterResponse, error) {
+	var out UnregisterResponse
+	return out, c.call(ctx, http.MethodPost, "/api/workers/unregister", struct{}{}, &out, header{HeaderWorkerToken: workerToken})
+}
+
+// Result is a worker's report of an attempt's end for Upload.
+type Result struct {
+	BuildID, AttemptID, LeaseToken string
+	Success                        bool
+	ErrorMessage, ErrorCode        string
+	Retryable                      bool
+	FileName                       string    // artifact name; with File
+	File                           io.Reader // optional artifact, streamed
+	SHA256                         string    // optional hex checksum of File, verified by the controller
+}
+
+// Upload reports an attempt's result, streaming the artifact if any.
+func (c *Client) Upload(ctx context.Context, workerToken string, r Result) (ResultResponse, error) {
+	fields := [][2]string{{"build_id", r.BuildID}, {"attempt_id", r.AttemptID}, {"lease_token", r.LeaseToken},
+		{"success", strconv.FormatBool(r.Success)}, {"retryable", strconv.FormatBool(r.Retryable)},
+		{"error_message", r.ErrorMessage}, {"error_code", r.ErrorCode}}
+	var files []filePart
+	if r.File != nil {
+		files = append(files, filePart{field: "result", name: r.FileName, r: r.File})
+	}
+	var out ResultResponse
+	return out, c.multipart(ctx, "/api/workers/upload", fields, files, header{HeaderWorkerToken: workerToken, HeaderChecksum: r.SHA256}, &out)
+}
+
+type filePart struct {
+	field, name string
+	r           io.Reader
+}
+
+// multipart streams fields then files through a pipe: nothing is buffered whole.
+func (c *Client) multipart(ctx context.Context, path string, fields [][2]string, files []filePart, h header, out any) error {
+	pr, pw := io.Pipe()
+	mw := multipart.NewWriter(pw)
+	go func() {
+		err := func() error {
+			for _, f := range fields {
+				if f[1] == "" {
+					continue
+				}
+				if err := mw.WriteField(f[0], f[1]); err != nil {
+					return err
+				}
+			}
+			for _, f := range files {
+				w, err := mw.CreateFormFile(f.field, f.name)
+				if err != nil {
+					return err
+				}
+				if _, err := io.Copy(w, f.r); err != nil {
+					return err
+				}
+			}
+			return mw.Close()
+		}()
+		pw.CloseWithError(err)
+	}()
+	defer pr.Close()
+	if h == nil {
+		h = header{}
+	}
+	h["Content-Type"] = mw.FormDataContentType()
+	req, err := c.newRequest(ctx, http.MethodPost, path, pr, h)
+	if err != nil {
+		return err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("decode POST %s answer: %w", path, err)
+	}
+	return nil
+}
+
+// SubmitRequest is a build submission.
+type SubmitRequest struct {
+	Platform       string
+	Profile        string
+	Priority       *int
+	TimeoutSeconds int
+	Source         io.Reader // tar.gz or zip, streamed
+	SourceName     string
+	Certs          io.Reader // optional certs zip
+	IdempotencyKey string
+}
+
+// Submit queues a build.
+func (c *Client) Submit(ctx context.Context, s SubmitRequest) (SubmitResponse, error) {
+	fields := [][2]string{{"platform", s.Platform}, {"profile", s.Profile}}
+	if s.Priority != nil {
+		fields = append(fields, [2]string{"priority", strconv.Itoa(*s.Priority)})
+	}
+	if s.TimeoutSeconds > 0 {
+		fields = append(fields, [2]string{"timeout_seconds", strconv.Itoa(s.TimeoutSeconds)})
+	}
+	name := s.SourceName
+	if name == "" {
+		name = "source.tar.gz"
+	}
+	files := []filePart{{field: "source", name: name, r: s.Source}}
+	if s.Certs != nil {
+		files = append(files, filePart{field: "certs", name: "certs.zip", r: s.Certs})
+	}
+	var out SubmitResponse
+	return out, c.multipart(ctx, "/api/builds", fields, files, header{HeaderIdempotencyKey: s.IdempotencyKey}, &out)
+}
+
+// GetBuild returns one build.
+func (c *Client) GetBuild(ctx context.Context, id string) (Build, error) {
+	var out Build
+	return out, c.call(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(id), nil, &out, nil)
+}
+
+// ListOptions filter ListBuilds.
+type ListOptions struct {
+	Status, Platform, WorkerID, Cursor string
+	Limit                              int
+}
+
+// ListBuilds returns a page of builds, newest first.
+func (c *Client) ListBuilds(ctx context.Context, o ListOptions) (BuildList, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"status": o.Status, "platform": o.Platform, "worker_id": o.WorkerID, "cursor": o.Cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if o.Limit > 0 {
+		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	var out BuildList
+	return out, c.call(ctx, http.MethodGet, "/api/builds?"+q.Encode(), nil, &out, nil)
+}
+
+// Cancel cancels a build.
+func (c *Client) Cancel(ctx context.Context, id string) (CancelResponse, error) {
+	var out CancelResponse
+	return out, c.call(ctx, http.MethodPost, "/api/builds/"+url.PathEscape(id)+"/cancel", nil, &out, nil)
+}
+
+// Retry queues a new build like build id.
+func (c *Client) Retry(ctx context.Context, id string) (SubmitResponse, error) {
+	var out SubmitResponse
+	return out, c.call(ctx, http.MethodPost, "/api/builds/"+url.PathEscape(id)+"/retry", nil, &out, nil)
+}
+
+// LogChunk is a slice of a build log.
+type LogChunk struct {
+	Data   []byte
+	Length int64 // the whole log's length
+	Status BuildStatus
+}
+
+// ReadLogs returns log bytes from offset after.
+func (c *Client) ReadLogs(ctx context.Context, id string, after int64) (LogChunk, error) {
+	req, err := c.newRequest(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(id)+"/logs?after="+strconv.FormatInt(after, 10), nil, nil)
+	if err != nil {
+		return LogChunk{}, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return LogChunk{}, err
+	}
+	defer resp.Body.Close()
+	out := LogChunk{Status: BuildStatus(resp.Header.Get(HeaderBuildStatus))}
+	out.Length, _ = strconv.ParseInt(resp.Header.Get(HeaderLogLength), 10, 64)
+	out.Data, err = io.ReadAll(resp.Body)
+	return out, err
+}
+
+// DownloadArtifact opens an artifact from byte offset (0 for all). The
+// caller closes the body; a 206 answer carries Content-Range.
+func (c *Client) DownloadArtifact(ctx context.Context, id, name string, offset int64) (*http.Response, error) {
+	h := header{}
+	if offset > 0 {
+		h["Range"] = fmt.Sprintf("bytes=%d-", offset)
+	}
+	req, err := c.newRequest(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(id)+"/artifacts/"+url.PathEscape(name), nil, h)
+	if err != nil {
+		return nil, err
+	}
+	return c.Do(req)
+}
+
+// ListWorkers returns the registered workers (admin keys).
+func (c *Client) ListWorkers(ctx context.Context) (json.RawMessage, error) {
+	var out json.RawMessage
+	return out, c.call(ctx, http.MethodGet, "/api/workers", nil, &out, nil)
+}
+
+// VMAuth exchanges a build's OTP for a VM token.
+func (c *Client) VMAuth(ctx context.Context, buildID, otp string) (VMAuthResponse, error) {
+	var out VMAuthResponse
+	return out, c.call(ctx, http.MethodPost, "/api/vm/auth", nil, &out, header{HeaderOTP: otp, HeaderBuildID: buildID})
+}
+
+// Source opens a build's source archive with a VM token (or, with an empty
+// vmToken and a worker token, as the assigned worker).
+func (c *Client) Source(ctx context.Context, buildID, vmToken, workerToken string) (*http.Response, error) {
+	req, err := c.newRequest(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(buildID)+"/source", nil,
+		header{HeaderVMToken: vmToken, HeaderWorkerToken: workerToken})
+	if err != nil {
+		return nil, err
+	}
+	return c.Do(req)
+}
+
+// CertsSecure fetches a build's signing material with a VM token.
+func (c *Client) CertsSecure(ctx context.Context, buildID, vmToken string) (CertsResponse, error) {
+	var out CertsResponse
+	return out, c.call(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(buildID)+"/certs-secure", nil, &out, header{HeaderVMToken: vmToken})
+}
+
+// AppendLog appends data at offset; it returns the log's new length. On a
+// 416 the *Error carries the length to resend from.
+func (c *Client) AppendLog(ctx context.Context, buildID, vmToken string, offset int64, data []byte) (int64, error) {
+	req, err := c.newRequest(ctx, http.MethodPost, "/api/builds/"+url.PathEscape(buildID)+"/logs?offset="+strconv.FormatInt(offset, 10),
+		bytes.NewReader(data), header{HeaderVMToken: vmToken, "Content-Type": "application/octet-stream"})
+	if err != nil {
+		return 0, err
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var out LogAppendResponse
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, fmt.Errorf("decode log append answer: %w", err)
+	}
+	return out.Length, nil
+}
+
+// UploadArtifact streams an artifact from the VM.
+func (c *Client) UploadArtifact(ctx context.Context, buildID, vmToken, name string, r io.Reader, sha256hex string) (Artifact, error) {
+	var out Artifact
+	return out, c.multipart(ctx, "/api/builds/"+url.PathEscape(buildID)+"/artifacts", nil,
+		[]filePart{{field: "artifact", name: name, r: r}}, header{HeaderVMToken: vmToken, HeaderChecksum: sha256hex}, &out)
+}
