@@ -39,7 +39,7 @@ type env struct {
 	cfg     store.Config
 	limits  server.Limits
 
-	admin, developer, worker *api.Client
+	admin, developer, worker  *api.Client
 	adminKey, devKey, workKey string
 	stop                      func()
 }
