@@ -1,0 +1,39 @@
+# Free Agent — see README.md. `make run` starts a local farm, `make test` runs every test.
+GO      ?= go
+BIN     := bin
+DARWIN  := GOOS=darwin GOARCH=arm64 CGO_ENABLED=0
+
+.PHONY: all build run test vet bench fuzz clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./controller/cmd/...
+
+# Starts the controller on its built-in PostgreSQL (data under .run/) and
+# prints a ready-to-use API key.
+run: build
+	./scripts/dev-run.sh
+
+vet:
+	$(GO) vet ./...
+	$(DARWIN) $(GO) vet ./...
+
+# Every test, including the fuzz targets' seed corpora, against real Postgres
+# clusters started by the tests themselves.
+test: vet
+	$(GO) test -count=1 ./...
+
+# Throughput, latency and memory figures (see README "Performance").
+bench:
+	$(GO) run ./controller/cmd/freeagent-bench
+
+# Runs each fuzz target for FUZZTIME (default 30s).
+FUZZTIME ?= 30s
+fuzz:
+	@for f in $$($(GO) test -list 'Fuzz.*' ./controller/server/ | grep ^Fuzz); do \
+		echo "== $$f"; $(GO) test -run XXX -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./controller/server/ || exit 1; \
+	done
+
+clean:
+	rm -rf $(BIN) .run

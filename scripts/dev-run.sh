@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Starts a local Free Agent controller on its built-in PostgreSQL and prints
+# the URL and an admin API key. Data lives in .run/ (delete it to start over).
+# Ctrl-C stops everything.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+run_dir=${FREEAGENT_RUN_DIR:-.run}
+data_dir=${FREEAGENT_DATA_DIR:-$run_dir/controller}
+listen=${FREEAGENT_LISTEN:-127.0.0.1:8080}
+controller=bin/freeagent-controller
+mkdir -p "$run_dir"
+log="$run_dir/controller.log"
+
+"$controller" serve --data-dir "$data_dir" --listen "$listen" >"$log" 2>&1 &
+pid=$!
+trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; exit 0' INT TERM EXIT
+
+url=""
+for _ in $(seq 1 300); do
+	if ! kill -0 "$pid" 2>/dev/null; then
+		echo "the controller exited; its log ($log):" >&2
+		cat "$log" >&2
+		exit 1
+	fi
+	url=$(sed -n 's/.*listening on \(http[^" ]*\).*/\1/p' "$log" | head -1)
+	[ -n "$url" ] && break
+	sleep 0.1
+done
+[ -n "$url" ] || { echo "the controller did not start within 30 s; see $log" >&2; exit 1; }
+
+# One admin key per .run directory, kept (0600) so it can be shown again.
+key_file="$run_dir/admin.key"
+if [ ! -s "$key_file" ]; then
+	(umask 077; "$controller" keys create --name "make run admin" --role admin --data-dir "$data_dir" >"$key_file" 2>/dev/null)
+fi
+key=$(cat "$key_file")
+
+cat <<MSG
+
+  Free Agent controller: $url
+  Admin API key:         $key   (saved in $key_file)
+  Log:                   $log
+
+  Try it:
+    curl -s $url/health/ready
+    curl -s -H "X-API-Key: $key" $url/api/builds
+    $controller keys create --name my-mac --role worker --data-dir $data_dir
+
+  Ctrl-C stops the controller and its database.
+
+MSG
+tail -n +1 -f "$log" &
+tail_pid=$!
+trap 'kill $tail_pid 2>/dev/null; kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; exit 0' INT TERM EXIT
+wait "$pid"
