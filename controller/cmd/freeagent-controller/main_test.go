@@ -1,0 +1,162 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/pgtest"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+func runCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code = run(args, &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestKeysCreateListRevoke(t *testing.T) {
+	dsn := pgtest.NewDatabase(t)
+	t.Setenv("DATABASE_URL", dsn)
+	out, stderr, code := runCmd(t, "keys", "create", "--name", "ci", "--role", "developer")
+	if code != 0 {
+		t.Fatalf("keys create: %d %s", code, stderr)
+	}
+	key := strings.TrimSpace(out)
+	if !regexp.MustCompile(`^fak_[A-Za-z0-9_-]{43}$`).MatchString(key) {
+		t.Fatalf("stdout must be the key alone, got %q", out)
+	}
+	out, _, code = runCmd(t, "keys", "create", "--name", "w", "--role", "worker", "--json")
+	var created map[string]string
+	if code != 0 || json.Unmarshal([]byte(out), &created) != nil || created["role"] != "worker" || created["key"] == "" || created["id"] == "" {
+		t.Fatalf("keys create --json: %q", out)
+	}
+	out, _, _ = runCmd(t, "keys", "list", "--json")
+	var keys []map[string]any
+	if json.Unmarshal([]byte(out), &keys) != nil || len(keys) != 2 {
+		t.Fatalf("keys list: %q", out)
+	}
+	if strings.Contains(out, key) || strings.Contains(out, created["key"]) {
+		t.Fatal("keys list prints a secret")
+	}
+	if _, _, code := runCmd(t, "keys", "revoke", created["id"]); code != 0 {
+		t.Fatal("revoke failed")
+	}
+	if _, stderr, code := runCmd(t, "keys", "revoke", "nope"); code != 1 || !strings.Contains(stderr, "keys list") {
+		t.Fatalf("revoking an unknown key: %d %q", code, stderr)
+	}
+	if _, stderr, code := runCmd(t, "keys", "create", "--name", "x", "--role", "root"); code != 2 || !strings.Contains(stderr, "admin|developer|worker") {
+		t.Fatalf("bad role: %d %q", code, stderr)
+	}
+}
+
+func TestConfigPrecedenceFlagOverEnvOverDefault(t *testing.T) {
+	t.Setenv("FREEAGENT_LISTEN", "127.0.0.1:9999")
+	t.Setenv("FREEAGENT_LEASE_TTL", "45s")
+	t.Setenv("FREEAGENT_DATA_DIR", "/from/env")
+	cfg, _, err := parseConfig("serve", []string{"--listen", "127.0.0.1:7777"}, &bytes.Buffer{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Serve.Listen != "127.0.0.1:7777" || cfg.Serve.Store.LeaseTTL != 45*time.Second || cfg.Serve.DataDir != "/from/env" ||
+		cfg.Serve.Store.MaxAttempts != 5 {
+		t.Fatalf("precedence: %+v", cfg.Serve)
+	}
+	t.Setenv("FREEAGENT_LEASE_TTL", "soon")
+	_, _, err = parseConfig("serve", nil, &bytes.Buffer{}, true)
+	if err == nil || !strings.Contains(err.Error(), "FREEAGENT_LEASE_TTL") {
+		t.Fatalf("a bad environment value must name the variable: %v", err)
+	}
+}
+
+// TestServeBuiltInDatabase runs the real binary as a child process with no
+// DATABASE_URL: it starts its own cluster, serves, answers readiness, shares
+// the cluster with `keys create`, and stops cleanly on SIGTERM.
+func TestServeBuiltInDatabase(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a durable cluster")
+	}
+	bin := filepath.Join(t.TempDir(), "freeagent-controller")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	// As root the cluster runs as postgres, which must reach the data dir:
+	// t.TempDir's parent is 0700, so make our own traversable one.
+	parent, err := os.MkdirTemp("", "fa-serve-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	os.Chmod(parent, 0o711)
+	data := filepath.Join(parent, "data")
+	cmd := exec.Command(bin, "serve", "--data-dir", data, "--listen", "127.0.0.1:0")
+	cmd.Env = append(os.Environ(), "DATABASE_URL=")
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	urls := make(chan string, 1)
+	var logBuf bytes.Buffer
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			logBuf.WriteString(sc.Text() + "\n")
+			if m := regexp.MustCompile(`listening on (http://[0-9.:]+)`).FindStringSubmatch(sc.Text()); m != nil {
+				urls <- m[1]
+			}
+		}
+		close(urls) // exited
+	}()
+	var url string
+	select {
+	case u, ok := <-urls:
+		if !ok {
+			t.Fatalf("serve exited before listening:\n%s", logBuf.String())
+		}
+		url = u
+	case <-time.After(60 * time.Second):
+		t.Fatalf("serve did not report listening:\n%s", logBuf.String())
+	}
+	resp, err := http.Get(url + "/health/ready")
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("ready: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	out, err := exec.Command(bin, "keys", "create", "--name", "t", "--role", "admin", "--data-dir", data).Output()
+	if err != nil {
+		t.Fatalf("keys create while serving: %v", err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, url+"/api/builds", nil)
+	req.Header.Set("X-API-Key", strings.TrimSpace(string(out)))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("the new key is not accepted by the running server: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	cmd.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("serve exited with %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("serve did not stop within 30 s of SIGINT")
+	}
+	// The cluster stopped with it.
+	if b, err := os.ReadFile(filepath.Join(data, "postgres", "pgdata", "postmaster.pid")); err == nil {
+		t.Fatalf("postmaster.pid still present after shutdown: %s", b)
+	}
+}
