@@ -53,26 +53,24 @@ func (s BuildStatus) Terminal() bool {
 // Machine-readable error codes carried in ErrorResponse.Code and in a failed
 // build's error_code.
 const (
-	CodeBadRequest     = "bad_request"
-	CodeInvalidField   = "invalid_field"
-	CodeUnauthorized   = "unauthorized"
-	CodeForbidden      = "forbidden"
-	CodeNotFound       = "not_found"
-	CodeConflict       = "conflict"
-	CodeLeaseLost      = "lease_lost"
-	CodeTooLarge       = "too_large"
-	CodeChecksum       = "checksum_mismatch"
-	CodeOffsetAhead    = "offset_beyond_length"
-	CodeNotAvailable   = "not_available"
-	CodeInternal       = "internal"
-	CodeUnavailable    = "unavailable"
-	CodeMaxAttempts    = "max_attempts"
-	CodeTimeout        = "timeout"
-	CodeCancelled      = "cancelled"
-	CodeBuildFailed    = "build_failed"
-	CodeWorkerGone     = "worker_gone"
-	CodeNotCancellable = "not_cancellable"
-	CodeNotRetryable   = "not_retryable"
+	CodeBadRequest   = "bad_request"
+	CodeInvalidField = "invalid_field"
+	CodeUnauthorized = "unauthorized"
+	CodeForbidden    = "forbidden"
+	CodeNotFound     = "not_found"
+	CodeConflict     = "conflict"
+	CodeLeaseLost    = "lease_lost"
+	CodeTooLarge     = "too_large"
+	CodeChecksum     = "checksum_mismatch"
+	CodeOffsetAhead  = "offset_beyond_length"
+	CodeInternal     = "internal"
+	CodeMaxAttempts  = "max_attempts"
+	CodeTimeout      = "timeout"
+	CodeCancelled    = "cancelled"
+	CodeBuildFailed  = "build_failed"
+	// CodeReleased in a worker's failed result hands the build back (a
+	// drain): it is requeued at once without consuming an attempt.
+	CodeReleased = "released"
 )
 
 // ErrorResponse is the body of every 4xx/5xx answer.

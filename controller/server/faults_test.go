@@ -531,3 +531,31 @@ func TestTwoControllersWakeEachOther(t *testing.T) {
 		t.Fatal("the worker on controller B was not woken")
 	}
 }
+
+func TestDrainHandsBuildBackAtOnce(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := e.register("w", api.Capabilities{})
+	sub, _ := e.submit("android")
+	job := w.poll(0)
+	w.heartbeat(job)
+	res, err := w.complete(job, api.Result{Success: false, ErrorCode: api.CodeReleased, ErrorMessage: "worker draining"})
+	if err != nil || !res.Requeued || res.Status != api.StatusPending {
+		t.Fatalf("release: %+v %v", res, err)
+	}
+	b := e.build(sub.ID)
+	if b.Status != api.StatusPending || b.Attempts != 0 || b.RunAfter != nil || b.AttemptHistory[0].Status != "released" {
+		t.Fatalf("released build: %+v", b)
+	}
+	// A retryable failure, by contrast, consumes the attempt and backs off.
+	e.claimableNow(sub.ID)
+	job = w.poll(0)
+	w.heartbeat(job)
+	res, err = w.complete(job, api.Result{Success: false, Retryable: true, ErrorCode: "vm_boot_failed", ErrorMessage: "VM never signalled ready"})
+	if err != nil || !res.Requeued {
+		t.Fatalf("retryable failure: %+v %v", res, err)
+	}
+	if b := e.build(sub.ID); b.Attempts != 1 || b.RunAfter == nil {
+		t.Fatalf("after a retryable failure: attempts %d run_after %v", b.Attempts, b.RunAfter)
+	}
+}

@@ -319,7 +319,7 @@ func (t *txn) finish(ctx context.Context, w WorkerAuth, r Result) (api.ResultRes
 			return resp, err
 		}
 		resp.Status = api.StatusCompleted
-	case r.ErrorCode == "released":
+	case r.ErrorCode == api.CodeReleased:
 		// A drain: back to the queue at once, not counted.
 		if _, err := t.requeue(ctx, []string{r.AttemptID}, requeueRelease(orDefault(r.ErrorMessage, "worker handed the build back"))); err != nil {
 			return resp, err
