@@ -377,20 +377,26 @@ func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request, b buil
 		s.fail(w, r, err)
 		return
 	}
-	f, err := s.blobs.Open(b.ID, name)
+	s.serveFile(w, r, b.ID, name, name, "application/octet-stream", a.SHA256)
+}
+
+// serveFile streams a stored build file with Range, ETag (its SHA-256) and
+// X-Checksum-Sha256 support.
+func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, buildID, file, downloadName, contentType, sha256hex string) {
+	f, err := s.blobs.Open(buildID, file)
 	if err != nil {
-		s.fail(w, r, fmt.Errorf("open artifact: %w", err))
+		s.fail(w, r, fmt.Errorf("open %s of build %s: %w", file, buildID, err))
 		return
 	}
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		s.fail(w, r, fmt.Errorf("open artifact: %w", err))
+		s.fail(w, r, fmt.Errorf("open %s of build %s: %w", file, buildID, err))
 		return
 	}
-	w.Header().Set("ETag", `"`+a.SHA256+`"`)
-	w.Header().Set(api.HeaderChecksum, a.SHA256)
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", name))
-	http.ServeContent(w, r, name, st.ModTime(), f)
+	w.Header().Set("Content-Type", contentType)
+	w.Header().Set("ETag", `"`+sha256hex+`"`)
+	w.Header().Set(api.HeaderChecksum, sha256hex)
+	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", downloadName))
+	http.ServeContent(w, r, "", st.ModTime(), f)
 }

@@ -43,23 +43,8 @@ func (s *Server) downloadSource(w http.ResponseWriter, r *http.Request, buildID 
 		s.fail(w, r, err)
 		return
 	}
-	f, err := s.blobs.Open(buildID, blobs.SourceFile)
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("open source: %w", err))
-		return
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("open source: %w", err))
-		return
-	}
-	ext := map[string]string{"tar.gz": "application/gzip", "zip": "application/zip"}
-	w.Header().Set("Content-Type", ext[files.SourceFormat])
-	w.Header().Set("ETag", `"`+files.SourceSHA256+`"`)
-	w.Header().Set(api.HeaderChecksum, files.SourceSHA256)
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", "source."+files.SourceFormat))
-	http.ServeContent(w, r, "", st.ModTime(), f)
+	contentType := map[string]string{"tar.gz": "application/gzip", "zip": "application/zip"}[files.SourceFormat]
+	s.serveFile(w, r, buildID, blobs.SourceFile, "source."+files.SourceFormat, contentType, files.SourceSHA256)
 }
 
 func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, _ string) {

@@ -85,39 +85,49 @@ func (e *envFlags) str(p *string, name, env, def, help string) {
 }
 
 func (e *envFlags) dur(p *time.Duration, name, env string, def time.Duration, help string) {
-	if v, ok := os.LookupEnv(env); ok {
+	def = fromEnv(e, env, def, func(v string) (time.Duration, error) {
 		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			e.err = errors.Join(e.err, fmt.Errorf("%s=%q: want a positive duration such as 90s or 5m", env, v))
-		} else {
-			def = d
-		}
-	}
+		return d, errors.Join(err, positive(d > 0))
+	}, "a positive duration such as 90s or 5m")
 	e.fs.DurationVar(p, name, def, help+" (env "+env+")")
 }
 
 func (e *envFlags) intv(p *int, name, env string, def int, help string) {
-	if v, ok := os.LookupEnv(env); ok {
+	def = fromEnv(e, env, def, func(v string) (int, error) {
 		n, err := strconv.Atoi(v)
-		if err != nil || n <= 0 {
-			e.err = errors.Join(e.err, fmt.Errorf("%s=%q: want a positive whole number", env, v))
-		} else {
-			def = n
-		}
-	}
+		return n, errors.Join(err, positive(n > 0))
+	}, "a positive whole number")
 	e.fs.IntVar(p, name, def, help+" (env "+env+")")
 }
 
 func (e *envFlags) int64v(p *int64, name, env string, def int64, help string) {
-	if v, ok := os.LookupEnv(env); ok {
+	def = fromEnv(e, env, def, func(v string) (int64, error) {
 		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n <= 0 {
-			e.err = errors.Join(e.err, fmt.Errorf("%s=%q: want a positive number of bytes", env, v))
-		} else {
-			def = n
-		}
-	}
+		return n, errors.Join(err, positive(n > 0))
+	}, "a positive number of bytes")
 	e.fs.Int64Var(p, name, def, help+" (env "+env+")")
+}
+
+// fromEnv returns env's parsed value, or def when it is unset; a bad value
+// is recorded in e.err, naming the variable and what it should be.
+func fromEnv[T any](e *envFlags, env string, def T, parse func(string) (T, error), want string) T {
+	v, ok := os.LookupEnv(env)
+	if !ok {
+		return def
+	}
+	t, err := parse(v)
+	if err != nil {
+		e.err = errors.Join(e.err, fmt.Errorf("%s=%q: want %s", env, v, want))
+		return def
+	}
+	return t
+}
+
+func positive(ok bool) error {
+	if ok {
+		return nil
+	}
+	return errors.New("not positive")
 }
 
 // defaultDataDir is $XDG_DATA_HOME/freeagent-controller, or its usual place.
