@@ -28,11 +28,45 @@ var ErrTooLarge = errors.New("file exceeds the size limit")
 // ErrChecksum is returned when a file's SHA-256 differs from the one declared.
 var ErrChecksum = errors.New("SHA-256 checksum mismatch")
 
-// Names of the files a build keeps beside its artifacts.
+// On-disk names of the files a build keeps beside its artifacts/ folder.
 const (
 	SourceFile = "source"
 	CertsFile  = "certs.sealed"
 )
+
+// File names one stored file of a build. Artifacts live in their own folder,
+// so no artifact name can ever address the source or the certificates.
+type File struct {
+	kind fileKind
+	name string
+}
+
+type fileKind int
+
+const (
+	kindSource fileKind = iota + 1
+	kindCerts
+	kindArtifact
+)
+
+// Source is the submitted project archive; Certs the sealed certificates.
+var (
+	Source = File{kind: kindSource}
+	Certs  = File{kind: kindCerts}
+)
+
+// Artifact is a build artifact; name must be a CleanName.
+func Artifact(name string) File { return File{kind: kindArtifact, name: name} }
+
+func (f File) String() string {
+	switch f.kind {
+	case kindSource:
+		return "source"
+	case kindCerts:
+		return "certificates"
+	}
+	return "artifact " + f.name
+}
 
 // Store keeps build files under Root/builds/<build id>/.
 type Store struct {
@@ -129,18 +163,23 @@ func (s *Store) dir(buildID string) (string, error) {
 	return filepath.Join(s.root, "builds", buildID), nil
 }
 
-func (s *Store) path(buildID, name string) (string, error) {
+func (s *Store) path(buildID string, f File) (string, error) {
 	d, err := s.dir(buildID)
 	if err != nil {
 		return "", err
 	}
-	if name == SourceFile || name == CertsFile {
-		return filepath.Join(d, name), nil
+	switch f.kind {
+	case kindSource:
+		return filepath.Join(d, SourceFile), nil
+	case kindCerts:
+		return filepath.Join(d, CertsFile), nil
+	case kindArtifact:
+		if f.name == "" || CleanName(f.name) != f.name {
+			return "", fmt.Errorf("invalid artifact name %q", f.name)
+		}
+		return filepath.Join(d, "artifacts", f.name), nil
 	}
-	if CleanName(name) != name {
-		return "", fmt.Errorf("invalid file name %q", name)
-	}
-	return filepath.Join(d, "artifacts", name), nil
+	return "", errors.New("unknown kind of build file")
 }
 
 // Pending is a file being written. Call Commit to move it into place, or
@@ -153,20 +192,20 @@ type Pending struct {
 	done  bool
 }
 
-// Create starts writing a build file: SourceFile, CertsFile or an artifact name.
-func (s *Store) Create(buildID, name string) (*Pending, error) {
-	final, err := s.path(buildID, name)
+// Create starts writing a build file.
+func (s *Store) Create(buildID string, f File) (*Pending, error) {
+	final, err := s.path(buildID, f)
 	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
 		return nil, fmt.Errorf("create build directory: %w", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(final), ".upload-*")
+	tmp, err := os.CreateTemp(filepath.Dir(final), ".upload-*")
 	if err != nil {
 		return nil, fmt.Errorf("create temporary file: %w", err)
 	}
-	return &Pending{f: f, h: sha256.New(), final: final}, nil
+	return &Pending{f: tmp, h: sha256.New(), final: final}, nil
 }
 
 // Fill copies r into the file, failing with ErrTooLarge beyond limit bytes.
@@ -235,8 +274,8 @@ func (p *Pending) Abort() {
 }
 
 // Open opens a stored file for reading.
-func (s *Store) Open(buildID, name string) (*os.File, error) {
-	path, err := s.path(buildID, name)
+func (s *Store) Open(buildID string, f File) (*os.File, error) {
+	path, err := s.path(buildID, f)
 	if err != nil {
 		return nil, err
 	}
@@ -252,7 +291,7 @@ func (s *Store) PrepareSeal(buildID string, plain []byte) (*Pending, error) {
 	if _, err := rand.Read(nonce); err != nil {
 		return nil, err
 	}
-	p, err := s.Create(buildID, CertsFile)
+	p, err := s.Create(buildID, Certs)
 	if err != nil {
 		return nil, err
 	}
@@ -265,7 +304,7 @@ func (s *Store) PrepareSeal(buildID string, plain []byte) (*Pending, error) {
 
 // Unseal reads and decrypts a build's CertsFile.
 func (s *Store) Unseal(buildID string) ([]byte, error) {
-	path, err := s.path(buildID, CertsFile)
+	path, err := s.path(buildID, Certs)
 	if err != nil {
 		return nil, err
 	}
@@ -285,8 +324,8 @@ func (s *Store) Unseal(buildID string) ([]byte, error) {
 }
 
 // Remove deletes one stored file; a missing file is not an error.
-func (s *Store) Remove(buildID, name string) error {
-	path, err := s.path(buildID, name)
+func (s *Store) Remove(buildID string, f File) error {
+	path, err := s.path(buildID, f)
 	if err != nil {
 		return err
 	}
@@ -308,12 +347,12 @@ func (s *Store) RemoveBuild(buildID string) error {
 // CopySource copies build src's source for build dst (a retry). The
 // returned Pending must be committed or aborted.
 func (s *Store) CopySource(src, dst string) (*Pending, error) {
-	in, err := s.Open(src, SourceFile)
+	in, err := s.Open(src, Source)
 	if err != nil {
 		return nil, fmt.Errorf("open source of build %s: %w", src, err)
 	}
 	defer in.Close()
-	p, err := s.Create(dst, SourceFile)
+	p, err := s.Create(dst, Source)
 	if err != nil {
 		return nil, err
 	}

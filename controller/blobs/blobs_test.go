@@ -45,7 +45,7 @@ func TestCleanName(t *testing.T) {
 
 func TestPendingCommitAbortAndLimit(t *testing.T) {
 	s, root := newStore(t)
-	p, err := s.Create("b1", "app.apk")
+	p, err := s.Create("b1", Artifact("app.apk"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -70,7 +70,7 @@ func TestPendingCommitAbortAndLimit(t *testing.T) {
 		t.Fatalf("committed file: %q %v", b, err)
 	}
 
-	big, _ := s.Create("b1", "big.bin")
+	big, _ := s.Create("b1", Artifact("big.bin"))
 	if err := big.Fill(bytes.NewReader(make([]byte, 101)), 100); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("over the limit: %v", err)
 	}
@@ -79,10 +79,10 @@ func TestPendingCommitAbortAndLimit(t *testing.T) {
 	if len(entries) != 1 {
 		t.Fatalf("aborted upload left files: %v", entries)
 	}
-	if _, err := s.Create("../x", "a"); err == nil {
+	if _, err := s.Create("../x", Artifact("a")); err == nil {
 		t.Fatal("a build id with a path was accepted")
 	}
-	if _, err := s.Create("b1", "../x"); err == nil {
+	if _, err := s.Create("b1", Artifact("../x")); err == nil {
 		t.Fatal("an unclean name was accepted")
 	}
 }

@@ -72,7 +72,7 @@ func (r *Reaper) Sweep(ctx context.Context) {
 		return
 	}
 	for _, id := range ids {
-		if err := r.blobs.Remove(id, blobs.CertsFile); err != nil {
+		if err := r.blobs.Remove(id, blobs.Certs); err != nil {
 			r.log.WithError(err).WithField("build", id).Warn("reaper: delete certificates")
 			continue
 		}

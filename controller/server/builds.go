@@ -22,10 +22,9 @@ import (
 // profile?, priority?, timeout_seconds?, base_image?; file source (tar.gz or
 // zip); file certs? (zip with one .p12, password.txt and profiles).
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey) {
-	r.Body = http.MaxBytesReader(w, r.Body, s.limits.Source+s.limits.Certs+s.limits.JSONBody)
-	mr, err := r.MultipartReader()
+	form, err := newForm(w, r, s.limits.Source+s.limits.Certs+s.limits.JSONBody, `a "source" file`)
 	if err != nil {
-		s.fail(w, r, badRequest("expected a multipart/form-data body with a \"source\" file: %v", err))
+		s.fail(w, r, err)
 		return
 	}
 	nb := store.NewBuild{ID: store.NewID(), SubmittedBy: key.ID, IdempotencyKey: r.Header.Get(api.HeaderIdempotencyKey), Priority: 2}
@@ -43,12 +42,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 	}()
 	fail := func(err error) { s.fail(w, r, err) }
 	for {
-		part, err := mr.NextPart()
+		part, err := form.next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			fail(multipartErr(err))
+			fail(err)
 			return
 		}
 		switch name := part.FormName(); {
@@ -62,7 +61,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 				fail(err)
 				return
 			}
-			if source, err = s.blobs.Create(nb.ID, blobs.SourceFile); err != nil {
+			if source, err = s.blobs.Create(nb.ID, blobs.Source); err != nil {
 				fail(err)
 				return
 			}
@@ -377,12 +376,12 @@ func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request, b buil
 		s.fail(w, r, err)
 		return
 	}
-	s.serveFile(w, r, b.ID, name, name, "application/octet-stream", a.SHA256)
+	s.serveFile(w, r, b.ID, blobs.Artifact(name), name, "application/octet-stream", a.SHA256)
 }
 
 // serveFile streams a stored build file with Range, ETag (its SHA-256) and
 // X-Checksum-Sha256 support.
-func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, buildID, file, downloadName, contentType, sha256hex string) {
+func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, buildID string, file blobs.File, downloadName, contentType, sha256hex string) {
 	f, err := s.blobs.Open(buildID, file)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("open %s of build %s: %w", file, buildID, err))

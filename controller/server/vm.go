@@ -44,7 +44,7 @@ func (s *Server) downloadSource(w http.ResponseWriter, r *http.Request, buildID 
 		return
 	}
 	contentType := map[string]string{"tar.gz": "application/gzip", "zip": "application/zip"}[files.SourceFormat]
-	s.serveFile(w, r, buildID, blobs.SourceFile, "source."+files.SourceFormat, contentType, files.SourceSHA256)
+	s.serveFile(w, r, buildID, blobs.Source, "source."+files.SourceFormat, contentType, files.SourceSHA256)
 }
 
 func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, _ string) {
@@ -98,31 +98,32 @@ func (s *Server) appendLog(w http.ResponseWriter, r *http.Request, buildID, atte
 }
 
 func (s *Server) uploadArtifact(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {
-	r.Body = http.MaxBytesReader(w, r.Body, s.limits.Artifact+s.limits.JSONBody)
-	mr, err := r.MultipartReader()
+	form, err := newForm(w, r, s.limits.Artifact+s.limits.JSONBody, `an "artifact" file`)
 	if err != nil {
-		s.fail(w, r, badRequest("expected a multipart/form-data body with an \"artifact\" file: %v", err))
+		s.fail(w, r, err)
 		return
 	}
 	for {
-		part, err := mr.NextPart()
+		part, err := form.next()
 		if err == io.EOF {
 			s.fail(w, r, fmt.Errorf("%w: file \"artifact\" is required", store.ErrInvalid))
 			return
 		}
 		if err != nil {
-			s.fail(w, r, multipartErr(err))
+			s.fail(w, r, err)
 			return
 		}
-		if part.FormName() != "artifact" || part.FileName() == "" {
+		if part.FormName() != "artifact" || !isFile(part) {
 			continue
 		}
+		// The file name is the artifact's name: a path is reduced to its
+		// last element; an empty or dot name cannot be stored.
 		name := blobs.CleanName(part.FileName())
 		if name == "" {
-			s.fail(w, r, badRequest("the artifact file name %q is not a usable file name", part.FileName()))
+			s.fail(w, r, badRequest("the artifact's file name %q is not a usable file name; send a plain name such as app-release.apk", part.FileName()))
 			return
 		}
-		p, err := s.blobs.Create(buildID, name)
+		p, err := s.blobs.Create(buildID, blobs.Artifact(name))
 		if err != nil {
 			s.fail(w, r, err)
 			return

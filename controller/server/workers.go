@@ -100,7 +100,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, wa store.Work
 		s.fail(w, r, err)
 		return
 	}
-	if err := requireFields(map[string]string{"build_id": req.BuildID, "attempt_id": req.AttemptID, "lease_token": req.LeaseToken}); err != nil {
+	if err := requireFields("build_id", req.BuildID, "attempt_id", req.AttemptID, "lease_token", req.LeaseToken); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -112,10 +112,11 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, wa store.Work
 	writeJSON(w, http.StatusOK, resp)
 }
 
-func requireFields(fields map[string]string) error {
-	for _, name := range []string{"build_id", "attempt_id", "lease_token"} {
-		if v, ok := fields[name]; ok && strings.TrimSpace(v) == "" {
-			return fmt.Errorf("%w: field %q is required", store.ErrInvalid, name)
+// requireFields takes name, value pairs and names the first empty one.
+func requireFields(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if strings.TrimSpace(pairs[i+1]) == "" {
+			return fmt.Errorf("%w: field %q is required", store.ErrInvalid, pairs[i])
 		}
 	}
 	return nil
@@ -126,10 +127,9 @@ func requireFields(fields map[string]string) error {
 // an optional file "result". Fields must precede the file, so the file can
 // be written straight into its build's directory.
 func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth) {
-	r.Body = http.MaxBytesReader(w, r.Body, s.limits.Artifact+s.limits.JSONBody)
-	mr, err := r.MultipartReader()
+	form, err := newForm(w, r, s.limits.Artifact+s.limits.JSONBody, "the result fields")
 	if err != nil {
-		s.fail(w, r, badRequest("expected a multipart/form-data body: %v", err))
+		s.fail(w, r, err)
 		return
 	}
 	var (
@@ -144,15 +144,15 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerA
 		}
 	}()
 	for {
-		part, err := mr.NextPart()
+		part, err := form.next()
 		if err == io.EOF {
 			break
 		}
 		if err != nil {
-			s.fail(w, r, multipartErr(err))
+			s.fail(w, r, err)
 			return
 		}
-		if part.FileName() == "" {
+		if !isFile(part) {
 			v, err := readField(part)
 			if err != nil {
 				s.fail(w, r, err)
@@ -168,16 +168,22 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerA
 			s.fail(w, r, badRequest("more than one \"result\" file"))
 			return
 		}
-		res.BuildID = fields["build_id"]
-		if !store.ValidID(res.BuildID) {
-			s.fail(w, r, badRequest("the field \"build_id\" must be a valid build id sent before the \"result\" file"))
+		// The identifying fields come first, so a worker that lost its lease
+		// is refused before it streams a large file for nothing.
+		res.BuildID, res.AttemptID, res.LeaseToken = fields["build_id"], fields["attempt_id"], fields["lease_token"]
+		if !store.ValidID(res.BuildID) || res.AttemptID == "" || res.LeaseToken == "" {
+			s.fail(w, r, badRequest("fields \"build_id\" (a valid build id), \"attempt_id\" and \"lease_token\" must come before the \"result\" file"))
+			return
+		}
+		if err := s.store.CheckLease(r.Context(), wa, res.BuildID, res.AttemptID, res.LeaseToken); err != nil {
+			s.fail(w, r, err)
 			return
 		}
 		if name = blobs.CleanName(part.FileName()); name == "" {
 			s.fail(w, r, badRequest("the \"result\" file name %q is not a usable file name", part.FileName()))
 			return
 		}
-		if pending, err = s.blobs.Create(res.BuildID, name); err != nil {
+		if pending, err = s.blobs.Create(res.BuildID, blobs.Artifact(name)); err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -186,8 +192,12 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerA
 			return
 		}
 	}
+	if pending != nil && (res.BuildID != fields["build_id"] || res.AttemptID != fields["attempt_id"] || res.LeaseToken != fields["lease_token"]) {
+		s.fail(w, r, badRequest("fields \"build_id\", \"attempt_id\" and \"lease_token\" changed after the \"result\" file"))
+		return
+	}
 	res.BuildID, res.AttemptID, res.LeaseToken = fields["build_id"], fields["attempt_id"], fields["lease_token"]
-	if err := requireFields(fields); err != nil {
+	if err := requireFields("build_id", res.BuildID, "attempt_id", res.AttemptID, "lease_token", res.LeaseToken); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -203,12 +213,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerA
 		s.fail(w, r, err)
 		return
 	}
-	res.ErrorMessage, res.ErrorCode = truncate(fields["error_message"], 4000), truncate(fields["error_code"], 100)
+	res.ErrorMessage, res.ErrorCode = fields["error_message"], fields["error_code"]
 	if pending != nil {
-		if res.BuildID != fields["build_id"] {
-			s.fail(w, r, badRequest("field \"build_id\" changed after the file"))
-			return
-		}
 		if err := pending.Verify(r.Header.Get(api.HeaderChecksum)); err != nil {
 			s.fail(w, r, err)
 			return
@@ -239,13 +245,6 @@ func parseBool(fields map[string]string, name string, required bool) (bool, erro
 		return false, fmt.Errorf("%w: field %q must be \"true\" or \"false\", got %q", store.ErrInvalid, name, v)
 	}
 	return b, nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
 }
 
 // readField reads a small multipart form value.

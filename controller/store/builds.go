@@ -57,6 +57,11 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 	if nb.Priority < 0 || nb.Priority > 3 {
 		return Submitted{}, fmt.Errorf("%w: field \"priority\" must be 0 (highest) to 3", ErrInvalid)
 	}
+	for field, v := range map[string]string{"profile": nb.Profile, "base_image": nb.BaseImage, "Idempotency-Key": nb.IdempotencyKey} {
+		if err := checkText(field, v); err != nil {
+			return Submitted{}, err
+		}
+	}
 	if len(nb.Profile) > 100 {
 		return Submitted{}, fmt.Errorf("%w: field \"profile\" is longer than 100 characters", ErrInvalid)
 	}
@@ -229,6 +234,9 @@ func (s *Store) ListBuilds(ctx context.Context, f ListFilter) (api.BuildList, er
 		if err := ValidatePlatform(f.Platform); err != nil {
 			return api.BuildList{}, err
 		}
+	}
+	if err := checkText("worker_id", f.WorkerID); err != nil {
+		return api.BuildList{}, err
 	}
 	if f.Limit <= 0 || f.Limit > 200 {
 		f.Limit = 50

@@ -27,6 +27,9 @@ func (s *Store) CreateKey(ctx context.Context, name, role string) (APIKey, strin
 	if name == "" {
 		return APIKey{}, "", fmt.Errorf("%w: key name is empty; pass --name", ErrInvalid)
 	}
+	if err := checkText("name", name); err != nil {
+		return APIKey{}, "", err
+	}
 	if !ValidRole(role) {
 		return APIKey{}, "", fmt.Errorf("%w: role %q is not one of admin, developer, worker", ErrInvalid, role)
 	}

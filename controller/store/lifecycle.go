@@ -192,6 +192,12 @@ func (t *txn) redeliver(ctx context.Context, attemptID string) (*api.Job, error)
 // building. A lease that is no longer this attempt's gives ErrLeaseLost.
 func (s *Store) Heartbeat(ctx context.Context, w WorkerAuth, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
 	var resp api.HeartbeatResponse
+	if !ValidID(req.BuildID) || !ValidID(req.AttemptID) {
+		return resp, fmt.Errorf("%w: build %q attempt %q is not held by this worker; stop it", ErrLeaseLost, req.BuildID, req.AttemptID)
+	}
+	if err := checkText("phase", req.Phase); err != nil {
+		return resp, err
+	}
 	if len(req.Phase) > 100 {
 		return resp, fmt.Errorf("%w: field \"phase\" is longer than 100 characters", ErrInvalid)
 	}
@@ -261,6 +267,12 @@ type PendingArtifact struct {
 // ErrLeaseLost.
 func (s *Store) Complete(ctx context.Context, w WorkerAuth, r Result) (api.ResultResponse, error) {
 	var resp api.ResultResponse
+	if !ValidID(r.BuildID) || !ValidID(r.AttemptID) {
+		return resp, fmt.Errorf("%w: build %q has no attempt %q of this worker", ErrLeaseLost, r.BuildID, r.AttemptID)
+	}
+	// A failure report is recorded even when its text is odd: clean it
+	// rather than lose the result.
+	r.ErrorMessage, r.ErrorCode = sanitizeText(r.ErrorMessage, 4000), sanitizeText(r.ErrorCode, 100)
 	err := s.withTx(ctx, func(t *txn) error {
 		var (
 			status, instance string

@@ -97,3 +97,22 @@ func (s *Store) AddArtifact(ctx context.Context, buildID, attemptID string, a *P
 		return t.recordArtifact(ctx, buildID, a)
 	})
 }
+
+// CheckLease reports ErrLeaseLost unless the worker instance still holds
+// the attempt with this lease token.
+func (s *Store) CheckLease(ctx context.Context, w WorkerAuth, buildID, attemptID, leaseToken string) error {
+	if !ValidID(buildID) || !ValidID(attemptID) {
+		return fmt.Errorf("%w: build %q has no attempt %q of this worker", ErrLeaseLost, buildID, attemptID)
+	}
+	var ok bool
+	err := s.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM build_attempts WHERE id = $1 AND build_id = $2 AND worker_id = $3
+		AND worker_instance = $4 AND lease_token_hash = $5 AND (status IN ('assigned', 'running') OR result IS NOT NULL))`,
+		attemptID, buildID, w.WorkerID, w.InstanceID, HashSecret(leaseToken)).Scan(&ok)
+	if err != nil {
+		return fmt.Errorf("check lease: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("%w: build %s attempt %s is not held by this worker any more; stop it", ErrLeaseLost, buildID, attemptID)
+	}
+	return nil
+}

@@ -51,6 +51,20 @@ func ValidateRegistration(req *api.RegisterRequest) error {
 	if req.Name == "" {
 		return fmt.Errorf("%w: field \"name\" is required (a human name for this worker, e.g. the Mac's name)", ErrInvalid)
 	}
+	if err := checkText("name", req.Name); err != nil {
+		return err
+	}
+	c := req.Capabilities
+	for field, v := range map[string]string{"capabilities.xcode_version": c.XcodeVersion, "capabilities.tart_version": c.TartVersion} {
+		if err := checkText(field, v); err != nil {
+			return err
+		}
+	}
+	for k, v := range c.Labels {
+		if err := errors.Join(checkText("capabilities.labels", k), checkText("capabilities.labels", v)); err != nil {
+			return fmt.Errorf("%w: field \"capabilities.labels\" must be UTF-8 text without NUL characters", ErrInvalid)
+		}
+	}
 	if len(req.Name) > 200 {
 		return fmt.Errorf("%w: field \"name\" is longer than 200 characters", ErrInvalid)
 	}
