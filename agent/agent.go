@@ -1,0 +1,389 @@
+// Package agent is the Free Agent worker: it registers with the controller,
+// long-polls for builds, keeps each build's lease alive with heartbeats,
+// runs every build in a fresh environment from its Driver, reports the
+// result, and drains on shutdown.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// MaxMacOSVMs is Apple's licence limit of concurrent macOS VMs per host.
+const MaxMacOSVMs = 2
+
+// Config is what the agent needs to run.
+type Config struct {
+	ControllerURL string
+	APIKey        string
+	// GuestControllerURL is the controller as the build environment sees it
+	// (a loopback URL is unreachable from inside a VM); empty: ControllerURL.
+	GuestControllerURL string
+	WorkerID           string // remembered id; empty registers a new worker
+	Name               string
+	Capabilities       api.Capabilities
+	MaxBuilds          int // concurrent builds
+	Resources          Resources
+	BootstrapBinary    string        // freeagent-vm copied into every shared dir
+	WorkDir            string        // shared dirs are created under it
+	PollWait           time.Duration // long-poll hold asked of the controller
+	BootTimeout        time.Duration // from start until vm-ready
+	BackoffMin         time.Duration // network/5xx errors: exponential with jitter
+	BackoffMax         time.Duration
+	FileWatchInterval  time.Duration // how often signal files are checked
+	// OnWorkerID is told the worker id after every registration, to persist it.
+	OnWorkerID func(string)
+}
+
+// Agent is one worker process.
+type Agent struct {
+	cfg    Config
+	driver Driver
+	client *api.Client
+	log    logrus.FieldLogger
+
+	tokens tokenHolder
+
+	mu          sync.Mutex
+	workerID    string
+	heartbeat   time.Duration
+	running     map[string]*build // by build id
+	slotFreed   chan struct{}
+	draining    chan struct{} // closed by Drain
+	drainOnce   sync.Once
+	cancelBuild chan struct{} // closed by CancelBuilds
+	cancelOnce  sync.Once
+	paused      bool
+	status      Status
+}
+
+// New returns an agent; Run starts it.
+func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
+	if cfg.ControllerURL == "" {
+		return nil, errors.New("no controller URL: set --controller-url or FREEAGENT_CONTROLLER_URL")
+	}
+	if cfg.APIKey == "" {
+		return nil, errors.New("no API key: set FREEAGENT_API_KEY or store one with `freeagent setup`")
+	}
+	if cfg.MaxBuilds < 1 {
+		cfg.MaxBuilds = 1
+	}
+	if cfg.GuestControllerURL == "" {
+		cfg.GuestControllerURL = cfg.ControllerURL
+	}
+	if cfg.Name == "" {
+		cfg.Name, _ = os.Hostname()
+	}
+	defaults := map[*time.Duration]time.Duration{&cfg.PollWait: 25 * time.Second, &cfg.BootTimeout: 5 * time.Minute,
+		&cfg.BackoffMin: 5 * time.Second, &cfg.BackoffMax: 2 * time.Minute, &cfg.FileWatchInterval: 250 * time.Millisecond}
+	for p, d := range defaults {
+		if *p <= 0 {
+			*p = d
+		}
+	}
+	cfg.Capabilities.MaxConcurrentBuilds = cfg.MaxBuilds
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	transport.MaxIdleConnsPerHost = 8
+	return &Agent{
+		cfg:         cfg,
+		driver:      driver,
+		client:      &api.Client{BaseURL: cfg.ControllerURL, APIKey: cfg.APIKey, HTTP: &http.Client{Transport: transport}, UserAgent: "freeagent-agent"},
+		log:         log,
+		workerID:    cfg.WorkerID,
+		heartbeat:   30 * time.Second,
+		running:     map[string]*build{},
+		slotFreed:   make(chan struct{}, 1),
+		draining:    make(chan struct{}),
+		cancelBuild: make(chan struct{}),
+		status:      Status{State: StateConnecting},
+	}, nil
+}
+
+// Drain stops taking builds; running builds finish, then Run unregisters
+// and returns. The first SIGTERM, or the tray's Quit.
+func (a *Agent) Drain() {
+	a.drainOnce.Do(func() {
+		a.log.Info("draining: no new builds; running builds finish, then the worker unregisters")
+		close(a.draining)
+		a.setState(StateDraining, "")
+	})
+}
+
+// CancelBuilds stops the running builds' environments and hands the builds
+// back to the controller for another worker (the second SIGTERM).
+func (a *Agent) CancelBuilds() {
+	a.Drain()
+	a.cancelOnce.Do(func() {
+		a.log.Warn("stopping running builds and handing them back")
+		close(a.cancelBuild)
+	})
+}
+
+// Run registers, polls and runs builds until ctx ends or a drain completes.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.driver.Cleanup(ctx); err != nil {
+		a.log.WithError(err).Warn("could not clean up environments left by a previous run")
+	}
+	if err := a.register(ctx); err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	backoff := newBackoff(a.cfg.BackoffMin, a.cfg.BackoffMax)
+	for {
+		if a.isDraining() || ctx.Err() != nil {
+			break
+		}
+		if !a.waitForSlot(ctx) {
+			continue
+		}
+		resp, err := a.client.Poll(ctx, a.tokens.get(), a.cfg.PollWait)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if a.recover(ctx, err, backoff) {
+				continue
+			}
+			return err
+		}
+		backoff.reset()
+		a.tokens.keep(resp.TokenGrant)
+		a.setOnline()
+		if resp.Job == nil {
+			continue
+		}
+		b := a.startBuild(ctx, resp.Job)
+		// The controller re-delivers an unacknowledged job on our next poll,
+		// so acknowledge it (first heartbeat) before polling again.
+		if err := b.acknowledge(ctx); err != nil {
+			a.log.WithError(err).WithField("build", resp.Job.ID).Warn("could not acknowledge the build; dropping it")
+			a.finishBuild(b)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer a.finishBuild(b)
+			b.run(ctx)
+		}()
+	}
+	wg.Wait()
+	a.unregister()
+	return ctx.Err()
+}
+
+// recover handles a failed worker call: re-register on 401/404, back off on
+// network trouble and 5xx. It returns false for errors that end the agent.
+func (a *Agent) recover(ctx context.Context, err error, b *backoff) bool {
+	switch status := api.StatusOf(err); {
+	case status == http.StatusUnauthorized || status == http.StatusNotFound:
+		a.log.WithError(err).Warn("worker token refused; registering again")
+		if err := a.register(ctx); err != nil {
+			return false
+		}
+		return true
+	case status == http.StatusForbidden:
+		a.setState(StateNeedsAttention, "the API key is not allowed to act as a worker: use a worker or admin key")
+		a.log.WithError(err).Error("the API key is not a worker key")
+		return b.sleep(ctx, a.draining)
+	default:
+		d := b.next()
+		a.setState(StateOffline, fmt.Sprintf("controller unreachable: %v (retrying in %s)", err, d.Round(time.Second)))
+		a.log.WithError(err).WithField("retry_in", d.Round(time.Millisecond)).Warn("poll failed")
+		return sleepCtx(ctx, d, a.draining)
+	}
+}
+
+// register registers (or re-registers) the worker, retrying with backoff
+// until it succeeds, ctx ends, or the key is refused.
+func (a *Agent) register(ctx context.Context) error {
+	b := newBackoff(a.cfg.BackoffMin, a.cfg.BackoffMax)
+	for {
+		a.mu.Lock()
+		id := a.workerID
+		a.mu.Unlock()
+		resp, err := a.client.Register(ctx, api.RegisterRequest{ID: id, Name: a.cfg.Name, Capabilities: a.cfg.Capabilities})
+		if err == nil {
+			a.mu.Lock()
+			a.workerID = resp.ID
+			if resp.HeartbeatIntervalSeconds > 0 {
+				a.heartbeat = time.Duration(resp.HeartbeatIntervalSeconds) * time.Second
+			}
+			a.mu.Unlock()
+			a.tokens.set(api.TokenGrant{AccessToken: resp.AccessToken, TokenExpiresAt: resp.TokenExpiresAt})
+			if a.cfg.OnWorkerID != nil {
+				a.cfg.OnWorkerID(resp.ID)
+			}
+			a.log.WithFields(logrus.Fields{"worker": resp.ID, "status": resp.Status}).Info("registered with the controller")
+			a.setOnline()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		switch api.StatusOf(err) {
+		case http.StatusUnauthorized, http.StatusForbidden:
+			a.setState(StateNeedsAttention, "the controller refused the API key: check it with `freeagent setup`")
+			return fmt.Errorf("the controller refused the API key (%w); check the key", err)
+		case http.StatusUnprocessableEntity, http.StatusBadRequest:
+			return fmt.Errorf("registration refused: %w", err)
+		}
+		d := b.next()
+		a.setState(StateOffline, fmt.Sprintf("controller unreachable: %v", err))
+		a.log.WithError(err).WithField("retry_in", d.Round(time.Millisecond)).Warn("registration failed")
+		if !sleepCtx(ctx, d, nil) {
+			return ctx.Err()
+		}
+	}
+}
+
+func (a *Agent) unregister() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := a.client.Unregister(ctx, a.tokens.get())
+	if err != nil {
+		a.log.WithError(err).Warn("could not unregister; the controller will notice the worker is gone")
+		return
+	}
+	a.log.WithField("builds_handed_back", resp.BuildsReassigned).Info("unregistered")
+	a.setState(StateStopped, "")
+}
+
+func (a *Agent) isDraining() bool {
+	select {
+	case <-a.draining:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitForSlot blocks while the agent is full or paused. It returns false
+// when it was interrupted (drain, ctx) and the loop should re-check.
+func (a *Agent) waitForSlot(ctx context.Context) bool {
+	for {
+		a.mu.Lock()
+		free := len(a.running) < a.cfg.MaxBuilds && !a.paused
+		a.mu.Unlock()
+		if free {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-a.draining:
+			return false
+		case <-a.slotFreed:
+		}
+	}
+}
+
+func (a *Agent) finishBuild(b *build) {
+	a.mu.Lock()
+	delete(a.running, b.job.ID)
+	a.mu.Unlock()
+	select {
+	case a.slotFreed <- struct{}{}:
+	default:
+	}
+	a.setOnline()
+}
+
+// tokenHolder keeps the worker token. Answers can arrive out of order, so
+// it keeps the grant that expires last.
+type tokenHolder struct {
+	mu    sync.Mutex
+	grant api.TokenGrant
+}
+
+func (t *tokenHolder) get() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.grant.AccessToken
+}
+
+func (t *tokenHolder) set(g api.TokenGrant) {
+	t.mu.Lock()
+	t.grant = g
+	t.mu.Unlock()
+}
+
+func (t *tokenHolder) keep(g api.TokenGrant) {
+	if g.AccessToken == "" {
+		return
+	}
+	t.mu.Lock()
+	if g.TokenExpiresAt.After(t.grant.TokenExpiresAt) {
+		t.grant = g
+	}
+	t.mu.Unlock()
+}
+
+// backoff is exponential with full jitter between min and max.
+type backoff struct {
+	min, max, cur time.Duration
+}
+
+func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max: max} }
+
+func (b *backoff) next() time.Duration {
+	if b.cur == 0 {
+		b.cur = b.min
+	} else {
+		b.cur = min(2*b.cur, b.max)
+	}
+	// Jitter in [cur/2, cur): many workers recovering from one outage do
+	// not come back in lockstep.
+	return b.cur/2 + rand.N(b.cur/2+1)
+}
+
+func (b *backoff) reset() { b.cur = 0 }
+
+func (b *backoff) sleep(ctx context.Context, stop <-chan struct{}) bool {
+	return sleepCtx(ctx, b.next(), stop)
+}
+
+// sleepCtx sleeps d; false when ctx ended or stop closed first.
+func sleepCtx(ctx context.Context, d time.Duration, stop <-chan struct{}) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	case <-stop:
+		return false
+	}
+}
+
+// GuestURL is the controller URL as a VM on Tart's shared network sees it:
+// loopback hosts are replaced by hostAddr (the host's address on that network).
+func GuestURL(controllerURL, hostAddr string) string {
+	u, err := url.Parse(controllerURL)
+	if err != nil || hostAddr == "" {
+		return controllerURL
+	}
+	host := u.Hostname()
+	if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+		if port := u.Port(); port != "" {
+			u.Host = net.JoinHostPort(hostAddr, port)
+		} else {
+			u.Host = hostAddr
+		}
+	}
+	return u.String()
+}

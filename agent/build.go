@@ -1,0 +1,346 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/vmbootstrap"
+)
+
+// Why a build stopped early; the cause of its context.
+var (
+	errCancelRequested = errors.New("cancelled by the developer")
+	errLeaseLost       = errors.New("the controller gave the build to another worker")
+	errTimedOut        = errors.New("the build exceeded its timeout")
+	errHandedBack      = errors.New("the worker is stopping; build handed back")
+)
+
+// build supervises one build attempt.
+type build struct {
+	a   *Agent
+	job *api.Job
+	log logrus.FieldLogger
+
+	mu       sync.Mutex
+	phase    string
+	progress int
+	started  time.Time
+}
+
+// outcome is what the worker reports.
+type outcome struct {
+	success   bool
+	message   string
+	code      string
+	retryable bool
+}
+
+func (a *Agent) startBuild(ctx context.Context, job *api.Job) *build {
+	b := &build{a: a, job: job, started: time.Now(), phase: "starting",
+		log: a.log.WithFields(logrus.Fields{"build": job.ID, "attempt": job.AttemptID})}
+	a.mu.Lock()
+	a.running[job.ID] = b
+	a.mu.Unlock()
+	b.log.WithField("platform", job.Platform).Info("build received")
+	return b
+}
+
+func (b *build) snapshot() BuildStatus {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return BuildStatus{ID: b.job.ID, Platform: b.job.Platform, Phase: b.phase, Progress: b.progress, StartedAt: b.started}
+}
+
+// acknowledge sends the first heartbeat, which tells the controller the job
+// arrived (until then it would hand the job out again).
+func (b *build) acknowledge(ctx context.Context) error {
+	var err error
+	for i := 0; i < 3; i++ {
+		if _, err = b.heartbeat(ctx); err == nil || api.StatusOf(err) == http.StatusConflict {
+			return err
+		}
+		if !sleepCtx(ctx, time.Duration(i+1)*time.Second, nil) {
+			return ctx.Err()
+		}
+	}
+	return err
+}
+
+func (b *build) heartbeat(ctx context.Context) (api.HeartbeatResponse, error) {
+	b.mu.Lock()
+	progress := b.progress
+	req := api.HeartbeatRequest{BuildID: b.job.ID, AttemptID: b.job.AttemptID, LeaseToken: b.job.LeaseToken, Phase: b.phase, Progress: &progress}
+	b.mu.Unlock()
+	resp, err := b.a.client.Heartbeat(ctx, b.a.tokens.get(), req)
+	if err == nil {
+		b.a.tokens.keep(resp.TokenGrant)
+	}
+	return resp, err
+}
+
+// run executes the build and reports its outcome. The lease is renewed
+// until the report is done.
+func (b *build) run(ctx context.Context) {
+	buildCtx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	hbCtx, stopHeartbeats := context.WithCancel(ctx)
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		b.heartbeats(hbCtx, stop)
+	}()
+	defer func() {
+		stopHeartbeats()
+		<-hbDone
+	}()
+	timeout := time.Duration(b.job.BuildTimeoutSeconds) * time.Second
+	if timeout <= 0 {
+		timeout = 30 * time.Minute
+	}
+	timer := time.AfterFunc(timeout, func() { stop(errTimedOut) })
+	defer timer.Stop()
+	go func() {
+		select {
+		case <-b.a.cancelBuild:
+			stop(errHandedBack)
+		case <-buildCtx.Done():
+		}
+	}()
+
+	out := b.execute(buildCtx)
+	if errors.Is(context.Cause(buildCtx), errLeaseLost) {
+		b.log.Warn("lease lost: the environment was stopped and nothing is reported")
+		return
+	}
+	if ctx.Err() != nil { // the agent itself is going away without a drain
+		out = outcome{code: api.CodeReleased, message: "the worker stopped"}
+	}
+	b.report(ctx, out)
+}
+
+// heartbeats renews the lease until ctx ends, stopping the build when the
+// controller asks for a cancel or says the lease is gone.
+func (b *build) heartbeats(ctx context.Context, stop context.CancelCauseFunc) {
+	for {
+		b.a.mu.Lock()
+		every := b.a.heartbeat
+		b.a.mu.Unlock()
+		if !sleepCtx(ctx, every, nil) {
+			return
+		}
+		resp, err := b.heartbeat(ctx)
+		switch {
+		case err == nil && resp.CancelRequested:
+			b.log.Info("cancel requested by the controller")
+			stop(errCancelRequested)
+		case api.StatusOf(err) == http.StatusConflict:
+			stop(errLeaseLost)
+			return
+		case err != nil && ctx.Err() == nil:
+			b.log.WithError(err).Warn("heartbeat failed; retrying at the next interval")
+		}
+	}
+}
+
+// execute prepares the shared directory, starts the environment and waits
+// for the bootstrap's signal files. The environment is always destroyed.
+func (b *build) execute(ctx context.Context) outcome {
+	dir, err := os.MkdirTemp(b.a.cfg.WorkDir, "build-"+b.job.ID+"-")
+	if err != nil {
+		return outcome{retryable: true, code: "worker_disk", message: fmt.Sprintf("create the build's shared directory: %v", err)}
+	}
+	defer os.RemoveAll(dir)
+	if err := b.writeSharedDir(dir); err != nil {
+		return outcome{retryable: true, code: "worker_disk", message: err.Error()}
+	}
+	b.setPhase("booting", 0)
+	name := "fa-" + b.job.ID + "-" + b.job.AttemptID
+	inst, err := b.a.driver.Start(ctx, name, dir, b.a.cfg.Resources)
+	if err != nil {
+		var se *StartError
+		if errors.As(err, &se) {
+			return outcome{retryable: se.Retryable, code: se.Code, message: se.Error()}
+		}
+		if ctx.Err() != nil {
+			return b.interrupted(ctx)
+		}
+		return outcome{retryable: true, code: "vm_start_failed", message: err.Error()}
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+		defer cancel()
+		if err := inst.Destroy(dctx); err != nil {
+			b.log.WithError(err).Error("could not destroy the build environment")
+		}
+	}()
+	return b.watch(ctx, dir, inst)
+}
+
+func (b *build) writeSharedDir(dir string) error {
+	cfg := vmbootstrap.BuildConfig{BuildID: b.job.ID, AttemptID: b.job.AttemptID, ControllerURL: b.a.cfg.GuestControllerURL,
+		OTP: b.job.OTP, Platform: b.job.Platform, Profile: b.job.Profile}
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, vmbootstrap.BuildConfigFile), data, 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", vmbootstrap.BuildConfigFile, err)
+	}
+	if b.a.cfg.BootstrapBinary == "" {
+		return nil
+	}
+	// The VM runs the bootstrap of the agent's own version, so the two never drift apart.
+	return copyFile(b.a.cfg.BootstrapBinary, filepath.Join(dir, "freeagent-vm"), 0o755)
+}
+
+// watch waits for vm-ready (within the boot timeout), then for
+// build-complete or build-error, while watching the environment's process.
+func (b *build) watch(ctx context.Context, dir string, inst Instance) outcome {
+	tick := time.NewTicker(b.a.cfg.FileWatchInterval)
+	defer tick.Stop()
+	boot := time.NewTimer(b.a.cfg.BootTimeout)
+	defer boot.Stop()
+	ready := false
+	var lastProgress time.Time
+	for {
+		var be vmbootstrap.BuildError
+		if readJSON(filepath.Join(dir, vmbootstrap.BuildErrorFile), &be) == nil {
+			code := be.Code
+			if code == "" {
+				code = api.CodeBuildFailed
+			}
+			msg := be.Message
+			if be.LogTail != "" {
+				msg += "\n--- last lines of the log ---\n" + be.LogTail
+			}
+			b.log.WithFields(logrus.Fields{"code": code, "retryable": be.Retryable}).Warn("build failed: " + be.Message)
+			return outcome{code: code, message: msg, retryable: be.Retryable}
+		}
+		var done vmbootstrap.Complete
+		if readJSON(filepath.Join(dir, vmbootstrap.BuildCompleteFile), &done) == nil {
+			b.log.WithField("artifacts", len(done.Artifacts)).Info("build completed")
+			return outcome{success: true}
+		}
+		if !ready {
+			if _, err := os.Stat(filepath.Join(dir, vmbootstrap.ReadyFile)); err == nil {
+				ready = true
+				boot.Stop()
+				b.log.Info("environment ready")
+			}
+		}
+		var p vmbootstrap.Progress
+		if readJSON(filepath.Join(dir, vmbootstrap.ProgressFile), &p) == nil && p.UpdatedAt.After(lastProgress) {
+			lastProgress = p.UpdatedAt
+			b.setPhase(p.Phase, p.Progress)
+		}
+		select {
+		case <-ctx.Done():
+			return b.interrupted(ctx)
+		case <-inst.Exited():
+			// A last look: the bootstrap may have signalled just before power-off.
+			if _, err := os.Stat(filepath.Join(dir, vmbootstrap.BuildCompleteFile)); err == nil {
+				continue
+			}
+			if _, err := os.Stat(filepath.Join(dir, vmbootstrap.BuildErrorFile)); err == nil {
+				continue
+			}
+			return outcome{retryable: true, code: "vm_exited", message: fmt.Sprintf("the build environment stopped before the build finished: %v", inst.Err())}
+		case <-boot.C:
+			return outcome{retryable: true, code: "vm_boot_timeout",
+				message: fmt.Sprintf("the build environment did not signal ready within %s", b.a.cfg.BootTimeout)}
+		case <-tick.C:
+		}
+	}
+}
+
+// interrupted turns the cause of a stopped build into its outcome.
+func (b *build) interrupted(ctx context.Context) outcome {
+	switch cause := context.Cause(ctx); {
+	case errors.Is(cause, errCancelRequested):
+		return outcome{code: api.CodeCancelled, message: "cancelled; the build environment was stopped"}
+	case errors.Is(cause, errTimedOut):
+		return outcome{code: api.CodeTimeout, message: fmt.Sprintf("the build exceeded its timeout of %d seconds and was stopped", b.job.BuildTimeoutSeconds)}
+	case errors.Is(cause, errLeaseLost):
+		return outcome{code: api.CodeLeaseLost, message: cause.Error()}
+	default:
+		return outcome{code: api.CodeReleased, message: "the worker stopped; build handed back"}
+	}
+}
+
+// report sends the outcome, retrying transient failures for a while.
+func (b *build) report(ctx context.Context, out outcome) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+	defer cancel()
+	if !out.success {
+		b.log.WithFields(logrus.Fields{"code": out.code, "retryable": out.retryable}).Warn("build did not succeed: " + firstLine(out.message))
+	}
+	bo := newBackoff(b.a.cfg.BackoffMin/5+time.Millisecond, b.a.cfg.BackoffMax/4)
+	for {
+		resp, err := b.a.client.Upload(ctx, b.a.tokens.get(), api.Result{BuildID: b.job.ID, AttemptID: b.job.AttemptID,
+			LeaseToken: b.job.LeaseToken, Success: out.success, ErrorMessage: out.message, ErrorCode: out.code, Retryable: out.retryable})
+		if err == nil {
+			b.log.WithFields(logrus.Fields{"status": resp.Status, "requeued": resp.Requeued}).Info("result reported")
+			return
+		}
+		if s := api.StatusOf(err); s == http.StatusConflict || (s >= 400 && s < 500 && s != http.StatusUnauthorized && s != http.StatusTooManyRequests) {
+			b.log.WithError(err).Warn("the controller refused the result")
+			return
+		}
+		b.log.WithError(err).Warn("reporting the result failed; retrying")
+		if !bo.sleep(ctx, nil) {
+			b.log.Error("gave up reporting the result; the controller will requeue the build when its lease expires")
+			return
+		}
+	}
+}
+
+func (b *build) setPhase(phase string, progress int) {
+	b.mu.Lock()
+	b.phase, b.progress = phase, progress
+	b.mu.Unlock()
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func readJSON(path string, v any) error {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(data, v)
+}
+
+func copyFile(src, dst string, mode os.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return fmt.Errorf("copy the bootstrap binary: %w", err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, mode)
+	if err != nil {
+		return fmt.Errorf("copy the bootstrap binary: %w", err)
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("copy the bootstrap binary: %w", err)
+	}
+	return nil
+}

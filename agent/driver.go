@@ -1,0 +1,46 @@
+package agent
+
+import (
+	"context"
+)
+
+// Driver provides isolated environments for builds: Tart VMs on a Mac, or
+// plain child processes (the local driver) for development and Linux.
+type Driver interface {
+	// Name identifies the driver in logs and diagnostics.
+	Name() string
+	// Cleanup removes environments a previous run of this agent left
+	// behind (a crash mid-build). It never touches anything it did not make.
+	Cleanup(ctx context.Context) error
+	// Start boots an environment named name for one build attempt, with
+	// sharedDir visible inside it as the "build-config" share, running the
+	// in-VM bootstrap. It returns once the environment's process runs.
+	Start(ctx context.Context, name, sharedDir string, res Resources) (Instance, error)
+}
+
+// Resources sizes one environment.
+type Resources struct {
+	CPU      int // cores; 0 keeps the template's
+	MemoryMB int // 0 keeps the template's
+}
+
+// Instance is one running environment.
+type Instance interface {
+	// Exited is closed when the environment's process has ended (the VM
+	// powered off or crashed); Err then says how.
+	Exited() <-chan struct{}
+	Err() error
+	// Destroy stops and deletes the environment. It is safe to call more
+	// than once and after the process exited.
+	Destroy(ctx context.Context) error
+}
+
+// StartError classifies a failure to start an environment.
+type StartError struct {
+	Retryable bool   // host trouble (VM limit, boot failure) rather than a bad build
+	Code      string // machine code for the controller
+	Err       error
+}
+
+func (e *StartError) Error() string { return e.Err.Error() }
+func (e *StartError) Unwrap() error { return e.Err }

@@ -1,0 +1,405 @@
+package agent_test
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/pgtest"
+	"github.com/freeagent-build/freeagent/controller/serve"
+	"github.com/freeagent-build/freeagent/controller/server"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+var (
+	binOnce        sync.Once
+	binDir, binErr = "", error(nil)
+)
+
+// binaries builds freeagent and freeagent-vm once per test binary.
+func binaries(t *testing.T) (agentBin, vmBin string) {
+	t.Helper()
+	binOnce.Do(func() {
+		binDir, binErr = os.MkdirTemp("", "freeagent-e2e-bin-")
+		if binErr != nil {
+			return
+		}
+		for _, pkg := range []string{"../tray/cmd/freeagent", "../vmbootstrap/cmd/freeagent-vm"} {
+			out, err := exec.Command("go", "build", "-o", binDir+"/", pkg).CombinedOutput()
+			if err != nil {
+				binErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+				return
+			}
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return filepath.Join(binDir, "freeagent"), filepath.Join(binDir, "freeagent-vm")
+}
+
+// farm is a controller on real Postgres, a fake Tart with a template VM
+// whose guest runs the real freeagent-vm, and agents started on demand.
+type farm struct {
+	t         *testing.T
+	url       string
+	dev       *api.Client
+	workerKey string
+	tart      string
+	tartHome  string
+	agentBin  string
+	vmBin     string
+}
+
+func newFarm(t *testing.T, mod func(*store.Config)) *farm {
+	t.Helper()
+	if _, err := exec.LookPath("npm"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("npm is required for the end-to-end builds (apt-get install npm)")
+		}
+		t.Skip("npm not installed: the fixture project builds with `npm run freeagent:build`")
+	}
+	f := &farm{t: t, tart: faketarttest.Build(t), tartHome: faketarttest.Home(t)}
+	f.agentBin, f.vmBin = binaries(t)
+	cfg := store.DefaultConfig()
+	cfg.LeaseTTL = 3 * time.Second
+	cfg.TokenRotateAfter = 2 * time.Second
+	if mod != nil {
+		mod(&cfg)
+	}
+	limits := server.DefaultLimits()
+	limits.PollBackstop = 200 * time.Millisecond
+	dataParent, err := os.MkdirTemp("", "fa-e2e-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(dataParent, 0o711)
+	t.Cleanup(func() { os.RemoveAll(dataParent) })
+	dsn := pgtest.NewDatabase(t)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	ctx := context.Background()
+	c, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: filepath.Join(dataParent, "controller"), DatabaseURL: dsn,
+		ReaperInterval: 250 * time.Millisecond, Store: cfg, Limits: limits}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c.Shutdown(sctx)
+	})
+	f.url = c.URL
+	st, err := store.Open(ctx, dsn, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_, devKey, _ := st.CreateKey(ctx, "dev", "developer")
+	_, f.workerKey, _ = st.CreateKey(ctx, "mac", "worker")
+	f.dev = &api.Client{BaseURL: c.URL, APIKey: devKey}
+	// The template's launcher prefers the freeagent-vm in the shared folder,
+	// as the real VM template's LaunchAgent does.
+	faketarttest.Template(t, f.tartHome, "macos-expo", []string{"/bin/sh", "-c",
+		`exec "$TART_FAKE_SHARED_FILES/build-config/freeagent-vm" --shared-dir "$TART_FAKE_SHARED_FILES/build-config" --work-dir "$TART_FAKE_GUEST_ROOT/work"`}, nil)
+	return f
+}
+
+// agentProc is a running `freeagent run`.
+type agentProc struct {
+	cmd  *exec.Cmd
+	log  *bytes.Buffer
+	mu   *sync.Mutex
+	done chan error
+	dir  string
+}
+
+type syncWriter struct {
+	mu *sync.Mutex
+	b  *bytes.Buffer
+}
+
+func (w syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (f *farm) startAgent(extraEnv ...string) *agentProc {
+	f.t.Helper()
+	dir := f.t.TempDir()
+	cmd := exec.Command(f.agentBin, "run", "--controller-url", f.url, "--vm-driver", "tart", "--tart", f.tart,
+		"--template", "macos-expo", "--host-address", "127.0.0.1", "--data-dir", dir, "--bootstrap", f.vmBin, "--poll-wait", "2s",
+		"--backoff-min", "200ms", "--boot-timeout", "20s", "--max-builds", "2", "--name", "e2e-mac")
+	cmd.Env = append(append(faketarttest.BaseEnv(), faketarttest.Env(f.tartHome, "FAKETART_BOOT_DELAY=50ms")...),
+		append([]string{"FREEAGENT_API_KEY=" + f.workerKey}, extraEnv...)...)
+	p := &agentProc{cmd: cmd, log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan error, 1), dir: dir}
+	cmd.Stdout, cmd.Stderr = syncWriter{p.mu, p.log}, syncWriter{p.mu, p.log}
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	f.t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+		if f.t.Failed() {
+			f.t.Logf("agent log:\n%s", p.output())
+		}
+	})
+	return p
+}
+
+func (p *agentProc) output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+// stop sends SIGTERM (a drain) and waits for a clean exit.
+func (p *agentProc) stop(t *testing.T) {
+	t.Helper()
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err != nil {
+			t.Fatalf("agent exited with %v after a drain", err)
+		}
+	case <-time.After(60 * time.Second):
+		t.Fatal("agent did not exit within 60 s of SIGTERM")
+	}
+}
+
+// fixture is a project whose freeagent:build script runs build.sh.
+func fixture(t *testing.T, buildSh string) []byte {
+	t.Helper()
+	files := map[string]string{
+		"package.json": `{"name":"fixture","version":"1.0.0","scripts":{"freeagent:build":"sh ./build.sh"}}`,
+		"app.json":     `{"expo":{"name":"fixture","slug":"fixture"}}`,
+		"build.sh":     buildSh,
+	}
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	for name, body := range files {
+		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(body))})
+		tw.Write([]byte(body))
+	}
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
+}
+
+func (f *farm) submit(buildSh string) string {
+	f.t.Helper()
+	resp, err := f.dev.Submit(context.Background(), api.SubmitRequest{Platform: "android", Source: bytes.NewReader(fixture(f.t, buildSh))})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return resp.ID
+}
+
+// waitFor polls the build until cond holds.
+func (f *farm) waitFor(id string, within time.Duration, what string, cond func(api.Build) bool) api.Build {
+	f.t.Helper()
+	deadline := time.Now().Add(within)
+	for {
+		b, err := f.dev.GetBuild(context.Background(), id)
+		if err == nil && cond(b) {
+			return b
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("build %s: %s not reached within %s (last: %+v, %v)", id, what, within, b, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func (f *farm) logs(id string) string {
+	c, err := f.dev.ReadLogs(context.Background(), id, 0)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	return string(c.Data)
+}
+
+// vms lists the fake Tart's VMs.
+func (f *farm) vms() []string {
+	f.t.Helper()
+	res := faketarttest.Run(f.t, f.tart, faketarttest.Env(f.tartHome), "list", "--source", "local", "--format", "json")
+	var list []struct{ Name string }
+	if err := json.Unmarshal([]byte(res.Stdout), &list); err != nil {
+		f.t.Fatalf("tart list: %v: %s", err, res.Stdout)
+	}
+	var names []string
+	for _, vm := range list {
+		names = append(names, vm.Name)
+	}
+	return names
+}
+
+func (f *farm) noBuildVMs() {
+	f.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var left []string
+		for _, n := range f.vms() {
+			if strings.HasPrefix(n, "fa-") {
+				left = append(left, n)
+			}
+		}
+		if len(left) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("build VMs left behind: %v", left)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func sum(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+const slowApk = `echo "step 1: compiling"
+sleep 1.5
+echo "step 2: packaging"
+mkdir -p "$FREEAGENT_ARTIFACTS_DIR"
+printf 'APK-BYTES-%s' "$FREEAGENT_PLATFORM" > "$FREEAGENT_ARTIFACTS_DIR/app-release.apk"
+echo "done"
+`
+
+// TestEndToEndBuild: submit → worker → fake Tart VM → freeagent-vm → the
+// artifact, with logs live, orphans swept, and nothing left behind.
+func TestEndToEndBuild(t *testing.T) {
+	f := newFarm(t, nil)
+	// A VM left by a crashed earlier run, and the user's own VM.
+	for _, name := range []string{"fa-stale-1", "my-own-vm"} {
+		if r := faketarttest.Run(t, f.tart, faketarttest.Env(f.tartHome), "clone", "macos-expo", name); r.Code != 0 {
+			t.Fatalf("clone %s: %+v", name, r)
+		}
+	}
+	a := f.startAgent()
+	id := f.submit(slowApk)
+	f.waitFor(id, 30*time.Second, "building with the first log line", func(b api.Build) bool {
+		return b.Status == api.StatusBuilding && strings.Contains(f.logs(id), "step 1")
+	})
+	if b, _ := f.dev.GetBuild(context.Background(), id); b.Status != api.StatusBuilding {
+		t.Fatalf("logs must arrive while the build runs; status is %s", b.Status)
+	}
+	b := f.waitFor(id, 60*time.Second, "completed", func(b api.Build) bool { return b.Status.Terminal() })
+	if b.Status != api.StatusCompleted || len(b.Artifacts) != 1 || b.Artifacts[0].Name != "app-release.apk" {
+		t.Fatalf("build: %+v\nlog:\n%s", b, f.logs(id))
+	}
+	resp, err := f.dev.DownloadArtifact(context.Background(), id, "app-release.apk", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(body) != "APK-BYTES-android" || sum(body) != b.Artifacts[0].SHA256 {
+		t.Fatalf("artifact: %q", body)
+	}
+	if logs := f.logs(id); !strings.Contains(logs, "step 2: packaging") || !strings.Contains(logs, "done") {
+		t.Fatalf("log: %q", logs)
+	}
+	f.noBuildVMs()
+	vms := f.vms()
+	if len(vms) != 2 || vms[0] != "macos-expo" || vms[1] != "my-own-vm" {
+		t.Fatalf("VMs after the build: %v (the stale fa-* VM must be gone, the user's kept)", vms)
+	}
+	a.stop(t)
+	if entries, _ := os.ReadDir(filepath.Join(a.dir, "builds")); len(entries) != 0 {
+		t.Fatalf("shared dirs left behind: %v", entries)
+	}
+}
+
+func TestEndToEndFailingBuildIsNotRetried(t *testing.T) {
+	f := newFarm(t, nil)
+	f.startAgent()
+	id := f.submit("echo 'compiling…'\necho 'error: Cannot find module expo' >&2\nexit 3\n")
+	b := f.waitFor(id, 60*time.Second, "ended", func(b api.Build) bool { return b.Status.Terminal() })
+	if b.Status != api.StatusFailed || b.Attempts != 1 || b.ErrorMessage == nil || !strings.Contains(*b.ErrorMessage, "Cannot find module expo") {
+		t.Fatalf("failed build: %+v", b)
+	}
+	f.noBuildVMs()
+}
+
+func TestEndToEndCancelStopsTheVM(t *testing.T) {
+	f := newFarm(t, nil)
+	f.startAgent()
+	id := f.submit("echo started\nsleep 60\n")
+	f.waitFor(id, 30*time.Second, "running", func(b api.Build) bool { return strings.Contains(f.logs(id), "started") })
+	if _, err := f.dev.Cancel(context.Background(), id); err != nil {
+		t.Fatal(err)
+	}
+	b := f.waitFor(id, 30*time.Second, "cancelled", func(b api.Build) bool { return b.Status.Terminal() })
+	if b.Status != api.StatusCancelled {
+		t.Fatalf("after cancel: %+v", b)
+	}
+	f.noBuildVMs()
+}
+
+// TestEndToEndAgentKilledMidBuild: the first agent dies with SIGKILL; a
+// second one removes its VM, and finishes the build once the lease expired.
+func TestEndToEndAgentKilledMidBuild(t *testing.T) {
+	f := newFarm(t, nil)
+	first := f.startAgent()
+	id := f.submit("echo started\nsleep 3\nmkdir -p \"$FREEAGENT_ARTIFACTS_DIR\"\necho ok > \"$FREEAGENT_ARTIFACTS_DIR/app.apk\"\n")
+	f.waitFor(id, 30*time.Second, "running", func(b api.Build) bool { return strings.Contains(f.logs(id), "started") })
+	first.cmd.Process.Signal(syscall.SIGKILL)
+	<-first.done
+	first.done <- nil
+	f.startAgent()
+	b := f.waitFor(id, 90*time.Second, "completed by the second agent", func(b api.Build) bool { return b.Status.Terminal() })
+	if b.Status != api.StatusCompleted || b.Attempts != 2 || len(b.AttemptHistory) != 2 || b.AttemptHistory[0].Status != "expired" {
+		t.Fatalf("after the crash: %+v", b)
+	}
+	f.noBuildVMs()
+}
+
+func TestEndToEndVMFailuresAreRetried(t *testing.T) {
+	t.Run("tart run fails", func(t *testing.T) {
+		f := newFarm(t, func(c *store.Config) { c.MaxAttempts = 1 })
+		f.startAgent(`FAKETART_RUN_FAIL=0s:Error Domain=VZErrorDomain Code=1 "The virtual machine failed to start."`)
+		id := f.submit(slowApk)
+		b := f.waitFor(id, 60*time.Second, "given up", func(b api.Build) bool { return b.Status.Terminal() })
+		if b.Status != api.StatusFailed || *b.ErrorCode != api.CodeMaxAttempts || len(b.AttemptHistory) != 1 ||
+			b.AttemptHistory[0].ErrorCode == nil || *b.AttemptHistory[0].ErrorCode != "vm_exited" {
+			t.Fatalf("build: %+v", b)
+		}
+		f.noBuildVMs()
+	})
+	t.Run("VM never ready", func(t *testing.T) {
+		f := newFarm(t, func(c *store.Config) { c.MaxAttempts = 1 })
+		f.startAgent("FAKETART_BOOT_DELAY=1h")
+		id := f.submit(slowApk)
+		b := f.waitFor(id, 60*time.Second, "given up", func(b api.Build) bool { return b.Status.Terminal() })
+		if b.Status != api.StatusFailed || b.AttemptHistory[0].ErrorCode == nil || *b.AttemptHistory[0].ErrorCode != "vm_boot_timeout" {
+			t.Fatalf("build: %+v", b)
+		}
+		f.noBuildVMs()
+	})
+}

@@ -1,0 +1,77 @@
+// Package local is the development VM driver: it runs the in-VM bootstrap
+// as a plain child process on this host, in a scratch directory.
+//
+// There is no isolation at all: the build runs as the agent's user with its
+// access to this machine. Use it for development, for `make run` on Linux,
+// and for trusted Android hosts; use the tart driver for anything else.
+package local
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/freeagent-build/freeagent/agent"
+)
+
+// Driver runs builds as local processes.
+type Driver struct {
+	// Root holds one scratch directory per build (the "VM disk").
+	Root string
+	// Env is added to the bootstrap's environment.
+	Env []string
+}
+
+// Name implements agent.Driver.
+func (d *Driver) Name() string { return "local" }
+
+// Cleanup removes scratch directories a crashed run left behind.
+func (d *Driver) Cleanup(ctx context.Context) error {
+	entries, err := os.ReadDir(d.Root)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("list %s: %w", d.Root, err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "fa-") {
+			os.RemoveAll(filepath.Join(d.Root, e.Name()))
+		}
+	}
+	return nil
+}
+
+// Start implements agent.Driver: it runs the freeagent-vm binary the agent
+// put in sharedDir, in a fresh scratch directory that is also its HOME.
+func (d *Driver) Start(ctx context.Context, name, sharedDir string, _ agent.Resources) (agent.Instance, error) {
+	scratch := filepath.Join(d.Root, name)
+	if err := os.MkdirAll(scratch, 0o700); err != nil {
+		return nil, &agent.StartError{Retryable: true, Code: "worker_disk", Err: fmt.Errorf("create scratch directory: %w", err)}
+	}
+	bin := filepath.Join(sharedDir, "freeagent-vm")
+	if _, err := os.Stat(bin); err != nil {
+		os.RemoveAll(scratch)
+		return nil, &agent.StartError{Code: "vm_start_failed", Err: fmt.Errorf("no bootstrap binary in the shared directory: %w", err)}
+	}
+	log, err := os.Create(filepath.Join(scratch, "bootstrap.log"))
+	if err != nil {
+		os.RemoveAll(scratch)
+		return nil, &agent.StartError{Retryable: true, Code: "worker_disk", Err: err}
+	}
+	cmd := exec.Command(bin, "--shared-dir", sharedDir)
+	cmd.Dir = scratch
+	cmd.Env = append(append(os.Environ(), "HOME="+scratch, "TMPDIR="+scratch), d.Env...)
+	cmd.Stdout, cmd.Stderr = log, log
+	p, err := agent.StartProcess(cmd)
+	log.Close() // the child holds its own descriptor
+	if err != nil {
+		os.RemoveAll(scratch)
+		return nil, &agent.StartError{Code: "vm_start_failed", Err: fmt.Errorf("start the bootstrap: %w", err)}
+	}
+	p.Cleanup = func(context.Context) error { return os.RemoveAll(scratch) }
+	return p, nil
+}

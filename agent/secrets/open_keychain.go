@@ -1,0 +1,77 @@
+//go:build darwin && cgo
+
+package secrets
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/keybase/go-keychain"
+)
+
+// Open returns the platform's store: the login Keychain.
+func Open(string) Store { return keychainStore{} }
+
+// keychainStore uses the Keychain API directly. Items are readable after
+// the first unlock and never leave this device (no iCloud sync).
+type keychainStore struct{}
+
+func (keychainStore) Where() string { return "the macOS login Keychain" }
+
+func query(key string) keychain.Item {
+	q := keychain.NewItem()
+	q.SetSecClass(keychain.SecClassGenericPassword)
+	q.SetService(Service)
+	q.SetAccount(key)
+	return q
+}
+
+func (keychainStore) Get(key string) (string, error) {
+	q := query(key)
+	q.SetMatchLimit(keychain.MatchLimitOne)
+	q.SetReturnData(true)
+	res, err := keychain.QueryItem(q)
+	if errors.Is(err, keychain.ErrorItemNotFound) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", keychainErr("read", err)
+	}
+	if len(res) == 0 {
+		return "", ErrNotFound
+	}
+	return string(res[0].Data), nil
+}
+
+func (keychainStore) Set(key, value string) error {
+	item := query(key)
+	item.SetData([]byte(value))
+	item.SetLabel("Free Agent worker " + key)
+	item.SetSynchronizable(keychain.SynchronizableNo)
+	item.SetAccessible(keychain.AccessibleAfterFirstUnlockThisDeviceOnly)
+	err := keychain.AddItem(item)
+	if errors.Is(err, keychain.ErrorDuplicateItem) {
+		update := keychain.NewItem()
+		update.SetData([]byte(value))
+		err = keychain.UpdateItem(query(key), update)
+	}
+	return keychainErr("store", err)
+}
+
+func (keychainStore) Delete(key string) error {
+	err := keychain.DeleteItem(query(key))
+	if errors.Is(err, keychain.ErrorItemNotFound) {
+		return nil
+	}
+	return keychainErr("delete", err)
+}
+
+func keychainErr(op string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, keychain.ErrorInteractionNotAllowed), errors.Is(err, keychain.ErrorAuthFailed):
+		return fmt.Errorf("the Keychain refused to %s the Free Agent credentials (%v): unlock the login keychain, or allow FreeAgent in Keychain Access", op, err)
+	}
+	return fmt.Errorf("keychain %s: %w", op, err)
+}

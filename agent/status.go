@@ -1,0 +1,85 @@
+package agent
+
+import (
+	"slices"
+	"time"
+)
+
+// State is the agent's condition as the tray shows it.
+type State string
+
+const (
+	StateConnecting     State = "connecting"
+	StateOnline         State = "online"   // idle or building; see Status.Builds
+	StatePaused         State = "paused"   // not taking builds by choice
+	StateDraining       State = "draining" // finishing running builds before stopping
+	StateOffline        State = "offline"  // controller unreachable; Status.Reason says why
+	StateNeedsAttention State = "needs_attention"
+	StateStopped        State = "stopped"
+)
+
+// Status is a snapshot for the menu bar and diagnostics.
+type Status struct {
+	State    State
+	Reason   string // for offline / needs_attention: what is wrong and the fix
+	WorkerID string
+	Builds   []BuildStatus
+}
+
+// BuildStatus is one running build.
+type BuildStatus struct {
+	ID        string
+	Platform  string
+	Phase     string
+	Progress  int
+	StartedAt time.Time
+}
+
+// Status returns the current state.
+func (a *Agent) Status() Status {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	s := a.status
+	s.WorkerID = a.workerID
+	s.Builds = nil
+	for _, b := range a.running {
+		s.Builds = append(s.Builds, b.snapshot())
+	}
+	slices.SortFunc(s.Builds, func(x, y BuildStatus) int { return x.StartedAt.Compare(y.StartedAt) })
+	return s
+}
+
+// SetPaused stops (true) or resumes taking new builds; running builds go on.
+func (a *Agent) SetPaused(p bool) {
+	a.mu.Lock()
+	a.paused = p
+	a.mu.Unlock()
+	select {
+	case a.slotFreed <- struct{}{}:
+	default:
+	}
+	a.setOnline()
+}
+
+func (a *Agent) setState(s State, reason string) {
+	a.mu.Lock()
+	a.status.State, a.status.Reason = s, reason
+	a.mu.Unlock()
+}
+
+// setOnline reports the normal state after a successful exchange.
+func (a *Agent) setOnline() {
+	switch {
+	case a.isDraining():
+		a.setState(StateDraining, "")
+	default:
+		a.mu.Lock()
+		paused := a.paused
+		a.mu.Unlock()
+		if paused {
+			a.setState(StatePaused, "")
+		} else {
+			a.setState(StateOnline, "")
+		}
+	}
+}

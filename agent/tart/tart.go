@@ -1,0 +1,330 @@
+// Package tart drives Tart (https://tart.run) through its command line: one
+// fresh VM per build, cloned from a template, destroyed afterwards.
+package tart
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/agent"
+)
+
+// VMPrefix marks the VMs this agent owns; it never touches any other VM.
+const VMPrefix = "fa-"
+
+// Error is a failed tart command, classified as Tart reports it: exit 2 for
+// a missing VM or one in the wrong state, 1 for operational failures, 64
+// for a usage error (a bug on our side).
+type Error struct {
+	Args     []string
+	ExitCode int
+	Line     string // first non-empty line of stderr, else stdout
+}
+
+func (e *Error) Error() string {
+	return fmt.Sprintf("tart %s: exit %d: %s", strings.Join(e.Args, " "), e.ExitCode, e.Line)
+}
+
+// WrongState reports a missing VM, or one not running / already running.
+func (e *Error) WrongState() bool { return e.ExitCode == 2 }
+
+// ErrNotInstalled means the tart binary was not found.
+var ErrNotInstalled = errors.New("tart is not installed (brew install cirruslabs/cli/tart), or set --tart to its path")
+
+// Driver is the agent.Driver for Tart.
+type Driver struct {
+	Tart     string // path or name of the tart binary
+	Template string // local VM or OCI image the build VMs are cloned from
+	LogDir   string // `tart run` output of each VM
+	Env      []string
+	Log      logrus.FieldLogger
+
+	mu    sync.Mutex
+	owned map[string]bool // VMs started by this process
+}
+
+// Name implements agent.Driver.
+func (d *Driver) Name() string { return "tart" }
+
+// run executes one tart command and returns its stdout.
+func (d *Driver) run(ctx context.Context, args ...string) ([]byte, error) {
+	cmd := exec.CommandContext(ctx, d.Tart, args...)
+	cmd.Env = append(os.Environ(), d.Env...)
+	// Interrupt rather than kill on cancel, so tart cleans up its temp dir.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 10 * time.Second
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if errors.Is(err, exec.ErrNotFound) {
+		return nil, ErrNotInstalled
+	}
+	var exit *exec.ExitError
+	if errors.As(err, &exit) {
+		line := firstLine(stderr.String())
+		if line == "" {
+			line = firstLine(stdout.String())
+		}
+		return stdout.Bytes(), &Error{Args: args, ExitCode: exit.ExitCode(), Line: line}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tart %s: %w", strings.Join(args, " "), err)
+	}
+	return stdout.Bytes(), nil
+}
+
+func firstLine(s string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			return l
+		}
+	}
+	return ""
+}
+
+// VM is one entry of `tart list --format json`.
+type VM struct {
+	Name    string `json:"Name"`
+	Source  string `json:"Source"`
+	State   string `json:"State"`
+	Running bool   `json:"Running"`
+}
+
+// List returns the local VMs.
+func (d *Driver) List(ctx context.Context) ([]VM, error) {
+	out, err := d.run(ctx, "list", "--source", "local", "--format", "json")
+	if err != nil {
+		return nil, err
+	}
+	var vms []VM
+	if err := json.Unmarshal(out, &vms); err != nil {
+		return nil, fmt.Errorf("tart list: undecodable output: %w", err)
+	}
+	return vms, nil
+}
+
+// Cleanup implements agent.Driver: it stops and deletes every fa-* VM this
+// process did not start (left by a crashed run), and nothing else.
+func (d *Driver) Cleanup(ctx context.Context) error {
+	vms, err := d.List(ctx)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, vm := range vms {
+		if !strings.HasPrefix(vm.Name, VMPrefix) || d.isOwned(vm.Name) {
+			continue
+		}
+		d.Log.WithField("vm", vm.Name).Warn("removing a VM left behind by an earlier run")
+		if err := d.destroy(ctx, vm.Name); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Driver) isOwned(name string) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.owned[name]
+}
+
+func (d *Driver) setOwned(name string, owned bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.owned == nil {
+		d.owned = map[string]bool{}
+	}
+	if owned {
+		d.owned[name] = true
+	} else {
+		delete(d.owned, name)
+	}
+}
+
+// EnsureTemplate pulls the template when it is a remote image not yet cached.
+func (d *Driver) EnsureTemplate(ctx context.Context) error {
+	vms, err := d.List(ctx)
+	if err != nil {
+		return err
+	}
+	for _, vm := range vms {
+		if vm.Name == d.Template {
+			return nil
+		}
+	}
+	if !strings.Contains(d.Template, "/") {
+		return &agent.StartError{Retryable: true, Code: "template_missing",
+			Err: fmt.Errorf("the VM template %q does not exist: build it with scripts/build-template.sh or set --template to an image", d.Template)}
+	}
+	// A remote image: clone would pull it implicitly; pulling first shows progress.
+	d.Log.WithField("image", d.Template).Info("pulling the VM template (this can take a while)")
+	cmd := exec.CommandContext(ctx, d.Tart, "pull", d.Template)
+	cmd.Env = append(os.Environ(), append(d.Env, "CI=1")...) // line-oriented progress
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return err
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		if errors.Is(err, exec.ErrNotFound) {
+			return ErrNotInstalled
+		}
+		return err
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if line := strings.TrimSpace(sc.Text()); line != "" {
+			d.Log.WithField("image", d.Template).Info(line)
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		return &agent.StartError{Retryable: true, Code: "template_pull_failed",
+			Err: fmt.Errorf("tart pull %s: %v: %s", d.Template, err, firstLine(stderr.String()))}
+	}
+	return nil
+}
+
+// Start implements agent.Driver: clone, size, and boot a VM with sharedDir
+// mounted as "build-config".
+func (d *Driver) Start(ctx context.Context, name, sharedDir string, res agent.Resources) (agent.Instance, error) {
+	if !strings.HasPrefix(name, VMPrefix) {
+		return nil, fmt.Errorf("VM name %q lacks the %q prefix", name, VMPrefix)
+	}
+	if err := d.EnsureTemplate(ctx); err != nil {
+		return nil, classify(err)
+	}
+	d.setOwned(name, true)
+	if _, err := d.run(ctx, "clone", d.Template, name); err != nil {
+		d.setOwned(name, false)
+		return nil, classify(err)
+	}
+	set := []string{"set", name, "--random-mac"}
+	if res.CPU > 0 {
+		set = append(set, "--cpu", strconv.Itoa(res.CPU))
+	}
+	if res.MemoryMB > 0 {
+		set = append(set, "--memory", strconv.Itoa(res.MemoryMB))
+	}
+	if _, err := d.run(ctx, set...); err != nil {
+		d.destroy(context.WithoutCancel(ctx), name) //nolint:errcheck
+		return nil, classify(err)
+	}
+	logPath := filepath.Join(d.LogDir, name+".tart-run.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		d.destroy(context.WithoutCancel(ctx), name) //nolint:errcheck
+		return nil, &agent.StartError{Retryable: true, Code: "worker_disk", Err: err}
+	}
+	cmd := exec.Command(d.Tart, "run", "--no-graphics", "--no-audio", "--no-clipboard", "--dir", "build-config:"+sharedDir, name)
+	cmd.Env = append(os.Environ(), d.Env...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	p, err := agent.StartProcess(cmd)
+	logFile.Close()
+	if err != nil {
+		d.destroy(context.WithoutCancel(ctx), name) //nolint:errcheck
+		return nil, classify(err)
+	}
+	p.Stop = func(ctx context.Context) error {
+		// tart stop powers the VM off (SIGINT to `tart run`, SIGKILL after the timeout).
+		if _, err := d.run(ctx, "stop", "--timeout", "30", name); err != nil && !isWrongState(err) {
+			return err
+		}
+		return nil
+	}
+	p.Cleanup = func(ctx context.Context) error {
+		defer os.Remove(logPath)
+		if out, _ := os.ReadFile(logPath); len(out) > 0 {
+			d.Log.WithField("vm", name).Debugf("tart run output: %s", bytes.TrimSpace(out))
+		}
+		err := d.delete(ctx, name)
+		d.setOwned(name, false)
+		return err
+	}
+	return &runningVM{Process: p, logPath: logPath}, nil
+}
+
+// runningVM adds the first line of `tart run`'s output to its exit error,
+// which is where Tart explains a failed boot (e.g. the 2-VM limit).
+type runningVM struct {
+	*agent.Process
+	logPath string
+}
+
+func (v *runningVM) Err() error {
+	err := v.Process.Err()
+	if err == nil {
+		return nil
+	}
+	if out, _ := os.ReadFile(v.logPath); len(out) > 0 {
+		return fmt.Errorf("%w: %s", err, firstLine(string(out)))
+	}
+	return err
+}
+
+// destroy stops (if running) and deletes a VM; a VM already gone is fine.
+func (d *Driver) destroy(ctx context.Context, name string) error {
+	if _, err := d.run(ctx, "stop", "--timeout", "30", name); err != nil && !isWrongState(err) {
+		return err
+	}
+	return d.delete(ctx, name)
+}
+
+// delete removes a VM, retrying while its `tart run` is still exiting.
+func (d *Driver) delete(ctx context.Context, name string) error {
+	for i := 0; ; i++ {
+		_, err := d.run(ctx, "delete", name)
+		var te *Error
+		switch {
+		case err == nil, isWrongState(err):
+			return nil
+		case errors.As(err, &te) && te.ExitCode == 1 && i < 20:
+			// "VM is running": the run process has not released its lock yet.
+			select {
+			case <-ctx.Done():
+				return err
+			case <-time.After(250 * time.Millisecond):
+			}
+		default:
+			return err
+		}
+	}
+}
+
+func isWrongState(err error) bool {
+	var te *Error
+	return errors.As(err, &te) && te.WrongState()
+}
+
+// classify turns a tart failure into a StartError the agent can report.
+func classify(err error) error {
+	var se *agent.StartError
+	if errors.As(err, &se) {
+		return err
+	}
+	var te *Error
+	switch {
+	case errors.Is(err, ErrNotInstalled):
+		return &agent.StartError{Retryable: true, Code: "tart_missing", Err: err}
+	case errors.As(err, &te) && strings.Contains(te.Line, "exceeds the system limit"):
+		return &agent.StartError{Retryable: true, Code: "vm_limit", Err: err}
+	case errors.As(err, &te) && te.ExitCode == 64:
+		return &agent.StartError{Retryable: true, Code: "tart_usage", Err: fmt.Errorf("bug: tart rejected our command line: %w", err)}
+	}
+	return &agent.StartError{Retryable: true, Code: "vm_start_failed", Err: err}
+}

@@ -1,0 +1,230 @@
+package main
+
+import (
+	"bufio"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/freeagent-build/freeagent/agent"
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+const confName = "agent.conf"
+
+// Config is the worker binary's whole configuration. Each field comes from
+// its flag, else its environment variable, else DATA_DIR/agent.conf, else
+// the default.
+type Config struct {
+	DataDir       string
+	ControllerURL string
+	APIKey        string // environment only (FREEAGENT_API_KEY), else the secret store
+	VMDriver      string
+	Tart          string
+	Template      string
+	HostAddress   string
+	Bootstrap     string
+	Name          string
+	Platforms     string
+	MaxBuilds     int
+	CPU           int
+	MemoryMB      int
+	PollWait      time.Duration
+	BootTimeout   time.Duration
+	BackoffMin    time.Duration
+	LogLevel      string
+
+	apiKeyStdin bool
+}
+
+func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
+	cfg := &Config{APIKey: os.Getenv("FREEAGENT_API_KEY")}
+	dataDir := flagValue(args, "data-dir")
+	if dataDir == "" {
+		dataDir = os.Getenv("FREEAGENT_DATA_DIR")
+	}
+	if dataDir == "" {
+		dataDir = defaultDataDir()
+	}
+	file, err := readConf(filepath.Join(dataDir, confName))
+	if err != nil {
+		return nil, err
+	}
+	fs := flag.NewFlagSet("freeagent "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := options{fs: fs, file: file}
+	o.str(&cfg.DataDir, "data-dir", "FREEAGENT_DATA_DIR", defaultDataDir(), "credentials (off macOS), logs and build scratch space")
+	o.str(&cfg.ControllerURL, "controller-url", "FREEAGENT_CONTROLLER_URL", "", "the controller, e.g. https://builds.example.com")
+	if cmd == "setup" {
+		fs.BoolVar(&cfg.apiKeyStdin, "api-key-stdin", false, "read the API key from standard input and store it")
+	} else {
+		o.str(&cfg.VMDriver, "vm-driver", "FREEAGENT_VM_DRIVER", defaultDriver, "tart (a fresh macOS VM per build) or local (no isolation: a plain process on this host)")
+		o.str(&cfg.Tart, "tart", "FREEAGENT_TART", "tart", "path of the tart binary")
+		o.str(&cfg.Template, "template", "FREEAGENT_TEMPLATE", "freeagent-template", "Tart VM or image that build VMs are cloned from")
+		o.str(&cfg.HostAddress, "host-address", "FREEAGENT_HOST_ADDRESS", "192.168.64.1", "this host's address on Tart's network (replaces a loopback controller URL inside VMs)")
+		o.str(&cfg.Bootstrap, "bootstrap", "FREEAGENT_BOOTSTRAP", defaultBootstrap(), "the freeagent-vm binary copied into every build")
+		o.str(&cfg.Name, "name", "FREEAGENT_WORKER_NAME", "", "worker name shown on the controller (default: host name)")
+		o.str(&cfg.Platforms, "platforms", "FREEAGENT_PLATFORMS", "ios,android", "platforms this worker builds")
+		o.intv(&cfg.MaxBuilds, "max-builds", "FREEAGENT_MAX_BUILDS", 1, "concurrent builds (at most 2 with tart: Apple's licence)")
+		o.intv(&cfg.CPU, "cpu", "FREEAGENT_CPU", 0, "CPU cores per VM (0: the template's)")
+		o.intv(&cfg.MemoryMB, "memory-mb", "FREEAGENT_MEMORY_MB", 0, "memory per VM in MB (0: the template's)")
+		o.dur(&cfg.PollWait, "poll-wait", "FREEAGENT_POLL_WAIT", 25*time.Second, "long-poll hold")
+		o.dur(&cfg.BootTimeout, "boot-timeout", "FREEAGENT_BOOT_TIMEOUT", 5*time.Minute, "how long a VM may take to signal ready")
+		o.dur(&cfg.BackoffMin, "backoff-min", "FREEAGENT_BACKOFF_MIN", 5*time.Second, "first retry delay after a network error (doubles up to 2m)")
+		o.str(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
+	}
+	if o.err != nil {
+		return nil, usageError{o.err}
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, err
+		}
+		return nil, usageError{err}
+	}
+	if cmd == "run" && cfg.ControllerURL == "" {
+		return nil, usageError{errors.New("no controller: pass --controller-url, set FREEAGENT_CONTROLLER_URL, or run `freeagent setup --controller-url URL`")}
+	}
+	return cfg, nil
+}
+
+func (c *Config) capabilities() api.Capabilities {
+	var ps []string
+	for _, p := range strings.Split(c.Platforms, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			ps = append(ps, p)
+		}
+	}
+	return api.Capabilities{Platforms: ps, CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver}}
+}
+
+// guestURL is the controller URL as seen from inside a build VM.
+func (c *Config) guestURL() string {
+	if c.VMDriver != "tart" {
+		return c.ControllerURL
+	}
+	return agent.GuestURL(c.ControllerURL, c.HostAddress)
+}
+
+// defaultBootstrap is freeagent-vm next to this executable.
+func defaultBootstrap() string {
+	exe, err := os.Executable()
+	if err != nil {
+		return "freeagent-vm"
+	}
+	return filepath.Join(filepath.Dir(exe), "freeagent-vm")
+}
+
+// flagValue finds --name=value or --name value in args before parsing.
+func flagValue(args []string, name string) string {
+	for i, a := range args {
+		a = strings.TrimLeft(a, "-")
+		if v, ok := strings.CutPrefix(a, name+"="); ok {
+			return v
+		}
+		if a == name && i+1 < len(args) {
+			return args[i+1]
+		}
+	}
+	return ""
+}
+
+// readConf reads "name = value" lines; # starts a comment.
+func readConf(path string) (map[string]string, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return map[string]string{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	defer f.Close()
+	m := map[string]string{}
+	sc := bufio.NewScanner(f)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			return nil, fmt.Errorf("%s:%d: want \"name = value\", got %q", path, n, line)
+		}
+		m[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	return m, sc.Err()
+}
+
+// writeConfValue sets one key in DATA_DIR/agent.conf, keeping the others.
+func writeConfValue(dataDir, key, value string) error {
+	path := filepath.Join(dataDir, confName)
+	m, err := readConf(path)
+	if err != nil {
+		return err
+	}
+	m[key] = value
+	var b strings.Builder
+	b.WriteString("# Free Agent worker settings (flags and FREEAGENT_* variables override these)\n")
+	for k, v := range m {
+		fmt.Fprintf(&b, "%s = %s\n", k, v)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o600)
+}
+
+// options registers flags whose defaults come from the environment, then
+// the config file: flag > environment > file > default.
+type options struct {
+	fs   *flag.FlagSet
+	file map[string]string
+	err  error
+}
+
+func (o *options) lookup(name, env string) (string, string, bool) {
+	if v, ok := os.LookupEnv(env); ok {
+		return v, env, true
+	}
+	if v, ok := o.file[name]; ok {
+		return v, confName + " " + name, true
+	}
+	return "", "", false
+}
+
+func (o *options) str(p *string, name, env, def, help string) {
+	if v, _, ok := o.lookup(name, env); ok {
+		def = v
+	}
+	o.fs.StringVar(p, name, def, help+" (env "+env+")")
+}
+
+func (o *options) intv(p *int, name, env string, def int, help string) {
+	if v, src, ok := o.lookup(name, env); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			o.err = errors.Join(o.err, fmt.Errorf("%s=%q: want a whole number ≥ 0", src, v))
+		} else {
+			def = n
+		}
+	}
+	o.fs.IntVar(p, name, def, help+" (env "+env+")")
+}
+
+func (o *options) dur(p *time.Duration, name, env string, def time.Duration, help string) {
+	if v, src, ok := o.lookup(name, env); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			o.err = errors.Join(o.err, fmt.Errorf("%s=%q: want a duration such as 30s or 5m", src, v))
+		} else {
+			def = d
+		}
+	}
+	o.fs.DurationVar(p, name, def, help+" (env "+env+")")
+}

@@ -1,0 +1,14 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// On a Mac every build gets a fresh Tart VM.
+const defaultDriver = "tart"
+
+func defaultDataDir() string {
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, "Library", "Application Support", "FreeAgent")
+}

@@ -1,0 +1,204 @@
+// Command freeagent is the Free Agent worker. `freeagent run` runs it
+// headless; the menu-bar app embeds the same agent.
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/agent"
+	"github.com/freeagent-build/freeagent/agent/local"
+	"github.com/freeagent-build/freeagent/agent/logfile"
+	"github.com/freeagent-build/freeagent/agent/secrets"
+	"github.com/freeagent-build/freeagent/agent/tart"
+)
+
+const usage = `freeagent — turn this Mac into a Free Agent build worker
+
+Usage:
+  freeagent run   [flags]   run the worker headless (Ctrl-C drains: running builds finish first;
+                            a second Ctrl-C hands them back; a third exits at once)
+  freeagent setup [flags]   store the controller URL and API key (the key is read from stdin)
+
+Run "freeagent COMMAND -h" for a command's flags. Every flag can also be set
+by the environment variable shown in its help, or as "name = value" in
+DATA_DIR/agent.conf; a flag wins over the environment, which wins over the file.
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	var err error
+	switch args[0] {
+	case "run":
+		err = cmdRun(args[1:], stderr)
+	case "setup":
+		err = cmdSetup(args[1:], stdin, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "freeagent: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+	switch {
+	case err == nil, errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.As(err, new(usageError)):
+		fmt.Fprintf(stderr, "freeagent: %v\n", err)
+		return 2
+	default:
+		fmt.Fprintf(stderr, "freeagent: %v\n", err)
+		return 1
+	}
+}
+
+type usageError struct{ error }
+
+func cmdSetup(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	cfg, err := loadConfig("setup", args, stderr)
+	if err != nil {
+		return err
+	}
+	store := secrets.Open(cfg.DataDir)
+	if cfg.ControllerURL != "" {
+		if err := writeConfValue(cfg.DataDir, "controller-url", cfg.ControllerURL); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "controller URL %s saved in %s\n", cfg.ControllerURL, filepath.Join(cfg.DataDir, confName))
+	}
+	if cfg.apiKeyStdin {
+		key, err := bufio.NewReader(stdin).ReadString('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read the API key from stdin: %w", err)
+		}
+		key = strings.TrimSpace(key)
+		if key == "" {
+			return usageError{errors.New("no API key on stdin (pipe it in: freeagent setup --api-key-stdin < key.txt)")}
+		}
+		if err := store.Set(secrets.KeyAPIKey, key); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "API key saved in %s\n", store.Where())
+	}
+	return nil
+}
+
+func cmdRun(args []string, stderr io.Writer) error {
+	cfg, err := loadConfig("run", args, stderr)
+	if err != nil {
+		return err
+	}
+	log := logrus.New()
+	lvl, err := logrus.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return usageError{fmt.Errorf("log level %q: use debug, info, warn or error", cfg.LogLevel)}
+	}
+	log.SetLevel(lvl)
+	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	lf, err := logfile.Open(filepath.Join(cfg.DataDir, "logs", "agent.log"), 10<<20, 5)
+	if err != nil {
+		return err
+	}
+	defer lf.Close()
+	log.SetOutput(io.MultiWriter(stderr, lf))
+
+	store := secrets.Open(cfg.DataDir)
+	if cfg.APIKey == "" {
+		key, err := store.Get(secrets.KeyAPIKey)
+		if err != nil && !errors.Is(err, secrets.ErrNotFound) {
+			return err
+		}
+		cfg.APIKey = key
+	}
+	workerID, err := store.Get(secrets.KeyWorkerID)
+	if err != nil && !errors.Is(err, secrets.ErrNotFound) {
+		return err
+	}
+	driver, err := newDriver(cfg, log)
+	if err != nil {
+		return err
+	}
+	workDir := filepath.Join(cfg.DataDir, "builds")
+	if err := os.MkdirAll(workDir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", workDir, err)
+	}
+	a, err := agent.New(agent.Config{
+		ControllerURL:      cfg.ControllerURL,
+		APIKey:             cfg.APIKey,
+		GuestControllerURL: cfg.guestURL(),
+		WorkerID:           workerID,
+		Name:               cfg.Name,
+		Capabilities:       cfg.capabilities(),
+		MaxBuilds:          cfg.MaxBuilds,
+		Resources:          agent.Resources{CPU: cfg.CPU, MemoryMB: cfg.MemoryMB},
+		BootstrapBinary:    cfg.Bootstrap,
+		WorkDir:            workDir,
+		PollWait:           cfg.PollWait,
+		BootTimeout:        cfg.BootTimeout,
+		BackoffMin:         cfg.BackoffMin,
+		OnWorkerID: func(id string) {
+			if err := store.Set(secrets.KeyWorkerID, id); err != nil {
+				log.WithError(err).Warn("could not remember the worker id")
+			}
+		},
+	}, driver, log)
+	if err != nil {
+		return usageError{err}
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	go func() {
+		count := 0
+		for range sigs {
+			count++
+			switch count {
+			case 1:
+				a.Drain()
+			case 2:
+				a.CancelBuilds()
+			default:
+				log.Error("third signal: exiting now")
+				os.Exit(130)
+			}
+		}
+	}()
+	log.WithFields(logrus.Fields{"controller": cfg.ControllerURL, "driver": driver.Name(), "max_builds": cfg.MaxBuilds}).Info("worker starting")
+	return a.Run(ctx)
+}
+
+func newDriver(cfg *Config, log logrus.FieldLogger) (agent.Driver, error) {
+	switch cfg.VMDriver {
+	case "tart":
+		if cfg.MaxBuilds > agent.MaxMacOSVMs {
+			return nil, usageError{fmt.Errorf("--max-builds %d: macOS allows at most %d VMs per host", cfg.MaxBuilds, agent.MaxMacOSVMs)}
+		}
+		logDir := filepath.Join(cfg.DataDir, "logs")
+		return &tart.Driver{Tart: cfg.Tart, Template: cfg.Template, LogDir: logDir, Log: log.WithField("driver", "tart")}, nil
+	case "local":
+		log.Warn("the local driver runs builds as plain processes on this machine, with no isolation; use it only for trusted projects")
+		return &local.Driver{Root: filepath.Join(cfg.DataDir, "local-vms")}, nil
+	}
+	return nil, usageError{fmt.Errorf("--vm-driver %q: use tart or local", cfg.VMDriver)}
+}

@@ -1,0 +1,449 @@
+// Package vmbootstrap is freeagent-vm, the program inside each build VM.
+//
+// It waits for the host's shared folder, exchanges the build's one-time
+// password for a VM token, installs iOS signing material into a temporary
+// keychain, downloads and safely extracts the source, runs the build with
+// its output streamed live to the controller, uploads the artifacts and
+// reports the outcome to the host through files in the shared folder (see
+// protocol.go and README.md).
+package vmbootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// Causes of a build's context ending early.
+var (
+	// ErrSignalled: the program received SIGTERM or SIGINT (main wraps it
+	// with the signal's name).
+	ErrSignalled = errors.New("freeagent-vm was asked to stop")
+	// ErrBuildTimeout: Config.BuildTimeout passed.
+	ErrBuildTimeout = errors.New("the build timeout passed")
+)
+
+// Bootstrap runs one build in the VM.
+type Bootstrap struct {
+	Config Config
+	Log    logrus.FieldLogger
+	// Version is announced in the build log.
+	Version string
+	// NewKeychain returns the temporary keychain for iOS signing; nil
+	// means a SecurityKeychain driving Config.SecurityTool.
+	NewKeychain func(path string) Keychain
+	// Env is the environment build steps start from (FREEAGENT_* entries
+	// are dropped, the build's own variables added); nil means os.Environ().
+	Env []string
+}
+
+// Run performs the build described in the shared folder and returns the
+// process exit code: 0 after writing build-complete, 1 after writing
+// build-error (or when not even that was possible).
+func (b *Bootstrap) Run(ctx context.Context) int {
+	cfg := b.Config
+	log := b.Log
+	log.WithField("dir", cfg.SharedDir).Info("waiting for the build configuration")
+	bc, dirSeen, err := waitForBuildConfig(ctx, cfg.SharedDir, cfg.WaitTimeout, cfg.PollInterval)
+	if err != nil {
+		log.WithError(err).Error("no build configuration")
+		if dirSeen {
+			f := &failure{code: CodeNoBuildConfig, retryable: true, msg: err.Error()}
+			if werr := writeJSONAtomic(cfg.SharedDir, BuildErrorFile, f.file("")); werr != nil {
+				log.WithError(werr).Error("cannot report the failure to the host")
+			}
+		}
+		return 1
+	}
+	// A restarted bootstrap (the VM's launcher relaunching it) must not
+	// build twice: the host has its answer already.
+	if fileExists(filepath.Join(cfg.SharedDir, BuildCompleteFile)) {
+		log.Info("this build is already complete")
+		return 0
+	}
+	if fileExists(filepath.Join(cfg.SharedDir, BuildErrorFile)) {
+		log.Info("this build has already failed")
+		return 1
+	}
+	r := &buildRun{b: b, cfg: cfg, bc: bc, log: log.WithFields(logrus.Fields{"build": bc.BuildID, "attempt": bc.AttemptID})}
+	arts, err := r.execute(ctx)
+	return r.finish(ctx, arts, err)
+}
+
+// failure is how a build ends badly: what build-error says.
+type failure struct {
+	code      string
+	retryable bool
+	msg       string
+	err       error
+}
+
+func (f *failure) Error() string { return f.msg }
+func (f *failure) Unwrap() error { return f.err }
+
+func (f *failure) file(tail string) BuildError {
+	return BuildError{Message: f.msg, Code: f.code, Retryable: f.retryable, LogTail: tail}
+}
+
+func fail(code string, retryable bool, err error, format string, args ...any) *failure {
+	msg := fmt.Sprintf(format, args...)
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	return &failure{code: code, retryable: retryable, msg: msg, err: err}
+}
+
+type buildRun struct {
+	b      *Bootstrap
+	cfg    Config
+	bc     BuildConfig
+	log    logrus.FieldLogger
+	client *api.Client
+	token  string
+	logs   *LogStream // nil until authenticated
+	work   string
+}
+
+// execute runs every phase up to the uploaded artifacts. Its error is a
+// *failure.
+func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err error) {
+	ctx, cancelTimeout := context.WithTimeoutCause(parent, r.cfg.BuildTimeout, ErrBuildTimeout)
+	defer cancelTimeout()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer func() {
+		if err != nil {
+			err = r.classify(ctx, err)
+		}
+	}()
+	r.client = &api.Client{BaseURL: r.bc.ControllerURL, HTTP: newHTTPClient(), UserAgent: "freeagent-vm/" + r.b.Version}
+
+	r.progress(PhaseAuth, 2, "exchanging the one-time password for a VM token")
+	if err := r.auth(ctx); err != nil {
+		return nil, err
+	}
+	if err := writeJSONAtomic(r.cfg.SharedDir, ReadyFile, Ready{StartedAt: time.Now().UTC()}); err != nil {
+		return nil, fail(CodeInternalFailure, true, err, "cannot signal the host that the VM is ready")
+	}
+	r.logs = NewLogStream(ctx, r.client, r.bc.BuildID, r.token, r.cfg.LogStream, r.log)
+	r.logs.AddSecret(r.bc.OTP)
+	go func() {
+		select {
+		case <-r.logs.Ended():
+			cancel(ErrAttemptEnded)
+		case <-ctx.Done():
+		}
+	}()
+	r.logs.Printf("▸ freeagent-vm %s: build %s, attempt %s, %s, profile %q", r.b.Version, r.bc.BuildID, r.bc.AttemptID, r.bc.Platform, r.bc.Profile)
+
+	var sign *signing
+	if r.bc.Platform == api.PlatformIOS {
+		r.progress(PhaseCertificates, 5, "installing signing certificates")
+		s, cleanup, err := r.certificates(ctx)
+		if cleanup != nil {
+			defer func() {
+				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+				defer cancel()
+				if err := cleanup(cctx); err != nil {
+					r.log.WithError(err).Error("signing cleanup failed")
+					r.logs.Printf("▸ warning: signing cleanup failed: %v", err)
+				}
+			}()
+		}
+		if err != nil {
+			return nil, err
+		}
+		sign = s
+	}
+
+	r.progress(PhaseSource, 10, "downloading the source")
+	root, err := r.source(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	artifactsDir := filepath.Join(r.work, "artifacts")
+	if err := os.MkdirAll(artifactsDir, 0o755); err != nil {
+		return nil, fmt.Errorf("create the artifacts directory: %w", err)
+	}
+	base := r.b.Env
+	if base == nil {
+		base = os.Environ()
+	}
+	base = slices.DeleteFunc(slices.Clone(base), func(kv string) bool { return strings.HasPrefix(kv, "FREEAGENT_") })
+	env := mergeEnv(base,
+		"FREEAGENT_PLATFORM="+r.bc.Platform,
+		"FREEAGENT_PROFILE="+r.bc.Profile,
+		"FREEAGENT_ARTIFACTS_DIR="+artifactsDir,
+		"CI=1",
+	)
+	p := &pipeline{
+		root: root, workDir: r.work, artifactsDir: artifactsDir, platform: r.bc.Platform, signing: sign,
+		runner: &stepRunner{env: env, out: r.logs, grace: r.cfg.KillGrace, drain: 2 * time.Second},
+		phase:  r.progress,
+	}
+	files, err := p.run(ctx)
+	if err != nil {
+		return nil, err
+	}
+
+	r.progress(PhaseUpload, 90, fmt.Sprintf("uploading %d artifact(s)", len(files)))
+	r.logs.Printf("\n▸ uploading %d artifact(s)", len(files))
+	for _, f := range files {
+		art, err := uploadArtifact(ctx, r.client, r.bc.BuildID, r.token, f, r.cfg.RetryFor, r.retrying("artifact upload"))
+		if err != nil {
+			if ctx.Err() == nil && isAttemptEnded(err) {
+				return nil, fmt.Errorf("%w: upload %s: %w", ErrAttemptEnded, filepath.Base(f), err)
+			}
+			return nil, fail(CodeUploadFailed, api.StatusOf(err) != http.StatusRequestEntityTooLarge, err, "upload the artifact %s", filepath.Base(f))
+		}
+		r.logs.Printf("▸ uploaded %s (%d bytes, sha256 %s)", art.Name, art.Size, art.SHA256)
+		art.URL = ""
+		arts = append(arts, art)
+	}
+	return arts, nil
+}
+
+func (r *buildRun) auth(ctx context.Context) error {
+	var resp api.VMAuthResponse
+	err := retry(ctx, r.cfg.AuthRetryFor, func(ctx context.Context) error {
+		var err error
+		resp, err = r.client.VMAuth(ctx, r.bc.BuildID, r.bc.OTP)
+		return err
+	}, r.retrying("VM authentication"))
+	switch {
+	case err == nil:
+		r.token = resp.VMToken
+		r.log.Info("authenticated with the controller")
+		return nil
+	case api.StatusOf(err) == http.StatusUnauthorized:
+		return fail(CodeVMAuthFailed, true, err, "the controller refused the one-time password (used, expired or for another build)")
+	case transient(err):
+		return fail(CodeUnreachable, true, err, "cannot reach the controller at %s", r.bc.ControllerURL)
+	default:
+		return fail(CodeVMAuthFailed, true, err, "VM authentication failed")
+	}
+}
+
+func (r *buildRun) certificates(ctx context.Context) (*signing, func(context.Context) error, error) {
+	var certs api.CertsResponse
+	err := retry(ctx, r.cfg.RetryFor, func(ctx context.Context) error {
+		var err error
+		certs, err = r.client.CertsSecure(ctx, r.bc.BuildID, r.token)
+		return err
+	}, r.retrying("certificate download"))
+	switch {
+	case api.StatusOf(err) == http.StatusNotFound:
+		r.logs.Printf("▸ this build has no signing certificates")
+		return nil, nil, nil
+	case err != nil && isAttemptEnded(err):
+		return nil, nil, fmt.Errorf("%w: fetch certificates: %w", ErrAttemptEnded, err)
+	case err != nil:
+		return nil, nil, fail(CodeUnreachable, true, err, "fetch the signing certificates")
+	}
+	r.logs.AddSecret(certs.P12Password)
+	r.logs.AddSecret(certs.KeychainPassword)
+	path := filepath.Join(r.cfg.WorkDir, "keychains", "freeagent-"+safeName(r.bc.BuildID)+".keychain-db")
+	var kc Keychain
+	if r.b.NewKeychain != nil {
+		kc = r.b.NewKeychain(path)
+	} else {
+		kc = NewSecurityKeychain(r.cfg.SecurityTool, path)
+	}
+	s, cleanup, err := installSigning(ctx, kc, certs, r.cfg.HomeDir, r.logs)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
+			return nil, cleanup, fail(CodeToolMissing, true, err, "install the signing certificates")
+		}
+		return nil, cleanup, fail(CodeCertificates, false, err, "install the signing certificates")
+	}
+	return s, cleanup, nil
+}
+
+// source downloads and extracts the source and returns the project root.
+func (r *buildRun) source(ctx context.Context) (string, error) {
+	r.work = filepath.Join(r.cfg.WorkDir, safeName(r.bc.BuildID))
+	if err := os.RemoveAll(r.work); err != nil {
+		return "", fmt.Errorf("clear the work directory: %w", err)
+	}
+	if err := os.MkdirAll(r.work, 0o755); err != nil {
+		return "", fmt.Errorf("create the work directory: %w", err)
+	}
+	archive := filepath.Join(r.work, "source.archive")
+	start := time.Now()
+	size, sum, err := downloadSource(ctx, r.client, r.bc.BuildID, r.token, archive, r.cfg.RetryFor, r.retrying("source download"))
+	if err != nil {
+		switch {
+		case ctx.Err() != nil, isDiskError(err):
+			return "", err
+		case isAttemptEnded(err):
+			return "", fmt.Errorf("%w: download the source: %w", ErrAttemptEnded, err)
+		}
+		return "", fail(CodeSourceDownload, true, err, "download the source")
+	}
+	r.logs.Printf("▸ downloaded the source: %d bytes in %s, sha256 %s", size, time.Since(start).Round(time.Millisecond), sum)
+	tree := filepath.Join(r.work, "src")
+	stats, err := ExtractFile(ctx, archive, tree, r.cfg.Limits)
+	os.Remove(archive)
+	if err != nil {
+		return "", err
+	}
+	root, err := FindProjectRoot(tree)
+	if err != nil {
+		return "", err
+	}
+	rel, _ := filepath.Rel(tree, root)
+	r.logs.Printf("▸ extracted %s: %d files, %d bytes; project root: %s", stats.Format, stats.Files, stats.Bytes, rel)
+	return root, nil
+}
+
+// classify turns any error of execute into a *failure. An ended context
+// decides first: whatever failed after a signal, a timeout or the end of
+// the attempt failed because of it.
+func (r *buildRun) classify(ctx context.Context, err error) *failure {
+	if ctx.Err() != nil {
+		cause := context.Cause(ctx)
+		switch {
+		case errors.Is(cause, ErrBuildTimeout):
+			return fail(api.CodeTimeout, false, nil, "the build exceeded its time limit of %s", r.cfg.BuildTimeout)
+		case errors.Is(cause, ErrAttemptEnded):
+			return fail(api.CodeLeaseLost, true, cause, "the build was stopped")
+		default:
+			return fail(api.CodeCancelled, false, cause, "the build was cancelled")
+		}
+	}
+	var f *failure
+	var stepErr *StepError
+	var toolErr *ToolMissingError
+	switch {
+	case errors.As(err, &f):
+		return f
+	case errors.As(err, &stepErr):
+		return fail(api.CodeBuildFailed, false, nil, "%s", stepErr.Error())
+	case errors.As(err, &toolErr):
+		return fail(CodeToolMissing, true, nil, "%s (the VM image lacks a build tool)", toolErr.Error())
+	case errors.Is(err, ErrAttemptEnded):
+		return fail(api.CodeLeaseLost, true, err, "the controller ended this build attempt")
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		return fail(CodeDiskFull, true, err, "the VM's disk is full")
+	case errors.Is(err, ErrBadArchive), errors.Is(err, ErrNoProject):
+		return fail(CodeInvalidSource, false, err, "unusable source")
+	case errors.Is(err, ErrNoArtifacts):
+		return fail(CodeNoArtifacts, false, err, "no artifact")
+	case errors.Is(err, errConfig):
+		return fail(api.CodeBuildFailed, false, nil, "%s", err.Error())
+	default:
+		return fail(CodeInternalFailure, true, err, "freeagent-vm failed")
+	}
+}
+
+// finish reports the outcome: flushes the log, then writes progress and
+// build-complete or build-error (last), and returns the exit code.
+func (r *buildRun) finish(ctx context.Context, arts []api.Artifact, err error) int {
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.cfg.FinalFlush)
+	defer cancel()
+	defer r.removeWork()
+	if err == nil {
+		r.logs.Printf("\n▸ build complete: %d artifact(s)", len(arts))
+		if cerr := r.logs.Close(fctx); cerr != nil {
+			r.log.WithError(cerr).Warn("the end of the build log may be missing")
+		}
+		r.progress(PhaseDone, 100, "build complete")
+		if werr := writeJSONAtomic(r.cfg.SharedDir, BuildCompleteFile, Complete{Artifacts: arts}); werr != nil {
+			r.log.WithError(werr).Error("cannot report the build's completion to the host")
+			return 1
+		}
+		r.log.WithField("artifacts", len(arts)).Info("build complete")
+		return 0
+	}
+	var f *failure
+	if !errors.As(err, &f) {
+		f = fail(CodeInternalFailure, true, err, "freeagent-vm failed")
+	}
+	tail := ""
+	if r.logs != nil {
+		r.logs.Printf("\n✖ %s", f.msg)
+		if cerr := r.logs.Close(fctx); cerr != nil {
+			r.log.WithError(cerr).Warn("the end of the build log may be missing")
+		}
+		tail = r.logs.Tail()
+	}
+	r.progress(PhaseFailed, 100, f.msg)
+	if werr := writeJSONAtomic(r.cfg.SharedDir, BuildErrorFile, f.file(tail)); werr != nil {
+		r.log.WithError(werr).Error("cannot report the failure to the host")
+	}
+	r.log.WithFields(logrus.Fields{"code": f.code, "retryable": f.retryable}).Error(f.msg)
+	return 1
+}
+
+func (r *buildRun) removeWork() {
+	if r.work != "" {
+		if err := os.RemoveAll(r.work); err != nil {
+			r.log.WithError(err).Warn("cannot remove the work directory")
+		}
+	}
+}
+
+// progress rewrites progress.json. A failure to write it is logged only:
+// the host also learns the phase from the end files.
+func (r *buildRun) progress(phase string, pct int, msg string) {
+	err := writeJSONAtomic(r.cfg.SharedDir, ProgressFile, Progress{Phase: phase, Progress: pct, Message: msg, UpdatedAt: time.Now().UTC()})
+	if err != nil {
+		r.log.WithError(err).Warn("cannot update progress.json")
+	}
+	r.log.WithField("phase", phase).Info(msg)
+}
+
+func (r *buildRun) retrying(what string) func(error, time.Duration) {
+	return func(err error, wait time.Duration) {
+		r.log.WithError(err).WithField("retry_in", wait.Round(time.Millisecond)).Warn(what + " failed; retrying")
+		if r.logs != nil {
+			r.logs.Printf("▸ %s failed (%v); retrying in %s", what, err, wait.Round(100*time.Millisecond))
+		}
+	}
+}
+
+// isAttemptEnded: the controller refuses the VM token or the attempt's
+// lease is gone.
+func isAttemptEnded(err error) bool {
+	switch api.StatusOf(err) {
+	case http.StatusUnauthorized, http.StatusConflict:
+		return true
+	}
+	return false
+}
+
+// safeName keeps an id usable as a file name.
+func safeName(id string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, id)
+}
+
+func newHTTPClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 2 * time.Minute,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConnsPerHost:   4,
+		ForceAttemptHTTP2:     true,
+	}}
+}

@@ -1,0 +1,411 @@
+package vmbootstrap
+
+import (
+	"archive/tar"
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/notify"
+	"github.com/freeagent-build/freeagent/controller/pgtest"
+	"github.com/freeagent-build/freeagent/controller/server"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+// binDir holds the freeagent-vm binary built once for the end-to-end tests.
+var binDir = struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}{}
+
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	if binDir.dir != "" {
+		os.RemoveAll(binDir.dir)
+	}
+	os.Exit(code)
+}
+
+// vmBinary builds ./cmd/freeagent-vm once per test binary.
+func vmBinary(t *testing.T) string {
+	t.Helper()
+	binDir.once.Do(func() {
+		binDir.dir, binDir.err = os.MkdirTemp("", "freeagent-vm-bin-")
+		if binDir.err != nil {
+			return
+		}
+		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+		if p, err := exec.LookPath("go"); err == nil {
+			gobin = p
+		}
+		binDir.path = filepath.Join(binDir.dir, "freeagent-vm")
+		out, err := exec.Command(gobin, "build", "-o", binDir.path, "./cmd/freeagent-vm").CombinedOutput()
+		if err != nil {
+			binDir.err = &buildError{out: string(out), err: err}
+		}
+	})
+	if binDir.err != nil {
+		t.Fatalf("build freeagent-vm: %v", binDir.err)
+	}
+	return binDir.path
+}
+
+type buildError struct {
+	out string
+	err error
+}
+
+func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
+
+// testController is a real controller (HTTP server, store, hub, file store)
+// on a fresh Postgres database.
+type testController struct {
+	t      *testing.T
+	URL    string
+	store  *store.Store
+	admin  *api.Client
+	dev    *api.Client
+	worker *api.Client
+}
+
+func startController(t *testing.T) *testController {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	dsn := pgtest.NewDatabase(t)
+	st, err := store.Open(ctx, dsn, store.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := t.TempDir()
+	key, err := blobs.LoadOrCreateKey(filepath.Join(dataDir, "certs.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := blobs.Open(filepath.Join(dataDir, "files"), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	hub := notify.New(dsn, log)
+	hubDone := make(chan struct{})
+	go func() { hub.Run(ctx); close(hubDone) }()
+	<-hub.Ready()
+	limits := server.DefaultLimits()
+	limits.PollBackstop = 200 * time.Millisecond
+	srv := server.New(server.Options{Store: st, Blobs: files, Hub: hub, Limits: limits, Log: log, KeyCacheTTL: time.Nanosecond})
+	hs := httptest.NewServer(srv)
+	t.Cleanup(func() {
+		srv.Drain()
+		hs.Close()
+		cancel()
+		<-hubDone
+		st.Close()
+	})
+	c := &testController{t: t, URL: hs.URL, store: st}
+	mk := func(name, role string) *api.Client {
+		_, secret, err := st.CreateKey(ctx, name, role)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &api.Client{BaseURL: hs.URL, APIKey: secret}
+	}
+	c.admin, c.dev, c.worker = mk("admin", api.RoleAdmin), mk("dev", api.RoleDeveloper), mk("worker", api.RoleWorker)
+	return c
+}
+
+// startJob submits a build and takes it as a worker would (poll, first
+// heartbeat), so the VM side can run: the job carries the OTP.
+// startedJob is a build taken by a worker.
+type startedJob struct {
+	sub         api.SubmitResponse
+	job         *api.Job
+	workerToken string
+}
+
+func (c *testController) startJob(platform string, source, certs []byte) startedJob {
+	t := c.t
+	t.Helper()
+	ctx := context.Background()
+	req := api.SubmitRequest{Platform: platform, Profile: "production", Source: bytes.NewReader(source)}
+	if certs != nil {
+		req.Certs = bytes.NewReader(certs)
+	}
+	sub, err := c.dev.Submit(ctx, req)
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	reg, err := c.worker.Register(ctx, api.RegisterRequest{Name: "test-mac", Capabilities: api.Capabilities{Platforms: []string{platform}, MaxConcurrentBuilds: 1}})
+	if err != nil {
+		t.Fatalf("register: %v", err)
+	}
+	poll, err := c.worker.Poll(ctx, reg.AccessToken, 0)
+	if err != nil || poll.Job == nil || poll.Job.ID != sub.ID {
+		t.Fatalf("poll: %+v %v", poll.Job, err)
+	}
+	hb, err := c.worker.Heartbeat(ctx, poll.AccessToken, api.HeartbeatRequest{BuildID: sub.ID, AttemptID: poll.Job.AttemptID, LeaseToken: poll.Job.LeaseToken})
+	if err != nil {
+		t.Fatalf("heartbeat: %v", err)
+	}
+	return startedJob{sub: sub, job: poll.Job, workerToken: hb.AccessToken}
+}
+
+// report ends the attempt as the worker does after the VM finished.
+func (c *testController) report(j startedJob, r api.Result) (api.ResultResponse, error) {
+	r.BuildID, r.AttemptID, r.LeaseToken = j.job.ID, j.job.AttemptID, j.job.LeaseToken
+	return c.worker.Upload(context.Background(), j.workerToken, r)
+}
+
+// vmToken exchanges a job's OTP.
+func (c *testController) vmToken(job *api.Job) string {
+	c.t.Helper()
+	auth, err := (&api.Client{BaseURL: c.URL}).VMAuth(context.Background(), job.ID, job.OTP)
+	if err != nil {
+		c.t.Fatalf("vm auth: %v", err)
+	}
+	return auth.VMToken
+}
+
+func (c *testController) log(id string) []byte {
+	c.t.Helper()
+	var out []byte
+	for {
+		chunk, err := c.admin.ReadLogs(context.Background(), id, int64(len(out)))
+		if err != nil {
+			c.t.Fatalf("read logs: %v", err)
+		}
+		out = append(out, chunk.Data...)
+		if len(chunk.Data) == 0 || int64(len(out)) >= chunk.Length {
+			return out
+		}
+	}
+}
+
+// tarEntry describes one entry of a test archive.
+type tarEntry struct {
+	name     string
+	body     string
+	typ      byte // tar.TypeReg when 0
+	linkname string
+	mode     int64
+}
+
+func tarGz(t testing.TB, entries ...tarEntry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	writeTar(t, gz, entries)
+	if err := gz.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func writeTar(t testing.TB, w io.Writer, entries []tarEntry) {
+	tw := tar.NewWriter(w)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Typeflag: e.typ, Linkname: e.linkname, Mode: e.mode}
+		if h.Typeflag == 0 {
+			h.Typeflag = tar.TypeReg
+		}
+		if h.Mode == 0 {
+			h.Mode = 0o644
+		}
+		if h.Typeflag == tar.TypeReg {
+			h.Size = int64(len(e.body))
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			tw.Write([]byte(e.body))
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// project returns a tar.gz of files (name → body), executable when the
+// name ends in .sh.
+func project(t testing.TB, files map[string]string) []byte {
+	names := make([]string, 0, len(files))
+	for n := range files {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	var entries []tarEntry
+	for _, n := range names {
+		e := tarEntry{name: n, body: files[n]}
+		if filepath.Ext(n) == ".sh" {
+			e.mode = 0o755
+		}
+		entries = append(entries, e)
+	}
+	return tarGz(t, entries...)
+}
+
+type zipEntry struct {
+	name string
+	body string
+	mode os.FileMode
+}
+
+func zipArchive(t testing.TB, entries ...zipEntry) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	for _, e := range entries {
+		h := &zip.FileHeader{Name: e.name, Method: zip.Deflate}
+		if e.mode != 0 {
+			h.SetMode(e.mode)
+		}
+		w, err := zw.CreateHeader(h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(e.body))
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+// proxy is a TCP proxy in front of the controller whose behaviour the test
+// switches: pass traffic, refuse connections, or deliver requests but drop
+// the answers (the controller acted; the client never hears of it).
+type proxy struct {
+	ln     net.Listener
+	target string
+	mode   atomic.Int32
+	mu     sync.Mutex
+	conns  map[net.Conn]bool
+	// answered counts answers dropped in proxyDropAnswers mode.
+	dropped atomic.Int32
+}
+
+const (
+	proxyPass int32 = iota
+	proxyRefuse
+	proxyDropAnswers
+)
+
+func newProxy(t *testing.T, targetURL string) *proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proxy{ln: ln, target: targetURL[len("http://"):], conns: map[net.Conn]bool{}}
+	go p.serve()
+	t.Cleanup(func() { ln.Close(); p.setMode(proxyRefuse) })
+	return p
+}
+
+func (p *proxy) URL() string { return "http://" + p.ln.Addr().String() }
+
+// setMode switches behaviour and cuts every open connection, so kept-alive
+// connections cannot bypass the new mode.
+func (p *proxy) setMode(m int32) {
+	p.mode.Store(m)
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[net.Conn]bool{}
+	p.mu.Unlock()
+}
+
+func (p *proxy) track(c net.Conn) {
+	p.mu.Lock()
+	p.conns[c] = true
+	p.mu.Unlock()
+}
+
+func (p *proxy) serve() {
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		if p.mode.Load() == proxyRefuse {
+			c.Close()
+			continue
+		}
+		go p.handle(c)
+	}
+}
+
+func (p *proxy) handle(c net.Conn) {
+	up, err := net.Dial("tcp", p.target)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.track(c)
+	p.track(up)
+	go func() {
+		io.Copy(up, c)
+		up.Close()
+	}()
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := up.Read(buf)
+		if n > 0 {
+			if p.mode.Load() != proxyPass {
+				p.dropped.Add(1)
+				break
+			}
+			if _, werr := c.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	c.Close()
+	up.Close()
+}
+
+// waitFor polls cond every 20 ms until it holds or the timeout passes.
+func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}

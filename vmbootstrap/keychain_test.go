@@ -1,0 +1,230 @@
+package vmbootstrap
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+const fakeIdentity = "0123456789ABCDEF0123456789ABCDEF01234567"
+
+// fakeSecurity writes a stand-in for /usr/bin/security that records each
+// invocation's argv (one line, arguments separated by \x1f) in log, keeps a
+// copy of the imported p12, answers list-keychains and find-identity like
+// the real tool, and fails the subcommand named in failOn, echoing its
+// arguments (passwords included) to stderr as a careless tool might.
+func fakeSecurity(t testing.TB, dir, failOn string) (tool, log string) {
+	t.Helper()
+	tool = filepath.Join(dir, "security")
+	log = filepath.Join(dir, "security.log")
+	script := `#!/bin/sh
+log='` + log + `'
+{ for a in "$@"; do printf '%s\037' "$a"; done; printf '\n'; } >> "$log"
+if [ "$1" = '` + failOn + `' ]; then echo "security: $1 failed for: $*" >&2; exit 1; fi
+case "$1" in
+list-keychains)
+	if [ "$#" -eq 3 ]; then
+		printf '    "/Users/admin/Library/Keychains/login.keychain-db"\n    "/Library/Keychains/System.keychain"\n'
+	fi ;;
+find-identity)
+	printf '  1) ` + fakeIdentity + ` "Apple Distribution: Example Ltd (TEAM123456)"\n     1 valid identities found\n' ;;
+import)
+	cp "$2" "$log.p12" ;;
+esac
+exit 0
+`
+	if err := os.WriteFile(tool, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return tool, log
+}
+
+func readCalls(t testing.TB, log string) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls [][]string
+	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		calls = append(calls, strings.Split(strings.TrimSuffix(line, "\x1f"), "\x1f"))
+	}
+	return calls
+}
+
+// testProfile is a provisioning profile as Apple ships it: a DER (CMS)
+// envelope around an XML plist.
+func testProfile(uuid, bundle string, devices bool) []byte {
+	devicesXML := ""
+	if devices {
+		devicesXML = "<key>ProvisionedDevices</key><array><string>00008101-000A1B2C3D4E5F6A</string></array>"
+	}
+	plist := `<?xml version="1.0" encoding="UTF-8"?>
+<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
+<plist version="1.0">
+<dict>
+	<key>AppIDName</key><string>Example</string>
+	<key>ApplicationIdentifierPrefix</key><array><string>TEAM123456</string></array>
+	<key>CreationDate</key><date>2025-01-01T00:00:00Z</date>
+	<key>DeveloperCertificates</key><array><data>
+	MIIBszCCAVmgAwIBAgIUT
+	</data></array>
+	<key>Entitlements</key>
+	<dict>
+		<key>application-identifier</key><string>TEAM123456.` + bundle + `</string>
+		<key>get-task-allow</key><false/>
+		<key>keychain-access-groups</key><array><string>TEAM123456.*</string></array>
+	</dict>
+	<key>Name</key><string>Example App Store &amp; Co</string>` + devicesXML + `
+	<key>TeamIdentifier</key><array><string>TEAM123456</string></array>
+	<key>TimeToLive</key><integer>365</integer>
+	<key>UUID</key><string>` + uuid + `</string>
+	<key>Version</key><integer>1</integer>
+</dict>
+</plist>`
+	return append(append([]byte{0x30, 0x80, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x07, 0x02, 0xa0, 0x80}, plist...), 0x00, 0x00, 0xa0, 0x82, 0x01)
+}
+
+func TestParseProvisioningProfile(t *testing.T) {
+	t.Parallel()
+	p := ParseProvisioningProfile(testProfile("9F2B3C4D-1111-2222-3333-444455556666", "com.example.app", false))
+	if p.UUID != "9F2B3C4D-1111-2222-3333-444455556666" || p.Name != "Example App Store & Co" || p.TeamID != "TEAM123456" ||
+		p.BundleID != "com.example.app" || p.Method != "app-store" {
+		t.Fatalf("parsed %+v", p)
+	}
+	if p := ParseProvisioningProfile(testProfile("9F2B3C4D-1111-2222-3333-444455556666", "com.example.app", true)); p.Method != "ad-hoc" {
+		t.Fatalf("a profile with devices is ad-hoc, got %s", p.Method)
+	}
+	// Broken XML: the UUID is still found by its text.
+	broken := []byte("junk<?xml version=\"1.0\"?><plist><dict><key>UUID</key>\n  <string>AAAABBBB-0000-1111-2222-333344445555</string><key>x</plist>junk")
+	if p := ParseProvisioningProfile(broken); p.UUID != "AAAABBBB-0000-1111-2222-333344445555" {
+		t.Fatalf("fallback UUID %q", p.UUID)
+	}
+	// A UUID that could form a path, or none at all: a sha256 name.
+	for _, raw := range [][]byte{testProfile("../../../etc/evil", "x", false), []byte("not a profile")} {
+		if p := ParseProvisioningProfile(raw); !strings.HasPrefix(p.UUID, "sha256-") || strings.ContainsAny(p.UUID, "/.") {
+			t.Fatalf("unsafe or missing UUID became %q", p.UUID)
+		}
+	}
+}
+
+// TestSecurityKeychainSequence drives the real SecurityKeychain against a
+// fake security program and checks the exact commands, the installed
+// profiles and the cleanup.
+func TestSecurityKeychainSequence(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	tool, log := fakeSecurity(t, dir, "")
+	kcPath := filepath.Join(dir, "keychains", "freeagent-b1.keychain-db")
+	home := filepath.Join(dir, "home")
+	certs := api.CertsResponse{P12: []byte("P12-BYTES"), P12Password: "p12-secret", KeychainPassword: "kc-secret-123",
+		ProvisioningProfiles: [][]byte{testProfile("9F2B3C4D-1111-2222-3333-444455556666", "com.example.app", false)}}
+	var out bytes.Buffer
+	s, cleanup, err := installSigning(context.Background(), NewSecurityKeychain(tool, kcPath), certs, home, &out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.identity != fakeIdentity || len(s.profiles) != 1 || s.profiles[0].BundleID != "com.example.app" {
+		t.Fatalf("signing %+v", s)
+	}
+	var installed []string
+	for _, d := range profileDirs(home) {
+		f := filepath.Join(d, "9F2B3C4D-1111-2222-3333-444455556666.mobileprovision")
+		if b, err := os.ReadFile(f); err != nil || !bytes.Equal(b, certs.ProvisioningProfiles[0]) {
+			t.Fatalf("profile not installed at %s: %v", f, err)
+		}
+		installed = append(installed, f)
+	}
+	if b, _ := os.ReadFile(log + ".p12"); string(b) != "P12-BYTES" {
+		t.Fatalf("security imported %q", b)
+	}
+	if err := cleanup(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	calls := readCalls(t, log)
+	if len(calls) < 4 || len(calls[3]) < 2 {
+		t.Fatalf("calls: %q", calls)
+	}
+	p12Path := calls[3][1]
+	want := [][]string{
+		{"create-keychain", "-p", "kc-secret-123", kcPath},
+		{"set-keychain-settings", "-lut", "21600", kcPath},
+		{"unlock-keychain", "-p", "kc-secret-123", kcPath},
+		{"import", p12Path, "-k", kcPath, "-f", "pkcs12", "-P", "p12-secret", "-T", "/usr/bin/codesign", "-T", "/usr/bin/security"},
+		{"set-key-partition-list", "-S", "apple-tool:,apple:,codesign:", "-s", "-k", "kc-secret-123", kcPath},
+		{"list-keychains", "-d", "user"},
+		{"list-keychains", "-d", "user", "-s", kcPath, "/Users/admin/Library/Keychains/login.keychain-db", "/Library/Keychains/System.keychain"},
+		{"find-identity", "-v", "-p", "codesigning", kcPath},
+		{"delete-keychain", kcPath},
+	}
+	if strings.Join(flatten(calls), "|") != strings.Join(flatten(want), "|") {
+		t.Fatalf("security calls:\n%q\nwant:\n%q", calls, want)
+	}
+	if _, err := os.Stat(p12Path); !os.IsNotExist(err) {
+		t.Fatalf("the p12 file %s was left behind: %v", p12Path, err)
+	}
+	for _, f := range installed {
+		if _, err := os.Stat(f); !os.IsNotExist(err) {
+			t.Fatalf("profile %s left installed", f)
+		}
+	}
+	if strings.Contains(out.String(), "secret") {
+		t.Fatalf("secrets in the log: %q", out.String())
+	}
+}
+
+// TestSecurityKeychainDeletedOnFailure: a failing step still deletes the
+// keychain, and the error carries no password.
+func TestSecurityKeychainDeletedOnFailure(t *testing.T) {
+	t.Parallel()
+	for _, failOn := range []string{"create-keychain", "import", "set-key-partition-list", "find-identity"} {
+		t.Run(failOn, func(t *testing.T) {
+			dir := t.TempDir()
+			tool, log := fakeSecurity(t, dir, failOn)
+			kcPath := filepath.Join(dir, "k.keychain-db")
+			certs := api.CertsResponse{P12: []byte("P12"), P12Password: "p12-secret", KeychainPassword: "kc-secret-123"}
+			_, cleanup, err := installSigning(context.Background(), NewSecurityKeychain(tool, kcPath), certs, dir, &bytes.Buffer{})
+			if err == nil {
+				t.Fatal("no error")
+			}
+			if strings.Contains(err.Error(), "secret") || !strings.Contains(err.Error(), "security "+failOn) {
+				t.Fatalf("error %q (must name the subcommand and no password)", err)
+			}
+			if err := cleanup(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			calls := readCalls(t, log)
+			if last := calls[len(calls)-1]; strings.Join(last, " ") != "delete-keychain "+kcPath {
+				t.Fatalf("last call %q, want delete-keychain", last)
+			}
+		})
+	}
+}
+
+func flatten(calls [][]string) []string {
+	var out []string
+	for _, c := range calls {
+		out = append(out, strings.Join(c, " "))
+	}
+	return out
+}
+
+func TestExportOptionsPlist(t *testing.T) {
+	t.Parallel()
+	got := string(exportOptionsPlist("app-store", "TEAM123456", fakeIdentity, map[string]string{"com.example.app": "UUID-1", "com.example.app.widget": "UUID-2"}))
+	m, err := parsePlist([]byte(got))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := m.(map[string]any)
+	profiles := d["provisioningProfiles"].(map[string]any)
+	if d["method"] != "app-store" || d["signingStyle"] != "manual" || d["teamID"] != "TEAM123456" || d["signingCertificate"] != fakeIdentity ||
+		profiles["com.example.app"] != "UUID-1" || profiles["com.example.app.widget"] != "UUID-2" {
+		t.Fatalf("ExportOptions.plist:\n%s", got)
+	}
+}

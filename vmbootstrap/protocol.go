@@ -1,0 +1,210 @@
+package vmbootstrap
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// The shared-directory protocol between the host agent and the VM. The host
+// writes BuildConfigFile (and the freeagent-vm binary); the VM writes the
+// others, each atomically (temp file in the same directory, fsync, rename,
+// fsync of the directory), because `tart stop` is a power-off.
+const (
+	BuildConfigFile   = "build-config.json" // host → VM: BuildConfig
+	ReadyFile         = "vm-ready"          // VM → host: Ready, once the OTP was exchanged
+	ProgressFile      = "progress.json"     // VM → host: Progress, rewritten at every phase
+	BuildCompleteFile = "build-complete"    // VM → host: Complete, the last file of a successful build
+	BuildErrorFile    = "build-error"       // VM → host: BuildError, the last file of a failed build
+)
+
+// Phases written to ProgressFile, in order. PhaseFailed replaces the
+// remaining ones when the build ends with BuildErrorFile.
+const (
+	PhaseAuth         = "auth"
+	PhaseCertificates = "certificates"
+	PhaseSource       = "source"
+	PhaseInstall      = "install"
+	PhasePrebuild     = "prebuild"
+	PhaseBuild        = "build"
+	PhaseUpload       = "upload"
+	PhaseDone         = "done"
+	PhaseFailed       = "failed"
+)
+
+// Error codes of BuildError beyond the controller's own (api.CodeBuildFailed,
+// api.CodeCancelled, api.CodeTimeout, api.CodeLeaseLost).
+const (
+	CodeNoBuildConfig   = "no_build_config"   // the config file never appeared or is invalid
+	CodeVMAuthFailed    = "vm_auth_failed"    // the OTP was refused (used, expired, foreign)
+	CodeUnreachable     = "controller_unreachable"
+	CodeCertificates    = "certificates_failed"
+	CodeSourceDownload  = "source_download_failed"
+	CodeInvalidSource   = "invalid_source" // unsafe or unusable archive, no project root
+	CodeDiskFull        = "disk_full"
+	CodeToolMissing     = "tool_missing" // npm, xcodebuild, … not installed in the VM
+	CodeNoArtifacts     = "no_artifacts"
+	CodeUploadFailed    = "artifact_upload_failed"
+	CodeInternalFailure = "internal"
+)
+
+// BuildConfig is build-config.json.
+type BuildConfig struct {
+	BuildID       string `json:"build_id"`
+	AttemptID     string `json:"attempt_id"`
+	ControllerURL string `json:"controller_url"`
+	OTP           string `json:"otp"`
+	Platform      string `json:"platform"`
+	Profile       string `json:"profile"`
+}
+
+func (c BuildConfig) validate() error {
+	var missing []string
+	for name, v := range map[string]string{"build_id": c.BuildID, "controller_url": c.ControllerURL, "otp": c.OTP, "platform": c.Platform} {
+		if strings.TrimSpace(v) == "" {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return fmt.Errorf("%s: missing field(s) %s", BuildConfigFile, strings.Join(missing, ", "))
+	}
+	if c.Platform != api.PlatformIOS && c.Platform != api.PlatformAndroid {
+		return fmt.Errorf("%s: platform %q is neither %q nor %q", BuildConfigFile, c.Platform, api.PlatformIOS, api.PlatformAndroid)
+	}
+	if !strings.HasPrefix(c.ControllerURL, "http://") && !strings.HasPrefix(c.ControllerURL, "https://") {
+		return fmt.Errorf("%s: controller_url %q is not an http(s) URL", BuildConfigFile, c.ControllerURL)
+	}
+	return nil
+}
+
+// Ready is vm-ready.
+type Ready struct {
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Progress is progress.json.
+type Progress struct {
+	Phase     string    `json:"phase"`
+	Progress  int       `json:"progress"` // 0-100
+	Message   string    `json:"message"`
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// Complete is build-complete.
+type Complete struct {
+	Artifacts []api.Artifact `json:"artifacts"` // name, size, sha256 (url omitted)
+}
+
+// BuildError is build-error.
+type BuildError struct {
+	Message   string `json:"message"`
+	Code      string `json:"code"`
+	Retryable bool   `json:"retryable"`
+	LogTail   string `json:"log_tail"` // the last lines of the build log, newline-separated
+}
+
+// writeFileAtomic replaces dir/name with data so that a reader (or a power
+// cut) sees either the old file, no file, or the whole new one.
+func writeFileAtomic(dir, name string, data []byte) error {
+	var rnd [6]byte
+	rand.Read(rnd[:]) //nolint:errcheck // crypto/rand does not fail on supported platforms
+	tmp := filepath.Join(dir, "."+name+".tmp-"+hex.EncodeToString(rnd[:]))
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, filepath.Join(dir, name))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", name, err)
+	}
+	// Make the rename itself durable. Some file systems (virtio-fs among
+	// them, depending on the host) refuse fsync on a directory: the file's
+	// own fsync above is what matters most, so that error is not fatal.
+	if d, err := os.Open(dir); err == nil {
+		d.Sync() //nolint:errcheck
+		d.Close()
+	}
+	return nil
+}
+
+func writeJSONAtomic(dir, name string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", name, err)
+	}
+	return writeFileAtomic(dir, name, append(b, '\n'))
+}
+
+// errNoBuildConfig is returned by waitForBuildConfig when the shared
+// directory exists but holds no usable config before the timeout.
+var errNoBuildConfig = errors.New("no usable " + BuildConfigFile)
+
+// waitForBuildConfig polls for the shared directory and its config file
+// until timeout: the macOS guest automounts the share during boot, possibly
+// after this program started. It reports whether the directory itself was
+// found (so a failure can be reported there).
+func waitForBuildConfig(ctx context.Context, dir string, timeout, every time.Duration) (BuildConfig, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var lastErr error
+	dirSeen := false
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		cfg, err := readBuildConfig(dir)
+		if err == nil {
+			return cfg, true, nil
+		}
+		lastErr = err
+		if st, serr := os.Stat(dir); serr == nil && st.IsDir() {
+			dirSeen = true
+		}
+		select {
+		case <-ctx.Done():
+			if parent := context.Cause(ctx); parent != nil && !errors.Is(parent, context.DeadlineExceeded) {
+				return BuildConfig{}, dirSeen, fmt.Errorf("wait for %s: %w", filepath.Join(dir, BuildConfigFile), parent)
+			}
+			return BuildConfig{}, dirSeen, fmt.Errorf("%w after %s in %s: %w", errNoBuildConfig, timeout, dir, lastErr)
+		case <-t.C:
+		}
+	}
+}
+
+func readBuildConfig(dir string) (BuildConfig, error) {
+	var cfg BuildConfig
+	b, err := os.ReadFile(filepath.Join(dir, BuildConfigFile))
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return cfg, fmt.Errorf("%s does not exist yet", BuildConfigFile)
+		}
+		return cfg, fmt.Errorf("read %s: %w", BuildConfigFile, err)
+	}
+	if err := json.Unmarshal(b, &cfg); err != nil {
+		// A host that does not write atomically may be caught mid-write:
+		// the next poll sees the whole file.
+		return cfg, fmt.Errorf("parse %s: %w", BuildConfigFile, err)
+	}
+	return cfg, cfg.validate()
+}
