@@ -8,10 +8,10 @@ DARWIN  := GOOS=darwin GOARCH=arm64 CGO_ENABLED=0
 all: build
 
 build:
-	$(GO) build -o $(BIN)/ ./controller/cmd/...
+	$(GO) build -o $(BIN)/ ./controller/cmd/... ./tray/cmd/freeagent ./vmbootstrap/cmd/freeagent-vm
 
-# Starts the controller on its built-in PostgreSQL (data under .run/) and
-# prints a ready-to-use API key.
+# Starts the controller on its built-in PostgreSQL and a worker with the
+# local driver (data under .run/), and prints a ready-to-use API key.
 run: build
 	./scripts/dev-run.sh
 

@@ -120,6 +120,18 @@ func newFarm(t *testing.T, mod func(*store.Config)) *farm {
 	f.dev = &api.Client{BaseURL: c.URL, APIKey: devKey}
 	// The template's launcher prefers the freeagent-vm in the shared folder,
 	// as the real VM template's LaunchAgent does.
+	// Agents are SIGKILLed at the end of a test; like real Tart VMs, theirs
+	// would keep running. Power them off. (Registered first: runs last.)
+	t.Cleanup(func() {
+		res := faketarttest.Run(t, f.tart, faketarttest.Env(f.tartHome), "list", "--source", "local", "--format", "json")
+		var list []struct{ Name, State string }
+		json.Unmarshal([]byte(res.Stdout), &list)
+		for _, vm := range list {
+			if vm.State == "running" {
+				faketarttest.Run(t, f.tart, faketarttest.Env(f.tartHome), "stop", "--timeout", "5", vm.Name)
+			}
+		}
+	})
 	faketarttest.Template(t, f.tartHome, "macos-expo", []string{"/bin/sh", "-c",
 		`exec "$TART_FAKE_SHARED_FILES/build-config/freeagent-vm" --shared-dir "$TART_FAKE_SHARED_FILES/build-config" --work-dir "$TART_FAKE_GUEST_ROOT/work"`}, nil)
 	return f

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Starts a local Free Agent controller on its built-in PostgreSQL and prints
-# the URL and an admin API key. Data lives in .run/ (delete it to start over).
-# Ctrl-C stops everything.
+# Starts a local Free Agent farm: the controller on its built-in PostgreSQL
+# and one worker with the local driver (builds run as plain processes on
+# this machine: no VM isolation). Prints the URL and an admin API key. Data
+# lives in .run/ (delete it to start over). Ctrl-C stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,22 +36,42 @@ if [ ! -s "$key_file" ]; then
 	(umask 077; "$controller" keys create --name "make run admin" --role admin --data-dir "$data_dir" >"$key_file" 2>/dev/null)
 fi
 key=$(cat "$key_file")
+worker_key_file="$run_dir/worker.key"
+if [ ! -s "$worker_key_file" ]; then
+	(umask 077; "$controller" keys create --name "make run worker" --role worker --data-dir "$data_dir" >"$worker_key_file" 2>/dev/null)
+fi
+
+# The worker: local driver, so a submitted build really runs here.
+FREEAGENT_API_KEY=$(cat "$worker_key_file") bin/freeagent run --vm-driver local --controller-url "$url" \
+	--data-dir "$run_dir/agent" --bootstrap bin/freeagent-vm --name "make-run-worker" >"$run_dir/agent.log" 2>&1 &
+agent_pid=$!
 
 cat <<MSG
 
   Free Agent controller: $url
   Admin API key:         $key   (saved in $key_file)
-  Log:                   $log
+  Log:                   $log (worker: $run_dir/agent.log)
 
   Try it:
     curl -s $url/health/ready
     curl -s -H "X-API-Key: $key" $url/api/builds
     $controller keys create --name my-mac --role worker --data-dir $data_dir
 
-  Ctrl-C stops the controller and its database.
+  Submit a project (any folder with a package.json whose "freeagent:build" script
+  writes files into \$FREEAGENT_ARTIFACTS_DIR), packed as .tar.gz:
+    tar czf /tmp/app.tgz -C path/to/project . &&
+    curl -s -H "X-API-Key: $key" -F platform=android -F source=@/tmp/app.tgz $url/api/builds
+
+  Ctrl-C stops the worker, the controller and its database.
 
 MSG
-tail -n +1 -f "$log" &
+tail -n +1 -f "$log" "$run_dir/agent.log" &
 tail_pid=$!
-trap 'kill $tail_pid 2>/dev/null; kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null; exit 0' INT TERM EXIT
+stop_all() {
+	kill "$tail_pid" 2>/dev/null
+	kill -TERM "$agent_pid" 2>/dev/null; wait "$agent_pid" 2>/dev/null
+	kill -TERM "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+	exit 0
+}
+trap stop_all INT TERM EXIT
 wait "$pid"

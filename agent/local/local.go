@@ -48,14 +48,22 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 // Start implements agent.Driver: it runs the freeagent-vm binary the agent
 // put in sharedDir, in a fresh scratch directory that is also its HOME.
 func (d *Driver) Start(ctx context.Context, name, sharedDir string, _ agent.Resources) (agent.Instance, error) {
-	scratch := filepath.Join(d.Root, name)
+	// Absolute paths: the bootstrap runs with the scratch directory as cwd.
+	sharedDir, err := filepath.Abs(sharedDir)
+	if err != nil {
+		return nil, &agent.StartError{Retryable: true, Code: "worker_disk", Err: err}
+	}
+	scratch, err := filepath.Abs(filepath.Join(d.Root, name))
+	if err != nil {
+		return nil, &agent.StartError{Retryable: true, Code: "worker_disk", Err: err}
+	}
 	if err := os.MkdirAll(scratch, 0o700); err != nil {
 		return nil, &agent.StartError{Retryable: true, Code: "worker_disk", Err: fmt.Errorf("create scratch directory: %w", err)}
 	}
 	bin := filepath.Join(sharedDir, "freeagent-vm")
 	if _, err := os.Stat(bin); err != nil {
 		os.RemoveAll(scratch)
-		return nil, &agent.StartError{Code: "vm_start_failed", Err: fmt.Errorf("no bootstrap binary in the shared directory: %w", err)}
+		return nil, &agent.StartError{Retryable: true, Code: "vm_start_failed", Err: fmt.Errorf("no bootstrap binary in the shared directory: %w", err)}
 	}
 	log, err := os.Create(filepath.Join(scratch, "bootstrap.log"))
 	if err != nil {
@@ -70,7 +78,7 @@ func (d *Driver) Start(ctx context.Context, name, sharedDir string, _ agent.Reso
 	log.Close() // the child holds its own descriptor
 	if err != nil {
 		os.RemoveAll(scratch)
-		return nil, &agent.StartError{Code: "vm_start_failed", Err: fmt.Errorf("start the bootstrap: %w", err)}
+		return nil, &agent.StartError{Retryable: true, Code: "vm_start_failed", Err: fmt.Errorf("start the bootstrap: %w", err)}
 	}
 	p.Cleanup = func(context.Context) error { return os.RemoveAll(scratch) }
 	return p, nil

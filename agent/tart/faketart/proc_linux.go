@@ -40,6 +40,10 @@ func startGuest(cmd *exec.Cmd) (*guestProc, error) {
 	return g, nil
 }
 
+// selfExe is this very binary, even if its path has since been replaced
+// (faketarttest.Build swaps the shared binary atomically).
+func selfExe() (string, error) { return "/proc/self/exe", nil }
+
 // groupAlive reports whether a live (non-zombie) process is in group pgid.
 func groupAlive(pgid int) bool {
 	matches, _ := filepath.Glob("/proc/[0-9]*/stat")

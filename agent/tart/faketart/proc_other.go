@@ -3,9 +3,12 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 )
+
+func selfExe() (string, error) { return os.Executable() }
 
 // startGuest starts the guest in its own process group. There is no
 // Pdeathsig outside Linux; the reaper process (see startReaper) is what kills

@@ -668,7 +668,7 @@ func (g *guestProc) powerOff() {
 // the guest's whole process group — Pdeathsig alone only reaches the guest's
 // first process, not what it has spawned.
 func (g *guestProc) startReaper() {
-	self, err := os.Executable()
+	self, err := selfExe()
 	if err != nil {
 		return
 	}
@@ -677,6 +677,7 @@ func (g *guestProc) startReaper() {
 		return
 	}
 	cmd := exec.Command(self, "__fake", "reaper", strconv.Itoa(g.pid))
+	cmd.Args[0] = os.Args[0]
 	cmd.Stdin = r
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

@@ -88,6 +88,9 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		}
 		return nil, usageError{err}
 	}
+	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
+		return nil, err
+	}
 	if cmd == "run" && cfg.ControllerURL == "" {
 		return nil, usageError{errors.New("no controller: pass --controller-url, set FREEAGENT_CONTROLLER_URL, or run `freeagent setup --controller-url URL`")}
 	}
