@@ -415,3 +415,31 @@ func TestEndToEndVMFailuresAreRetried(t *testing.T) {
 		f.noBuildVMs()
 	})
 }
+
+// TestEndToEndVMLimit: with the host's VM limit reached, the second build's
+// VM fails to boot; the build goes back to the queue and completes later.
+func TestEndToEndVMLimit(t *testing.T) {
+	f := newFarm(t, nil)
+	f.startAgent("FAKETART_MAX_MACOS_VMS=1")
+	script := "echo started\nsleep 2\nmkdir -p \"$FREEAGENT_ARTIFACTS_DIR\"\necho ok > \"$FREEAGENT_ARTIFACTS_DIR/app.apk\"\n"
+	first, second := f.submit(script), f.submit(script)
+	for _, id := range []string{first, second} {
+		b := f.waitFor(id, 90*time.Second, "completed", func(b api.Build) bool { return b.Status.Terminal() })
+		if b.Status != api.StatusCompleted {
+			t.Fatalf("build %s: %+v", id, b)
+		}
+	}
+	var limited bool
+	for _, id := range []string{first, second} {
+		b, _ := f.dev.GetBuild(context.Background(), id)
+		for _, a := range b.AttemptHistory {
+			if a.ErrorMessage != nil && strings.Contains(*a.ErrorMessage, "exceeds the system limit") {
+				limited = true
+			}
+		}
+	}
+	if !limited {
+		t.Fatal("no attempt hit the VM limit; the test did not exercise it")
+	}
+	f.noBuildVMs()
+}
