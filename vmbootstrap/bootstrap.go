@@ -62,6 +62,9 @@ func (b *Bootstrap) Run(ctx context.Context) int {
 		log.WithError(err).Error("no build configuration")
 		if dirSeen {
 			f := &failure{code: CodeNoBuildConfig, retryable: true, msg: err.Error()}
+			if ctx.Err() != nil {
+				f = fail(api.CodeCancelled, false, context.Cause(ctx), "stopped while waiting for %s", BuildConfigFile)
+			}
 			if werr := writeJSONAtomic(cfg.SharedDir, BuildErrorFile, f.file("")); werr != nil {
 				log.WithError(werr).Error("cannot report the failure to the host")
 			}
@@ -179,12 +182,7 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 	if err := os.MkdirAll(artifactsDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create the artifacts directory: %w", err)
 	}
-	base := r.b.Env
-	if base == nil {
-		base = os.Environ()
-	}
-	base = slices.DeleteFunc(slices.Clone(base), func(kv string) bool { return strings.HasPrefix(kv, "FREEAGENT_") })
-	env := mergeEnv(base,
+	env := mergeEnv(buildEnv(r.b.Env, r.logs),
 		"FREEAGENT_PLATFORM="+r.bc.Platform,
 		"FREEAGENT_PROFILE="+r.bc.Profile,
 		"FREEAGENT_ARTIFACTS_DIR="+artifactsDir,
@@ -414,6 +412,33 @@ func (r *buildRun) retrying(what string) func(error, time.Duration) {
 			r.logs.Printf("▸ %s failed (%v); retrying in %s", what, err, wait.Round(100*time.Millisecond))
 		}
 	}
+}
+
+// buildEnv is the environment build steps start from: base (nil: this
+// process's) without this program's own settings (FREEAGENT_*) and without
+// credentials a host may have passed down (a worker's API key must never
+// reach a build); their values are redacted from the log as well.
+func buildEnv(base []string, logs *LogStream) []string {
+	if base == nil {
+		base = os.Environ()
+	}
+	return slices.DeleteFunc(slices.Clone(base), func(kv string) bool {
+		name, value, _ := strings.Cut(kv, "=")
+		if isCredentialVar(name) && value != "" {
+			logs.AddSecret(value)
+		}
+		return strings.HasPrefix(name, "FREEAGENT_") || isCredentialVar(name)
+	})
+}
+
+// isCredentialVar names the environment variables that hold Free Agent
+// credentials (the agent's and the CLI's API keys).
+func isCredentialVar(name string) bool {
+	switch name {
+	case "FREEAGENT_API_KEY", "EXPO_CONTROLLER_API_KEY":
+		return true
+	}
+	return false
 }
 
 // isAttemptEnded: the controller refuses the VM token or the attempt's

@@ -118,7 +118,7 @@ func (k *SecurityKeychain) AddToSearchList(ctx context.Context) error {
 
 // SigningIdentity implements Keychain. find-identity prints lines like
 //
-//	1) 0123…CDEF "Apple Distribution: Example Ltd (TEAM123456)"
+//  1. 0123…CDEF "Apple Distribution: Example Ltd (TEAM123456)"
 func (k *SecurityKeychain) SigningIdentity(ctx context.Context) (string, error) {
 	out, err := k.security(ctx, "find-identity", "-v", "-p", "codesigning", k.path)
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,10 +39,24 @@ import)
 esac
 exit 0
 `
-	if err := os.WriteFile(tool, []byte(script), 0o755); err != nil {
+	writeExecutable(t, tool, script)
+	return tool, log
+}
+
+// writeExecutable creates an executable file through a separate process.
+// Written by this process, a concurrent fork (parallel tests start
+// processes all the time) could inherit the open file and make exec fail
+// with "text file busy" (golang/go#22315).
+func writeExecutable(t testing.TB, path, content string) {
+	t.Helper()
+	src := path + ".src"
+	if err := os.WriteFile(src, []byte(content), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	return tool, log
+	defer os.Remove(src)
+	if out, err := exec.Command("install", "-m", "0755", src, path).CombinedOutput(); err != nil {
+		t.Fatalf("install %s: %v: %s", path, err, out)
+	}
 }
 
 func readCalls(t testing.TB, log string) [][]string {

@@ -46,8 +46,8 @@ const (
 // Error codes of BuildError beyond the controller's own (api.CodeBuildFailed,
 // api.CodeCancelled, api.CodeTimeout, api.CodeLeaseLost).
 const (
-	CodeNoBuildConfig   = "no_build_config"   // the config file never appeared or is invalid
-	CodeVMAuthFailed    = "vm_auth_failed"    // the OTP was refused (used, expired, foreign)
+	CodeNoBuildConfig   = "no_build_config" // the config file never appeared or is invalid
+	CodeVMAuthFailed    = "vm_auth_failed"  // the OTP was refused (used, expired, foreign)
 	CodeUnreachable     = "controller_unreachable"
 	CodeCertificates    = "certificates_failed"
 	CodeSourceDownload  = "source_download_failed"

@@ -70,8 +70,8 @@ type stepRunner struct {
 // process exited are killed.
 func (r *stepRunner) run(ctx context.Context, s Step) error {
 	fmt.Fprintf(r.out, "\n▸ %s\n", s)
-	if err := context.Cause(ctx); ctx.Err() != nil {
-		return fmt.Errorf("`%s` not started: %w", s, err)
+	if ctx.Err() != nil {
+		return fmt.Errorf("`%s` not started: %w", s, context.Cause(ctx))
 	}
 	bin, err := lookPath(s.Argv[0], r.env)
 	if err != nil {

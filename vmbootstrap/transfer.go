@@ -25,11 +25,17 @@ func downloadSource(ctx context.Context, c *api.Client, buildID, vmToken, path s
 	var size int64
 	var sum string
 	err := retry(ctx, budget, func(ctx context.Context) error {
+		// A transfer that stalls is abandoned and started again.
+		ctx, cancel := context.WithCancelCause(ctx)
+		defer cancel(nil)
+		stall := time.AfterFunc(stallTimeout, func() { cancel(errStalled) })
+		defer stall.Stop()
 		resp, err := c.Source(ctx, buildID, vmToken, "")
 		if err != nil {
 			return err
 		}
 		defer resp.Body.Close()
+		resp.Body = progressBody{resp.Body, func() { stall.Reset(stallTimeout) }}
 		f, err := os.Create(path)
 		if err != nil {
 			return fmt.Errorf("create %s: %w", path, err)
@@ -53,6 +59,25 @@ func downloadSource(ctx context.Context, c *api.Client, buildID, vmToken, path s
 		return nil
 	}, onRetry)
 	return size, sum, err
+}
+
+// stallTimeout: a download receiving nothing for this long is restarted.
+const stallTimeout = time.Minute
+
+var errStalled = errors.New("the transfer stalled")
+
+// progressBody calls onData after every read that returned bytes.
+type progressBody struct {
+	io.ReadCloser
+	onData func()
+}
+
+func (b progressBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if n > 0 {
+		b.onData()
+	}
+	return n, err
 }
 
 // hashFile returns the hex SHA-256 and size of a file.

@@ -72,7 +72,7 @@ func (d *Driver) Start(ctx context.Context, name, sharedDir string, _ agent.Reso
 	}
 	cmd := exec.Command(bin, "--shared-dir", sharedDir)
 	cmd.Dir = scratch
-	cmd.Env = append(append(os.Environ(), "HOME="+scratch, "TMPDIR="+scratch), d.Env...)
+	cmd.Env = append(append(buildEnv(), "HOME="+scratch, "TMPDIR="+scratch), d.Env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	p, err := agent.StartProcess(cmd)
 	log.Close() // the child holds its own descriptor
@@ -82,4 +82,16 @@ func (d *Driver) Start(ctx context.Context, name, sharedDir string, _ agent.Reso
 	}
 	p.Cleanup = func(context.Context) error { return os.RemoveAll(scratch) }
 	return p, nil
+}
+
+// buildEnv is this process's environment without the worker's own
+// credentials and settings: a build must never see the API key.
+func buildEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "FREEAGENT_") && !strings.HasPrefix(kv, "EXPO_CONTROLLER_API_KEY=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }

@@ -38,7 +38,7 @@ func run() int {
 	}
 	log := logrus.New()
 	log.SetOutput(os.Stderr)
-	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true, TimestampFormat: "2006-01-02T15:04:05.000Z07:00"})
 	level, err := logrus.ParseLevel(cfg.LogLevel)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "freeagent-vm: --log-level: %v\n", err)
@@ -67,7 +67,9 @@ func run() int {
 	}()
 
 	b := &vmbootstrap.Bootstrap{Config: cfg, Log: log, Version: version()}
-	return b.Run(ctx)
+	code := b.Run(ctx)
+	log.WithField("exit_code", code).Debug("exiting")
+	return code
 }
 
 func version() string {

@@ -1,0 +1,309 @@
+package vmbootstrap
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// syncBuffer is a Buffer safe for the step's writes and the test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func testRunner(out *syncBuffer, grace time.Duration) *stepRunner {
+	return &stepRunner{env: os.Environ(), out: out, grace: grace, drain: 300 * time.Millisecond}
+}
+
+func alive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	var pid int
+	waitFor(t, 5*time.Second, "the pid file", func() bool {
+		b, err := os.ReadFile(path)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return err == nil && pid > 0
+	})
+	return pid
+}
+
+// TestStepKilledWithItsGroup: a step that ignores SIGTERM, and its child
+// that does too, are SIGKILLed together once the grace period passes.
+func TestStepKilledWithItsGroup(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out := &syncBuffer{}
+	r := testRunner(out, 300*time.Millisecond)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	script := `trap "" TERM; (trap "" TERM; sleep 30; echo never) & echo $! > child.pid; echo started; wait; wait`
+	done := make(chan error, 1)
+	go func() { done <- r.run(ctx, Step{Argv: []string{"sh", "-c", script}, Dir: dir}) }()
+	child := readPid(t, filepath.Join(dir, "child.pid"))
+	waitFor(t, 5*time.Second, "the step's output", func() bool { return strings.Contains(out.String(), "started") })
+	start := time.Now()
+	cause := errors.New("test cancel")
+	cancel(cause)
+	var err error
+	select {
+	case err = <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the step was not stopped")
+	}
+	if !errors.Is(err, cause) {
+		t.Fatalf("error %v does not wrap the cause", err)
+	}
+	if d := time.Since(start); d < 250*time.Millisecond || d > 3*time.Second {
+		t.Fatalf("stopped after %s; want the 300 ms grace then SIGKILL", d)
+	}
+	waitFor(t, 3*time.Second, "the step's child to die", func() bool { return !alive(child) })
+}
+
+// TestStepTerminatedGracefully: SIGTERM reaches the step, which may clean
+// up and exit before the grace period ends.
+func TestStepTerminatedGracefully(t *testing.T) {
+	t.Parallel()
+	out := &syncBuffer{}
+	r := testRunner(out, 10*time.Second)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- r.run(ctx, Step{Argv: []string{"sh", "-c", `trap 'echo got TERM; exit 0' TERM; echo ready; sleep 30 & wait`}, Dir: t.TempDir()})
+	}()
+	waitFor(t, 5*time.Second, "the step to start", func() bool { return strings.Contains(out.String(), "ready") })
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("error %v", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("not stopped")
+	}
+	if time.Since(start) > 3*time.Second || !strings.Contains(out.String(), "got TERM") {
+		t.Fatalf("after %s, output %q", time.Since(start), out.String())
+	}
+}
+
+func TestStepFailureAndOutputOrder(t *testing.T) {
+	t.Parallel()
+	out := &syncBuffer{}
+	err := testRunner(out, time.Second).run(context.Background(), Step{Argv: []string{"sh", "-c", "echo one; echo two >&2; echo three; exit 3"}, Dir: t.TempDir()})
+	var se *StepError
+	if !errors.As(err, &se) || se.Code != 3 || !strings.Contains(se.Error(), "exit status 3") {
+		t.Fatalf("error %#v", err)
+	}
+	if !strings.Contains(out.String(), "▸ sh -c 'echo one; echo two >&2; echo three; exit 3'\none\ntwo\nthree\n") {
+		t.Fatalf("output %q", out.String())
+	}
+}
+
+// TestStepLeftoverProcess: a step that exits leaving a background process
+// holding its output does not hang the build, and the leftover is killed.
+func TestStepLeftoverProcess(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	out := &syncBuffer{}
+	start := time.Now()
+	err := testRunner(out, time.Second).run(context.Background(), Step{Argv: []string{"sh", "-c", "sleep 30 & echo $! > bg.pid; echo done"}, Dir: dir})
+	if err != nil || time.Since(start) > 3*time.Second {
+		t.Fatalf("err %v after %s", err, time.Since(start))
+	}
+	bg := readPid(t, filepath.Join(dir, "bg.pid"))
+	waitFor(t, 3*time.Second, "the leftover to die", func() bool { return !alive(bg) })
+}
+
+func TestStepToolMissing(t *testing.T) {
+	t.Parallel()
+	err := testRunner(&syncBuffer{}, time.Second).run(context.Background(), Step{Argv: []string{"no-such-tool-freeagent"}, Dir: t.TempDir()})
+	var tm *ToolMissingError
+	if !errors.As(err, &tm) {
+		t.Fatalf("error %v", err)
+	}
+}
+
+// fakeTools writes shell stand-ins for npm, npx, pod and xcodebuild into a
+// directory and returns an environment with it first on PATH.
+func fakeTools(t *testing.T) []string {
+	t.Helper()
+	bin := t.TempDir()
+	tools := map[string]string{
+		"npm": `echo "fake npm $*"`,
+		"npx": `echo "fake npx $*"
+[ "$2" = prebuild ] || exit 0
+case "$4" in
+android)
+	mkdir -p android
+	# No x bit: archives made on Windows lose it; the bootstrap sets it.
+	cat > android/gradlew <<'EOF'
+#!/bin/sh
+echo "gradle $* platform=$FREEAGENT_PLATFORM profile=$FREEAGENT_PROFILE ci=$CI"
+mkdir -p app/build/outputs/apk/release
+echo APK > app/build/outputs/apk/release/app-release.apk
+echo not-an-apk > app/build/outputs/apk/release/output-metadata.json
+EOF
+	;;
+ios)
+	mkdir -p ios/App.xcworkspace ios/Pods.xcworkspace
+	echo "platform :ios" > ios/Podfile
+	;;
+esac`,
+		"pod": `echo "fake pod $* in $(basename "$PWD")"`,
+		"xcodebuild": `echo "fake xcodebuild $*"
+while [ $# -gt 0 ]; do
+	case "$1" in
+	-archivePath) mkdir -p "$2/Products/Applications"; shift ;;
+	-exportPath) mkdir -p "$2"; echo IPA > "$2/App.ipa"; echo log > "$2/Packaging.log"; shift ;;
+	esac
+	shift
+done`,
+	}
+	for name, body := range tools {
+		writeExecutable(t, filepath.Join(bin, name), "#!/bin/sh\n"+body+"\n")
+	}
+	return mergeEnv(os.Environ(), "PATH="+bin+string(filepath.ListSeparator)+os.Getenv("PATH"),
+		"FREEAGENT_PLATFORM=test", "FREEAGENT_PROFILE=production", "CI=1")
+}
+
+type fakeKeychain struct{ path string }
+
+func (k fakeKeychain) Path() string                                       { return k.path }
+func (fakeKeychain) Create(context.Context, string) error                 { return nil }
+func (fakeKeychain) Import(context.Context, []byte, string, string) error { return nil }
+func (fakeKeychain) AddToSearchList(context.Context) error                { return nil }
+func (fakeKeychain) SigningIdentity(context.Context) (string, error)      { return fakeIdentity, nil }
+func (fakeKeychain) Delete(context.Context) error                         { return nil }
+
+func newTestPipeline(t *testing.T, platform string, files map[string]string, sign *signing) (*pipeline, *syncBuffer, *[]string) {
+	t.Helper()
+	root := t.TempDir()
+	for name, body := range files {
+		os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755)
+		if err := os.WriteFile(filepath.Join(root, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := &syncBuffer{}
+	var phases []string
+	work := t.TempDir()
+	p := &pipeline{root: root, workDir: work, artifactsDir: filepath.Join(work, "artifacts"), platform: platform, signing: sign,
+		runner: &stepRunner{env: fakeTools(t), out: out, grace: time.Second, drain: time.Second},
+		phase:  func(phase string, _ int, _ string) { phases = append(phases, phase) }}
+	os.MkdirAll(p.artifactsDir, 0o755)
+	return p, out, &phases
+}
+
+func assertInOrder(t *testing.T, text string, parts ...string) {
+	t.Helper()
+	at := 0
+	for _, p := range parts {
+		i := strings.Index(text[at:], p)
+		if i < 0 {
+			t.Fatalf("%q missing (or out of order) in:\n%s", p, text)
+		}
+		at += i + len(p)
+	}
+}
+
+// TestDefaultAndroidPipeline runs npm ci → expo prebuild → gradlew with
+// stand-in tools and collects the APK.
+func TestDefaultAndroidPipeline(t *testing.T) {
+	t.Parallel()
+	p, out, phases := newTestPipeline(t, api.PlatformAndroid, map[string]string{
+		"package.json": `{"name":"app","scripts":{"build":"nope"}}`, "package-lock.json": "{}", "app.json": "{}"}, nil)
+	arts, err := p.run(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(arts) != 1 || arts[0] != filepath.Join(p.root, "android/app/build/outputs/apk/release/app-release.apk") {
+		t.Fatalf("artifacts %v", arts)
+	}
+	assertInOrder(t, out.String(),
+		"▸ npm ci\n", "fake npm ci\n",
+		"▸ npx expo prebuild --platform android --no-install\n", "fake npx expo prebuild --platform android --no-install\n",
+		"▸ cd android && ./gradlew assembleRelease\n", "gradle assembleRelease platform=test profile=production ci=1\n")
+	if strings.Join(*phases, ",") != "install,prebuild,build" {
+		t.Fatalf("phases %v", *phases)
+	}
+}
+
+// TestDefaultIOSPipeline: npm install (no lockfile) → expo prebuild → pod
+// install → xcodebuild archive → -exportArchive with manual signing.
+func TestDefaultIOSPipeline(t *testing.T) {
+	t.Parallel()
+	prof := ParseProvisioningProfile(testProfile("9F2B3C4D-1111-2222-3333-444455556666", "com.example.app", false))
+	sign := &signing{keychain: fakeKeychain{"/tmp/k.keychain-db"}, identity: fakeIdentity, profiles: []ProvisioningProfile{prof}}
+	p, out, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`, "app.json": "{}"}, sign)
+	arts, err := p.run(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if len(arts) != 1 || filepath.Base(arts[0]) != "App.ipa" {
+		t.Fatalf("artifacts %v", arts)
+	}
+	archive := filepath.Join(p.workDir, "App.xcarchive")
+	options := filepath.Join(p.workDir, "ExportOptions.plist")
+	assertInOrder(t, out.String(),
+		"▸ npm install\n",
+		"▸ npx expo prebuild --platform ios --no-install\n",
+		"▸ cd ios && pod install\n", "fake pod install in ios\n",
+		"fake xcodebuild archive -workspace "+filepath.Join(p.root, "ios", "App.xcworkspace")+" -scheme App -configuration Release -destination generic/platform=iOS -archivePath "+archive+
+			" CODE_SIGN_STYLE=Manual CODE_SIGN_IDENTITY="+fakeIdentity+" PROVISIONING_PROFILE_SPECIFIER=9F2B3C4D-1111-2222-3333-444455556666 OTHER_CODE_SIGN_FLAGS=--keychain /tmp/k.keychain-db DEVELOPMENT_TEAM=TEAM123456\n",
+		"fake xcodebuild -exportArchive -archivePath "+archive+" -exportPath "+filepath.Join(p.workDir, "export")+" -exportOptionsPlist "+options+"\n")
+	b, _ := os.ReadFile(options)
+	if !bytes.Contains(b, []byte("<key>com.example.app</key>\n\t\t<string>9F2B3C4D-1111-2222-3333-444455556666</string>")) ||
+		!bytes.Contains(b, []byte("<string>app-store</string>")) {
+		t.Fatalf("ExportOptions.plist:\n%s", b)
+	}
+
+	// Without certificates the default iOS pipeline cannot sign: a clear error.
+	p2, _, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`}, nil)
+	if _, err := p2.run(context.Background()); !errors.Is(err, errConfig) || !strings.Contains(err.Error(), "certificates") {
+		t.Fatalf("iOS without certificates: %v", err)
+	}
+}
+
+// TestCustomScriptArtifacts: only regular, visible files directly in
+// FREEAGENT_ARTIFACTS_DIR are artifacts; none at all is an error.
+func TestCustomScriptArtifacts(t *testing.T) {
+	t.Parallel()
+	p, _, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": `{"scripts":{"freeagent:build":"x"}}`}, nil)
+	if _, err := p.run(context.Background()); !errors.Is(err, ErrNoArtifacts) {
+		t.Fatalf("no artifacts: %v", err)
+	}
+	os.WriteFile(filepath.Join(p.artifactsDir, "b.apk"), []byte("b"), 0o644)
+	os.WriteFile(filepath.Join(p.artifactsDir, "a.aab"), []byte("a"), 0o644)
+	os.WriteFile(filepath.Join(p.artifactsDir, ".DS_Store"), []byte("x"), 0o644)
+	os.Mkdir(filepath.Join(p.artifactsDir, "sub"), 0o755)
+	os.Symlink("/etc/passwd", filepath.Join(p.artifactsDir, "passwd"))
+	arts, err := p.run(context.Background())
+	if err != nil || len(arts) != 2 || filepath.Base(arts[0]) != "a.aab" || filepath.Base(arts[1]) != "b.apk" {
+		t.Fatalf("artifacts %v %v", arts, err)
+	}
+}
