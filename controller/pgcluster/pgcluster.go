@@ -150,15 +150,35 @@ func Start(ctx context.Context, opts Options) (_ *Cluster, err error) {
 	if err := c.initdb(ctx, dir, binDir, opts.Durable, cred, out); err != nil {
 		return nil, err
 	}
-	if err := c.removeStaleLockFiles(); err != nil {
-		return nil, err
-	}
-	if err := c.startServer(binDir, opts.Durable, cred, out); err != nil {
-		return nil, err
-	}
-	conn, err := c.waitReady(ctx)
-	if err != nil {
-		return nil, err
+	var conn *pgx.Conn
+	for attempt := 1; ; attempt++ {
+		if err := c.removeStaleLockFiles(); err != nil {
+			return nil, err
+		}
+		if err := c.startServer(binDir, opts.Durable, cred, out); err != nil {
+			return nil, err
+		}
+		if conn, err = c.waitReady(ctx); err == nil {
+			break
+		}
+		// A server killed together with its parent leaves backends that
+		// exit a moment later, still attached to the old shared memory
+		// ("pre-existing shared memory block is still in use"): wait
+		// them out rather than fail the restart.
+		select {
+		case <-c.exited:
+		default:
+			return nil, err
+		}
+		if attempt >= 50 || c.logTail == nil || !strings.Contains(c.logTail(), "pre-existing shared memory block") {
+			return nil, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(200 * time.Millisecond):
+		}
+		c.cmd, c.exited, c.waitErr = nil, make(chan struct{}), nil
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := createDatabaseIfMissing(ctx, conn, DefaultDatabase); err != nil {
