@@ -87,7 +87,7 @@ func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
 		cfg.Name, _ = os.Hostname()
 	}
 	defaults := map[*time.Duration]time.Duration{&cfg.PollWait: 25 * time.Second, &cfg.BootTimeout: 5 * time.Minute,
-		&cfg.BackoffMin: 5 * time.Second, &cfg.BackoffMax: 2 * time.Minute, &cfg.FileWatchInterval: 250 * time.Millisecond}
+		&cfg.BackoffMin: 5 * time.Second, &cfg.BackoffMax: 2 * time.Minute, &cfg.FileWatchInterval: 100 * time.Millisecond}
 	for p, d := range defaults {
 		if *p <= 0 {
 			*p = d

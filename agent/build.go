@@ -45,6 +45,7 @@ type outcome struct {
 	message   string
 	code      string
 	retryable bool
+	reported  bool // already sent (a success is reported before the VM is torn down)
 }
 
 func (a *Agent) startBuild(ctx context.Context, job *api.Job) *build {
@@ -124,6 +125,9 @@ func (b *build) run(ctx context.Context) {
 		b.log.Warn("lease lost: the environment was stopped and nothing is reported")
 		return
 	}
+	if out.reported {
+		return
+	}
 	if ctx.Err() != nil { // the agent itself is going away without a drain
 		out = outcome{code: api.CodeReleased, message: "the worker stopped"}
 	}
@@ -185,7 +189,15 @@ func (b *build) execute(ctx context.Context) outcome {
 			b.log.WithError(err).Error("could not destroy the build environment")
 		}
 	}()
-	return b.watch(ctx, dir, inst)
+	out := b.watch(ctx, dir, inst)
+	if out.success {
+		// The artifacts are uploaded: tell the developer now, and tear the
+		// VM down after (a crash in between leaves an fa-* VM that the next
+		// start removes).
+		b.report(ctx, out)
+		out.reported = true
+	}
+	return out
 }
 
 func (b *build) writeSharedDir(dir string) error {

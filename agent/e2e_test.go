@@ -37,7 +37,7 @@ var (
 )
 
 // binaries builds freeagent and freeagent-vm once per test binary.
-func binaries(t *testing.T) (agentBin, vmBin string) {
+func binaries(t testing.TB) (agentBin, vmBin string) {
 	t.Helper()
 	binOnce.Do(func() {
 		binDir, binErr = os.MkdirTemp("", "freeagent-e2e-bin-")
@@ -61,7 +61,8 @@ func binaries(t *testing.T) (agentBin, vmBin string) {
 // farm is a controller on real Postgres, a fake Tart with a template VM
 // whose guest runs the real freeagent-vm, and agents started on demand.
 type farm struct {
-	t         *testing.T
+	t         testing.TB
+	dsn       string
 	url       string
 	dev       *api.Client
 	workerKey string
@@ -71,7 +72,7 @@ type farm struct {
 	vmBin     string
 }
 
-func newFarm(t *testing.T, mod func(*store.Config)) *farm {
+func newFarm(t testing.TB, mod func(*store.Config)) *farm {
 	t.Helper()
 	if _, err := exec.LookPath("npm"); err != nil {
 		if os.Getenv("CI") != "" {
@@ -96,6 +97,7 @@ func newFarm(t *testing.T, mod func(*store.Config)) *farm {
 	os.Chmod(dataParent, 0o711)
 	t.Cleanup(func() { os.RemoveAll(dataParent) })
 	dsn := pgtest.NewDatabase(t)
+	f.dsn = dsn
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	ctx := context.Background()
@@ -161,10 +163,11 @@ func (f *farm) startAgent(extraEnv ...string) *agentProc {
 	f.t.Helper()
 	dir := f.t.TempDir()
 	cmd := exec.Command(f.agentBin, "run", "--controller-url", f.url, "--vm-driver", "tart", "--tart", f.tart,
-		"--template", "macos-expo", "--host-address", "127.0.0.1", "--data-dir", dir, "--bootstrap", f.vmBin, "--poll-wait", "2s",
+		"--template", "macos-expo", "--host-address", "127.0.0.1", "--data-dir", dir, "--bootstrap", f.vmBin,
 		"--backoff-min", "200ms", "--boot-timeout", "20s", "--max-builds", "2", "--name", "e2e-mac")
+	// Later entries win: extraEnv can override these.
 	cmd.Env = append(append(faketarttest.BaseEnv(), faketarttest.Env(f.tartHome, "FAKETART_BOOT_DELAY=50ms")...),
-		append([]string{"FREEAGENT_API_KEY=" + f.workerKey}, extraEnv...)...)
+		append([]string{"FREEAGENT_API_KEY=" + f.workerKey, "FREEAGENT_POLL_WAIT=2s"}, extraEnv...)...)
 	p := &agentProc{cmd: cmd, log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan error, 1), dir: dir}
 	cmd.Stdout, cmd.Stderr = syncWriter{p.mu, p.log}, syncWriter{p.mu, p.log}
 	if err := cmd.Start(); err != nil {
@@ -188,7 +191,7 @@ func (p *agentProc) output() string {
 }
 
 // stop sends SIGTERM (a drain) and waits for a clean exit.
-func (p *agentProc) stop(t *testing.T) {
+func (p *agentProc) stop(t testing.TB) {
 	t.Helper()
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	select {
@@ -203,7 +206,7 @@ func (p *agentProc) stop(t *testing.T) {
 }
 
 // fixture is a project whose freeagent:build script runs build.sh.
-func fixture(t *testing.T, buildSh string) []byte {
+func fixture(t testing.TB, buildSh string) []byte {
 	t.Helper()
 	files := map[string]string{
 		"package.json": `{"name":"fixture","version":"1.0.0","scripts":{"freeagent:build":"sh ./build.sh"}}`,
