@@ -27,6 +27,7 @@ test: vet
 # Throughput, latency and memory figures (see README "Performance").
 bench:
 	$(GO) run ./controller/cmd/freeagent-bench
+	$(GO) test ./agent -run XXX -bench AgentOverhead -benchtime 1x
 
 # Runs each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
