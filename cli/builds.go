@@ -1,0 +1,563 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"net/url"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+const statusHelp = `Shows a build: status, queue position, phase and progress, attempts, worker, times, error
+and artifacts. With --watch it prints each change until the build ends and exits 0 when it
+completed, 1 when it failed or was cancelled. With --json: the build object (with --watch,
+one object per line at each change).`
+
+func (a *App) cmdStatus(ctx context.Context, inv *invocation, args []string) error {
+	fs := inv.flags()
+	watch := fs.Bool("watch", false, "follow the build until it ends")
+	inv.alias(fs, "w", "watch")
+	pos, err := inv.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	s, err := inv.session()
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	b, err := s.getBuild(ctx, id)
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		if err := inv.ui.emit(b); err != nil {
+			return err
+		}
+	} else {
+		printBuild(inv.ui, b, time.Now())
+	}
+	if !*watch {
+		if !inv.json {
+			printNext(inv.ui, b)
+		}
+		return nil
+	}
+	last := watchKey(b)
+	final, err := a.watchBuild(ctx, s, id, b, func(b api.Build) {
+		if k := watchKey(b); k != last {
+			last = k
+			if inv.json {
+				inv.ui.emit(b) //nolint:errcheck
+			} else {
+				inv.ui.printf("%s  %s\n", inv.ui.o(cDim, time.Now().Format("15:04:05")), statusLine(inv.ui, b))
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	if !inv.json {
+		printNext(inv.ui, final)
+	}
+	return endResult(final)
+}
+
+func (s *session) getBuild(ctx context.Context, id string) (api.Build, error) {
+	var b api.Build
+	err := s.withBuild(ctx, id, "get build "+id, true, func(ctx context.Context, c *api.Client) error {
+		ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+		var err error
+		b, err = c.GetBuild(ctx, id)
+		return err
+	})
+	return b, err
+}
+
+// watchBuild polls the build until it ends, calling change with each view.
+func (a *App) watchBuild(ctx context.Context, s *session, id string, b api.Build, change func(api.Build)) (api.Build, error) {
+	interval := a.PollInterval
+	if interval <= 0 {
+		interval = 2 * time.Second
+	}
+	for !b.Status.Terminal() {
+		select {
+		case <-ctx.Done():
+			return b, ctx.Err()
+		case <-time.After(interval):
+		}
+		var err error
+		if b, err = s.getBuild(ctx, id); err != nil {
+			return b, err
+		}
+		change(b)
+	}
+	return b, nil
+}
+
+// endResult is nil for a completed build, else the error that exits 1.
+func endResult(b api.Build) error {
+	if b.Status == api.StatusCompleted {
+		return nil
+	}
+	detail := ""
+	if b.ErrorMessage != nil {
+		detail = *b.ErrorMessage
+	}
+	if b.ErrorCode != nil && *b.ErrorCode != "" {
+		detail = strings.TrimSpace(detail + " [" + *b.ErrorCode + "]")
+	}
+	return &buildEnded{id: b.ID, status: b.Status, detail: detail}
+}
+
+func watchKey(b api.Build) string {
+	k := fmt.Sprintf("%s|%s|%d|%v", b.Status, b.Phase, b.Attempts, b.CancelRequested)
+	if b.QueuePosition != nil {
+		k += fmt.Sprintf("|q%d", *b.QueuePosition)
+	}
+	if b.Progress != nil {
+		k += fmt.Sprintf("|p%d", *b.Progress/10) // a line per 10 %
+	}
+	return k
+}
+
+func statusColor(s api.BuildStatus) string {
+	switch s {
+	case api.StatusCompleted:
+		return cGreen
+	case api.StatusFailed:
+		return cRed
+	case api.StatusCancelled:
+		return cYellow
+	case api.StatusBuilding, api.StatusAssigned:
+		return cCyan
+	}
+	return ""
+}
+
+// statusLine is the one-line summary of a build's state.
+func statusLine(u *ui, b api.Build) string {
+	parts := []string{u.o(statusColor(b.Status)+cBold, string(b.Status))}
+	if b.Status == api.StatusPending && b.QueuePosition != nil {
+		parts = append(parts, fmt.Sprintf("position %d in the queue", *b.QueuePosition))
+	}
+	if b.Status == api.StatusPending && b.RunAfter != nil && time.Until(*b.RunAfter) > 0 {
+		parts = append(parts, fmt.Sprintf("retrying after %s", b.RunAfter.Local().Format("15:04:05")))
+	}
+	if b.Phase != "" && b.Phase != string(b.Status) && !b.Status.Terminal() {
+		ph := "phase " + b.Phase
+		if b.Progress != nil {
+			ph += fmt.Sprintf(" %d%%", *b.Progress)
+		}
+		parts = append(parts, ph)
+	}
+	if b.Attempts > 0 {
+		parts = append(parts, fmt.Sprintf("attempt %d of %d", b.Attempts, max(b.MaxAttempts, b.Attempts)))
+	}
+	if b.CancelRequested && !b.Status.Terminal() {
+		parts = append(parts, "cancel requested")
+	}
+	if b.Status.Terminal() && b.ErrorMessage != nil && *b.ErrorMessage != "" {
+		parts = append(parts, *b.ErrorMessage)
+	}
+	return strings.Join(parts, " · ")
+}
+
+func printBuild(u *ui, b api.Build, now time.Time) {
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "  %s\t%s\n", k, v) }
+	fmt.Fprintf(tw, "Build %s\n", u.o(cBold, b.ID))
+	row("Status", statusLine(u, b))
+	what := b.Platform
+	if b.Profile != "" {
+		what += " · profile " + b.Profile
+	}
+	row("Platform", fmt.Sprintf("%s · priority %d", what, b.Priority))
+	if b.WorkerID != nil && *b.WorkerID != "" {
+		row("Worker", *b.WorkerID)
+	}
+	row("Submitted", fmt.Sprintf("%s (%s)", b.SubmittedAt.Local().Format(time.DateTime), ago(b.SubmittedAt, now)))
+	if b.StartedAt != nil {
+		row("Started", b.StartedAt.Local().Format(time.DateTime))
+	}
+	if b.CompletedAt != nil {
+		took := ""
+		if b.StartedAt != nil {
+			took = fmt.Sprintf(" (took %s)", b.CompletedAt.Sub(*b.StartedAt).Round(time.Second))
+		}
+		row("Ended", b.CompletedAt.Local().Format(time.DateTime)+took)
+	}
+	if b.ErrorMessage != nil || b.ErrorCode != nil {
+		msg := ""
+		if b.ErrorMessage != nil {
+			msg = *b.ErrorMessage
+		}
+		if b.ErrorCode != nil && *b.ErrorCode != "" {
+			msg += " [" + *b.ErrorCode + "]"
+		}
+		row("Error", u.o(cRed, strings.TrimSpace(msg)))
+	}
+	if b.RetryOf != nil {
+		row("Retry of", *b.RetryOf)
+	}
+	for i, art := range b.Artifacts {
+		k := ""
+		if i == 0 {
+			k = "Artifacts"
+		}
+		sum := art.SHA256
+		if len(sum) > 16 {
+			sum = sum[:16] + "…"
+		}
+		row(k, fmt.Sprintf("%s  %s  sha256 %s", art.Name, humanBytes(art.Size), sum))
+	}
+	if len(b.AttemptHistory) > 1 || len(b.AttemptHistory) == 1 && b.AttemptHistory[0].ErrorMessage != nil {
+		for i, at := range b.AttemptHistory {
+			k := ""
+			if i == 0 {
+				k = "Attempts"
+			}
+			line := fmt.Sprintf("#%d %s on %s", at.Number, at.Status, at.WorkerID)
+			if at.ErrorMessage != nil {
+				line += ": " + *at.ErrorMessage
+			}
+			row(k, line)
+		}
+	}
+	tw.Flush()
+	u.printf("%s", buf.String())
+}
+
+// printNext suggests the next commands for a build.
+func printNext(u *ui, b api.Build) {
+	var next []string
+	switch {
+	case b.Status == api.StatusCompleted && len(b.Artifacts) > 0:
+		next = append(next, "expo-build download "+b.ID)
+	case b.Status == api.StatusFailed || b.Status == api.StatusCancelled:
+		next = append(next, "expo-build logs "+b.ID, "expo-build retry "+b.ID)
+	case !b.Status.Terminal():
+		next = append(next, "expo-build logs "+b.ID+" -f", "expo-build status "+b.ID+" --watch")
+	}
+	if len(next) > 0 {
+		u.printf("%s %s\n", u.o(cDim, "Next:"), strings.Join(next, "   "))
+	}
+}
+
+const listHelp = `Lists builds, newest first, one page at a time (--limit, default 20); the last line says
+how to get the next page (--cursor). --all fetches every page. Needs a developer or admin
+API key. With --json: {"builds": [...], "next_cursor": "..."}.`
+
+func (a *App) cmdList(ctx context.Context, inv *invocation, args []string) error {
+	fs := inv.flags()
+	var o api.ListOptions
+	all := fs.Bool("all", false, "fetch every page")
+	fs.StringVar(&o.Status, "status", "", "only builds in `STATUS`: pending, assigned, building, completed, failed or cancelled")
+	fs.StringVar(&o.Platform, "platform", "", "only `PLATFORM`: ios or android")
+	fs.StringVar(&o.WorkerID, "worker", "", "only builds of this worker `ID`")
+	fs.IntVar(&o.Limit, "limit", 20, "`N` builds per page, 1 to 200")
+	fs.StringVar(&o.Cursor, "cursor", "", "start at `CURSOR` (printed after a page)")
+	if _, err := inv.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	if o.Limit < 1 || o.Limit > 200 {
+		return usageErr("--limit must be between 1 and 200, got %d", o.Limit)
+	}
+	s, err := inv.session()
+	if err != nil {
+		return err
+	}
+	c, err := s.keyClient()
+	if err != nil {
+		return err
+	}
+	var out api.BuildList
+	for {
+		var page api.BuildList
+		err := s.retry(ctx, "list builds", true, func(ctx context.Context) error {
+			var err error
+			page, err = c.ListBuilds(ctx, o)
+			return err
+		})
+		if err != nil {
+			return wrapOp("list builds", err)
+		}
+		out.Builds = append(out.Builds, page.Builds...)
+		out.NextCursor = page.NextCursor
+		if !*all || page.NextCursor == "" || len(out.Builds) >= 100000 {
+			break
+		}
+		o.Cursor = page.NextCursor
+	}
+	if out.Builds == nil {
+		out.Builds = []api.Build{}
+	}
+	if inv.json {
+		return inv.ui.emit(out)
+	}
+	if len(out.Builds) == 0 {
+		inv.ui.printf("No builds.\n")
+		return nil
+	}
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tSTATUS\tPLATFORM\tPROFILE\tPRIORITY\tATTEMPTS\tQUEUE\tSUBMITTED")
+	now := time.Now()
+	for _, b := range out.Builds {
+		q := "-"
+		if b.QueuePosition != nil {
+			q = fmt.Sprint(*b.QueuePosition)
+		}
+		profile := b.Profile
+		if profile == "" {
+			profile = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", b.ID, b.Status, b.Platform, profile,
+			b.Priority, b.Attempts, q, ago(b.SubmittedAt, now))
+	}
+	tw.Flush()
+	// Colour the status column after alignment (escape codes would count
+	// as width).
+	lines := strings.SplitAfter(buf.String(), "\n")
+	col := strings.Index(lines[0], "STATUS")
+	for i, b := range out.Builds {
+		if l := lines[i+1]; col >= 0 && len(l) >= col+len(b.Status) {
+			lines[i+1] = l[:col] + inv.ui.o(statusColor(b.Status), string(b.Status)) + l[col+len(b.Status):]
+		}
+	}
+	inv.ui.printf("%s", strings.Join(lines, ""))
+	if out.NextCursor != "" {
+		inv.ui.printf("%s expo-build list --cursor %s%s\n", inv.ui.o(cDim, "More:"), out.NextCursor, listFilterArgs(o))
+	}
+	return nil
+}
+
+func listFilterArgs(o api.ListOptions) string {
+	var b strings.Builder
+	for _, kv := range [][2]string{{"status", o.Status}, {"platform", o.Platform}, {"worker", o.WorkerID}} {
+		if kv[1] != "" {
+			fmt.Fprintf(&b, " --%s %s", kv[0], kv[1])
+		}
+	}
+	if o.Limit != 20 {
+		fmt.Fprintf(&b, " --limit %d", o.Limit)
+	}
+	return b.String()
+}
+
+const cancelHelp = `Cancels a build. A pending build is cancelled at once; a running one is stopped by its
+worker at its next heartbeat (expo-build status <id> --watch shows when).`
+
+func (a *App) cmdCancel(ctx context.Context, inv *invocation, args []string) error {
+	fs := inv.flags()
+	pos, err := inv.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	s, err := inv.session()
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	var resp api.CancelResponse
+	err = s.withBuild(ctx, id, "cancel build "+id, true, func(ctx context.Context, c *api.Client) error {
+		var err error
+		resp, err = c.Cancel(ctx, id)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		return inv.ui.emit(resp)
+	}
+	switch {
+	case resp.Status == api.StatusCancelled:
+		inv.ui.printf("Build %s cancelled.\n", id)
+	case resp.Status.Terminal():
+		inv.ui.printf("Build %s had already ended (%s); nothing to cancel.\n", id, resp.Status)
+	default:
+		inv.ui.printf("Cancel requested: the worker stops build %s at its next heartbeat.\n%s expo-build status %s --watch\n", id, inv.ui.o(cDim, "Next:"), id)
+	}
+	return nil
+}
+
+const retryHelp = `Queues a new build with the same source and settings as a finished one (failed, cancelled
+or completed) and prints its id. Signing certificates are deleted when a build ends: to
+retry a signed iOS build once they are gone, pass them again (--p12 with --profile, or
+--certs).`
+
+func (a *App) cmdRetry(ctx context.Context, inv *invocation, args []string) error {
+	fs := inv.flags()
+	var sign signing
+	fs.StringVar(&sign.p12, "p12", "", "iOS signing certificate `FILE` (.p12); password from EXPO_P12_PASSWORD or a prompt")
+	fs.Var(&sign.profiles, "profile", "provisioning profile `FILE` (.mobileprovision; repeatable)")
+	fs.StringVar(&sign.certsZip, "certs", "", "prepared certs `ZIP` (one .p12, password.txt, *.mobileprovision)")
+	pos, err := inv.parse(fs, args, 1, 1)
+	if err != nil {
+		return err
+	}
+	if err := sign.check(""); err != nil {
+		return err
+	}
+	s, err := inv.session()
+	if err != nil {
+		return err
+	}
+	id := pos[0]
+	certs, err := a.certsZip(&sign)
+	if err != nil {
+		return err
+	}
+	var sub api.SubmitResponse
+	// Not idempotent: only errors from before the request left are retried.
+	err = s.withBuild(ctx, id, "retry build "+id, false, func(ctx context.Context, c *api.Client) error {
+		var err error
+		if certs == nil {
+			sub, err = c.Retry(ctx, id)
+		} else {
+			sub, err = retryWithCerts(ctx, c, id, certs)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if err := s.saveToken(sub.ID, sub.AccessToken, "", sub.SubmittedAt); err != nil {
+		inv.ui.warn("%v", err)
+	}
+	if inv.json {
+		return inv.ui.emit(map[string]any{"id": sub.ID, "status": sub.Status, "queue_position": sub.QueuePosition,
+			"submitted_at": sub.SubmittedAt, "retry_of": id})
+	}
+	inv.ui.printf("%s Build %s queued as a retry of %s", inv.ui.o(cGreen, "✔"), inv.ui.o(cBold, sub.ID), id)
+	if sub.QueuePosition != nil {
+		inv.ui.printf(" (position %d in the queue)", *sub.QueuePosition)
+	}
+	inv.ui.printf("\n  Follow it:   expo-build status %s --watch\n  Live logs:   expo-build logs %s -f\n", sub.ID, sub.ID)
+	return nil
+}
+
+// retryWithCerts is POST /api/builds/:id/retry with a multipart "certs" file.
+// api.Client has no method for it (see the README, "Controller API
+// requests"); the request goes through the client's Do with its credentials.
+func retryWithCerts(ctx context.Context, c *api.Client, id string, certs []byte) (api.SubmitResponse, error) {
+	var body bytes.Buffer
+	mw := multipart.NewWriter(&body)
+	w, err := mw.CreateFormFile("certs", "certs.zip")
+	if err != nil {
+		return api.SubmitResponse{}, err
+	}
+	w.Write(certs) //nolint:errcheck // a bytes.Buffer
+	mw.Close()
+	resp, err := rawRequest(ctx, c, http.MethodPost, "/api/builds/"+url.PathEscape(id)+"/retry", &body,
+		map[string]string{"Content-Type": mw.FormDataContentType()})
+	if err != nil {
+		return api.SubmitResponse{}, err
+	}
+	defer resp.Body.Close()
+	var out api.SubmitResponse
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return out, fmt.Errorf("decode the retry answer: %w", err)
+	}
+	return out, nil
+}
+
+// rawRequest sends a request the typed client has no method for, with the
+// client's credentials, through the client's Do (which turns non-2xx answers
+// into *api.Error).
+func rawRequest(ctx context.Context, c *api.Client, method, path string, body io.Reader, h map[string]string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, body)
+	if err != nil {
+		return nil, err
+	}
+	if c.APIKey != "" {
+		req.Header.Set(api.HeaderAPIKey, c.APIKey)
+	} else if c.BuildToken != "" {
+		req.Header.Set(api.HeaderBuildToken, c.BuildToken)
+	}
+	if c.UserAgent != "" {
+		req.Header.Set("User-Agent", c.UserAgent)
+	}
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	return c.Do(req)
+}
+
+const workersHelp = `Lists the registered workers: status, platforms, running builds, counts and last contact.
+Needs an admin API key. With --json: the controller's {"workers": [...]}.`
+
+type workerView struct {
+	ID              string           `json:"id"`
+	Name            string           `json:"name"`
+	Status          string           `json:"status"`
+	Capabilities    api.Capabilities `json:"capabilities"`
+	LastSeenAt      time.Time        `json:"last_seen_at"`
+	BuildsCompleted int64            `json:"builds_completed"`
+	BuildsFailed    int64            `json:"builds_failed"`
+	ActiveBuilds    []string         `json:"active_builds"`
+}
+
+func (a *App) cmdWorkers(ctx context.Context, inv *invocation, args []string) error {
+	fs := inv.flags()
+	if _, err := inv.parse(fs, args, 0, 0); err != nil {
+		return err
+	}
+	s, err := inv.session()
+	if err != nil {
+		return err
+	}
+	c, err := s.keyClient()
+	if err != nil {
+		return err
+	}
+	var raw json.RawMessage
+	err = s.retry(ctx, "list workers", true, func(ctx context.Context) error {
+		var err error
+		raw, err = c.ListWorkers(ctx)
+		return err
+	})
+	if api.StatusOf(err) == http.StatusForbidden {
+		return &cliError{code: ExitAuth, msg: "list workers: this API key is not an admin key (403)", err: nil,
+			hint: "workers needs an admin key: `expo-build config --api-key-stdin` or EXPO_CONTROLLER_API_KEY"}
+	}
+	if err != nil {
+		return wrapOp("list workers", err)
+	}
+	if inv.json {
+		inv.ui.printf("%s\n", bytes.TrimSpace(raw))
+		return nil
+	}
+	var list struct {
+		Workers []workerView `json:"workers"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return fmt.Errorf("decode the workers list: %w", err)
+	}
+	if len(list.Workers) == 0 {
+		inv.ui.printf("No workers registered.\n")
+		return nil
+	}
+	var buf bytes.Buffer
+	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tID\tSTATUS\tPLATFORMS\tRUNNING\tDONE\tFAILED\tLAST SEEN")
+	now := time.Now()
+	for _, w := range list.Workers {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", w.Name, w.ID, w.Status, strings.Join(w.Capabilities.Platforms, ","),
+			len(w.ActiveBuilds), w.Capabilities.MaxConcurrentBuilds, w.BuildsCompleted, w.BuildsFailed, ago(w.LastSeenAt, now))
+	}
+	tw.Flush()
+	inv.ui.printf("%s", buf.String())
+	return nil
+}

@@ -1,0 +1,300 @@
+// Package pack chooses the files of an Expo project to upload and streams
+// them as a tar.gz: nothing is held in memory but the file list and the
+// compressor's window, so a project of any size packs in constant memory.
+//
+// What is left out: Defaults(), then the project's ignore rules. A
+// .easignore at the project root replaces every .gitignore (EAS semantics);
+// without one, the root .gitignore and those of subdirectories apply, each to
+// its own directory, with git's precedence (deeper files win, last match
+// wins, an excluded directory is never entered). A project can re-include a
+// default with a negated pattern, e.g. "!/dist/".
+package pack
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/freeagent-build/freeagent/cli/ignore"
+)
+
+// Defaults returns the patterns excluded from every upload unless the
+// project's ignore file re-includes them: dependencies (the build installs
+// them), VCS data, Expo's caches, native and web build output, logs and
+// earlier build artifacts.
+func Defaults() []string {
+	return []string{
+		".git/",
+		".hg/",
+		".svn/",
+		"node_modules/",
+		".expo/",
+		"/dist/",
+		"/build/",
+		"/web-build/",
+		"/logs/",
+		"*.log",
+		".DS_Store",
+		"/ios/build/",
+		"/ios/Pods/",
+		"/ios/DerivedData/",
+		"xcuserdata/",
+		"/android/build/",
+		"/android/app/build/",
+		"/android/.gradle/",
+		".gradle/",
+		".cxx/",
+		"*.ipa",
+		"*.apk",
+		"*.aab",
+		"*.xcarchive/",
+	}
+}
+
+// Kinds of entries.
+const (
+	KindDir = iota
+	KindFile
+	KindSymlink
+)
+
+// Entry is one path to pack.
+type Entry struct {
+	Rel     string // slash-separated, relative to the root
+	Kind    int
+	Mode    fs.FileMode // permission bits
+	Size    int64
+	ModTime time.Time
+	Link    string // symlink target
+}
+
+// Plan is the result of Scan: what will be packed.
+type Plan struct {
+	Root       string // absolute, symlinks resolved
+	Entries    []Entry
+	Files      int   // regular files
+	Bytes      int64 // their total size
+	Excluded   int   // paths left out (an excluded directory counts once)
+	ExcludedAt []string
+	IgnoreFile string   // ".easignore", ".gitignore" or "" (defaults only)
+	Warnings   []string // unreadable patterns, skipped links and special files
+}
+
+// maxExcludedSamples bounds ExcludedAt.
+const maxExcludedSamples = 20
+
+// Scan walks root and decides what to pack. Only names and metadata are
+// read; file contents are read by Write.
+func Scan(ctx context.Context, root string) (*Plan, error) {
+	abs, err := filepath.Abs(root)
+	if err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", root, err)
+	}
+	if abs, err = filepath.EvalSymlinks(abs); err != nil {
+		return nil, fmt.Errorf("resolve %s: %w", root, err)
+	}
+	p := &Plan{Root: abs}
+	defaults, _ := ignore.Parse("", []byte(strings.Join(Defaults(), "\n")), "built-in defaults")
+	m := ignore.New(defaults...)
+	easignore, err := os.ReadFile(filepath.Join(abs, ".easignore"))
+	switch {
+	case err == nil:
+		p.IgnoreFile = ".easignore"
+		pats, warn := ignore.Parse("", easignore, ".easignore")
+		m.Add(pats...)
+		p.Warnings = append(p.Warnings, warn...)
+	case errors.Is(err, fs.ErrNotExist):
+		if _, err := os.Stat(filepath.Join(abs, ".gitignore")); err == nil {
+			p.IgnoreFile = ".gitignore"
+		}
+	default:
+		return nil, fmt.Errorf("read .easignore: %w", err)
+	}
+	if err := p.walk(ctx, m, ""); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func (p *Plan) walk(ctx context.Context, m *ignore.Matcher, dir string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	full := filepath.Join(p.Root, filepath.FromSlash(dir))
+	ents, err := os.ReadDir(full)
+	if err != nil {
+		return fmt.Errorf("read directory %s: %w", full, err)
+	}
+	if p.IgnoreFile != ".easignore" {
+		for _, e := range ents {
+			if e.Name() == ".gitignore" && e.Type().IsRegular() {
+				data, err := os.ReadFile(filepath.Join(full, ".gitignore"))
+				if err != nil {
+					return fmt.Errorf("read %s: %w", path.Join(dir, ".gitignore"), err)
+				}
+				pats, warn := ignore.Parse(dir, data, path.Join(dir, ".gitignore"))
+				m.Add(pats...)
+				p.Warnings = append(p.Warnings, warn...)
+			}
+		}
+	}
+	for _, e := range ents { // os.ReadDir sorts by name: the archive is deterministic
+		rel := path.Join(dir, e.Name())
+		isDir := e.IsDir()
+		if ig, _ := m.Ignored(rel, isDir); ig {
+			p.Excluded++
+			if len(p.ExcludedAt) < maxExcludedSamples {
+				if isDir {
+					rel += "/"
+				}
+				p.ExcludedAt = append(p.ExcludedAt, rel)
+			}
+			continue
+		}
+		info, err := e.Info()
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed while we looked
+			}
+			return fmt.Errorf("stat %s: %w", rel, err)
+		}
+		switch t := info.Mode().Type(); {
+		case isDir:
+			p.Entries = append(p.Entries, Entry{Rel: rel, Kind: KindDir, Mode: info.Mode().Perm(), ModTime: info.ModTime()})
+			if err := p.walk(ctx, m, rel); err != nil {
+				return err
+			}
+		case t.IsRegular():
+			p.Entries = append(p.Entries, Entry{Rel: rel, Kind: KindFile, Mode: info.Mode().Perm(), Size: info.Size(), ModTime: info.ModTime()})
+			p.Files++
+			p.Bytes += info.Size()
+		case t&fs.ModeSymlink != 0:
+			target, err := os.Readlink(filepath.Join(full, e.Name()))
+			if err != nil {
+				return fmt.Errorf("read link %s: %w", rel, err)
+			}
+			if !linkStaysInside(rel, target) {
+				p.Warnings = append(p.Warnings, fmt.Sprintf("skipped %s: it is a symbolic link to %s, outside the project", rel, target))
+				continue
+			}
+			p.Entries = append(p.Entries, Entry{Rel: rel, Kind: KindSymlink, Mode: 0o777, ModTime: info.ModTime(), Link: filepath.ToSlash(target)})
+		default:
+			p.Warnings = append(p.Warnings, fmt.Sprintf("skipped %s: not a regular file, directory or link (%s)", rel, t))
+		}
+	}
+	return nil
+}
+
+// linkStaysInside reports whether a relative link target resolves inside
+// the project (the build VM refuses archives with links that leave it).
+func linkStaysInside(rel, target string) bool {
+	target = filepath.ToSlash(target)
+	if target == "" || path.IsAbs(target) || filepath.IsAbs(target) {
+		return false
+	}
+	resolved := path.Join(path.Dir(rel), target)
+	return resolved != ".." && !strings.HasPrefix(resolved, "../")
+}
+
+// Fingerprint identifies the plan's content cheaply (paths, kinds, sizes,
+// modes, times and link targets; no file is read): two scans of an unchanged
+// project give the same fingerprint.
+func (p *Plan) Fingerprint() string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00", p.Root)
+	for _, e := range p.Entries {
+		fmt.Fprintf(h, "%s\x00%d\x00%o\x00%d\x00%d\x00%s\x00", e.Rel, e.Kind, e.Mode, e.Size, e.ModTime.UnixNano(), e.Link)
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ErrChanged reports a file that changed size while it was packed.
+var ErrChanged = errors.New("file changed while it was being packed")
+
+// Write streams the plan as a tar.gz to w. progress, if set, is called with
+// the number of file bytes read so far (out of p.Bytes).
+func (p *Plan) Write(ctx context.Context, w io.Writer, progress func(read int64)) error {
+	gz, err := gzip.NewWriterLevel(w, gzip.DefaultCompression)
+	if err != nil {
+		return err
+	}
+	tw := tar.NewWriter(gz)
+	buf := make([]byte, 256<<10)
+	var read int64
+	for _, e := range p.Entries {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		h := &tar.Header{Name: e.Rel, Mode: int64(e.Mode), ModTime: e.ModTime.Truncate(time.Second), Format: tar.FormatPAX}
+		switch e.Kind {
+		case KindDir:
+			h.Typeflag, h.Name = tar.TypeDir, e.Rel+"/"
+			if err := tw.WriteHeader(h); err != nil {
+				return fmt.Errorf("pack %s: %w", e.Rel, err)
+			}
+		case KindSymlink:
+			h.Typeflag, h.Linkname = tar.TypeSymlink, e.Link
+			if err := tw.WriteHeader(h); err != nil {
+				return fmt.Errorf("pack %s: %w", e.Rel, err)
+			}
+		case KindFile:
+			h.Typeflag, h.Size = tar.TypeReg, e.Size
+			if err := p.writeFile(tw, h, e, buf, func(n int) {
+				read += int64(n)
+				if progress != nil {
+					progress(read)
+				}
+			}); err != nil {
+				return err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("finish the archive: %w", err)
+	}
+	if err := gz.Close(); err != nil {
+		return fmt.Errorf("finish the archive: %w", err)
+	}
+	return nil
+}
+
+func (p *Plan) writeFile(tw *tar.Writer, h *tar.Header, e Entry, buf []byte, counted func(int)) error {
+	f, err := os.Open(filepath.Join(p.Root, filepath.FromSlash(e.Rel)))
+	if err != nil {
+		return fmt.Errorf("open %s: %w", e.Rel, err)
+	}
+	defer f.Close()
+	if err := tw.WriteHeader(h); err != nil {
+		return fmt.Errorf("pack %s: %w", e.Rel, err)
+	}
+	var n int64
+	for n < e.Size {
+		chunk := buf[:min(int64(len(buf)), e.Size-n)]
+		k, err := io.ReadFull(f, chunk)
+		if k > 0 {
+			if _, werr := tw.Write(chunk[:k]); werr != nil {
+				return fmt.Errorf("pack %s: %w", e.Rel, werr)
+			}
+			n += int64(k)
+			counted(k)
+		}
+		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
+			return fmt.Errorf("pack %s: %w (it shrank from %d to %d bytes); run the command again once the project is stable", e.Rel, ErrChanged, e.Size, n)
+		}
+		if err != nil {
+			return fmt.Errorf("read %s: %w", e.Rel, err)
+		}
+	}
+	return nil
+}

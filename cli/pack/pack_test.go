@@ -1,0 +1,216 @@
+package pack
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// tree writes files (name → content; a name ending in "/" is a directory).
+func tree(t *testing.T, files map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for name, body := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if strings.HasSuffix(name, "/") {
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+// unpack returns the archive's entries: name → content ("<dir>" for
+// directories, "-> target" for links).
+func unpack(t *testing.T, archive []byte) map[string]string {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	out := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch h.Typeflag {
+		case tar.TypeDir:
+			out[h.Name] = "<dir>"
+		case tar.TypeSymlink:
+			out[h.Name] = "-> " + h.Linkname
+		default:
+			b, _ := io.ReadAll(tr)
+			out[h.Name] = string(b)
+		}
+	}
+}
+
+func packTree(t *testing.T, root string) (*Plan, map[string]string) {
+	t.Helper()
+	p, err := Scan(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	var last int64
+	if err := p.Write(context.Background(), &buf, func(n int64) { last = n }); err != nil {
+		t.Fatal(err)
+	}
+	if last != p.Bytes {
+		t.Fatalf("progress ended at %d of %d bytes", last, p.Bytes)
+	}
+	return p, unpack(t, buf.Bytes())
+}
+
+func TestDefaultsAndGitignore(t *testing.T) {
+	root := tree(t, map[string]string{
+		"app.json":                           `{"expo":{}}`,
+		"package.json":                       `{}`,
+		"App.tsx":                            "export default 1",
+		"node_modules/react/index.js":        "SECRET-DEPENDENCY",
+		"packages/lib/node_modules/x/y.js":   "nested deps",
+		".git/HEAD":                          "ref",
+		".expo/settings.json":                "{}",
+		"dist/bundle.js":                     "built",
+		"src/dist/keep.ts":                   "not the root dist",
+		"ios/Pods/Manifest.lock":             "pods",
+		"ios/App/AppDelegate.m":              "native",
+		"android/app/build/out.apk":          "apk",
+		"android/app/src/main/Main.java":     "java",
+		"debug.log":                          "log",
+		"old.ipa":                            "artifact",
+		".gitignore":                         ".env\n/secrets/\n!dist/\n",
+		".env":                               "TOKEN=1",
+		"secrets/key.pem":                    "key",
+		"src/.gitignore":                     "*.generated.ts\n!keep.generated.ts\n",
+		"src/a.generated.ts":                 "gen",
+		"src/keep.generated.ts":              "kept",
+		"src/components/Button.generated.ts": "gen",
+		"assets/":                            "",
+	})
+	p, files := packTree(t, root)
+	if p.IgnoreFile != ".gitignore" {
+		t.Errorf("IgnoreFile = %q", p.IgnoreFile)
+	}
+	for _, want := range []string{"app.json", "package.json", "App.tsx", "ios/App/AppDelegate.m", "android/app/src/main/Main.java",
+		"src/dist/keep.ts", "src/keep.generated.ts", ".gitignore", "src/.gitignore", "assets/", "dist/bundle.js"} {
+		if _, ok := files[want]; !ok {
+			t.Errorf("%s is missing from the archive", want)
+		}
+	}
+	for name := range files {
+		for _, bad := range []string{"node_modules", ".git/", ".expo", "Pods", "app/build", ".log", ".ipa", ".env", "secrets", "a.generated", "Button.generated"} {
+			if strings.Contains(name, bad) {
+				t.Errorf("%s was packed (matches %q)", name, bad)
+			}
+		}
+	}
+	if files["App.tsx"] != "export default 1" {
+		t.Errorf("App.tsx content %q", files["App.tsx"])
+	}
+	if !slices.Contains(p.ExcludedAt, "node_modules/") {
+		t.Errorf("ExcludedAt %v lacks node_modules/", p.ExcludedAt)
+	}
+}
+
+func TestEasignoreReplacesGitignore(t *testing.T) {
+	root := tree(t, map[string]string{
+		"app.json":          "{}",
+		".gitignore":        "generated/\n",
+		"generated/api.ts":  "needed by the build",
+		"sub/.gitignore":    "*.txt\n",
+		"sub/notes.txt":     "kept: nested .gitignore is replaced too",
+		".easignore":        "private/\n*.md\n",
+		"private/plan.md":   "no",
+		"README.md":         "no",
+		"node_modules/a.js": "defaults still apply",
+	})
+	p, files := packTree(t, root)
+	if p.IgnoreFile != ".easignore" {
+		t.Errorf("IgnoreFile = %q", p.IgnoreFile)
+	}
+	for _, want := range []string{"generated/api.ts", "sub/notes.txt", ".easignore"} {
+		if _, ok := files[want]; !ok {
+			t.Errorf("%s missing", want)
+		}
+	}
+	for _, bad := range []string{"private/plan.md", "README.md", "node_modules/a.js"} {
+		if _, ok := files[bad]; ok {
+			t.Errorf("%s packed", bad)
+		}
+	}
+}
+
+func TestSymlinks(t *testing.T) {
+	root := tree(t, map[string]string{"app.json": "{}", "assets/icon.png": "png"})
+	outside := t.TempDir()
+	os.Symlink("assets/icon.png", filepath.Join(root, "icon.png"))
+	os.Symlink("../icon.png", filepath.Join(root, "assets", "up.png"))
+	os.Symlink(outside, filepath.Join(root, "abs"))
+	os.Symlink("../../etc/passwd", filepath.Join(root, "assets", "escape"))
+	p, files := packTree(t, root)
+	if files["icon.png"] != "-> assets/icon.png" || files["assets/up.png"] != "-> ../icon.png" {
+		t.Errorf("inside links: %v", files)
+	}
+	if _, ok := files["abs"]; ok {
+		t.Error("absolute link packed")
+	}
+	if _, ok := files["assets/escape"]; ok {
+		t.Error("escaping link packed")
+	}
+	if len(p.Warnings) != 2 {
+		t.Errorf("warnings: %v", p.Warnings)
+	}
+}
+
+func TestFingerprintFollowsChanges(t *testing.T) {
+	root := tree(t, map[string]string{"app.json": "{}", "a.ts": "1"})
+	fp := func() string {
+		p, err := Scan(context.Background(), root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.Fingerprint()
+	}
+	a, b := fp(), fp()
+	if a != b {
+		t.Fatal("fingerprint of an unchanged tree differs")
+	}
+	os.WriteFile(filepath.Join(root, "a.ts"), []byte("12"), 0o644)
+	if fp() == a {
+		t.Fatal("fingerprint ignores a changed file")
+	}
+}
+
+func TestShrunkFileFailsClearly(t *testing.T) {
+	root := tree(t, map[string]string{"app.json": "{}", "big.bin": strings.Repeat("x", 1000)})
+	p, err := Scan(context.Background(), root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(root, "big.bin"), []byte("x"), 0o644)
+	err = p.Write(context.Background(), io.Discard, nil)
+	if err == nil || !strings.Contains(err.Error(), "big.bin") {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,445 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/freeagent-build/freeagent/cli/pack"
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+const submitHelp = `Packs the Expo project and queues a build on the controller. It prints the build id,
+its queue position and the commands to follow it; with --wait it follows the build and
+downloads the artifacts when it completes.
+
+The project is the directory given (default: the current one) or its nearest parent that
+holds app.json or app.config.(js|ts|mjs|cjs|json). It is streamed as a tar.gz while it
+uploads, so a project of any size needs little memory.
+
+What is left out: node_modules, .git, .expo, /dist, /build, /web-build, /logs, *.log,
+native build output (ios/build, ios/Pods, android/build, android/app/build, .gradle, .cxx),
+earlier artifacts (*.ipa, *.apk, *.aab), then whatever the .gitignore files exclude. A
+.easignore at the project root replaces the .gitignore files (as in EAS). A pattern with
+"!" re-includes a default, e.g. "!/dist/".
+
+iOS signing: --p12 FILE with one or more --profile FILE.mobileprovision (the password comes
+from EXPO_P12_PASSWORD or a hidden prompt, never a flag), or --certs ZIP prepared with one
+.p12, password.txt and the profiles.
+
+A retried submit never creates two builds: each submit sends an Idempotency-Key, kept for
+the CLI's own retries and saved in the config file until the controller answers. Running
+the same command again after a network failure (same project content, platform, profile,
+priority, signing and controller) sends the same key, so the controller returns the build
+the first try made. --idempotency-key sets it explicitly (e.g. a CI job id).`
+
+type submitOpts struct {
+	platform, profileName, priority, output, idemKey string
+	timeout                                          time.Duration
+	wait, logs, force                                bool
+	sign                                             signing
+}
+
+func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) error {
+	fs := inv.flags()
+	var o submitOpts
+	fs.StringVar(&o.platform, "platform", "", "`PLATFORM`: ios or android (asked on a terminal when omitted)")
+	fs.StringVar(&o.profileName, "profile-name", "", "eas.json build profile `NAME` (default: production when eas.json has it)")
+	fs.StringVar(&o.priority, "priority", "", "queue priority `N`: 0 (highest) to 3 (controller default 2)")
+	fs.StringVar(&o.sign.p12, "p12", "", "iOS signing certificate `FILE` (.p12); password from EXPO_P12_PASSWORD or a prompt")
+	fs.Var(&o.sign.profiles, "profile", "provisioning profile `FILE` (.mobileprovision; repeat for app extensions)")
+	fs.StringVar(&o.sign.certsZip, "certs", "", "prepared certs `ZIP` (one .p12, password.txt, *.mobileprovision)")
+	fs.DurationVar(&o.timeout, "build-timeout", 0, "build time `LIMIT`, e.g. 45m (controller default 30m)")
+	fs.BoolVar(&o.wait, "wait", false, "follow the build and download the artifacts when it completes")
+	fs.BoolVar(&o.logs, "logs", false, "with --wait: stream the build log instead of status changes")
+	fs.StringVar(&o.output, "output", "", "with --wait: `DIR` for the artifacts (default: the current directory)")
+	inv.alias(fs, "o", "output")
+	fs.BoolVar(&o.force, "force", false, "with --wait: overwrite existing files")
+	fs.StringVar(&o.idemKey, "idempotency-key", "", "Idempotency-Key `KEY` to send (default: generated, reused by a re-run; see above)")
+	pos, err := inv.parse(fs, args, 0, 1)
+	if err != nil {
+		return err
+	}
+	dir := "."
+	if len(pos) == 1 {
+		dir = pos[0]
+	}
+	var priority *int
+	if o.priority != "" {
+		p, err := strconv.Atoi(o.priority)
+		if err != nil || p < 0 || p > 3 {
+			return usageErr("--priority must be 0 (highest), 1, 2 or 3 (lowest), got %q", o.priority)
+		}
+		priority = &p
+	}
+	if o.timeout != 0 && (o.timeout < time.Minute || o.timeout > 24*time.Hour) {
+		return usageErr("--build-timeout must be between 1m and 24h, got %s", o.timeout)
+	}
+	if (o.logs || o.output != "" || o.force) && !o.wait {
+		return usageErr("--logs, --output and --force go with --wait")
+	}
+	o.platform = strings.ToLower(strings.TrimSpace(o.platform))
+	if o.platform != "" && o.platform != api.PlatformIOS && o.platform != api.PlatformAndroid {
+		return usageErr("unknown platform %q: use --platform ios or --platform android", o.platform)
+	}
+	if err := o.sign.check(o.platform); err != nil {
+		return err
+	}
+	root, appConfig, err := findProject(dir)
+	if err != nil {
+		return err
+	}
+	s, err := inv.session()
+	if err != nil {
+		return err
+	}
+	c, err := s.keyClient()
+	if err != nil {
+		return err
+	}
+	if o.platform == "" {
+		if o.platform, err = a.askPlatform(inv); err != nil {
+			return err
+		}
+		if err := o.sign.check(o.platform); err != nil {
+			return err
+		}
+	}
+	profile, err := easProfile(root, o.profileName, inv.ui)
+	if err != nil {
+		return err
+	}
+	// Fail fast on a wrong key or an unreachable controller, before packing.
+	if err := s.retry(ctx, "check the API key", true, func(ctx context.Context) error {
+		_, err := c.ListBuilds(ctx, api.ListOptions{Limit: 1})
+		return err
+	}); err != nil {
+		return wrapOp("check the API key", err)
+	}
+	if o.platform == api.PlatformIOS && !o.sign.any() {
+		inv.ui.info("%s no signing material (--p12 with --profile, or --certs): the build can only produce an unsigned or simulator app", inv.ui.e(cYellow, "note:"))
+	}
+	certs, err := a.certsZip(&o.sign)
+	if err != nil {
+		return err
+	}
+	plan, err := pack.Scan(ctx, root)
+	if err != nil {
+		return &cliError{code: ExitFailed, msg: "read the project", err: err}
+	}
+	for _, w := range plan.Warnings {
+		inv.ui.warn("%s", w)
+	}
+	if plan.Files == 0 {
+		return failErr("check .easignore / .gitignore", "nothing to upload: every file of %s is excluded", root)
+	}
+	describePlan(inv.ui, plan, appConfig)
+
+	req := api.SubmitRequest{Platform: o.platform, Profile: profile, Priority: priority, TimeoutSeconds: int(o.timeout.Seconds())}
+	fp := submitFingerprint(s, plan, req, certs)
+	key, resumed, err := s.idempotencyKey(o.idemKey, fp, root)
+	if err != nil {
+		return err
+	}
+	if resumed {
+		inv.ui.info("Sending again an earlier submit of this project whose answer never came, with its Idempotency-Key: no second build.")
+	}
+	req.IdempotencyKey = key
+	sub, err := s.upload(ctx, c, plan, req, certs)
+	if err != nil {
+		// The controller may have made the build: keep the key for a re-run.
+		const again = "run the same command again: it sends the same Idempotency-Key, so the controller will not create a second build"
+		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+			return &cliError{code: ExitInterrupted, msg: "interrupted during the upload", hint: again}
+		}
+		if isNetworkError(err) || api.StatusOf(err) >= 500 {
+			msg, hint := describe(err, s)
+			return &cliError{code: exitCode(err), msg: msg, hint: again + "; " + hint}
+		}
+		s.forgetPending(fp)
+		return wrapOp("submit", err)
+	}
+	if err := s.recordSubmit(sub, o.platform, fp); err != nil {
+		inv.ui.warn("%v (status, logs and download still work with your API key)", err)
+	}
+	if o.wait {
+		return a.waitAndDownload(ctx, inv, s, sub, o)
+	}
+	if inv.json {
+		return inv.ui.emit(submitJSON(sub, req, plan))
+	}
+	printSubmitted(inv.ui, sub, req)
+	return nil
+}
+
+func submitJSON(sub api.SubmitResponse, req api.SubmitRequest, plan *pack.Plan) map[string]any {
+	return map[string]any{"id": sub.ID, "status": sub.Status, "queue_position": sub.QueuePosition, "submitted_at": sub.SubmittedAt,
+		"platform": req.Platform, "profile": req.Profile, "idempotency_key": req.IdempotencyKey,
+		"files": plan.Files, "bytes": plan.Bytes}
+}
+
+func printSubmitted(u *ui, sub api.SubmitResponse, req api.SubmitRequest) {
+	where := string(sub.Status)
+	if sub.QueuePosition != nil {
+		where = fmt.Sprintf("position %d in the queue", *sub.QueuePosition)
+	}
+	what := req.Platform
+	if req.Profile != "" {
+		what += ", profile " + req.Profile
+	}
+	u.printf("%s Build %s queued (%s): %s\n", u.o(cGreen, "✔"), u.o(cBold, sub.ID), what, where)
+	u.printf("  Follow it:   expo-build status %s --watch\n", sub.ID)
+	u.printf("  Live logs:   expo-build logs %s -f\n", sub.ID)
+	u.printf("  Artifacts:   expo-build download %s\n", sub.ID)
+}
+
+func describePlan(u *ui, plan *pack.Plan, appConfig string) {
+	rules := "built-in exclusions"
+	if plan.IgnoreFile != "" {
+		rules += " + " + plan.IgnoreFile
+	}
+	u.info("Project %s (%s): %d files, %s", plan.Root, appConfig, plan.Files, humanBytes(plan.Bytes))
+	if plan.Excluded > 0 {
+		sample := plan.ExcludedAt
+		more := ""
+		if len(sample) > 6 {
+			sample, more = sample[:6], fmt.Sprintf(" and %d more", plan.Excluded-6)
+		}
+		u.info("Left out by %s: %s%s", rules, strings.Join(sample, ", "), more)
+	}
+}
+
+// projectConfigs are the files that mark an Expo project's root.
+func projectConfigs() []string {
+	return []string{"app.json", "app.config.js", "app.config.ts", "app.config.mjs", "app.config.cjs", "app.config.json"}
+}
+
+// findProject returns the Expo project holding dir: dir itself or its
+// nearest parent with an app config.
+func findProject(dir string) (root, appConfig string, err error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", "", usageErr("project path %s: %v", dir, err)
+	}
+	st, err := os.Stat(abs)
+	if err != nil {
+		return "", "", usageErr("project path %s: %v", dir, err)
+	}
+	if !st.IsDir() {
+		return "", "", usageErr("project path %s is not a directory", dir)
+	}
+	for d := abs; ; {
+		for _, name := range projectConfigs() {
+			if fi, err := os.Stat(filepath.Join(d, name)); err == nil && fi.Mode().IsRegular() {
+				return d, name, nil
+			}
+		}
+		parent := filepath.Dir(d)
+		if parent == d {
+			break
+		}
+		d = parent
+	}
+	return "", "", &cliError{code: ExitUsage, msg: fmt.Sprintf("no Expo project at %s: no app.json or app.config.* there or in a parent directory", abs),
+		hint: "run expo-build in your project, or pass its path: expo-build submit path/to/app"}
+}
+
+// easProfile checks --profile-name against eas.json; without one it picks
+// "production" when eas.json defines it (as eas build does).
+func easProfile(root, name string, u *ui) (string, error) {
+	data, err := os.ReadFile(filepath.Join(root, "eas.json"))
+	if errors.Is(err, fs.ErrNotExist) {
+		if name != "" {
+			u.warn("no eas.json in %s; sending build profile %q anyway", root, name)
+		}
+		return name, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("read eas.json: %w", err)
+	}
+	var eas struct {
+		Build map[string]json.RawMessage `json:"build"`
+	}
+	if err := json.Unmarshal(data, &eas); err != nil {
+		return "", usageErr("eas.json in %s is not valid JSON: %v", root, err)
+	}
+	profiles := make([]string, 0, len(eas.Build))
+	for p := range eas.Build {
+		profiles = append(profiles, p)
+	}
+	slices.Sort(profiles)
+	if name == "" {
+		if _, ok := eas.Build["production"]; ok {
+			return "production", nil
+		}
+		return "", nil
+	}
+	if _, ok := eas.Build[name]; !ok {
+		return "", usageErr("eas.json has no build profile %q (it has: %s)", name, strings.Join(profiles, ", "))
+	}
+	return name, nil
+}
+
+func (a *App) askPlatform(inv *invocation) (string, error) {
+	if !a.StdinTTY || inv.json {
+		return "", usageErr("which platform? pass --platform ios or --platform android")
+	}
+	br := bufio.NewReader(a.Stdin)
+	for range 3 {
+		fmt.Fprint(a.Stderr, "Platform to build (ios/android): ")
+		line, err := br.ReadString('\n')
+		switch p := strings.ToLower(strings.TrimSpace(line)); p {
+		case "ios", "i":
+			return api.PlatformIOS, nil
+		case "android", "a":
+			return api.PlatformAndroid, nil
+		}
+		if err != nil {
+			break
+		}
+	}
+	return "", usageErr("no platform chosen: pass --platform ios or --platform android")
+}
+
+// submitFingerprint identifies "the same submit": the controller, the key,
+// the project's content (by names, sizes and times), the fields and the
+// signing material.
+func submitFingerprint(s *session, plan *pack.Plan, req api.SubmitRequest, certs []byte) string {
+	h := sha256.New()
+	keyHash := sha256.Sum256([]byte(s.apiKey))
+	certsHash := sha256.Sum256(certs)
+	prio := -1
+	if req.Priority != nil {
+		prio = *req.Priority
+	}
+	fmt.Fprintf(h, "%s\x00%x\x00%s\x00%s\x00%s\x00%d\x00%d\x00%x", s.baseURL, keyHash, plan.Fingerprint(), req.Platform, req.Profile, prio, req.TimeoutSeconds, certsHash)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// idempotencyKey returns the key for this submit: the explicit one, the one
+// of an earlier identical submit whose answer was lost, or a new one,
+// recorded before the upload starts.
+func (s *session) idempotencyKey(explicit, fp, project string) (key string, resumed bool, err error) {
+	if explicit != "" {
+		return explicit, false, nil
+	}
+	_, err = updateConfig(s.cfgPath, func(c *Config) error {
+		if p, ok := c.PendingSubmits[fp]; ok && time.Since(p.StartedAt) < pendingTTL {
+			key, resumed = p.IdempotencyKey, true
+			return nil
+		}
+		b := make([]byte, 16)
+		rand.Read(b)
+		key = "expo-build-" + hex.EncodeToString(b)
+		if c.PendingSubmits == nil {
+			c.PendingSubmits = map[string]PendingSubmit{}
+		}
+		c.PendingSubmits[fp] = PendingSubmit{IdempotencyKey: key, Project: project, StartedAt: time.Now().UTC()}
+		return nil
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("record the submit in the config file: %w", err)
+	}
+	return key, resumed, nil
+}
+
+func (s *session) forgetPending(fp string) {
+	updateConfig(s.cfgPath, func(c *Config) error { //nolint:errcheck // it expires anyway
+		delete(c.PendingSubmits, fp)
+		return nil
+	})
+}
+
+// recordSubmit stores the build token and ends the pending submit.
+func (s *session) recordSubmit(sub api.SubmitResponse, platform, fp string) error {
+	s.ui.secrets = append(s.ui.secrets, sub.AccessToken)
+	_, err := updateConfig(s.cfgPath, func(c *Config) error {
+		delete(c.PendingSubmits, fp)
+		if sub.AccessToken != "" {
+			if c.Builds == nil {
+				c.Builds = map[string]BuildRecord{}
+			}
+			c.Builds[sub.ID] = BuildRecord{Token: sub.AccessToken, ControllerURL: s.baseURL, Platform: platform, SubmittedAt: sub.SubmittedAt}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("save the build token: %w", err)
+	}
+	if s.cfg.Builds == nil {
+		s.cfg.Builds = map[string]BuildRecord{}
+	}
+	s.cfg.Builds[sub.ID] = BuildRecord{Token: sub.AccessToken, ControllerURL: s.baseURL, Platform: platform, SubmittedAt: sub.SubmittedAt}
+	return nil
+}
+
+var errUploadEnded = errors.New("upload ended")
+
+// upload packs and sends the project through a pipe: the archive is never
+// whole in memory or on disk. A network error repacks and resends with the
+// same Idempotency-Key.
+func (s *session) upload(ctx context.Context, c *api.Client, plan *pack.Plan, req api.SubmitRequest, certs []byte) (api.SubmitResponse, error) {
+	var out api.SubmitResponse
+	err := s.retry(ctx, "upload", true, func(ctx context.Context) error {
+		bar := s.ui.newProgress("Uploading", plan.Bytes)
+		bar.detail = func() string { return "sent " + humanBytes(bar.moved.Load()) }
+		packCtx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		pr, pw := io.Pipe()
+		packed := make(chan error, 1)
+		go func() {
+			err := plan.Write(packCtx, pw, func(n int64) { bar.done.Store(n) })
+			pw.CloseWithError(err)
+			packed <- err
+		}()
+		r := req
+		r.Source = &countingReader{r: pr, n: &bar.moved}
+		if certs != nil {
+			r.Certs = bytes.NewReader(certs)
+		}
+		resp, err := c.Submit(ctx, r)
+		pr.CloseWithError(errUploadEnded)
+		cancel()
+		perr := <-packed
+		elapsed := bar.finish()
+		if perr != nil && !errors.Is(perr, errUploadEnded) && !errors.Is(perr, context.Canceled) && !errors.Is(perr, io.ErrClosedPipe) {
+			return &packError{err: perr}
+		}
+		if err != nil {
+			return err
+		}
+		sent := bar.moved.Load()
+		s.ui.info("Uploaded %s (%d files, %s before compression) in %s, %s/s", humanBytes(sent), plan.Files, humanBytes(plan.Bytes),
+			humanDuration(elapsed), humanBytes(int64(float64(sent)/max(elapsed.Seconds(), 0.001))))
+		out = resp
+		return nil
+	})
+	return out, err
+}
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}

@@ -1,0 +1,59 @@
+package cli
+
+import (
+	"context"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// waitAndDownload follows a submitted build (status changes, or the log
+// with --logs) and downloads the artifacts once it completed.
+func (a *App) waitAndDownload(ctx context.Context, inv *invocation, s *session, sub api.SubmitResponse, o submitOpts) error {
+	u := inv.ui
+	id := sub.ID
+	if !inv.json {
+		u.printf("%s Build %s queued; waiting for it (Ctrl-C stops waiting, not the build)\n", u.o(cGreen, "✔"), u.o(cBold, id))
+	}
+	var final api.Build
+	if o.logs {
+		status, err := a.followLogs(ctx, s, id, &logSink{u: u})
+		if err != nil {
+			return err
+		}
+		if final, err = s.getBuild(ctx, id); err != nil {
+			return err
+		}
+		final.Status = status
+	} else {
+		b, err := s.getBuild(ctx, id)
+		if err != nil {
+			return err
+		}
+		last := ""
+		show := func(b api.Build) {
+			if k := watchKey(b); k != last && !inv.json {
+				last = k
+				u.printf("%s  %s\n", u.o(cDim, time.Now().Format("15:04:05")), statusLine(u, b))
+			}
+		}
+		show(b)
+		if final, err = a.watchBuild(ctx, s, id, b, show); err != nil {
+			return err
+		}
+	}
+	if final.Status != api.StatusCompleted {
+		if inv.json {
+			u.emit(map[string]any{"event": "done", "id": id, "status": final.Status, "build": final}) //nolint:errcheck
+		}
+		return endResult(final)
+	}
+	files, err := a.download(ctx, inv, s, final, o.output, o.force, "")
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		return u.emit(map[string]any{"event": "done", "id": id, "status": final.Status, "build": final, "artifacts": files})
+	}
+	return nil
+}
