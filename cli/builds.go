@@ -477,20 +477,9 @@ func retryWithCerts(ctx context.Context, c *api.Client, id string, certs []byte)
 // client's credentials, through the client's Do (which turns non-2xx answers
 // into *api.Error).
 func rawRequest(ctx context.Context, c *api.Client, method, path string, body io.Reader, h map[string]string) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, body)
+	req, err := c.NewRequest(ctx, method, path, body, h)
 	if err != nil {
 		return nil, err
-	}
-	if c.APIKey != "" {
-		req.Header.Set(api.HeaderAPIKey, c.APIKey)
-	} else if c.BuildToken != "" {
-		req.Header.Set(api.HeaderBuildToken, c.BuildToken)
-	}
-	if c.UserAgent != "" {
-		req.Header.Set("User-Agent", c.UserAgent)
-	}
-	for k, v := range h {
-		req.Header.Set(k, v)
 	}
 	return c.Do(req)
 }

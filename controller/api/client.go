@@ -59,7 +59,10 @@ func (c *Client) httpClient() *http.Client {
 
 type header map[string]string
 
-func (c *Client) newRequest(ctx context.Context, method, path string, body io.Reader, h header) (*http.Request, error) {
+// NewRequest builds a request to path on the controller carrying the
+// client's credential, for calls this package has no method for. Empty
+// header values are skipped.
+func (c *Client) NewRequest(ctx context.Context, method, path string, body io.Reader, h map[string]string) (*http.Request, error) {
 	req, err := http.NewRequestWithContext(ctx, method, strings.TrimRight(c.BaseURL, "/")+path, body)
 	if err != nil {
 		return nil, err
@@ -119,7 +122,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, h h
 		}
 		h["Content-Type"] = "application/json"
 	}
-	req, err := c.newRequest(ctx, method, path, body, h)
+	req, err := c.NewRequest(ctx, method, path, body, h)
 	if err != nil {
 		return err
 	}
@@ -223,7 +226,7 @@ func (c *Client) multipart(ctx context.Context, path string, fields [][2]string,
 		h = header{}
 	}
 	h["Content-Type"] = mw.FormDataContentType()
-	req, err := c.newRequest(ctx, http.MethodPost, path, pr, h)
+	req, err := c.NewRequest(ctx, http.MethodPost, path, pr, h)
 	if err != nil {
 		return err
 	}
@@ -319,7 +322,7 @@ type LogChunk struct {
 
 // ReadLogs returns log bytes from offset after.
 func (c *Client) ReadLogs(ctx context.Context, id string, after int64) (LogChunk, error) {
-	req, err := c.newRequest(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(id)+"/logs?after="+strconv.FormatInt(after, 10), nil, nil)
+	req, err := c.NewRequest(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(id)+"/logs?after="+strconv.FormatInt(after, 10), nil, nil)
 	if err != nil {
 		return LogChunk{}, err
 	}
@@ -341,7 +344,7 @@ func (c *Client) DownloadArtifact(ctx context.Context, id, name string, offset i
 	if offset > 0 {
 		h["Range"] = fmt.Sprintf("bytes=%d-", offset)
 	}
-	req, err := c.newRequest(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(id)+"/artifacts/"+url.PathEscape(name), nil, h)
+	req, err := c.NewRequest(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(id)+"/artifacts/"+url.PathEscape(name), nil, h)
 	if err != nil {
 		return nil, err
 	}
@@ -363,7 +366,7 @@ func (c *Client) VMAuth(ctx context.Context, buildID, otp string) (VMAuthRespons
 // Source opens a build's source archive with a VM token (or, with an empty
 // vmToken and a worker token, as the assigned worker).
 func (c *Client) Source(ctx context.Context, buildID, vmToken, workerToken string) (*http.Response, error) {
-	req, err := c.newRequest(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(buildID)+"/source", nil,
+	req, err := c.NewRequest(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(buildID)+"/source", nil,
 		header{HeaderVMToken: vmToken, HeaderWorkerToken: workerToken})
 	if err != nil {
 		return nil, err
@@ -380,7 +383,7 @@ func (c *Client) CertsSecure(ctx context.Context, buildID, vmToken string) (Cert
 // AppendLog appends data at offset; it returns the log's new length. On a
 // 416 the *Error carries the length to resend from.
 func (c *Client) AppendLog(ctx context.Context, buildID, vmToken string, offset int64, data []byte) (int64, error) {
-	req, err := c.newRequest(ctx, http.MethodPost, "/api/builds/"+url.PathEscape(buildID)+"/logs?offset="+strconv.FormatInt(offset, 10),
+	req, err := c.NewRequest(ctx, http.MethodPost, "/api/builds/"+url.PathEscape(buildID)+"/logs?offset="+strconv.FormatInt(offset, 10),
 		bytes.NewReader(data), header{HeaderVMToken: vmToken, "Content-Type": "application/octet-stream"})
 	if err != nil {
 		return 0, err
