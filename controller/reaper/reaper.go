@@ -29,8 +29,8 @@ func New(st *store.Store, bl *blobs.Store, interval time.Duration, log logrus.Fi
 	return &Reaper{store: st, blobs: bl, interval: interval, log: log, kick: make(chan struct{}, 1)}
 }
 
-// Kick asks for a sweep now (after a build ended, to delete its certificates
-// at once). It never blocks.
+// Kick asks for the certificates of ended builds to be deleted now (after
+// a build ended) rather than at the next sweep. It never blocks.
 func (r *Reaper) Kick() {
 	select {
 	case r.kick <- struct{}{}:
@@ -44,11 +44,15 @@ func (r *Reaper) Run(ctx context.Context) {
 	defer t.Stop()
 	for {
 		r.Sweep(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-r.kick:
+		for kicked := true; kicked; {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				kicked = false
+			case <-r.kick:
+				r.deleteCerts(ctx) // cheap: a partial index holds only builds with live certificates
+			}
 		}
 	}
 }
@@ -66,6 +70,11 @@ func (r *Reaper) Sweep(ctx context.Context) {
 		r.log.WithFields(logrus.Fields{"leases_expired": rep.LeasesExpired, "workers_offline": rep.WorkersOffline,
 			"timed_out": rep.TimedOut}).Info("reaper requeued or ended builds")
 	}
+	r.deleteCerts(ctx)
+}
+
+// deleteCerts removes the sealed certificates of builds that ended.
+func (r *Reaper) deleteCerts(ctx context.Context) {
 	ids, err := r.store.CertsToDelete(ctx, 500)
 	if err != nil {
 		r.log.WithError(err).Warn("reaper: list certificates to delete")

@@ -52,10 +52,11 @@ type Server struct {
 	log    logrus.FieldLogger
 	kick   func() // Options.BuildEnded
 
-	keyCache keyCache
-	mux      *http.ServeMux
-	draining chan struct{} // closed by Drain
-	drainOne sync.Once
+	keyCache   keyCache
+	queueDepth depthCache
+	mux        *http.ServeMux
+	draining   chan struct{} // closed by Drain
+	drainOne   sync.Once
 }
 
 // Options configure a Server.

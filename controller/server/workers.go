@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -87,8 +89,8 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAut
 		}
 		timer.Stop()
 	}
-	depth, err := s.store.QueueDepth(ctx)
-	if err != nil {
+	depth, err := s.queueDepth.get(ctx, s.store)
+	if err != nil && ctx.Err() == nil {
 		s.log.WithError(err).Warn("count queue depth")
 	}
 	writeJSON(w, http.StatusOK, api.PollResponse{Job: res.Job, TokenGrant: wa.Grant, QueueDepth: depth})
@@ -288,4 +290,27 @@ func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
 		ws = []store.Worker{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"workers": ws})
+}
+
+// depthCache shares one queue-depth count per replica for a second: every
+// poll answer carries the figure, and counting a large backlog on each
+// would cost more than the claim itself.
+type depthCache struct {
+	mu      sync.Mutex
+	value   int
+	expires time.Time
+}
+
+func (c *depthCache) get(ctx context.Context, st *store.Store) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if time.Now().Before(c.expires) {
+		return c.value, nil
+	}
+	n, err := st.QueueDepth(ctx)
+	if err != nil {
+		return c.value, err
+	}
+	c.value, c.expires = n, time.Now().Add(time.Second)
+	return n, nil
 }

@@ -111,7 +111,7 @@ func (t *txn) timeOutBuilds(ctx context.Context) (int, error) {
 // CertsToDelete lists builds that ended while still holding certificates.
 func (s *Store) CertsToDelete(ctx context.Context, limit int) ([]string, error) {
 	rows, err := s.pool.Query(ctx, `SELECT id FROM builds WHERE has_certs AND certs_deleted_at IS NULL
-		AND status IN ('completed', 'failed', 'cancelled') ORDER BY completed_at LIMIT $1`, limit)
+		AND status IN ('completed', 'failed', 'cancelled') LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find certificates to delete: %w", err)
 	}
