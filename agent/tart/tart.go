@@ -69,7 +69,7 @@ func (d *Driver) run(ctx context.Context, args ...string) ([]byte, error) {
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()
-	if errors.Is(err, exec.ErrNotFound) {
+	if notInstalled(err) {
 		return nil, ErrNotInstalled
 	}
 	var exit *exec.ExitError
@@ -84,6 +84,12 @@ func (d *Driver) run(ctx context.Context, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("tart %s: %w", strings.Join(args, " "), err)
 	}
 	return stdout.Bytes(), nil
+}
+
+// notInstalled: no tart on PATH, or none at the configured path.
+func notInstalled(err error) bool {
+	var pe *os.PathError
+	return errors.Is(err, exec.ErrNotFound) || (errors.As(err, &pe) && errors.Is(pe.Err, os.ErrNotExist))
 }
 
 func firstLine(s string) string {
@@ -182,7 +188,7 @@ func (d *Driver) EnsureTemplate(ctx context.Context) error {
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
-		if errors.Is(err, exec.ErrNotFound) {
+		if notInstalled(err) {
 			return ErrNotInstalled
 		}
 		return err

@@ -1,0 +1,188 @@
+package tart
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/agent"
+	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+)
+
+// The driver's contract tests run against the fake tart by default. On a
+// Mac, FREEAGENT_TEST_REAL_TART=1 runs the same tests against the real
+// tart, with FREEAGENT_TEST_TART_TEMPLATE naming a small local VM to clone
+// (e.g. one made with `tart create --linux fa-contract-template`).
+type tartEnv struct {
+	driver *Driver
+	fake   bool
+	log    string // the fake's invocation log
+}
+
+func newTartEnv(t *testing.T) *tartEnv {
+	t.Helper()
+	log := logrus.New()
+	log.SetOutput(testWriter{t})
+	if os.Getenv("FREEAGENT_TEST_REAL_TART") == "1" {
+		tmpl := os.Getenv("FREEAGENT_TEST_TART_TEMPLATE")
+		if tmpl == "" {
+			t.Fatal("set FREEAGENT_TEST_TART_TEMPLATE to a local VM to clone")
+		}
+		return &tartEnv{driver: &Driver{Tart: "tart", Template: tmpl, LogDir: t.TempDir(), Log: log}}
+	}
+	bin := faketarttest.Build(t)
+	home := faketarttest.Home(t)
+	faketarttest.Template(t, home, "macos-template", []string{"/bin/sh", "-c", "sleep 3600"}, nil)
+	e := &tartEnv{fake: true, log: filepath.Join(t.TempDir(), "tart.log")}
+	e.driver = &Driver{Tart: bin, Template: "macos-template", LogDir: t.TempDir(), Log: log,
+		Env: append(faketarttest.Env(home, "FAKETART_BOOT_DELAY=10ms"), "FAKETART_LOG="+e.log)}
+	return e
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func (e *tartEnv) names(t *testing.T) map[string]string {
+	t.Helper()
+	vms, err := e.driver.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]string{}
+	for _, vm := range vms {
+		m[vm.Name] = vm.State
+	}
+	return m
+}
+
+func TestStartAndDestroy(t *testing.T) {
+	e := newTartEnv(t)
+	ctx := context.Background()
+	shared := t.TempDir()
+	inst, err := e.driver.Start(ctx, "fa-contract-1", shared, agent.Resources{CPU: 4, MemoryMB: 8192})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for e.names(t)["fa-contract-1"] != "running" {
+		if time.Now().After(deadline) {
+			t.Fatalf("VM not running: %v", e.names(t))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := inst.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-inst.Exited():
+	case <-time.After(5 * time.Second):
+		t.Fatal("tart run still running after Destroy")
+	}
+	if _, ok := e.names(t)["fa-contract-1"]; ok {
+		t.Fatal("VM still exists after Destroy")
+	}
+	if err := inst.Destroy(ctx); err != nil {
+		t.Fatalf("a second Destroy: %v", err)
+	}
+	if e.fake {
+		var seq []string
+		for _, entry := range faketarttest.ReadLog(t, e.log) {
+			if entry.Event == "exit" && entry.Cmd != "list" {
+				seq = append(seq, entry.Cmd+" "+strings.Join(entry.Argv, " "))
+			}
+		}
+		want := []string{
+			"clone clone macos-template fa-contract-1",
+			"set set fa-contract-1 --random-mac --cpu 4 --memory 8192",
+			"run run --no-graphics --no-audio --no-clipboard --dir build-config:" + shared + " fa-contract-1",
+			"stop stop --timeout 30 fa-contract-1",
+			"delete delete fa-contract-1",
+		}
+		for _, w := range want {
+			if !slices.ContainsFunc(seq, func(s string) bool { return strings.HasSuffix(s, strings.SplitN(w, " ", 2)[1]) }) {
+				t.Fatalf("tart calls %q lack %q", seq, w)
+			}
+		}
+	}
+}
+
+func TestCleanupRemovesOnlyItsOwnVMs(t *testing.T) {
+	e := newTartEnv(t)
+	ctx := context.Background()
+	for _, name := range []string{"fa-orphan-1", "fa-orphan-2", "users-vm"} {
+		if _, err := e.driver.run(ctx, "clone", e.driver.Template, name); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// One orphan is still running, as after an agent crash.
+	cmd := exec.Command(e.driver.Tart, "run", "--no-graphics", "fa-orphan-2")
+	cmd.Env = append(os.Environ(), e.driver.Env...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	deadline := time.Now().Add(10 * time.Second)
+	for e.names(t)["fa-orphan-2"] != "running" && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := e.driver.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names := e.names(t)
+	if _, ok := names["fa-orphan-1"]; ok {
+		t.Fatalf("orphan left: %v", names)
+	}
+	if _, ok := names["fa-orphan-2"]; ok {
+		t.Fatalf("running orphan left: %v", names)
+	}
+	if _, ok := names["users-vm"]; !ok {
+		t.Fatalf("the user's VM was touched: %v", names)
+	}
+	e.driver.run(ctx, "delete", "users-vm") //nolint:errcheck
+}
+
+func TestStartErrorsAreClassified(t *testing.T) {
+	e := newTartEnv(t)
+	ctx := context.Background()
+	d := e.driver
+	missing := &Driver{Tart: d.Tart, Template: "no-such-template", LogDir: d.LogDir, Log: d.Log, Env: d.Env}
+	_, err := missing.Start(ctx, "fa-x-1", t.TempDir(), agent.Resources{})
+	var se *agent.StartError
+	if !errors.As(err, &se) || se.Code != "template_missing" || !se.Retryable || !strings.Contains(se.Error(), "no-such-template") {
+		t.Fatalf("missing template: %#v", err)
+	}
+	absent := &Driver{Tart: filepath.Join(t.TempDir(), "tart"), Template: d.Template, LogDir: d.LogDir, Log: d.Log, Env: d.Env}
+	_, err = absent.Start(ctx, "fa-x-2", t.TempDir(), agent.Resources{})
+	if !errors.As(err, &se) || se.Code != "tart_missing" || !strings.Contains(se.Error(), "brew install") {
+		t.Fatalf("tart not installed: %#v", err)
+	}
+	if e.fake {
+		failing := &Driver{Tart: d.Tart, Template: d.Template, LogDir: d.LogDir, Log: d.Log,
+			Env: append(slices.Clone(d.Env), "FAKETART_FAIL_CLONE=1:disk full")}
+		_, err = failing.Start(ctx, "fa-x-3", t.TempDir(), agent.Resources{})
+		var te *Error
+		if !errors.As(err, &se) || se.Code != "vm_start_failed" || !errors.As(err, &te) || te.ExitCode != 1 || te.Line != "disk full" {
+			t.Fatalf("failing clone: %#v", err)
+		}
+	}
+	if _, err := e.driver.Start(ctx, "not-prefixed", t.TempDir(), agent.Resources{}); err == nil {
+		t.Fatal("a VM name without the fa- prefix was accepted")
+	}
+	b, _ := json.Marshal(e.names(t))
+	if strings.Contains(string(b), "fa-x") {
+		t.Fatalf("failed starts left VMs: %s", b)
+	}
+}
