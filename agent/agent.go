@@ -149,9 +149,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		if !a.waitForSlot(ctx) {
 			continue
 		}
-		resp, err := a.client.Poll(ctx, a.tokens.get(), a.cfg.PollWait)
+		resp, err := a.poll(ctx)
 		if err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || a.isDraining() {
 				break
 			}
 			if a.recover(ctx, err, backoff) {
@@ -166,6 +166,11 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		b := a.startBuild(ctx, resp.Job)
+		if a.isDraining() { // claimed just as the drain began: hand it straight back
+			b.report(ctx, outcome{code: api.CodeReleased, message: "the worker is stopping; build handed back"})
+			a.finishBuild(b)
+			continue
+		}
 		// The controller re-delivers an unacknowledged job on our next poll,
 		// so acknowledge it (first heartbeat) before polling again.
 		if err := b.acknowledge(ctx); err != nil {
@@ -183,6 +188,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Wait()
 	a.unregister()
 	return ctx.Err()
+}
+
+// poll long-polls for a job; a drain ends the wait at once.
+func (a *Agent) poll(ctx context.Context) (api.PollResponse, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-a.draining:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return a.client.Poll(ctx, a.tokens.get(), a.cfg.PollWait)
 }
 
 // recover handles a failed worker call: re-register on 401/404, back off on

@@ -173,12 +173,12 @@ func (b *build) execute(ctx context.Context) outcome {
 	name := "fa-" + b.job.ID + "-" + b.job.AttemptID
 	inst, err := b.a.driver.Start(ctx, name, dir, b.a.cfg.Resources)
 	if err != nil {
+		if ctx.Err() != nil { // stopped while starting: the cause decides
+			return b.interrupted(ctx)
+		}
 		var se *StartError
 		if errors.As(err, &se) {
 			return outcome{retryable: se.Retryable, code: se.Code, message: se.Error()}
-		}
-		if ctx.Err() != nil {
-			return b.interrupted(ctx)
 		}
 		return outcome{retryable: true, code: "vm_start_failed", message: err.Error()}
 	}

@@ -446,3 +446,29 @@ func TestEndToEndVMLimit(t *testing.T) {
 	}
 	f.noBuildVMs()
 }
+
+// TestEndToEndDrain: the first SIGTERM lets the running build finish, then
+// the worker unregisters and exits; with a second SIGTERM the running build
+// is stopped and handed back to the queue without consuming an attempt.
+func TestEndToEndDrain(t *testing.T) {
+	f := newFarm(t, nil)
+	a := f.startAgent()
+	id := f.submit("echo started\nsleep 2\nmkdir -p \"$FREEAGENT_ARTIFACTS_DIR\"\necho ok > \"$FREEAGENT_ARTIFACTS_DIR/app.apk\"\n")
+	f.waitFor(id, 30*time.Second, "running", func(b api.Build) bool { return strings.Contains(f.logs(id), "started") })
+	a.stop(t) // waits for the exit
+	if b, _ := f.dev.GetBuild(context.Background(), id); b.Status != api.StatusCompleted {
+		t.Fatalf("a drain must let the build finish: %+v", b)
+	}
+
+	b := f.startAgent()
+	id = f.submit("echo started\nsleep 60\n")
+	f.waitFor(id, 30*time.Second, "running", func(b api.Build) bool { return strings.Contains(f.logs(id), "started") })
+	b.cmd.Process.Signal(syscall.SIGTERM)
+	time.Sleep(300 * time.Millisecond)
+	b.stop(t) // the second SIGTERM
+	bl := f.waitFor(id, 10*time.Second, "handed back", func(b api.Build) bool { return b.Status == api.StatusPending })
+	if bl.Attempts != 0 || bl.AttemptHistory[0].Status != "released" {
+		t.Fatalf("handed-back build: %+v", bl)
+	}
+	f.noBuildVMs()
+}
