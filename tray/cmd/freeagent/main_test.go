@@ -1,0 +1,80 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/freeagent-build/freeagent/agent/secrets"
+)
+
+func TestConfigPrecedenceFlagEnvFileDefault(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, confName), []byte("# comment\ncontroller-url = http://from-file:8080\nmax-builds = 2\ntemplate = from-file\npoll-wait = 7s\n"), 0o600)
+	t.Setenv("FREEAGENT_TEMPLATE", "from-env")
+	t.Setenv("FREEAGENT_MAX_BUILDS", "")
+	os.Unsetenv("FREEAGENT_MAX_BUILDS")
+	cfg, err := loadConfig("run", []string{"--data-dir", dir, "--poll-wait", "3s"}, &bytes.Buffer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.ControllerURL != "http://from-file:8080" || cfg.MaxBuilds != 2 || cfg.Template != "from-env" ||
+		cfg.PollWait != 3*time.Second || cfg.BootTimeout != 5*time.Minute || cfg.DataDir != dir {
+		t.Fatalf("precedence: %+v", cfg)
+	}
+	os.WriteFile(filepath.Join(dir, confName), []byte("max-builds = lots\n"), 0o600)
+	_, err = loadConfig("run", []string{"--data-dir", dir, "--controller-url", "http://x"}, &bytes.Buffer{})
+	if err == nil || !strings.Contains(err.Error(), "agent.conf max-builds") {
+		t.Fatalf("a bad file value must name where it came from: %v", err)
+	}
+	os.WriteFile(filepath.Join(dir, confName), []byte("no equals sign\n"), 0o600)
+	if _, err := loadConfig("run", []string{"--data-dir", dir}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), ":1:") {
+		t.Fatalf("a malformed line must be reported with its number: %v", err)
+	}
+}
+
+func TestRunNeedsAControllerAndAKey(t *testing.T) {
+	dir := t.TempDir()
+	var stderr bytes.Buffer
+	if code := run([]string{"run", "--data-dir", dir}, strings.NewReader(""), &bytes.Buffer{}, &stderr); code != 2 ||
+		!strings.Contains(stderr.String(), "freeagent setup --controller-url") {
+		t.Fatalf("no controller: %d %q", code, stderr.String())
+	}
+	stderr.Reset()
+	t.Setenv("FREEAGENT_API_KEY", "")
+	if code := run([]string{"run", "--data-dir", dir, "--controller-url", "http://127.0.0.1:1", "--vm-driver", "local"},
+		strings.NewReader(""), &bytes.Buffer{}, &stderr); code != 2 || !strings.Contains(stderr.String(), "API key") {
+		t.Fatalf("no key: %d %q", code, stderr.String())
+	}
+	stderr.Reset()
+	if code := run([]string{"run", "--data-dir", dir, "--controller-url", "http://x", "--vm-driver", "tart", "--max-builds", "3"},
+		strings.NewReader(""), &bytes.Buffer{}, &stderr); code != 2 || !strings.Contains(stderr.String(), "at most 2") {
+		t.Fatalf("three macOS VMs: %d %q", code, stderr.String())
+	}
+}
+
+func TestSetupStoresURLAndKey(t *testing.T) {
+	dir := t.TempDir()
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"setup", "--data-dir", dir, "--controller-url", "https://builds.example.com", "--api-key-stdin"},
+		strings.NewReader("fak_secret_key\n"), &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("setup: %d %s", code, stderr.String())
+	}
+	if strings.Contains(stdout.String(), "fak_secret_key") {
+		t.Fatal("setup printed the key")
+	}
+	cfg, err := loadConfig("run", []string{"--data-dir", dir}, &bytes.Buffer{})
+	if err != nil || cfg.ControllerURL != "https://builds.example.com" {
+		t.Fatalf("saved URL: %+v %v", cfg, err)
+	}
+	if key, err := secrets.Open(dir).Get(secrets.KeyAPIKey); err != nil || key != "fak_secret_key" {
+		t.Fatalf("saved key: %q %v", key, err)
+	}
+	if (&Config{VMDriver: "tart", ControllerURL: "http://127.0.0.1:8080", HostAddress: "192.168.64.1"}).guestURL() != "http://192.168.64.1:8080" {
+		t.Fatal("a loopback controller must be rewritten for the VMs")
+	}
+}
