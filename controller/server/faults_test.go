@@ -559,3 +559,38 @@ func TestDrainHandsBuildBackAtOnce(t *testing.T) {
 		t.Fatalf("after a retryable failure: attempts %d run_after %v", b.Attempts, b.RunAfter)
 	}
 }
+
+func TestQueuePositionsFollowPriorityAndAge(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	submit := func(priority int) api.SubmitResponse {
+		resp, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Priority: &priority,
+			Source: bytes.NewReader(project(t, map[string]string{"a": "b"}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+	a, b, urgent := submit(2), submit(2), submit(0)
+	for _, c := range []struct {
+		got  *int
+		want int
+	}{{a.QueuePosition, 1}, {b.QueuePosition, 2}, {urgent.QueuePosition, 1}} {
+		if c.got == nil || *c.got != c.want {
+			t.Fatalf("position at submit: got %v, want %d", c.got, c.want)
+		}
+	}
+	for id, want := range map[string]int{urgent.ID: 1, a.ID: 2, b.ID: 3} {
+		if got := e.build(id).QueuePosition; got == nil || *got != want {
+			t.Fatalf("build %s: position %v, want %d", id, got, want)
+		}
+	}
+	w := e.register("w", api.Capabilities{})
+	if job := w.poll(0); job == nil || job.ID != urgent.ID {
+		t.Fatalf("the priority-0 build must be claimed first, got %+v", job)
+	}
+	if got := e.build(b.ID).QueuePosition; got == nil || *got != 2 {
+		t.Fatalf("after a claim: position %v, want 2", got)
+	}
+}

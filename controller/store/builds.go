@@ -75,34 +75,43 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 	token, hash := newSecret(prefixBuildToken)
 	var out Submitted
 	err := s.withTx(ctx, func(t *txn) error {
-		var id string
+		// A new build has no artifacts or attempts yet: the insert itself
+		// answers with what the submitter sees, queue position included
+		// (the subquery sees the queue as it was before this row).
+		var pos int
+		b := api.Build{Status: api.StatusPending, Platform: nb.Platform, Profile: nb.Profile, Priority: nb.Priority,
+			MaxAttempts: s.cfg.MaxAttempts, Artifacts: []api.Artifact{}}
 		err := t.QueryRow(ctx, `
 			INSERT INTO builds (id, status, platform, profile, priority, token_hash, submitted_by, idempotency_key, retry_of,
 				source_size, source_sha256, source_format, has_certs, base_image, timeout_seconds, max_attempts)
 			VALUES ($1, 'pending', $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), NULLIF($8, ''), $9, $10, $11, $12, NULLIF($13, ''), $14, $15)
 			ON CONFLICT (submitted_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-			RETURNING id`,
+			RETURNING id, submitted_at, retry_of, (SELECT count(*) + 1 FROM builds p WHERE p.status = 'pending'
+				AND (p.priority, p.submitted_at, p.id) < (builds.priority, builds.submitted_at, builds.id))`,
 			nb.ID, nb.Platform, nb.Profile, nb.Priority, hash, nb.SubmittedBy, nb.IdempotencyKey, nb.RetryOf,
 			nb.SourceSize, nb.SourceSHA256, nb.SourceFormat, nb.HasCerts, nb.BaseImage, int(timeout.Seconds()), s.cfg.MaxAttempts,
-		).Scan(&id)
-		if errors.Is(err, pgx.ErrNoRows) {
+		).Scan(&b.ID, &b.SubmittedAt, &b.RetryOf, &pos)
+		switch {
+		case errors.Is(err, pgx.ErrNoRows):
 			out.Duplicate = true
+			var id string
 			err = t.QueryRow(ctx, `UPDATE builds SET token_hash = $3 WHERE submitted_by = $1 AND idempotency_key = $2 RETURNING id`,
 				nb.SubmittedBy, nb.IdempotencyKey, hash).Scan(&id)
 			if err != nil {
 				return fmt.Errorf("find build for Idempotency-Key: %w", err)
 			}
-		} else if err != nil {
+			out.Build, err = getBuild(ctx, t, id)
+			return err
+		case err != nil:
 			return fmt.Errorf("insert build: %w", err)
-		} else {
-			if err := nb.Commit(); err != nil {
-				return fmt.Errorf("store build files: %w", err)
-			}
-			t.emit(Change{Kind: "build", ID: id, Status: string(api.StatusPending), Platform: nb.Platform})
 		}
-		b, err := getBuild(ctx, t, id)
+		if err := nb.Commit(); err != nil {
+			return fmt.Errorf("store build files: %w", err)
+		}
+		b.QueuePosition = &pos
 		out.Build = b
-		return err
+		t.emit(Change{Kind: "build", ID: b.ID, Status: string(api.StatusPending), Platform: nb.Platform})
+		return nil
 	})
 	out.Token = token
 	return out, err
