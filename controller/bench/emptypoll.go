@@ -94,18 +94,7 @@ func runEmptyPoll(ctx context.Context, e *env) (*EmptyPollResult, error) {
 		used = after.sub(before)
 		return err
 	}()
-	cancel()
-	wg.Wait()
-	if err := parent.Err(); err != nil {
-		return nil, err
-	}
-	if err := fe.get(); err != nil {
-		return nil, err
-	}
-	if measureErr != nil {
-		return nil, measureErr
-	}
-	if err := e.alive(); err != nil {
+	if err := e.settle(parent, cancel, &wg, fe, measureErr); err != nil {
 		return nil, err
 	}
 	var all []time.Duration

@@ -246,18 +246,7 @@ func runLifecycles(ctx context.Context, e *env, shape Shape, warmup, window time
 		}
 		return nil
 	}()
-	cancel()
-	wg.Wait()
-	if err := parent.Err(); err != nil {
-		return nil, err
-	}
-	if err := fe.get(); err != nil {
-		return nil, err
-	}
-	if measureErr != nil {
-		return nil, measureErr
-	}
-	if err := e.alive(); err != nil {
+	if err := e.settle(parent, cancel, &wg, fe, measureErr); err != nil {
 		return nil, err
 	}
 	var all lcStats

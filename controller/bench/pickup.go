@@ -103,18 +103,7 @@ func runPickup(ctx context.Context, e *env) (*PickupResult, error) {
 		}
 		return nil
 	}()
-	cancel()
-	wg.Wait()
-	if err := parent.Err(); err != nil {
-		return nil, err
-	}
-	if err := fe.get(); err != nil {
-		return nil, err
-	}
-	if measureErr != nil {
-		return nil, measureErr
-	}
-	if err := e.alive(); err != nil {
+	if err := e.settle(parent, cancel, &wg, fe, measureErr); err != nil {
 		return nil, err
 	}
 	r := &PickupResult{Workers: len(ws), SpacingMS: toMS(cfg.PickupSpacing),

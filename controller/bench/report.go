@@ -39,7 +39,7 @@ func summarize(r *Report) []SummaryRow {
 	if p := r.Pickup; p != nil {
 		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Pickup latency p99 (p50 %s)", ms(p.FromSubmit.P50)), Value: p.FromSubmit.P99,
 			Shown: ms(p.FromSubmit.P99), Target: fmt.Sprintf("p50 < %.0f, p99 < %.0f ms", targetPickupP50MS, targetPickupP99MS),
-			Pass: p.FromSubmit.P99 < targetPickupP99MS && p.FromSubmit.P50 < targetPickupP50MS,
+			Pass:   p.FromSubmit.P99 < targetPickupP99MS && p.FromSubmit.P50 < targetPickupP50MS,
 			Source: "issue: pickup p50 < 50 ms, p99 < 250 ms"})
 	}
 	if p := r.EmptyPoll; p != nil {

@@ -171,3 +171,21 @@ func (f *firstError) get() error {
 	defer f.mu.Unlock()
 	return f.err
 }
+
+// settle ends a phase's load and returns the first failure among the
+// caller's context, the load's goroutines, the measurement and the
+// controller process itself.
+func (e *env) settle(parent context.Context, cancel context.CancelFunc, wg *sync.WaitGroup, fe *firstError, measureErr error) error {
+	cancel()
+	wg.Wait()
+	if err := parent.Err(); err != nil {
+		return err
+	}
+	if err := fe.get(); err != nil {
+		return err
+	}
+	if measureErr != nil {
+		return measureErr
+	}
+	return e.alive()
+}
