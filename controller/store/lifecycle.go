@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -288,7 +289,7 @@ func (s *Store) Complete(ctx context.Context, w WorkerAuth, r Result) (api.Resul
 		if err != nil {
 			return fmt.Errorf("record result: %w", err)
 		}
-		if string(leaseHash) != string(HashSecret(r.LeaseToken)) {
+		if subtle.ConstantTimeCompare(leaseHash, HashSecret(r.LeaseToken)) != 1 {
 			return fmt.Errorf("%w: lease token does not match attempt %s", ErrLeaseLost, r.AttemptID)
 		}
 		if stored != nil { // a repeat: the first answer stands
