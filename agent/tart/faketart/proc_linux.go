@@ -12,13 +12,14 @@ import (
 	"syscall"
 )
 
-// startGuest starts the guest in its own process group with
+// startGuest starts the guest in its own session (and so its own process
+// group) with
 // Pdeathsig: SIGKILL. Pdeathsig fires when the *thread* that forked the child
 // exits, so the fork happens on a goroutine locked to its OS thread, and that
 // goroutine stays (locked) in cmd.Wait until the guest exits. Killing
 // `tart run` (even with SIGKILL) therefore kills the guest.
 func startGuest(cmd *exec.Cmd) (*guestProc, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
 	g := &guestProc{cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {
@@ -44,8 +45,11 @@ func startGuest(cmd *exec.Cmd) (*guestProc, error) {
 // (faketarttest.Build swaps the shared binary atomically).
 func selfExe() (string, error) { return "/proc/self/exe", nil }
 
-// groupAlive reports whether a live (non-zombie) process is in group pgid.
-func groupAlive(pgid int) bool {
+// sessionPIDs lists the live (non-zombie) processes of session sid: the
+// guest and everything it started, even in process groups of their own
+// (the bootstrap runs each build step in one). A VM's power-off ends them all.
+func sessionPIDs(sid int) []int {
+	var pids []int
 	matches, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, m := range matches {
 		data, err := os.ReadFile(m)
@@ -57,13 +61,26 @@ func groupAlive(pgid int) bool {
 			continue
 		}
 		f := bytes.Fields(data[i+1:])
-		// state ppid pgrp …
-		if len(f) < 3 || string(f[0]) == "Z" || string(f[0]) == "X" {
+		// state ppid pgrp session …
+		if len(f) < 4 || string(f[0]) == "Z" || string(f[0]) == "X" {
 			continue
 		}
-		if pg, err := strconv.Atoi(string(f[2])); err == nil && pg == pgid {
-			return true
+		if s, err := strconv.Atoi(string(f[3])); err == nil && s == sid {
+			if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(m))); err == nil {
+				pids = append(pids, pid)
+			}
 		}
 	}
-	return false
+	return pids
+}
+
+// guestAlive reports whether anything of the guest still runs.
+func guestAlive(sid int) bool { return len(sessionPIDs(sid)) > 0 }
+
+// killGuest sends sig to every process of the guest's session.
+func killGuest(sid int, sig syscall.Signal) {
+	_ = syscall.Kill(-sid, sig)
+	for _, pid := range sessionPIDs(sid) {
+		_ = syscall.Kill(pid, sig)
+	}
 }

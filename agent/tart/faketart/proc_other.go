@@ -14,7 +14,7 @@ func selfExe() (string, error) { return os.Executable() }
 // Pdeathsig outside Linux; the reaper process (see startReaper) is what kills
 // the guest's group if `tart run` dies.
 func startGuest(cmd *exec.Cmd) (*guestProc, error) {
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	g := &guestProc{cmd: cmd, done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -27,7 +27,13 @@ func startGuest(cmd *exec.Cmd) (*guestProc, error) {
 	return g, nil
 }
 
-// groupAlive reports whether any process is in group pgid (zombies included).
-func groupAlive(pgid int) bool {
-	return syscall.Kill(-pgid, 0) == nil
+// guestAlive reports whether any process is in the guest's group (zombies
+// included). Without /proc, processes that left the group are not tracked.
+func guestAlive(sid int) bool {
+	return syscall.Kill(-sid, 0) == nil
+}
+
+// killGuest signals the guest's process group.
+func killGuest(sid int, sig syscall.Signal) {
+	_ = syscall.Kill(-sid, sig)
 }

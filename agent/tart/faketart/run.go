@@ -641,17 +641,17 @@ func (g *guestProc) signalGroup(sig syscall.Signal) {
 	_ = syscall.Kill(-g.pid, sig)
 }
 
-// powerOff is VZVirtualMachine.stop(): kill everything in the guest's process
-// group and wait until it is gone.
+// powerOff is VZVirtualMachine.stop(): kill everything the guest runs and
+// wait until it is gone.
 func (g *guestProc) powerOff() {
-	g.signalGroup(syscall.SIGKILL)
+	killGuest(g.pid, syscall.SIGKILL)
 	select {
 	case <-g.done:
 	case <-time.After(5 * time.Second):
 	}
 	deadline := time.Now().Add(2 * time.Second)
-	for groupAlive(g.pid) && time.Now().Before(deadline) {
-		g.signalGroup(syscall.SIGKILL)
+	for guestAlive(g.pid) && time.Now().Before(deadline) {
+		killGuest(g.pid, syscall.SIGKILL)
 		time.Sleep(10 * time.Millisecond)
 	}
 	if heldReaperPipe != nil {
@@ -720,7 +720,7 @@ func fakeReaper(args []string) int {
 	n, _ := os.Stdin.Read(buf)
 	if n == 0 {
 		// tart run died without powering the VM off.
-		_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		killGuest(pgid, syscall.SIGKILL)
 	}
 	return 0
 }
