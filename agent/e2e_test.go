@@ -283,14 +283,35 @@ func (f *farm) noBuildVMs() {
 				left = append(left, n)
 			}
 		}
-		if len(left) == 0 {
+		procs := f.guestProcesses()
+		if len(left) == 0 && len(procs) == 0 {
 			return
 		}
 		if time.Now().After(deadline) {
-			f.t.Fatalf("build VMs left behind: %v", left)
+			f.t.Fatalf("left behind: VMs %v, guest processes %v", left, procs)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// guestProcesses lists live processes started inside this farm's VMs (the
+// fake marks them with TART_FAKE_GUEST_ROOT under the farm's TART_HOME).
+func (f *farm) guestProcesses() []string {
+	var out []string
+	matches, _ := filepath.Glob("/proc/[0-9]*/environ")
+	for _, m := range matches {
+		env, err := os.ReadFile(m)
+		if err != nil || !bytes.Contains(env, []byte("TART_FAKE_GUEST_ROOT="+f.tartHome)) {
+			continue
+		}
+		stat, _ := os.ReadFile(filepath.Join(filepath.Dir(m), "stat"))
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && i+2 < len(stat) && stat[i+2] == 'Z' {
+			continue // exited, waiting for its reaper
+		}
+		cmdline, _ := os.ReadFile(filepath.Join(filepath.Dir(m), "cmdline"))
+		out = append(out, filepath.Base(filepath.Dir(m))+":"+string(bytes.ReplaceAll(cmdline, []byte{0}, []byte{' '})))
+	}
+	return out
 }
 
 func sum(b []byte) string {
