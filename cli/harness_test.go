@@ -376,8 +376,6 @@ func (p *faultProxy) log() []recorded {
 	return append([]recorded(nil), p.requests...)
 }
 
-type cutKey struct{}
-
 func (e *env) proxy() *faultProxy {
 	target, _ := url.Parse(e.URL)
 	p := &faultProxy{}

@@ -111,7 +111,8 @@ func (f *FileStore) save(m map[string]string) error {
 		return fmt.Errorf("write credentials: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err == nil {
+	err = tmp.Chmod(0o600)
+	if err == nil {
 		_, err = tmp.Write(b)
 	}
 	if cerr := tmp.Close(); err == nil {

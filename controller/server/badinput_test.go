@@ -1366,7 +1366,6 @@ func TestOversizedBodies(t *testing.T) {
 
 	t.Run("certs", func(t *testing.T) {
 		before := biFingerprint(t, e)
-		certs := biCertsZip(t, [][2]string{{"a.p12", string(bytes.Repeat([]byte{0x5a}, 1))}, {"password.txt", "pw"}, {"big.mobileprovision", string(biGzipLike(9 << 10))}})
 		// Stored (not deflated) so the zip is surely beyond 8 KiB.
 		var buf bytes.Buffer
 		zw := zip.NewWriter(&buf)
@@ -1379,7 +1378,7 @@ func TestOversizedBodies(t *testing.T) {
 			}
 		}
 		zw.Close()
-		certs = buf.Bytes()
+		certs := buf.Bytes()
 		body := biMultipart(biBoundary, biField("platform", "ios"), biFile("source", "s.tar.gz", src), biFile("certs", "c.zip", certs))
 		biSend(t, "POST", u+"/api/builds", body, api.HeaderAPIKey, e.devKey, "Content-Type", ct).wantError(t, http.StatusRequestEntityTooLarge, api.CodeTooLarge)
 		biUnchanged(t, e, before)
