@@ -287,6 +287,20 @@ func (inv *invocation) session() (*session, error) {
 	return s, nil
 }
 
+// buildArg parses a command that takes exactly one build id, then opens the
+// session it needs.
+func (inv *invocation) buildArg(fs *flag.FlagSet, args []string) (*session, string, error) {
+	pos, err := inv.parse(fs, args, 1, 1)
+	if err != nil {
+		return nil, "", err
+	}
+	s, err := inv.session()
+	if err != nil {
+		return nil, "", err
+	}
+	return s, pos[0], nil
+}
+
 func (inv *invocation) usage(fs *flag.FlagSet) string {
 	var b strings.Builder
 	c := inv.cmd

@@ -25,15 +25,10 @@ func (a *App) cmdStatus(ctx context.Context, inv *invocation, args []string) err
 	fs := inv.flags()
 	watch := fs.Bool("watch", false, "follow the build until it ends")
 	inv.alias(fs, "w", "watch")
-	pos, err := inv.parse(fs, args, 1, 1)
+	s, id, err := inv.buildArg(fs, args)
 	if err != nil {
 		return err
 	}
-	s, err := inv.session()
-	if err != nil {
-		return err
-	}
-	id := pos[0]
 	b, err := s.getBuild(ctx, id)
 	if err != nil {
 		return err
@@ -360,15 +355,10 @@ worker at its next heartbeat (expo-build status <id> --watch shows when).`
 
 func (a *App) cmdCancel(ctx context.Context, inv *invocation, args []string) error {
 	fs := inv.flags()
-	pos, err := inv.parse(fs, args, 1, 1)
+	s, id, err := inv.buildArg(fs, args)
 	if err != nil {
 		return err
 	}
-	s, err := inv.session()
-	if err != nil {
-		return err
-	}
-	id := pos[0]
 	var resp api.CancelResponse
 	err = s.withBuild(ctx, id, "cancel build "+id, true, func(ctx context.Context, c *api.Client) error {
 		var err error

@@ -43,15 +43,10 @@ func (a *App) cmdDownload(ctx context.Context, inv *invocation, args []string) e
 	force := fs.Bool("force", false, "replace existing files")
 	only := fs.String("artifact", "", "download only the artifact with this `NAME`")
 	wait := fs.Bool("wait", false, "wait for the build to end first")
-	pos, err := inv.parse(fs, args, 1, 1)
+	s, id, err := inv.buildArg(fs, args)
 	if err != nil {
 		return err
 	}
-	s, err := inv.session()
-	if err != nil {
-		return err
-	}
-	id := pos[0]
 	b, err := s.getBuild(ctx, id)
 	if err != nil {
 		return err

@@ -29,15 +29,10 @@ func (a *App) cmdLogs(ctx context.Context, inv *invocation, args []string) error
 	fs := inv.flags()
 	follow := fs.Bool("follow", false, "follow the log until the build ends")
 	inv.alias(fs, "f", "follow")
-	pos, err := inv.parse(fs, args, 1, 1)
+	s, id, err := inv.buildArg(fs, args)
 	if err != nil {
 		return err
 	}
-	s, err := inv.session()
-	if err != nil {
-		return err
-	}
-	id := pos[0]
 	sink := &logSink{u: inv.ui}
 	if !*follow {
 		status, err := a.readLogs(ctx, s, id, 0, sink, false)
