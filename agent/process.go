@@ -50,9 +50,6 @@ func (p *Process) Err() error {
 	}
 }
 
-// Pid is the process id.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
-
 // Destroy implements Instance: Stop (if any), then SIGTERM to the process
 // group, SIGKILL after a 10 s grace, then Cleanup (if any).
 func (p *Process) Destroy(ctx context.Context) error {

@@ -120,7 +120,6 @@ func (h *Hub) wakeAll() {
 
 // Waiter is a long poll waiting for a claimable build.
 type Waiter struct {
-	hub       *Hub
 	platforms []string
 	C         chan struct{}
 }
@@ -135,7 +134,7 @@ func (w *Waiter) signal() {
 // WaitClaimable registers a waiter for builds of the given platforms. Arm it
 // before trying to claim, so a build submitted in between is not missed.
 func (h *Hub) WaitClaimable(platforms []string) *Waiter {
-	w := &Waiter{hub: h, platforms: platforms, C: make(chan struct{}, 1)}
+	w := &Waiter{platforms: platforms, C: make(chan struct{}, 1)}
 	h.Rearm(w)
 	return w
 }

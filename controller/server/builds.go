@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path"
 	"strconv"
 	"strings"
@@ -355,14 +356,14 @@ func (s *Server) retryCerts(w http.ResponseWriter, r *http.Request, from, to str
 			return s.blobs.PrepareSeal(to, raw)
 		}
 	}
-	if deleted {
-		return nil, fmt.Errorf("%w: the signing certificates of build %s were deleted when it ended; send them again as the multipart file \"certs\" (expo-build retry --p12 …)", store.ErrConflict, from)
+	if !deleted {
+		p, err := s.blobs.CopySealed(from, to)
+		// The file may be gone a moment before the record says so.
+		if !errors.Is(err, os.ErrNotExist) {
+			return p, err
+		}
 	}
-	p, err := s.blobs.CopySealed(from, to)
-	if errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: build %s's certificates are unreadable", store.ErrConflict, from)
-	}
-	return p, err
+	return nil, fmt.Errorf("%w: the signing certificates of build %s were deleted when it ended; send them again as the multipart file \"certs\" (expo-build retry --p12 …)", store.ErrConflict, from)
 }
 
 func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request, b buildAccess) {
