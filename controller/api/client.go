@@ -357,6 +357,17 @@ func (c *Client) ListWorkers(ctx context.Context) (json.RawMessage, error) {
 	return out, c.call(ctx, http.MethodGet, "/api/workers", nil, &out, nil)
 }
 
+// PauseWorker stops giving builds to worker id; the builds it runs go on
+// (admin keys).
+func (c *Client) PauseWorker(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodPost, "/api/workers/"+url.PathEscape(id)+"/pause", nil, nil, nil)
+}
+
+// ResumeWorker gives a paused worker builds again (admin keys).
+func (c *Client) ResumeWorker(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodPost, "/api/workers/"+url.PathEscape(id)+"/resume", nil, nil, nil)
+}
+
 // VMAuth exchanges a build's OTP for a VM token.
 func (c *Client) VMAuth(ctx context.Context, buildID, otp string) (VMAuthResponse, error) {
 	var out VMAuthResponse

@@ -184,7 +184,13 @@ func (w *Watch) signal() {
 
 // WatchBuild signals C whenever build id changes status or its log grows.
 func (h *Hub) WatchBuild(id string) *Watch {
-	w := &Watch{hub: h, C: make(chan struct{}, 1), match: func(c store.Change) bool { return c.ID == id && c.Kind != "worker" }}
+	return h.Watch(func(c store.Change) bool { return c.ID == id && c.Kind != "worker" })
+}
+
+// Watch signals C whenever a change matches (the dashboard's live pages).
+// Signals coalesce: C holds at most one.
+func (h *Hub) Watch(match func(store.Change) bool) *Watch {
+	w := &Watch{hub: h, C: make(chan struct{}, 1), match: match}
 	h.mu.Lock()
 	h.watches[w] = struct{}{}
 	h.mu.Unlock()

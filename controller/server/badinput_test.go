@@ -1841,8 +1841,6 @@ func TestWrongMethodsAndPaths(t *testing.T) {
 		{"POST", "/api/workers/poll"},
 		{"GET", "/api/workers/heartbeat"},
 		{"GET", "/api/vm/auth"},
-		{"POST", "/health"},
-		{"GET", "/nope"},
 		{"GET", "/api"},
 		{"GET", "/api/"},
 		{"GET", "/api/builds/" + sub.ID + "/nope"},
@@ -1856,6 +1854,13 @@ func TestWrongMethodsAndPaths(t *testing.T) {
 		case http.StatusMethodNotAllowed:
 		default:
 			t.Errorf("%s %s: want 404 or 405, got %d: %s", c.method, c.path, r.Status, biClip(r.Body))
+		}
+	}
+	// Outside /api/ the paths are the dashboard's: a page saying so.
+	for _, c := range []struct{ method, path string }{{"POST", "/health"}, {"GET", "/nope"}} {
+		r := biSend(t, c.method, u+c.path, nil, api.HeaderAPIKey, e.adminKey)
+		if r.Status != http.StatusNotFound || !strings.HasPrefix(r.Header.Get("Content-Type"), "text/html") {
+			t.Errorf("%s %s: want the dashboard's 404 page, got %d %s: %s", c.method, c.path, r.Status, r.Header.Get("Content-Type"), biClip(r.Body))
 		}
 	}
 	biUnchanged(t, e, before)

@@ -278,17 +278,27 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, b buildAccess) {
 // still exist) certificates. Certificates are deleted when a build ends, so
 // retrying a signed build needs them again as a multipart "certs" file.
 func (s *Server) retry(w http.ResponseWriter, r *http.Request, b buildAccess) {
-	src, err := s.store.RetrySource(r.Context(), b.ID)
+	sub, err := s.retryBuild(w, r, b.ID, b.KeyID)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	writeJSON(w, http.StatusCreated, api.SubmitResponse{ID: sub.Build.ID, Status: sub.Build.Status, AccessToken: sub.Token,
+		SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
+}
+
+// retryBuild queues the retry of build id for the key keyID ("" when a
+// build token was used: the original submitter's key).
+func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID string) (store.Submitted, error) {
+	src, err := s.store.RetrySource(r.Context(), id)
+	if err != nil {
+		return store.Submitted{}, err
+	}
 	if !src.Status.Terminal() {
-		s.fail(w, r, fmt.Errorf("%w: build %s is still %s; cancel it first or wait for it to end", store.ErrConflict, b.ID, src.Status))
-		return
+		return store.Submitted{}, fmt.Errorf("%w: build %s is still %s; cancel it first or wait for it to end", store.ErrConflict, id, src.Status)
 	}
 	nb := store.NewBuild{ID: store.NewID(), Platform: src.Platform, Profile: src.Profile, Priority: src.Priority,
-		SubmittedBy: b.KeyID, RetryOf: b.ID, SourceSize: src.SourceSize, SourceSHA256: src.SourceSHA256,
+		SubmittedBy: keyID, RetryOf: id, SourceSize: src.SourceSize, SourceSHA256: src.SourceSHA256,
 		SourceFormat: src.SourceFormat, BaseImage: src.BaseImage, Timeout: src.Timeout, HasCerts: src.HadCerts}
 	if nb.SubmittedBy == "" {
 		nb.SubmittedBy = src.SubmittedBy
@@ -303,17 +313,15 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request, b buildAccess) {
 			s.blobs.RemoveBuild(nb.ID) //nolint:errcheck
 		}
 	}()
-	source, err := s.blobs.CopySource(b.ID, nb.ID)
+	source, err := s.blobs.CopySource(id, nb.ID)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return store.Submitted{}, err
 	}
 	pendings = append(pendings, source)
 	if src.HadCerts {
-		certs, err := s.retryCerts(w, r, b.ID, nb.ID, src.CertsDeleted)
+		certs, err := s.retryCerts(w, r, id, nb.ID, src.CertsDeleted)
 		if err != nil {
-			s.fail(w, r, err)
-			return
+			return store.Submitted{}, err
 		}
 		pendings = append(pendings, certs)
 	}
@@ -327,12 +335,10 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request, b buildAccess) {
 	}
 	sub, err := s.store.Submit(r.Context(), nb)
 	if err != nil {
-		s.fail(w, r, err)
-		return
+		return sub, err
 	}
 	committed = true
-	writeJSON(w, http.StatusCreated, api.SubmitResponse{ID: sub.Build.ID, Status: sub.Build.Status, AccessToken: sub.Token,
-		SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
+	return sub, nil
 }
 
 // retryCerts takes the certificates for a retry from the request's "certs"
@@ -367,17 +373,21 @@ func (s *Server) retryCerts(w http.ResponseWriter, r *http.Request, from, to str
 }
 
 func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request, b buildAccess) {
-	name := r.PathValue("name")
+	s.serveArtifact(w, r, b.ID, r.PathValue("name"))
+}
+
+// serveArtifact streams artifact name of build id (Range, ETag).
+func (s *Server) serveArtifact(w http.ResponseWriter, r *http.Request, id, name string) {
 	if blobs.CleanName(name) != name {
-		s.fail(w, r, fmt.Errorf("%w: build %s has no artifact %q", store.ErrNotFound, b.ID, name))
+		s.fail(w, r, fmt.Errorf("%w: build %s has no artifact %q", store.ErrNotFound, id, name))
 		return
 	}
-	a, err := s.store.Artifact(r.Context(), b.ID, name)
+	a, err := s.store.Artifact(r.Context(), id, name)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	s.serveFile(w, r, b.ID, blobs.Artifact(name), name, "application/octet-stream", a.SHA256)
+	s.serveFile(w, r, id, blobs.Artifact(name), name, "application/octet-stream", a.SHA256)
 }
 
 // serveFile streams a stored build file with Range, ETag (its SHA-256) and

@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/dashboard"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
@@ -103,6 +104,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/workers/upload", s.worker(s.upload))
 	m.HandleFunc("POST /api/workers/unregister", s.worker(s.unregister))
 	m.HandleFunc("GET /api/workers", s.admin(s.listWorkers))
+	m.HandleFunc("POST /api/workers/{id}/pause", s.admin(s.pauseWorker))
+	m.HandleFunc("POST /api/workers/{id}/resume", s.admin(s.resumeWorker))
 
 	m.HandleFunc("POST /api/builds", s.developer(s.submit))
 	m.HandleFunc("GET /api/builds", s.developer(s.listBuilds))
@@ -118,9 +121,14 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/builds/{id}/logs", s.vm(s.appendLog))
 	m.HandleFunc("POST /api/builds/{id}/artifacts", s.vm(s.uploadArtifact))
 
-	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	noEndpoint := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
-	})
+	}
+	m.HandleFunc("/api", noEndpoint)
+	m.HandleFunc("/api/", noEndpoint)
+	// Every other path is the dashboard's.
+	m.Handle("/", dashboard.New(dashboard.Options{Store: s.store, Hub: s.hub, Log: s.log, FollowLogs: s.followLogs,
+		ServeArtifact: s.serveArtifact, Retry: s.retryBuild, BuildEnded: s.kick, Done: s.draining}))
 	s.mux = m
 }
 

@@ -143,6 +143,7 @@ func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, error) {
 		WITH next AS (
 			SELECT id FROM builds
 			WHERE status = 'pending' AND run_after <= now() AND platform = ANY($3)
+				AND NOT EXISTS (SELECT 1 FROM workers WHERE id = $1 AND paused) -- a paused worker drains
 			ORDER BY priority, submitted_at, id
 			LIMIT 1 FOR UPDATE SKIP LOCKED
 		), b AS (

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -222,21 +221,10 @@ func (t *txn) emit(c Change) { t.changes = append(t.changes, c) }
 // maxNotifyPayload stays under Postgres's 8000-byte NOTIFY limit.
 const maxNotifyPayload = 7000
 
-// wanted reports whether anyone listens for a change: a build becoming
-// claimable (long polls), ending (log follows end), a log growing (log
-// follows), a worker's status. Progress between those (assigned,
-// building) wakes nobody, and every NOTIFY costs its transaction a turn on
-// Postgres's cluster-wide notify lock through commit.
-func (c Change) wanted() bool {
-	switch {
-	case c.Kind != "build", c.Claimable(), c.Status == "completed", c.Status == "failed", c.Status == "cancelled":
-		return true
-	}
-	return false
-}
-
+// publish sends the transaction's changes with pg_notify. Every change has
+// a listener: long polls (claimable builds), log follows (log growth, a
+// build's end) and the dashboard's live pages (every status change).
 func (t *txn) publish(ctx context.Context) error {
-	t.changes = slices.DeleteFunc(t.changes, func(c Change) bool { return !c.wanted() })
 	for len(t.changes) > 0 {
 		n := len(t.changes)
 		var payload []byte

@@ -281,6 +281,7 @@ type Worker struct {
 	ID              string           `json:"id"`
 	Name            string           `json:"name"`
 	Status          string           `json:"status"`
+	Paused          bool             `json:"paused"`
 	Capabilities    api.Capabilities `json:"capabilities"`
 	RegisteredAt    time.Time        `json:"registered_at"`
 	LastSeenAt      time.Time        `json:"last_seen_at"`
@@ -290,18 +291,21 @@ type Worker struct {
 }
 
 // ListWorkers returns every worker that has not unregistered, by name.
-func (s *Store) ListWorkers(ctx context.Context) ([]Worker, error) {
-	rows, err := s.pool.Query(ctx, `SELECT w.id, w.name, w.status, w.capabilities, w.registered_at, w.last_seen_at,
+func (s *Store) ListWorkers(ctx context.Context) ([]Worker, error) { return s.listWorkers(ctx, "") }
+
+// listWorkers lists every worker, or only worker id when id is set.
+func (s *Store) listWorkers(ctx context.Context, id string) ([]Worker, error) {
+	rows, err := s.pool.Query(ctx, `SELECT w.id, w.name, w.status, w.paused, w.capabilities, w.registered_at, w.last_seen_at,
 		w.builds_completed, w.builds_failed,
 		COALESCE((SELECT array_agg(build_id ORDER BY started_at) FROM build_attempts a WHERE a.worker_id = w.id AND a.status IN ('assigned','running')), '{}')
-		FROM workers w WHERE w.status <> 'unregistered' ORDER BY w.name, w.id`)
+		FROM workers w WHERE w.status <> 'unregistered' AND ($1 = '' OR w.id = $1) ORDER BY w.name, w.id`, id)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Worker, error) {
 		var w Worker
 		var caps []byte
-		if err := r.Scan(&w.ID, &w.Name, &w.Status, &caps, &w.RegisteredAt, &w.LastSeenAt, &w.BuildsCompleted, &w.BuildsFailed, &w.ActiveBuilds); err != nil {
+		if err := r.Scan(&w.ID, &w.Name, &w.Status, &w.Paused, &caps, &w.RegisteredAt, &w.LastSeenAt, &w.BuildsCompleted, &w.BuildsFailed, &w.ActiveBuilds); err != nil {
 			return w, err
 		}
 		return w, json.Unmarshal(caps, &w.Capabilities)

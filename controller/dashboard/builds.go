@@ -1,0 +1,163 @@
+package dashboard
+
+import (
+	"bytes"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+// pageSize is the number of builds a list page shows.
+const pageSize = 50
+
+// logTail is how much of a log the build page renders; the rest follows live.
+const logTail = 64 << 10
+
+type buildsView struct {
+	Filter     store.ListFilter
+	Statuses   []api.BuildStatus
+	Builds     []api.Build
+	NextPage   string // URL of the next page; "" on the last
+	FirstPage  string // URL of the first page when not on it
+	Filtered   bool
+	Error      string
+}
+
+func (d *Dashboard) builds(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	f := store.ListFilter{Status: q.Get("status"), Platform: q.Get("platform"), WorkerID: q.Get("worker_id"),
+		Cursor: q.Get("cursor"), Limit: pageSize}
+	v := buildsView{Filter: f, Filtered: f.Status != "" || f.Platform != "" || f.WorkerID != "",
+		Statuses: []api.BuildStatus{api.StatusPending, api.StatusAssigned, api.StatusBuilding, api.StatusCompleted, api.StatusFailed, api.StatusCancelled}}
+	status := http.StatusOK
+	list, err := d.Store.ListBuilds(r.Context(), f)
+	switch {
+	case err == nil:
+		v.Builds = list.Builds
+		if list.NextCursor != "" {
+			v.NextPage = buildsURL(f, list.NextCursor)
+		}
+		if f.Cursor != "" {
+			v.FirstPage = buildsURL(f, "")
+		}
+	case isInvalid(err):
+		status, v.Error = http.StatusUnprocessableEntity, trimSentinel(err, store.ErrInvalid)
+	default:
+		d.fail(w, r, s, err)
+		return
+	}
+	d.render(w, r, "builds", status, view{Title: "Builds", Nav: "builds", Session: s, Stream: "/ui/stream", Data: v})
+}
+
+func buildsURL(f store.ListFilter, cursor string) string {
+	q := url.Values{}
+	for k, v := range map[string]string{"status": f.Status, "platform": f.Platform, "worker_id": f.WorkerID, "cursor": cursor} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if len(q) == 0 {
+		return "/builds"
+	}
+	return "/builds?" + q.Encode()
+}
+
+type buildView struct {
+	Build    api.Build
+	Log      string
+	LogFrom  int64 // the byte offset where Log starts
+	LogAfter int64 // where a live follow continues
+	Follow   bool
+	// QR is shown for a completed build with artifacts.
+	QR bool
+}
+
+func (d *Dashboard) build(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	if !store.ValidID(id) {
+		d.renderError(w, r, s, http.StatusNotFound, "There is no build "+strconv.Quote(id)+".")
+		return
+	}
+	b, err := d.Store.GetBuild(r.Context(), id)
+	if err != nil {
+		d.fail(w, r, s, err)
+		return
+	}
+	v := buildView{Build: b, LogFrom: max(0, b.LogLength-logTail)}
+	tail, err := d.Store.ReadLog(r.Context(), id, v.LogFrom, logTail)
+	if err != nil {
+		d.fail(w, r, s, err)
+		return
+	}
+	data := tail.Data
+	v.Follow = !tail.Status.Terminal()
+	if v.Follow {
+		// The live follow sends whole lines: stop the rendered part at a
+		// line end so the follow does not split a line in two.
+		data = data[:bytes.LastIndexByte(data, '\n')+1]
+	}
+	v.Log, v.LogAfter = string(data), v.LogFrom+int64(len(data))
+	v.QR = b.Status == api.StatusCompleted && len(b.Artifacts) > 0
+	d.render(w, r, "build", http.StatusOK, view{Title: "Build " + id, Nav: "builds", Session: s,
+		Stream: "/ui/stream?build=" + id, Data: v})
+}
+
+func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	if !store.ValidID(id) {
+		d.renderError(w, r, s, http.StatusNotFound, "There is no build "+strconv.Quote(id)+".")
+		return
+	}
+	resp, err := d.Store.Cancel(r.Context(), id)
+	if err != nil {
+		d.fail(w, r, s, err)
+		return
+	}
+	if resp.Status.Terminal() {
+		d.BuildEnded()
+	}
+	http.Redirect(w, r, "/builds/"+id, http.StatusSeeOther)
+}
+
+func (d *Dashboard) retry(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	if !store.ValidID(id) {
+		d.renderError(w, r, s, http.StatusNotFound, "There is no build "+strconv.Quote(id)+".")
+		return
+	}
+	sub, err := d.Retry(w, r, id, s.Key.ID)
+	if err != nil {
+		d.fail(w, r, s, err)
+		return
+	}
+	http.Redirect(w, r, "/builds/"+sub.Build.ID, http.StatusSeeOther)
+}
+
+func (d *Dashboard) followLogs(w http.ResponseWriter, r *http.Request, _ *session) {
+	id := r.PathValue("id")
+	if !store.ValidID(id) {
+		http.Error(w, "no such build", http.StatusNotFound)
+		return
+	}
+	after, err := strconv.ParseInt(r.URL.Query().Get("after"), 10, 64)
+	if err != nil || after < 0 {
+		after = 0
+	}
+	// A reconnecting EventSource says where it got to.
+	if n, err := strconv.ParseInt(r.Header.Get("Last-Event-ID"), 10, 64); err == nil && n >= 0 {
+		after = n
+	}
+	d.FollowLogs(w, r, id, after)
+}
+
+func (d *Dashboard) artifact(w http.ResponseWriter, r *http.Request, s *session) {
+	id := r.PathValue("id")
+	if !store.ValidID(id) {
+		d.renderError(w, r, s, http.StatusNotFound, "There is no build "+strconv.Quote(id)+".")
+		return
+	}
+	d.ServeArtifact(w, r, id, r.PathValue("name"))
+}

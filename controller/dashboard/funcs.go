@@ -1,0 +1,92 @@
+package dashboard
+
+import (
+	"fmt"
+	"html/template"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+var funcs = template.FuncMap{
+	"when":     when,
+	"duration": fmtDuration,
+	"took":     took,
+	"bytes":    fmtBytes,
+	"short":    func(id string) string { return id[:min(len(id), 10)] },
+	"deref":    func(s *string) string { return orEmpty(s) },
+	"terminal": func(s api.BuildStatus) bool { return s.Terminal() },
+	"join":     strings.Join,
+	"since":    func(t time.Time) string { return fmtDuration(time.Since(t)) + " ago" },
+	"pathesc":  url.PathEscape,
+}
+
+func orEmpty(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// when formats a time for people, in UTC like the API.
+func when(t any) string {
+	switch v := t.(type) {
+	case time.Time:
+		return v.UTC().Format("2006-01-02 15:04:05 UTC")
+	case *time.Time:
+		if v == nil {
+			return ""
+		}
+		return v.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	return ""
+}
+
+func fmtDuration(d time.Duration) string {
+	d = d.Round(time.Second)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm %02ds", int(d.Minutes()), int(d.Seconds())%60)
+	default:
+		return fmt.Sprintf("%dh %02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+}
+
+// took is how long a build or attempt ran (started: time.Time or
+// *time.Time): to its end, or until now while it runs.
+func took(started any, ended *time.Time) string {
+	var from time.Time
+	switch v := started.(type) {
+	case time.Time:
+		from = v
+	case *time.Time:
+		if v == nil {
+			return ""
+		}
+		from = *v
+	default:
+		return ""
+	}
+	end := time.Now()
+	if ended != nil {
+		end = *ended
+	}
+	return fmtDuration(end.Sub(from))
+}
+
+func fmtBytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}

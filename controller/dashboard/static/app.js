@@ -1,0 +1,57 @@
+// Free Agent dashboard: live updates without reloading. Every page works
+// without this script; with it, the part of the page marked #live is
+// refetched when the server says something changed, and a running build's
+// log follows live.
+(function () {
+  "use strict";
+
+  var live = document.getElementById("live");
+  var stream = document.body.getAttribute("data-stream");
+  if (live && stream && window.EventSource && window.fetch) {
+    var busy = false, again = false;
+    var refresh = function () {
+      if (busy) { again = true; return; }
+      busy = true;
+      fetch(location.href, { credentials: "same-origin", headers: { "Accept": "text/html" } })
+        .then(function (r) {
+          if (r.redirected || !r.ok) { throw new Error("refresh answered " + r.status); }
+          return r.text();
+        })
+        .then(function (html) {
+          var next = new DOMParser().parseFromString(html, "text/html").getElementById("live");
+          if (next) {
+            var focused = document.activeElement && document.activeElement.id;
+            live.innerHTML = next.innerHTML;
+            if (focused && document.getElementById(focused)) { document.getElementById(focused).focus(); }
+          }
+        })
+        .catch(function () { /* the next change or reconnect tries again */ })
+        .then(function () {
+          busy = false;
+          if (again) { again = false; setTimeout(refresh, 200); }
+        });
+    };
+    var connected = false;
+    var events = new EventSource(stream);
+    events.addEventListener("change", refresh);
+    // After a reconnect, changes may have been missed.
+    events.addEventListener("open", function () { if (connected) { refresh(); } connected = true; });
+  }
+
+  var log = document.getElementById("log");
+  var follow = log && log.getAttribute("data-follow");
+  if (follow && window.EventSource) {
+    var logEvents = new EventSource(follow);
+    logEvents.onmessage = function (e) {
+      var atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
+      log.appendChild(document.createTextNode(e.data + "\n"));
+      if (atBottom) { log.scrollTop = log.scrollHeight; }
+    };
+    logEvents.addEventListener("end", function (e) {
+      logEvents.close();
+      log.setAttribute("data-ended", e.data);
+      var state = document.getElementById("log-state");
+      if (state) { state.textContent = "(build " + e.data + ")"; }
+    });
+  }
+})();

@@ -1,0 +1,21 @@
+package server
+
+import (
+	"net/http"
+)
+
+// pauseWorker stops giving builds to a worker; those it runs go on (a drain
+// from the controller's side).
+func (s *Server) pauseWorker(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, true) }
+
+// resumeWorker gives a paused worker builds again.
+func (s *Server) resumeWorker(w http.ResponseWriter, r *http.Request) { s.setPaused(w, r, false) }
+
+func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) {
+	wk, err := s.store.SetWorkerPaused(r.Context(), r.PathValue("id"), paused)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wk)
+}

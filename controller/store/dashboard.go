@@ -1,0 +1,93 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+const prefixSession = "fds_"
+
+// CreateSession starts a dashboard session for API key keyID and returns
+// its id, shown once (the browser keeps it in a cookie). Expired sessions
+// are swept on the way.
+func (s *Store) CreateSession(ctx context.Context, keyID string, ttl time.Duration) (string, error) {
+	id, hash := newSecret(prefixSession)
+	err := s.withTx(ctx, func(t *txn) error {
+		if _, err := t.Exec(ctx, `DELETE FROM dashboard_sessions WHERE expires_at < now()`); err != nil {
+			return fmt.Errorf("sweep expired sessions: %w", err)
+		}
+		if _, err := t.Exec(ctx, `INSERT INTO dashboard_sessions (id_hash, key_id, expires_at) VALUES ($1, $2, now() + $3::interval)`,
+			hash, keyID, ttl); err != nil {
+			return fmt.Errorf("create session: %w", err)
+		}
+		return nil
+	})
+	return id, err
+}
+
+// Session returns the key a live session acts as. An unknown or expired
+// session, or one whose key was revoked, gives ErrUnauthorized.
+func (s *Store) Session(ctx context.Context, id string) (APIKey, error) {
+	var k APIKey
+	if !strings.HasPrefix(id, prefixSession) {
+		return k, ErrUnauthorized
+	}
+	err := s.pool.QueryRow(ctx, `SELECT k.id, k.name, k.role, k.created_at FROM dashboard_sessions d
+		JOIN api_keys k ON k.id = d.key_id
+		WHERE d.id_hash = $1 AND d.expires_at > now() AND k.revoked_at IS NULL`, HashSecret(id)).
+		Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return k, ErrUnauthorized
+	}
+	if err != nil {
+		return k, fmt.Errorf("read session: %w", err)
+	}
+	return k, nil
+}
+
+// DeleteSession ends a session (logout). Ending an unknown one is not an error.
+func (s *Store) DeleteSession(ctx context.Context, id string) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM dashboard_sessions WHERE id_hash = $1`, HashSecret(id)); err != nil {
+		return fmt.Errorf("delete session: %w", err)
+	}
+	return nil
+}
+
+// SetWorkerPaused pauses or resumes a worker. A paused worker's polls get no
+// new builds; the builds it runs go on (a drain).
+func (s *Store) SetWorkerPaused(ctx context.Context, id string, paused bool) (Worker, error) {
+	var w Worker
+	err := s.withTx(ctx, func(t *txn) error {
+		var status string
+		err := t.QueryRow(ctx, `UPDATE workers SET paused = $2 WHERE id = $1 AND status <> 'unregistered' RETURNING status`, id, paused).Scan(&status)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: no worker %q (see the workers list)", ErrNotFound, id)
+		}
+		if err != nil {
+			return fmt.Errorf("pause worker: %w", err)
+		}
+		t.emit(Change{Kind: "worker", ID: id, Status: status})
+		return nil
+	})
+	if err != nil {
+		return w, err
+	}
+	return s.GetWorker(ctx, id)
+}
+
+// GetWorker returns one worker that has not unregistered.
+func (s *Store) GetWorker(ctx context.Context, id string) (Worker, error) {
+	ws, err := s.listWorkers(ctx, id)
+	if err != nil {
+		return Worker{}, err
+	}
+	if len(ws) == 0 {
+		return Worker{}, fmt.Errorf("%w: no worker %q", ErrNotFound, id)
+	}
+	return ws[0], nil
+}
