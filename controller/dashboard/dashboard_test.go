@@ -1,0 +1,496 @@
+package dashboard_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"net/http"
+	"net/url"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+func TestLoginSessionsAndRoles(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	b := f.browser()
+
+	p := b.get("/builds?status=pending")
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/login?next="+url.QueryEscape("/builds?status=pending") {
+		t.Fatalf("signed out: want a redirect to the login page, got %d %q", p.status, p.header.Get("Location"))
+	}
+	if p := b.login("fak_nonsense"); p.status != http.StatusUnauthorized || !strings.Contains(p.body, "unknown or revoked") {
+		t.Errorf("wrong key: want 401 naming the problem, got %d: %.300s", p.status, p.body)
+	}
+	if p := b.login(f.workKey); p.status != http.StatusForbidden || !strings.Contains(p.body, "worker key cannot sign in") {
+		t.Errorf("worker key: want 403, got %d: %.300s", p.status, p.body)
+	}
+	// A login form posted without the form's own token (login CSRF) fails.
+	if p := b.post("/login", url.Values{"api_key": {f.devKey}, "csrf": {"forged"}}); p.status != http.StatusForbidden {
+		t.Errorf("login without the form token: want 403, got %d", p.status)
+	}
+
+	form := b.get("/login")
+	p = b.post("/login", url.Values{"csrf": {form.csrf(t)}, "api_key": {f.devKey}, "next": {"/queue"}})
+	if p.status != http.StatusSeeOther || p.header.Get("Location") != "/queue" {
+		t.Fatalf("login: want a redirect to next, got %d %q", p.status, p.header.Get("Location"))
+	}
+	cookie := sessionCookie(t, p.header)
+	if !cookie.HttpOnly || cookie.SameSite != http.SameSiteLaxMode || cookie.Secure {
+		t.Errorf("session cookie over plain HTTP: want HttpOnly, SameSite=Lax, not Secure; got %+v", cookie)
+	}
+	// Only a hash of the session id is stored.
+	var stored []byte
+	conn := f.conn()
+	if err := conn.QueryRow(context.Background(), `SELECT id_hash FROM dashboard_sessions`).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte(cookie.Value))
+	if !bytes.Equal(stored, sum[:]) || bytes.Contains(stored, []byte(cookie.Value)) {
+		t.Errorf("stored session id is not the hash of the cookie")
+	}
+
+	// A developer sees builds, not workers.
+	wantContains(t, b.get("/builds"), "<h1>Builds</h1>", "alice · developer")
+	if p := b.get("/workers"); p.status != http.StatusForbidden {
+		t.Errorf("developer on /workers: want 403, got %d", p.status)
+	}
+	home := b.get("/builds")
+	if strings.Contains(home.body, `href="/workers"`) {
+		t.Errorf("developer's navigation links to the workers page")
+	}
+	if p := b.post("/workers/nobody/pause", url.Values{"csrf": {home.csrf(t)}}); p.status != http.StatusForbidden {
+		t.Errorf("developer pausing a worker: want 403, got %d", p.status)
+	}
+	// Unknown API paths stay JSON.
+	if p := b.get("/api/nope"); p.status != http.StatusNotFound || !strings.HasPrefix(p.header.Get("Content-Type"), "application/json") {
+		t.Errorf("/api/nope: want a JSON 404, got %d %s", p.status, p.header.Get("Content-Type"))
+	}
+
+	// Logout ends the session on the server: the old cookie is worthless.
+	if p := b.post("/logout", url.Values{"csrf": {home.csrf(t)}}); p.status != http.StatusSeeOther {
+		t.Fatalf("logout: %d", p.status)
+	}
+	replay := f.browser()
+	replay.setCookie(cookie)
+	if p := replay.get("/builds"); p.status != http.StatusSeeOther {
+		t.Errorf("old session cookie after logout: want a redirect to login, got %d", p.status)
+	}
+
+	// Revoking the key ends its sessions.
+	admin := f.browser()
+	admin.mustLogin(f.adminKey)
+	wantContains(t, admin.get("/workers"), "<h1>Workers</h1>")
+	keys, err := f.store.ListKeys(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if k.Role == api.RoleAdmin {
+			if err := f.store.RevokeKey(context.Background(), k.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if p := admin.get("/workers"); p.status != http.StatusSeeOther {
+		t.Errorf("session of a revoked key: want a redirect to login, got %d", p.status)
+	}
+}
+
+func TestSecureCookieBehindTLSProxy(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	b := f.browser()
+	form := b.do(http.MethodGet, "/login", nil, "X-Forwarded-Proto", "https")
+	p := b.do(http.MethodPost, "/login", url.Values{"csrf": {form.csrf(t)}, "api_key": {f.devKey}}, "X-Forwarded-Proto", "https")
+	if p.status != http.StatusSeeOther {
+		t.Fatalf("login: %d %.300s", p.status, p.body)
+	}
+	if c := sessionCookie(t, p.header); !c.Secure || !c.HttpOnly {
+		t.Errorf("behind a TLS proxy the session cookie must be Secure and HttpOnly: %+v", c)
+	}
+}
+
+func TestActionsNeedSessionAndCSRF(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	sub := f.submit(api.PlatformAndroid)
+	cancel := "/builds/" + sub.ID + "/cancel"
+
+	anon := f.browser()
+	if p := anon.post(cancel, url.Values{"csrf": {"x"}}); p.status != http.StatusUnauthorized {
+		t.Errorf("cancel without login: want 401, got %d", p.status)
+	}
+	old := f.browser()
+	old.mustLogin(f.devKey)
+	stale := old.get("/builds/" + sub.ID).csrf(t)
+	old.post("/logout", url.Values{"csrf": {stale}})
+
+	b := f.browser()
+	b.mustLogin(f.devKey)
+	for name, form := range map[string]url.Values{
+		"no token":                 {},
+		"empty token":              {"csrf": {""}},
+		"a logged-out session's":   {"csrf": {stale}},
+		"token in the query only":  nil,
+		"another session's (live)": {"csrf": {f.liveToken(t)}},
+	} {
+		path := cancel
+		if form == nil {
+			path, form = cancel+"?csrf="+url.QueryEscape(b.get("/builds/"+sub.ID).csrf(t)), url.Values{}
+		}
+		if p := b.post(path, form); p.status != http.StatusForbidden || !strings.Contains(p.body, "security token") {
+			t.Errorf("%s: want 403 naming the token, got %d: %.300s", name, p.status, p.body)
+		}
+	}
+	token := b.get("/builds/" + sub.ID).csrf(t)
+	if p := b.do(http.MethodPost, cancel, url.Values{"csrf": {token}}, "Origin", "http://evil.example"); p.status != http.StatusForbidden {
+		t.Errorf("cross-site POST: want 403, got %d", p.status)
+	}
+	if s := f.buildStatus(sub.ID); s != api.StatusPending {
+		t.Fatalf("a refused action changed the build: %s", s)
+	}
+	if p := b.post(cancel, url.Values{"csrf": {token}}); p.status != http.StatusSeeOther {
+		t.Fatalf("cancel: want 303, got %d: %.300s", p.status, p.body)
+	}
+	if s := f.buildStatus(sub.ID); s != api.StatusCancelled {
+		t.Errorf("after cancel: %s", s)
+	}
+	// Retry from the page makes a new build and shows it.
+	p := b.post("/builds/"+sub.ID+"/retry", url.Values{"csrf": {token}})
+	loc := p.header.Get("Location")
+	if p.status != http.StatusSeeOther || !strings.HasPrefix(loc, "/builds/") || loc == "/builds/"+sub.ID {
+		t.Fatalf("retry: want a redirect to the new build, got %d %q", p.status, loc)
+	}
+	wantContains(t, b.get(loc), "Retry of", sub.ID, ">pending<")
+	// A second cancel of an ended build names the conflict.
+	done := b.post("/builds/"+strings.TrimPrefix(loc, "/builds/")+"/cancel", url.Values{"csrf": {token}})
+	if done.status != http.StatusSeeOther {
+		t.Fatalf("cancel retry: %d", done.status)
+	}
+}
+
+// liveToken is the CSRF token of a separate live session.
+func (f *farm) liveToken(t *testing.T) string {
+	other := f.browser()
+	other.mustLogin(f.devKey)
+	return other.get("/builds").csrf(t)
+}
+
+func TestBuildPageShowsLifecycleWithoutSecrets(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	ctx := context.Background()
+	sub := f.submit(api.PlatformAndroid)
+	w := f.register("mac-mini", api.Capabilities{Platforms: []string{"android"}, MaxConcurrentBuilds: 1})
+	job := w.poll()
+	if job == nil {
+		t.Fatal("no job")
+	}
+	w.heartbeat(job)
+	vm := f.vmToken(job)
+	var lines []string
+	for i := range 30 {
+		lines = append(lines, fmt.Sprintf("step %d: compiling module %d", i, i))
+	}
+	logText := strings.Join(lines, "\n") + "\n"
+	if _, err := f.worker.AppendLog(ctx, job.ID, vm, 0, []byte(logText)); err != nil {
+		t.Fatal(err)
+	}
+	b := f.browser()
+	b.mustLogin(f.devKey)
+	p := b.get("/builds/" + sub.ID)
+	wantContains(t, p, ">building<", w.id, "step 29: compiling module 29", `data-follow="/ui/builds/`+sub.ID+`/logs?after=`)
+
+	w.complete(job, api.Result{Success: false, ErrorMessage: "gradle: compilation failed", ErrorCode: "build_failed"})
+	p = b.get("/builds/" + sub.ID)
+	wantContains(t, p, ">failed<", "build_failed", "gradle: compilation failed", "step 0: compiling", "Retry build", "#1</strong>")
+	if strings.Contains(p.body, "data-follow") {
+		t.Errorf("an ended build's log still follows")
+	}
+	for name, secret := range map[string]string{"developer key": f.devKey, "admin key": f.adminKey, "worker key": f.workKey,
+		"build token": sub.AccessToken, "worker token": w.token, "lease token": job.LeaseToken, "OTP": job.OTP, "VM token": vm} {
+		for _, path := range []string{"/builds", "/builds/" + sub.ID, "/queue"} {
+			if strings.Contains(b.get(path).body, secret) {
+				t.Errorf("%s renders the %s", path, name)
+			}
+		}
+	}
+	admin := f.browser()
+	admin.mustLogin(f.adminKey)
+	if body := admin.get("/workers").body; strings.Contains(body, w.token) || strings.Contains(body, f.workKey) {
+		t.Errorf("the workers page renders a worker credential")
+	}
+
+	// A completed build lists its artifact with size and checksum, and the
+	// session downloads it.
+	sub2 := f.submit(api.PlatformAndroid)
+	job = w.poll()
+	w.heartbeat(job)
+	apk := bytes.Repeat([]byte("APK!"), 1000)
+	sum := sha256.Sum256(apk)
+	w.complete(job, api.Result{Success: true, FileName: "app release.apk", File: bytes.NewReader(apk)})
+	p = b.get("/builds/" + sub2.ID)
+	wantContains(t, p, ">completed<", "app release.apk", "3.9 KiB", hex.EncodeToString(sum[:]), "/api/builds/"+sub2.ID+"/qr.png")
+	dl := b.get("/ui/builds/" + sub2.ID + "/artifacts/app%20release.apk")
+	if dl.status != http.StatusOK || dl.body != string(apk) {
+		t.Errorf("artifact download through the session: %d, %d bytes", dl.status, len(dl.body))
+	}
+	if p := f.browser().get("/ui/builds/" + sub2.ID + "/artifacts/app%20release.apk"); p.status != http.StatusSeeOther {
+		t.Errorf("artifact download without a session: want a redirect to login, got %d", p.status)
+	}
+}
+
+func TestPagingThousandsOfBuilds(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	ctx := context.Background()
+	conn := f.conn()
+	// 3000 builds: every third pending, the rest completed or failed.
+	_, err := conn.Exec(ctx, `INSERT INTO builds (id, status, platform, profile, priority, token_hash, source_size, source_sha256,
+			source_format, timeout_seconds, submitted_at, started_at, completed_at)
+		SELECT lpad(to_hex(i), 26, '0'), (ARRAY['pending','completed','failed'])[i % 3 + 1], (ARRAY['ios','android'])[i % 2 + 1],
+			'p' || i, i % 4, sha256(int4send(i)), 1, 'x', 'tar.gz', 1800,
+			now() - make_interval(secs => 3000 - i), CASE WHEN i % 3 > 0 THEN now() - make_interval(secs => 3000 - i) END,
+			CASE WHEN i % 3 > 0 THEN now() - make_interval(secs => 2990 - i) END
+		FROM generate_series(1, 3000) i`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := f.browser()
+	b.mustLogin(f.devKey)
+	rows := regexp.MustCompile(`<tr data-build="([0-9a-f]{26})"`)
+	next := regexp.MustCompile(`<a href="([^"]+)" rel="next">`)
+
+	seen := map[string]bool{}
+	path := "/builds"
+	for page := 1; page <= 3; page++ {
+		start := time.Now()
+		p := b.get(path)
+		took := time.Since(start)
+		if p.status != http.StatusOK {
+			t.Fatalf("page %d: %d", page, p.status)
+		}
+		if took > 2*time.Second {
+			t.Errorf("page %d of 3000 builds took %v", page, took)
+		}
+		ids := rows.FindAllStringSubmatch(p.body, -1)
+		if len(ids) != 50 {
+			t.Fatalf("page %d: want 50 rows, got %d", page, len(ids))
+		}
+		for _, m := range ids {
+			if seen[m[1]] {
+				t.Fatalf("page %d repeats build %s", page, m[1])
+			}
+			seen[m[1]] = true
+		}
+		if page == 1 && ids[0][1] != fmt.Sprintf("%026x", 3000) {
+			t.Errorf("first row is %s, want the newest build", ids[0][1])
+		}
+		m := next.FindStringSubmatch(p.body)
+		if m == nil {
+			t.Fatalf("page %d has no next-page link", page)
+		}
+		path = strings.ReplaceAll(m[1], "&amp;", "&")
+	}
+	// Filters carry over to the next page.
+	p := b.get("/builds?status=failed&platform=ios")
+	m := next.FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatal("filtered list has no next page")
+	}
+	p2 := b.get(strings.ReplaceAll(m[1], "&amp;", "&"))
+	statuses := regexp.MustCompile(`<tr data-build="[0-9a-f]{26}" data-status="(\w+)">\s*<td>.*?</td>\s*<td>.*?</td>\s*<td>(\w+)</td>`).FindAllStringSubmatch(p2.body, -1)
+	if len(statuses) != 50 {
+		t.Fatalf("second filtered page: %d rows", len(statuses))
+	}
+	for _, m := range statuses {
+		if m[1] != "failed" || m[2] != "ios" {
+			t.Fatalf("second page of a filtered list lost the filter: a %s %s build", m[1], m[2])
+		}
+	}
+	if p := b.get("/builds?status=bogus"); p.status != http.StatusUnprocessableEntity || !strings.Contains(p.body, "is not one of pending") {
+		t.Errorf("bad filter: want 422 naming it, got %d", p.status)
+	}
+
+	// The queue pages through the 1000 pending builds in claim order.
+	q := b.get("/queue")
+	wantContains(t, q, "1000 pending", "No worker is online.")
+	positions := regexp.MustCompile(`<tr data-build="[0-9a-f]{26}">\s*<td>(\d+)</td>`)
+	first := positions.FindAllStringSubmatch(q.body, -1)
+	if len(first) != 100 || first[0][1] != "1" || first[99][1] != "100" {
+		t.Fatalf("queue page 1: %d rows", len(first))
+	}
+	m = next.FindStringSubmatch(q.body)
+	if m == nil {
+		t.Fatal("queue has no next page")
+	}
+	second := positions.FindAllStringSubmatch(b.get(strings.ReplaceAll(m[1], "&amp;", "&")).body, -1)
+	if len(second) != 100 || second[0][1] != "101" {
+		t.Fatalf("queue page 2 starts at %v", second[0])
+	}
+	if p := b.get("/queue?cursor=garbage"); p.status != http.StatusUnprocessableEntity {
+		t.Errorf("bad queue cursor: want 422, got %d", p.status)
+	}
+}
+
+func TestQueueReasonsAndPause(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	ctx := context.Background()
+	b := f.browser()
+	b.mustLogin(f.adminKey)
+	reason := func(id string) string {
+		t.Helper()
+		m := regexp.MustCompile(`<tr data-build="` + id + `">(?s:.*?)<td class="reason">([^<]*)</td>`).FindStringSubmatch(b.get("/queue").body)
+		if m == nil {
+			t.Fatalf("build %s not in the queue", id)
+		}
+		return m[1]
+	}
+	ios := f.submit(api.PlatformIOS)
+	and1 := f.submit(api.PlatformAndroid)
+	and2 := f.submit(api.PlatformAndroid)
+	if got := reason(ios.ID); got != "No worker is online." {
+		t.Errorf("no workers: %q", got)
+	}
+	w := f.register("linux-box", api.Capabilities{Platforms: []string{"android"}, MaxConcurrentBuilds: 1})
+	if got := reason(ios.ID); got != "No online worker builds ios." {
+		t.Errorf("no ios worker: %q", got)
+	}
+	if got := reason(and1.ID); !strings.HasPrefix(got, "Next in line") {
+		t.Errorf("first android build: %q", got)
+	}
+	if got := reason(and2.ID); got != "All android workers are busy (1 ahead)." {
+		t.Errorf("second android build: %q", got)
+	}
+
+	// Pause from the workers page: the worker gets no build while paused.
+	wp := b.get("/workers")
+	wantContains(t, wp, "linux-box", `action="/workers/`+w.id+`/pause"`)
+	if p := b.post("/workers/"+w.id+"/pause", url.Values{"csrf": {wp.csrf(t)}}); p.status != http.StatusSeeOther {
+		t.Fatalf("pause: %d %.300s", p.status, p.body)
+	}
+	wantContains(t, b.get("/workers"), `s-paused`, `/workers/`+w.id+`/resume"`)
+	if got := reason(and1.ID); got != "Every android worker is paused." {
+		t.Errorf("paused: %q", got)
+	}
+	if j := w.poll(); j != nil {
+		t.Fatalf("a paused worker was given build %s", j.ID)
+	}
+	if p := b.post("/workers/"+w.id+"/resume", url.Values{"csrf": {wp.csrf(t)}}); p.status != http.StatusSeeOther {
+		t.Fatalf("resume: %d", p.status)
+	}
+	job := w.poll()
+	if job == nil || job.ID != and1.ID {
+		t.Fatalf("resumed worker: want %s, got %+v", and1.ID, job)
+	}
+	w.heartbeat(job)
+	if got := reason(and2.ID); got != "All android workers are busy (0 ahead)." {
+		t.Errorf("worker full: %q", got)
+	}
+
+	// Pausing through the admin API drains: the running build goes on.
+	if err := f.dev.PauseWorker(ctx, w.id); api.StatusOf(err) != http.StatusForbidden {
+		t.Errorf("developer key pausing: want 403, got %v", err)
+	}
+	if err := f.admin.PauseWorker(ctx, "no-such-worker"); api.StatusOf(err) != http.StatusNotFound {
+		t.Errorf("unknown worker: want 404, got %v", err)
+	}
+	if err := f.admin.PauseWorker(ctx, w.id); err != nil {
+		t.Fatal(err)
+	}
+	w.heartbeat(job)
+	w.complete(job, api.Result{Success: true})
+	if j := w.poll(); j != nil {
+		t.Fatalf("paused through the API, the worker was given %s", j.ID)
+	}
+	raw, err := f.admin.ListWorkers(ctx)
+	if err != nil || !bytes.Contains(raw, []byte(`"paused":true`)) {
+		t.Errorf("worker list does not show the pause: %s %v", raw, err)
+	}
+	if err := f.admin.ResumeWorker(ctx, w.id); err != nil {
+		t.Fatal(err)
+	}
+	if j := w.poll(); j == nil || j.ID != and2.ID {
+		t.Fatalf("after resume: want %s, got %+v", and2.ID, j)
+	}
+
+	// Backoff: a build waiting out its retry delay says until when.
+	if _, err := f.conn().Exec(ctx, `UPDATE builds SET run_after = now() + interval '10 minutes' WHERE id = $1`, ios.ID); err != nil {
+		t.Fatal(err)
+	}
+	f.register("mac", api.Capabilities{Platforms: []string{"ios"}})
+	if got := reason(ios.ID); !strings.HasPrefix(got, "Backing off after a failed attempt until ") {
+		t.Errorf("backoff: %q", got)
+	}
+}
+
+func TestLiveStream(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	b := f.browser()
+	if p := b.get("/ui/stream"); p.status != http.StatusUnauthorized {
+		t.Fatalf("stream without login: want 401, got %d", p.status)
+	}
+	b.mustLogin(f.devKey)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.url+"/ui/stream", nil)
+	resp, err := b.c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if ct := resp.Header.Get("Content-Type"); ct != "text/event-stream" {
+		t.Fatalf("content type %q", ct)
+	}
+	buf := make([]byte, 4096)
+	n, _ := resp.Body.Read(buf) // the greeting
+	if !strings.Contains(string(buf[:n]), "retry:") {
+		t.Fatalf("greeting %q", buf[:n])
+	}
+	f.submit(api.PlatformIOS)
+	var got strings.Builder
+	for !strings.Contains(got.String(), "event: change") {
+		n, err := resp.Body.Read(buf)
+		if err != nil {
+			t.Fatalf("stream ended before a change arrived: %v (%q)", err, got.String())
+		}
+		got.Write(buf[:n])
+	}
+}
+
+func sessionCookie(t *testing.T, h http.Header) *http.Cookie {
+	t.Helper()
+	for _, c := range (&http.Response{Header: h}).Cookies() {
+		if c.Name == "freeagent_session" && c.Value != "" {
+			return c
+		}
+	}
+	t.Fatalf("no session cookie in %v", h["Set-Cookie"])
+	return nil
+}
+
+func (b *browser) setCookie(c *http.Cookie) {
+	u, _ := url.Parse(b.base)
+	b.c.Jar.SetCookies(u, []*http.Cookie{{Name: c.Name, Value: c.Value, Path: "/"}})
+}
+
+func (f *farm) conn() *pgx.Conn {
+	f.t.Helper()
+	conn, err := pgx.Connect(context.Background(), f.dsn)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
