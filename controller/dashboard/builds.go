@@ -17,13 +17,13 @@ const pageSize = 50
 const logTail = 64 << 10
 
 type buildsView struct {
-	Filter     store.ListFilter
-	Statuses   []api.BuildStatus
-	Builds     []api.Build
-	NextPage   string // URL of the next page; "" on the last
-	FirstPage  string // URL of the first page when not on it
-	Filtered   bool
-	Error      string
+	Filter    store.ListFilter
+	Statuses  []api.BuildStatus
+	Builds    []api.Build
+	NextPage  string // URL of the next page; "" on the last
+	FirstPage string // URL of the first page when not on it
+	Filtered  bool
+	Error     string
 }
 
 func (d *Dashboard) builds(w http.ResponseWriter, r *http.Request, s *session) {
