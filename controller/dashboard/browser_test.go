@@ -147,6 +147,14 @@ func (c *chrome) login(base, key string) {
 		chromedp.Click(chromedp.CSS("main form button[type=submit]")),
 	)
 	c.until("the builds page after sign-in", `document.querySelector("h1") && document.querySelector("h1").textContent === "Builds"`)
+	c.synced()
+}
+
+// synced waits until a live page has caught up after its stream connected,
+// so a click does not race the first refresh.
+func (c *chrome) synced() {
+	c.t.Helper()
+	c.until("the page is live", `document.body.hasAttribute("data-synced")`)
 }
 
 // markPage tags the current document; reloading or navigating loses the tag.
@@ -162,8 +170,10 @@ func (c *chrome) wantSamePage(what string) {
 func TestBrowser(t *testing.T) {
 	t.Parallel()
 	start := time.Now()
-	c := newChrome(t)
+	// The browser closes first (cleanups run last-in first-out): Chrome's
+	// idle preconnected sockets would hold the controller's shutdown for 5 s.
 	f := newFarm(t)
+	c := newChrome(t)
 	ctx := context.Background()
 
 	// Login page, then sign in as an admin.
@@ -194,6 +204,7 @@ func TestBrowser(t *testing.T) {
 	// A running build's page follows its log live and shows the end.
 	b2 := f.submit(api.PlatformAndroid)
 	c.run("open the build page", chromedp.Navigate(f.url+"/builds/"+b2.ID), chromedp.WaitVisible(chromedp.CSS("#log")))
+	c.synced()
 	c.markPage()
 	job = w.poll()
 	w.heartbeat(job)
@@ -220,11 +231,18 @@ func TestBrowser(t *testing.T) {
 	}
 	c.screenshot("build")
 
+	// On a phone the list fits the screen (wide tables scroll on their own).
+	c.run("phone viewport", chromedp.EmulateViewport(390, 844, chromedp.EmulateMobile), chromedp.Navigate(f.url+"/builds"),
+		chromedp.WaitVisible(chromedp.CSS("table.list")))
+	c.until("the page fits a phone's width", `document.documentElement.scrollWidth <= window.innerWidth + 1`)
+	c.screenshot("builds-phone")
+	c.run("desktop viewport", chromedp.ResetViewport())
+
 	// Cancel a pending build from its page.
 	b3 := f.submit(api.PlatformAndroid)
-	c.run("cancel a pending build",
-		chromedp.Navigate(f.url+"/builds/"+b3.ID),
-		chromedp.Click(chromedp.CSS(`form[action$="/cancel"] button`)))
+	c.run("open a pending build", chromedp.Navigate(f.url+"/builds/"+b3.ID))
+	c.synced()
+	c.run("cancel it", chromedp.Click(chromedp.CSS(`form[action$="/cancel"] button`)))
 	c.until("the build shows cancelled", `document.getElementById("build-status").textContent === "cancelled"`)
 	if s := f.buildStatus(b3.ID); s != api.StatusCancelled {
 		t.Fatalf("after the cancel button: %s", s)
@@ -237,9 +255,9 @@ func TestBrowser(t *testing.T) {
 	c.screenshot("queue")
 
 	// Pause the worker: it gets no build while paused.
-	c.run("pause the worker",
-		chromedp.Navigate(f.url+"/workers"),
-		chromedp.Click(chromedp.CSS(`form[action="/workers/`+w.id+`/pause"] button`)))
+	c.run("open the workers", chromedp.Navigate(f.url+"/workers"))
+	c.synced()
+	c.run("pause the worker", chromedp.Click(chromedp.CSS(`form[action="/workers/`+w.id+`/pause"] button`)))
 	c.until("the worker shows paused", `document.querySelector('form[action="/workers/`+w.id+`/resume"]') !== null`)
 	c.screenshot("workers")
 	b5 := f.submit(api.PlatformAndroid)
@@ -252,6 +270,7 @@ func TestBrowser(t *testing.T) {
 	c.run("sign out", chromedp.Click(chromedp.CSS("form.signout button")), chromedp.WaitVisible(chromedp.CSS("#api_key")))
 	c.login(f.url, f.adminKey)
 	c.run("open a pending build", chromedp.Navigate(f.url+"/builds/"+b5.ID), chromedp.WaitVisible(chromedp.CSS(`form[action$="/cancel"] button`)))
+	c.synced()
 	c.eval(`document.querySelector('form[action$="/cancel"] input[name="csrf"]').value = ` + jsString(stale))
 	c.run("cancel with a stale token", chromedp.Click(chromedp.CSS(`form[action$="/cancel"] button`)))
 	c.until("the stale token is refused", `document.body.textContent.includes("security token is missing or stale")`)
@@ -261,12 +280,13 @@ func TestBrowser(t *testing.T) {
 
 	// Without a session, an action is refused.
 	c.run("open the build again", chromedp.Navigate(f.url+"/builds/"+b5.ID), chromedp.WaitVisible(chromedp.CSS("form.signout button")))
+	c.synced()
 	live := c.eval(`document.querySelector('input[name="csrf"]').value`)
 	c.run("sign out", chromedp.Click(chromedp.CSS("form.signout button")), chromedp.WaitVisible(chromedp.CSS("#api_key")))
 	c.eval(`(function () {
 		var f = document.createElement("form");
-		f.method = "post"; f.action = "/builds/`+b5.ID+`/cancel";
-		var i = document.createElement("input"); i.type = "hidden"; i.name = "csrf"; i.value = `+jsString(live)+`;
+		f.method = "post"; f.action = "/builds/` + b5.ID + `/cancel";
+		var i = document.createElement("input"); i.type = "hidden"; i.name = "csrf"; i.value = ` + jsString(live) + `;
 		f.appendChild(i); document.body.appendChild(f); f.submit(); return "sent"; })()`)
 	c.until("the signed-out action is refused", `document.body.textContent.includes("You are not signed in")`)
 	if s := f.buildStatus(b5.ID); s != api.StatusPending {

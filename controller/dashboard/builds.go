@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -24,6 +25,34 @@ type buildsView struct {
 	FirstPage string // URL of the first page when not on it
 	Filtered  bool
 	Error     string
+	Workers   workerNames
+}
+
+// workerNames shows workers by name; an unregistered one by its id.
+type workerNames map[string]string
+
+// Name takes a worker id (string or *string).
+func (n workerNames) Name(id any) string {
+	var s string
+	switch v := id.(type) {
+	case string:
+		s = v
+	case *string:
+		s = orEmpty(v)
+	}
+	if name, ok := n[s]; ok {
+		return name
+	}
+	return s
+}
+
+func (d *Dashboard) workerNames(ctx context.Context) (workerNames, error) {
+	ws, err := d.Store.ListWorkers(ctx)
+	names := workerNames{}
+	for _, w := range ws {
+		names[w.ID] = w.Name
+	}
+	return names, err
 }
 
 func (d *Dashboard) builds(w http.ResponseWriter, r *http.Request, s *session) {
@@ -36,6 +65,10 @@ func (d *Dashboard) builds(w http.ResponseWriter, r *http.Request, s *session) {
 	list, err := d.Store.ListBuilds(r.Context(), f)
 	switch {
 	case err == nil:
+		if v.Workers, err = d.workerNames(r.Context()); err != nil {
+			d.fail(w, r, s, err)
+			return
+		}
 		v.Builds = list.Builds
 		if list.NextCursor != "" {
 			v.NextPage = buildsURL(f, list.NextCursor)
@@ -72,7 +105,8 @@ type buildView struct {
 	LogAfter int64 // where a live follow continues
 	Follow   bool
 	// QR is shown for a completed build with artifacts.
-	QR bool
+	QR      bool
+	Workers workerNames
 }
 
 func (d *Dashboard) build(w http.ResponseWriter, r *http.Request, s *session) {
@@ -87,6 +121,10 @@ func (d *Dashboard) build(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	v := buildView{Build: b, LogFrom: max(0, b.LogLength-logTail)}
+	if v.Workers, err = d.workerNames(r.Context()); err != nil {
+		d.fail(w, r, s, err)
+		return
+	}
 	tail, err := d.Store.ReadLog(r.Context(), id, v.LogFrom, logTail)
 	if err != nil {
 		d.fail(w, r, s, err)

@@ -208,7 +208,7 @@ func TestBuildPageShowsLifecycleWithoutSecrets(t *testing.T) {
 	b := f.browser()
 	b.mustLogin(f.devKey)
 	p := b.get("/builds/" + sub.ID)
-	wantContains(t, p, ">building<", w.id, "step 29: compiling module 29", `data-follow="/ui/builds/`+sub.ID+`/logs?after=`)
+	wantContains(t, p, ">building<", "mac-mini", "step 29: compiling module 29", `data-follow="/ui/builds/`+sub.ID+`/logs?after=`)
 
 	w.complete(job, api.Result{Success: false, ErrorMessage: "gradle: compilation failed", ErrorCode: "build_failed"})
 	p = b.get("/builds/" + sub.ID)

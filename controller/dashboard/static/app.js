@@ -19,7 +19,8 @@
         })
         .then(function (html) {
           var next = new DOMParser().parseFromString(html, "text/html").getElementById("live");
-          if (next) {
+          // Unchanged content is left alone: no lost focus, no replaced form.
+          if (next && next.innerHTML !== live.innerHTML) {
             var focused = document.activeElement && document.activeElement.id;
             live.innerHTML = next.innerHTML;
             if (focused && document.getElementById(focused)) { document.getElementById(focused).focus(); }
@@ -28,14 +29,15 @@
         .catch(function () { /* the next change or reconnect tries again */ })
         .then(function () {
           busy = false;
+          document.body.setAttribute("data-synced", String(Date.now()));
           if (again) { again = false; setTimeout(refresh, 200); }
         });
     };
-    var connected = false;
     var events = new EventSource(stream);
     events.addEventListener("change", refresh);
-    // After a reconnect, changes may have been missed.
-    events.addEventListener("open", function () { if (connected) { refresh(); } connected = true; });
+    // Changes made before the stream connected (or while it reconnected)
+    // were not signalled: catch up once connected.
+    events.addEventListener("open", refresh);
   }
 
   var log = document.getElementById("log");
