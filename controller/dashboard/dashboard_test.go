@@ -105,6 +105,28 @@ func TestLoginSessionsAndRoles(t *testing.T) {
 	}
 }
 
+func TestExpiredSessionEnds(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	b := f.browser()
+	b.mustLogin(f.devKey)
+	if p := b.get("/builds"); p.status != http.StatusOK {
+		t.Fatalf("live session: %d", p.status)
+	}
+	if _, err := f.conn().Exec(context.Background(), `UPDATE dashboard_sessions SET expires_at = now() - interval '1 second'`); err != nil {
+		t.Fatal(err)
+	}
+	if p := b.get("/builds"); p.status != http.StatusSeeOther {
+		t.Errorf("expired session: want a redirect to login, got %d", p.status)
+	}
+	// The next login sweeps expired sessions.
+	b.mustLogin(f.devKey)
+	var n int
+	if err := f.conn().QueryRow(context.Background(), `SELECT count(*) FROM dashboard_sessions`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("sessions after a new login: %d (%v), want only the new one", n, err)
+	}
+}
+
 func TestSecureCookieBehindTLSProxy(t *testing.T) {
 	t.Parallel()
 	f := newFarm(t)
@@ -282,6 +304,7 @@ func TestPagingThousandsOfBuilds(t *testing.T) {
 		if took > 2*time.Second {
 			t.Errorf("page %d of 3000 builds took %v", page, took)
 		}
+		t.Logf("builds page %d of 3000 builds: %v", page, took)
 		ids := rows.FindAllStringSubmatch(p.body, -1)
 		if len(ids) != 50 {
 			t.Fatalf("page %d: want 50 rows, got %d", page, len(ids))
@@ -322,7 +345,9 @@ func TestPagingThousandsOfBuilds(t *testing.T) {
 	}
 
 	// The queue pages through the 1000 pending builds in claim order.
+	start := time.Now()
 	q := b.get("/queue")
+	t.Logf("queue page 1 of 1000 pending builds: %v", time.Since(start))
 	wantContains(t, q, "1000 pending", "No worker is online.")
 	positions := regexp.MustCompile(`<tr data-build="[0-9a-f]{26}">\s*<td>(\d+)</td>`)
 	first := positions.FindAllStringSubmatch(q.body, -1)
