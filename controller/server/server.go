@@ -106,6 +106,9 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/workers", s.admin(s.listWorkers))
 	m.HandleFunc("POST /api/workers/{id}/pause", s.admin(s.pauseWorker))
 	m.HandleFunc("POST /api/workers/{id}/resume", s.admin(s.resumeWorker))
+	m.HandleFunc("GET /api/events", s.admin(s.listEvents))
+	m.HandleFunc("GET /api/events/verify", s.admin(s.verifyEvents))
+	m.HandleFunc("GET /api/controllers", s.admin(s.listControllers))
 
 	m.HandleFunc("POST /api/builds", s.developer(s.submit))
 	m.HandleFunc("GET /api/builds", s.developer(s.listBuilds))

@@ -71,7 +71,13 @@ func (s *Store) SetWorkerPaused(ctx context.Context, id string, paused bool) (Wo
 		if err != nil {
 			return fmt.Errorf("pause worker: %w", err)
 		}
-		t.emit(Change{Kind: "worker", ID: id, Status: status})
+		event := "worker.resumed"
+		if paused {
+			event = "worker.paused"
+		}
+		// The status is the worker's own (online/offline), so a replay of the
+		// log still rebuilds it; the event type says what happened.
+		t.emit(Change{Kind: "worker", ID: id, Status: status, Event: event})
 		return nil
 	})
 	if err != nil {
