@@ -260,6 +260,11 @@ func TestBrowser(t *testing.T) {
 	c.run("pause the worker", chromedp.Click(chromedp.CSS(`form[action="/workers/`+w.id+`/pause"] button`)))
 	c.until("the worker shows paused", `document.querySelector('form[action="/workers/`+w.id+`/resume"]') !== null`)
 	c.screenshot("workers")
+	c.run("open the audit log", chromedp.Navigate(f.url+"/events"), chromedp.WaitVisible(chromedp.CSS("#chain-state")))
+	c.until("the chain is verified", `document.getElementById("chain-state").textContent.includes("Hash chain verified")`)
+	c.screenshot("events")
+	c.run("open the controllers", chromedp.Navigate(f.url+"/controllers"), chromedp.WaitVisible(chromedp.CSS("tr[data-controller]")))
+	c.screenshot("controllers")
 	b5 := f.submit(api.PlatformAndroid)
 	if j := w.poll(); j != nil {
 		t.Fatalf("a paused worker was given %s", j.ID)

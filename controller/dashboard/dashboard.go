@@ -49,8 +49,9 @@ type Options struct {
 // Dashboard serves the web UI.
 type Dashboard struct {
 	Options
-	pages map[string]*template.Template
-	mux   *http.ServeMux
+	pages    map[string]*template.Template
+	mux      *http.ServeMux
+	verified verification
 }
 
 // New builds the dashboard handler. It serves every path it is given; the
@@ -63,7 +64,7 @@ func New(o Options) *Dashboard {
 		o.BuildEnded = func() {}
 	}
 	d := &Dashboard{Options: o, pages: map[string]*template.Template{}}
-	for _, name := range []string{"login", "builds", "build", "queue", "workers", "error"} {
+	for _, name := range []string{"login", "builds", "build", "queue", "workers", "events", "controllers", "error"} {
 		d.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
 			ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html"))
 	}
@@ -89,6 +90,8 @@ func New(o Options) *Dashboard {
 	m.HandleFunc("GET /workers", d.page(roleAdmin, d.workers))
 	m.HandleFunc("POST /workers/{id}/pause", d.action(roleAdmin, d.pauseWorker))
 	m.HandleFunc("POST /workers/{id}/resume", d.action(roleAdmin, d.resumeWorker))
+	m.HandleFunc("GET /events", d.page(roleAdmin, d.events))
+	m.HandleFunc("GET /controllers", d.page(roleAdmin, d.controllers))
 
 	m.HandleFunc("GET /ui/stream", d.stream(roleDeveloper, d.changes))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

@@ -519,3 +519,82 @@ func (f *farm) conn() *pgx.Conn {
 	f.t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
 }
+
+func TestEventsAndControllersPages(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	ctx := context.Background()
+	sub := f.submit(api.PlatformAndroid)
+	f.register("mac-pro", api.Capabilities{})
+	// Events are listed once sealed, a moment after their change.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		list, err := f.admin.Events(ctx, 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(list.Events); n > 0 && list.Events[n-1].EventType == "worker.registered" {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("events not sealed: %+v", list.Events)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	b := f.browser()
+	b.mustLogin(f.adminKey)
+	p := b.get("/events")
+	wantContains(t, p, "Hash chain verified", "build.submitted", "worker.registered", "controller.registered",
+		`href="/builds/`+sub.ID+`"`, `&#34;platform&#34;: &#34;android&#34;`)
+	one := b.get("/events?entity_type=build&entity_id=" + sub.ID)
+	wantContains(t, one, "build.submitted")
+	if strings.Contains(one.body, "worker.registered") {
+		t.Errorf("the build's events list another entity's")
+	}
+	wantContains(t, b.get("/builds/"+sub.ID), "This build's events")
+	c := b.get("/controllers")
+	wantContains(t, c, "<h1>Controllers</h1>", ">live<")
+
+	dev := f.browser()
+	dev.mustLogin(f.devKey)
+	for _, path := range []string{"/events", "/controllers"} {
+		if p := dev.get(path); p.status != http.StatusForbidden {
+			t.Errorf("developer on %s: want 403, got %d", path, p.status)
+		}
+	}
+	if strings.Contains(dev.get("/builds/"+sub.ID).body, "This build's events") {
+		t.Errorf("a developer's build page links to the audit log")
+	}
+}
+
+func TestEventsPageShowsABrokenChainAndPages(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	// 250 sealed events whose hashes are wrong: a tampered log.
+	if _, err := f.conn().Exec(context.Background(), `INSERT INTO events (sequence, event_type, entity_type, entity_id, payload,
+			previous_hash, event_hash)
+		SELECT 100000 + i, 'build.completed', 'build', 'forged' || i, '{"status":"completed"}', 'x', 'y'
+		FROM generate_series(1, 250) i`); err != nil {
+		t.Fatal(err)
+	}
+	b := f.browser()
+	b.mustLogin(f.adminKey)
+	p := b.get("/events")
+	wantContains(t, p, "Hash chain broken at sequence")
+	seqs := regexp.MustCompile(`<tr data-sequence="(\d+)">`)
+	first := seqs.FindAllStringSubmatch(p.body, -1)
+	if len(first) != 100 || first[0][1] != "100250" {
+		t.Fatalf("first events page: %d rows, starting %v", len(first), first[0])
+	}
+	m := regexp.MustCompile(`<a href="([^"]+)" rel="next">`).FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatal("no older-events link")
+	}
+	second := seqs.FindAllStringSubmatch(b.get(strings.ReplaceAll(m[1], "&amp;", "&")).body, -1)
+	if len(second) != 100 || second[0][1] != "100150" {
+		t.Fatalf("second events page: %d rows, starting %v", len(second), second[0])
+	}
+	if p := b.get("/events?before=x"); p.status != http.StatusUnprocessableEntity {
+		t.Errorf("bad before: want 422, got %d", p.status)
+	}
+}

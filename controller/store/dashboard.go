@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 const prefixSession = "fds_"
@@ -96,4 +99,42 @@ func (s *Store) GetWorker(ctx context.Context, id string) (Worker, error) {
 		return Worker{}, fmt.Errorf("%w: no worker %q", ErrNotFound, id)
 	}
 	return ws[0], nil
+}
+
+// EventFilter selects audit events for EventsBefore.
+type EventFilter struct {
+	Before     int64  // only sequences below this; 0 for the newest
+	EntityType string // with EntityID: one entity's events
+	EntityID   string
+	Limit      int
+}
+
+// EventsBefore returns sealed audit events newest first, a page at a time.
+func (s *Store) EventsBefore(ctx context.Context, f EventFilter) ([]api.Event, error) {
+	if f.Limit <= 0 || f.Limit > 500 {
+		f.Limit = 100
+	}
+	if f.Before <= 0 {
+		f.Before = math.MaxInt64
+	}
+	if err := errors.Join(checkText("entity_type", f.EntityType), checkText("entity_id", f.EntityID)); err != nil {
+		return nil, err
+	}
+	var rows pgx.Rows
+	var err error
+	if f.EntityType != "" {
+		rows, err = s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE entity_type = $1 AND entity_id = $2
+			AND sequence < $3 ORDER BY sequence DESC LIMIT $4`, f.EntityType, f.EntityID, f.Before, f.Limit)
+	} else {
+		rows, err = s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE sequence < $1
+			ORDER BY sequence DESC LIMIT $2`, f.Before, f.Limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	evs, err := pgx.CollectRows(rows, scanEvent)
+	if err != nil {
+		return nil, fmt.Errorf("read events: %w", err)
+	}
+	return evs, nil
 }

@@ -1,0 +1,122 @@
+package dashboard
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+// eventsPageSize is the number of audit events a page shows.
+const eventsPageSize = 100
+
+// verifyEvery bounds how often a replica re-walks the whole hash chain for
+// the events page; verifyTimeout how long a page waits for it.
+const (
+	verifyEvery   = 10 * time.Second
+	verifyTimeout = 5 * time.Second
+)
+
+// verification caches the last check of the audit log's hash chain.
+type verification struct {
+	mu  sync.Mutex
+	at  time.Time
+	v   api.EventVerification
+	err error
+}
+
+func (c *verification) get(ctx context.Context, st *store.Store) (api.EventVerification, time.Time, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.at.IsZero() || time.Since(c.at) > verifyEvery {
+		ctx, cancel := context.WithTimeout(ctx, verifyTimeout)
+		defer cancel()
+		c.v, c.err = st.VerifyEvents(ctx)
+		c.at = time.Now()
+		if c.err != nil {
+			c.at = time.Time{} // try again on the next view
+		}
+	}
+	return c.v, c.at, c.err
+}
+
+type eventsView struct {
+	Events      []api.Event
+	Filter      store.EventFilter
+	Verified    api.EventVerification
+	VerifiedAt  time.Time
+	VerifyError string
+	NextPage    string
+	FirstPage   string
+}
+
+func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s *session) {
+	q := r.URL.Query()
+	f := store.EventFilter{EntityType: q.Get("entity_type"), EntityID: q.Get("entity_id"), Limit: eventsPageSize}
+	if f.EntityType == "" || f.EntityID == "" {
+		f.EntityType, f.EntityID = "", ""
+	}
+	if v := q.Get("before"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 1 {
+			d.renderError(w, r, s, http.StatusUnprocessableEntity, "Parameter \"before\" must be an event sequence number; use the page links.")
+			return
+		}
+		f.Before = n
+	}
+	evs, err := d.Store.EventsBefore(r.Context(), f)
+	if err != nil {
+		d.fail(w, r, s, err)
+		return
+	}
+	v := eventsView{Events: evs, Filter: f}
+	v.Verified, v.VerifiedAt, err = d.verified.get(r.Context(), d.Store)
+	if err != nil {
+		v.VerifyError = "The chain could not be checked just now (" + err.Error() + "); run `freeagent-controller events verify`."
+	}
+	page := func(before int64) string {
+		q := url.Values{}
+		if f.EntityType != "" {
+			q.Set("entity_type", f.EntityType)
+			q.Set("entity_id", f.EntityID)
+		}
+		if before > 0 {
+			q.Set("before", strconv.FormatInt(before, 10))
+		}
+		if len(q) == 0 {
+			return "/events"
+		}
+		return "/events?" + q.Encode()
+	}
+	if n := len(evs); n == eventsPageSize && evs[n-1].Sequence > 1 {
+		v.NextPage = page(evs[n-1].Sequence)
+	}
+	if f.Before > 0 {
+		v.FirstPage = page(0)
+	}
+	d.render(w, r, "events", http.StatusOK, view{Title: "Events", Nav: "events", Session: s, Stream: "/ui/stream", Data: v})
+}
+
+type controllerRow struct {
+	api.Controller
+	Live bool // its registration has not expired
+}
+
+func (d *Dashboard) controllers(w http.ResponseWriter, r *http.Request, s *session) {
+	cs, err := d.Store.Controllers(r.Context())
+	if err != nil {
+		d.fail(w, r, s, err)
+		return
+	}
+	now := time.Now()
+	rows := make([]controllerRow, len(cs))
+	for i, c := range cs {
+		rows[i] = controllerRow{Controller: c, Live: c.ExpiresAt.After(now)}
+	}
+	d.render(w, r, "controllers", http.StatusOK, view{Title: "Controllers", Nav: "controllers", Session: s, Data: rows})
+}
