@@ -236,7 +236,7 @@ func TestBrowser(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS("table.list")))
 	c.until("the page fits a phone's width", `document.documentElement.scrollWidth <= window.innerWidth + 1`)
 	c.screenshot("builds-phone")
-	c.run("desktop viewport", chromedp.ResetViewport())
+	c.run("desktop viewport", chromedp.EmulateViewport(1280, 900))
 
 	// Cancel a pending build from its page.
 	b3 := f.submit(api.PlatformAndroid)

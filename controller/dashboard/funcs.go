@@ -12,7 +12,6 @@ import (
 
 var funcs = template.FuncMap{
 	"when":     when,
-	"duration": fmtDuration,
 	"took":     took,
 	"bytes":    fmtBytes,
 	"short":    func(id string) string { return id[:min(len(id), 10)] },
