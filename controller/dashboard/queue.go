@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"time"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -59,13 +61,18 @@ type fleet struct {
 	online, paused int
 	eligible       map[string]int // online workers that build the platform
 	unpaused       map[string]int // of those, not paused
-	free           map[string]int // free build slots on unpaused workers
+	slots          []slot         // free build slots of unpaused online workers
+}
+
+type slot struct {
+	platforms []string
+	free      int
 }
 
 // newFleet sums up the workers: online means in contact within offlineAfter
 // (the reaper marks the others offline only on its next sweep).
 func newFleet(workers []store.Worker, now time.Time, offlineAfter time.Duration) fleet {
-	f := fleet{eligible: map[string]int{}, unpaused: map[string]int{}, free: map[string]int{}}
+	f := fleet{eligible: map[string]int{}, unpaused: map[string]int{}}
 	for _, w := range workers {
 		if w.Status != "online" || now.Sub(w.LastSeenAt) > offlineAfter {
 			continue
@@ -79,23 +86,46 @@ func newFleet(workers []store.Worker, now time.Time, offlineAfter time.Duration)
 			f.eligible[p]++
 			if !w.Paused {
 				f.unpaused[p]++
-				f.free[p] += max(0, auth.MaxConcurrent()-len(w.ActiveBuilds))
 			}
 		}
+		if free := auth.MaxConcurrent() - len(w.ActiveBuilds); !w.Paused && free > 0 {
+			f.slots = append(f.slots, slot{platforms: auth.Platforms(), free: free})
+		}
 	}
+	// Single-platform workers first: a build takes the most specific free
+	// slot, leaving the versatile ones for builds only they can take.
+	slices.SortStableFunc(f.slots, func(a, b slot) int { return len(a.platforms) - len(b.platforms) })
 	return f
 }
 
-// reasons says why each pending build (in claim order) is waiting. ahead
-// counts the claimable builds before the first entry, per platform: a
-// build waits for a free slot behind them.
-func (f fleet) reasons(entries []store.QueueEntry, ahead map[string]int, now time.Time) []string {
-	out := make([]string, len(entries))
-	seen := map[string]int{}
-	for p, n := range ahead {
-		seen[p] = n
+// take gives a build of platform p a free slot, if there is one left.
+func (f *fleet) take(p string) bool {
+	for i := range f.slots {
+		if f.slots[i].free > 0 && slices.Contains(f.slots[i].platforms, p) {
+			f.slots[i].free--
+			return true
+		}
 	}
+	return false
+}
+
+// reasons says why each pending build (in claim order) is waiting. ahead
+// counts the claimable builds before the first entry, per platform: they
+// take the free slots first.
+func (f fleet) reasons(entries []store.QueueEntry, ahead map[string]int, now time.Time) []string {
+	f.slots = slices.Clone(f.slots)
+	seen := map[string]int{}
+	for _, p := range []string{api.PlatformIOS, api.PlatformAndroid} {
+		seen[p] = ahead[p]
+		for range ahead[p] {
+			if !f.take(p) {
+				break
+			}
+		}
+	}
+	out := make([]string, len(entries))
 	for i, e := range entries {
+		claimable := !e.RunAfter.After(now)
 		switch {
 		case f.online == 0:
 			out[i] = "No worker is online."
@@ -103,14 +133,14 @@ func (f fleet) reasons(entries []store.QueueEntry, ahead map[string]int, now tim
 			out[i] = fmt.Sprintf("No online worker builds %s.", e.Platform)
 		case f.unpaused[e.Platform] == 0:
 			out[i] = fmt.Sprintf("Every %s worker is paused.", e.Platform)
-		case e.RunAfter.After(now):
+		case !claimable:
 			out[i] = "Backing off after a failed attempt until " + e.RunAfter.UTC().Format("15:04:05 UTC") + "."
-		case seen[e.Platform] >= f.free[e.Platform]:
-			out[i] = fmt.Sprintf("All %s workers are busy (%d ahead).", e.Platform, seen[e.Platform])
-		default:
+		case f.take(e.Platform):
 			out[i] = "Next in line: a worker takes it on its next poll."
+		default:
+			out[i] = fmt.Sprintf("All %s workers are busy (%d ahead).", e.Platform, seen[e.Platform])
 		}
-		if !e.RunAfter.After(now) {
+		if claimable {
 			seen[e.Platform]++
 		}
 	}
