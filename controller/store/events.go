@@ -98,12 +98,10 @@ func (s *Store) SealEvents(ctx context.Context) (int, error) {
 func (s *Store) sealUpTo(ctx context.Context, high int64) (int, error) {
 	sealed := 0
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var locked bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, sealLockKey).Scan(&locked); err != nil {
+		// Blocking: whoever seals next continues the chain the other left,
+		// and a caller (events verify, a test) can rely on its own call.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, sealLockKey); err != nil {
 			return fmt.Errorf("seal events: take lock: %w", err)
-		}
-		if !locked {
-			return nil // another replica is sealing
 		}
 		var last int64
 		var prev string
