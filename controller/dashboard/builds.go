@@ -62,13 +62,14 @@ func (d *Dashboard) builds(w http.ResponseWriter, r *http.Request, s *session) {
 	v := buildsView{Filter: f, Filtered: f.Status != "" || f.Platform != "" || f.WorkerID != "",
 		Statuses: []api.BuildStatus{api.StatusPending, api.StatusAssigned, api.StatusBuilding, api.StatusCompleted, api.StatusFailed, api.StatusCancelled}}
 	status := http.StatusOK
+	var err error
+	if v.Workers, err = d.workerNames(r.Context()); err != nil {
+		d.fail(w, r, s, err)
+		return
+	}
 	list, err := d.Store.ListBuilds(r.Context(), f)
 	switch {
 	case err == nil:
-		if v.Workers, err = d.workerNames(r.Context()); err != nil {
-			d.fail(w, r, s, err)
-			return
-		}
 		v.Builds = list.Builds
 		if list.NextCursor != "" {
 			v.NextPage = buildsURL(f, list.NextCursor)

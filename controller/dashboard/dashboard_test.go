@@ -365,6 +365,10 @@ func TestPagingThousandsOfBuilds(t *testing.T) {
 	if p := b.get("/queue?cursor=garbage"); p.status != http.StatusUnprocessableEntity {
 		t.Errorf("bad queue cursor: want 422, got %d", p.status)
 	}
+
+	// The worker filter offers the workers by name.
+	w := f.register("build-mac-7", api.Capabilities{})
+	wantContains(t, b.get("/builds?worker_id="+w.id), `<option value="`+w.id+`" selected>build-mac-7</option>`, "No builds match these filters.")
 }
 
 func TestQueueReasonsAndPause(t *testing.T) {
