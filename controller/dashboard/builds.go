@@ -111,9 +111,8 @@ type buildView struct {
 }
 
 func (d *Dashboard) build(w http.ResponseWriter, r *http.Request, s *session) {
-	id := r.PathValue("id")
-	if !store.ValidID(id) {
-		d.renderError(w, r, s, http.StatusNotFound, "There is no build "+strconv.Quote(id)+".")
+	id, ok := d.buildID(w, r, s)
+	if !ok {
 		return
 	}
 	b, err := d.Store.GetBuild(r.Context(), id)
@@ -145,9 +144,8 @@ func (d *Dashboard) build(w http.ResponseWriter, r *http.Request, s *session) {
 }
 
 func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request, s *session) {
-	id := r.PathValue("id")
-	if !store.ValidID(id) {
-		d.renderError(w, r, s, http.StatusNotFound, "There is no build "+strconv.Quote(id)+".")
+	id, ok := d.buildID(w, r, s)
+	if !ok {
 		return
 	}
 	resp, err := d.Store.Cancel(r.Context(), id)
@@ -162,9 +160,8 @@ func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request, s *session) {
 }
 
 func (d *Dashboard) retry(w http.ResponseWriter, r *http.Request, s *session) {
-	id := r.PathValue("id")
-	if !store.ValidID(id) {
-		d.renderError(w, r, s, http.StatusNotFound, "There is no build "+strconv.Quote(id)+".")
+	id, ok := d.buildID(w, r, s)
+	if !ok {
 		return
 	}
 	sub, err := d.Retry(w, r, id, s.Key.ID)
@@ -193,10 +190,20 @@ func (d *Dashboard) followLogs(w http.ResponseWriter, r *http.Request, _ *sessio
 }
 
 func (d *Dashboard) artifact(w http.ResponseWriter, r *http.Request, s *session) {
-	id := r.PathValue("id")
-	if !store.ValidID(id) {
-		d.renderError(w, r, s, http.StatusNotFound, "There is no build "+strconv.Quote(id)+".")
+	id, ok := d.buildID(w, r, s)
+	if !ok {
 		return
 	}
 	d.ServeArtifact(w, r, id, r.PathValue("name"))
+}
+
+// buildID is the build id in the path; a malformed one is answered with a
+// page saying there is no such build.
+func (d *Dashboard) buildID(w http.ResponseWriter, r *http.Request, s *session) (string, bool) {
+	id := r.PathValue("id")
+	if !store.ValidID(id) {
+		d.renderError(w, r, s, http.StatusNotFound, "There is no build "+strconv.Quote(id)+".")
+		return "", false
+	}
+	return id, true
 }
