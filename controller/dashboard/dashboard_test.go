@@ -177,11 +177,19 @@ func TestActionsNeedSessionAndCSRF(t *testing.T) {
 	if p := b.do(http.MethodPost, cancel, url.Values{"csrf": {token}}, "Origin", "http://evil.example"); p.status != http.StatusForbidden {
 		t.Errorf("cross-site POST: want 403, got %d", p.status)
 	}
+	if p := b.do(http.MethodPost, cancel, url.Values{"csrf": {token}}, "Origin", "https://evil.example", "X-Forwarded-Host", "farm.example"); p.status != http.StatusForbidden {
+		t.Errorf("cross-site POST through a proxy: want 403, got %d", p.status)
+	}
 	if s := f.buildStatus(sub.ID); s != api.StatusPending {
 		t.Fatalf("a refused action changed the build: %s", s)
 	}
+	// Behind a proxy that rewrites Host, the browser's origin is the
+	// forwarded host.
+	if p := b.do(http.MethodPost, cancel, url.Values{"csrf": {token}}, "Origin", "https://farm.example", "X-Forwarded-Host", "farm.example"); p.status != http.StatusSeeOther {
+		t.Fatalf("cancel through a proxy: want 303, got %d: %.300s", p.status, p.body)
+	}
 	if p := b.post(cancel, url.Values{"csrf": {token}}); p.status != http.StatusSeeOther {
-		t.Fatalf("cancel: want 303, got %d: %.300s", p.status, p.body)
+		t.Fatalf("cancelling again: want 303 (nothing to do), got %d: %.300s", p.status, p.body)
 	}
 	if s := f.buildStatus(sub.ID); s != api.StatusCancelled {
 		t.Errorf("after cancel: %s", s)

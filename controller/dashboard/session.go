@@ -155,16 +155,21 @@ func (d *Dashboard) action(need role, h func(http.ResponseWriter, *http.Request,
 	}
 }
 
-// sameOrigin refuses a request whose Origin names another host. Browsers
-// send Origin on every POST; its absence (an old client) leaves the CSRF
-// token as the guard.
+// sameOrigin refuses a request whose Origin names another host than the
+// one the browser reached (directly, or through a proxy that rewrites Host
+// and says so in X-Forwarded-Host). Browsers send Origin on every POST; its
+// absence (an old client) leaves the CSRF token as the guard.
 func sameOrigin(r *http.Request) bool {
 	o := r.Header.Get("Origin")
 	if o == "" {
 		return true
 	}
 	u, err := url.Parse(o)
-	return err == nil && u.Host == r.Host
+	if err != nil {
+		return false
+	}
+	fwd := r.Header.Get("X-Forwarded-Host")
+	return u.Host == r.Host || fwd != "" && u.Host == fwd
 }
 
 type loginView struct {
