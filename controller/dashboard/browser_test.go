@@ -247,6 +247,7 @@ func TestBrowser(t *testing.T) {
 	if s := f.buildStatus(b3.ID); s != api.StatusCancelled {
 		t.Fatalf("after the cancel button: %s", s)
 	}
+	c.screenshot("build-cancelled")
 
 	// The queue says why builds wait.
 	f.submit(api.PlatformIOS)
