@@ -127,6 +127,22 @@ func TestExpiredSessionEnds(t *testing.T) {
 	}
 }
 
+func TestLoginRedirectStaysOnSite(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	for next, want := range map[string]string{
+		"/queue?cursor=x": "/queue?cursor=x", "//evil.example/x": "/", "/\t/evil.example": "/", "/\\evil.example": "/",
+		"https://evil.example/": "/", "javascript:alert(1)": "/", "": "/", "queue": "/",
+	} {
+		b := f.browser()
+		form := b.get("/login")
+		p := b.post("/login", url.Values{"csrf": {form.csrf(t)}, "api_key": {f.devKey}, "next": {next}})
+		if p.status != http.StatusSeeOther || p.header.Get("Location") != want {
+			t.Errorf("next %q: want a redirect to %q, got %d %q", next, want, p.status, p.header.Get("Location"))
+		}
+	}
+}
+
 func TestSecureCookieBehindTLSProxy(t *testing.T) {
 	t.Parallel()
 	f := newFarm(t)

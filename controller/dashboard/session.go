@@ -245,9 +245,13 @@ func (d *Dashboard) logout(w http.ResponseWriter, r *http.Request, s *session) {
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }
 
-// localPath keeps a redirect target on this site.
+// localPath keeps a redirect target on this site: a path, never a
+// scheme or host (browsers drop tabs and newlines and read a backslash as
+// a slash, so "/\t/evil.example" would leave the site).
 func localPath(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") {
+	u, err := url.Parse(p)
+	if err != nil || u.Scheme != "" || u.Host != "" || !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") ||
+		strings.ContainsFunc(p, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '\\' }) {
 		return "/"
 	}
 	return p
