@@ -246,9 +246,9 @@ func (t *txn) queuePublish(b *pgx.Batch) error {
 		return fmt.Errorf("publish changes: %w", err)
 	}
 	t.changes = nil
-	if len(types) > 0 {
+	if auditLog && len(types) > 0 {
 		b.Queue(`INSERT INTO events (event_type, entity_type, entity_id, payload, source_controller_id)
-			SELECT u.t, u.k, u.id, u.p::jsonb, $5 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+			SELECT u.t, u.k, u.id, u.p::json, $5 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
 				WITH ORDINALITY AS u(t, k, id, p, n) ORDER BY u.n`, types, kinds, ids, payloads, t.cfg.ControllerID)
 	}
 	for _, n := range notes {
