@@ -67,11 +67,14 @@ func (keychainStore) Delete(key string) error {
 }
 
 func keychainErr(op string, err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, keychain.ErrorInteractionNotAllowed), errors.Is(err, keychain.ErrorAuthFailed):
-		return fmt.Errorf("the Keychain refused to %s the Free Agent credentials (%v): unlock the login keychain, or allow FreeAgent in Keychain Access", op, err)
 	}
-	return fmt.Errorf("keychain %s: %w", op, err)
+	var status keychain.Error
+	if errors.As(err, &status) {
+		if derr := deniedError(op, err.Error(), func(s int) bool { return int(status) == s }); derr != nil {
+			return derr
+		}
+	}
+	return fmt.Errorf("%s the Free Agent credentials in the Keychain: %w", op, err)
 }
