@@ -15,9 +15,12 @@ build:
 run: build
 	./scripts/dev-run.sh
 
+# The last step type-checks the darwin+cgo files (Keychain, menu bar),
+# which neither vet run compiles.
 vet:
 	$(GO) vet ./...
 	$(DARWIN) $(GO) vet ./...
+	$(GO) run ./packaging/cmd/cgotypecheck ./...
 
 # Every test, including the fuzz targets' seed corpora, against real Postgres
 # clusters started by the tests themselves.
