@@ -200,7 +200,7 @@ func TestGuestPlistIsCheckedIn(t *testing.T) {
 // launcherEnv lays out a fake guest: the share (with a space in its path,
 // like "My Shared Files") and the image's libexec folder.
 type launcherEnv struct {
-	shared, baked, out string
+	shared, baked, out, env string
 }
 
 func newLauncherEnv(t *testing.T) launcherEnv {
@@ -209,17 +209,18 @@ func newLauncherEnv(t *testing.T) launcherEnv {
 		shared: filepath.Join(root, "Volumes", "My Shared Files", "build-config"),
 		baked:  filepath.Join(root, "usr", "local", "libexec", "freeagent", "freeagent-vm"),
 		out:    filepath.Join(root, "ran"),
+		env:    filepath.Join(root, "usr", "local", "libexec", "freeagent", "freeagent-vm.env"),
 	}
 	os.MkdirAll(filepath.Dir(e.baked), 0o755)
 	return e
 }
 
 // fakeVM writes a freeagent-vm stand-in that records who ran, its
-// arguments and the shared-dir variable it saw, then exits 7.
+// arguments, the shared-dir variable and JAVA_HOME it saw, then exits 7.
 func (e launcherEnv) fakeVM(t *testing.T, path, name string) {
 	t.Helper()
 	os.MkdirAll(filepath.Dir(path), 0o755)
-	script := "#!/bin/sh\nprintf '%s|%s|%s' " + name + " \"$*\" \"$FREEAGENT_SHARED_DIR\" > \"" + e.out + "\"\nexit 7\n"
+	script := "#!/bin/sh\nprintf '%s|%s|%s|%s' " + name + " \"$*\" \"$FREEAGENT_SHARED_DIR\" \"${JAVA_HOME:-}\" > \"" + e.out + "\"\nexit 7\n"
 	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +229,7 @@ func (e launcherEnv) fakeVM(t *testing.T, path, name string) {
 func (e launcherEnv) run(t *testing.T, wait string) (code int, stderr, ran string) {
 	t.Helper()
 	cmd := exec.Command("./guest/freeagent-vm-launcher", "--log-level", "debug")
-	cmd.Env = append(os.Environ(), "FREEAGENT_SHARED_DIR="+e.shared, "FREEAGENT_VM_BAKED="+e.baked, "FREEAGENT_LAUNCHER_WAIT="+wait)
+	cmd.Env = append(os.Environ(), "FREEAGENT_SHARED_DIR="+e.shared, "FREEAGENT_VM_BAKED="+e.baked, "FREEAGENT_LAUNCHER_WAIT="+wait, "FREEAGENT_VM_ENV="+e.env, "JAVA_HOME=")
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	err := cmd.Run()
@@ -245,7 +246,7 @@ func TestLauncherPrefersTheSharedBinary(t *testing.T) {
 	e.fakeVM(t, e.baked, "baked")
 	e.fakeVM(t, filepath.Join(e.shared, "freeagent-vm"), "shared")
 	code, stderr, ran := e.run(t, "5")
-	if code != 7 || ran != "shared|--log-level debug|"+e.shared {
+	if code != 7 || ran != "shared|--log-level debug|"+e.shared+"|" {
 		t.Fatalf("exit %d, ran %q, stderr %s", code, ran, stderr)
 	}
 }
@@ -270,7 +271,17 @@ func TestLauncherFallsBackToTheImage(t *testing.T) {
 	e.fakeVM(t, e.baked, "baked")
 	os.MkdirAll(e.shared, 0o755) // share mounted, but the host sent no binary
 	code, stderr, ran := e.run(t, "1")
-	if code != 7 || ran != "baked|--log-level debug|"+e.shared || !strings.Contains(stderr, "running the image's") {
+	if code != 7 || ran != "baked|--log-level debug|"+e.shared+"|" || !strings.Contains(stderr, "running the image's") {
+		t.Fatalf("exit %d, ran %q, stderr %s", code, ran, stderr)
+	}
+}
+
+func TestLauncherExportsTheImageEnvironment(t *testing.T) {
+	e := newLauncherEnv(t)
+	e.fakeVM(t, filepath.Join(e.shared, "freeagent-vm"), "shared")
+	os.WriteFile(e.env, []byte("JAVA_HOME=/opt/homebrew/opt/openjdk@17\n"), 0o644)
+	code, stderr, ran := e.run(t, "0")
+	if code != 7 || ran != "shared|--log-level debug|"+e.shared+"|/opt/homebrew/opt/openjdk@17" {
 		t.Fatalf("exit %d, ran %q, stderr %s", code, ran, stderr)
 	}
 }
