@@ -1,7 +1,8 @@
 // Command cgotypecheck type-checks the Go side of the darwin+cgo code (the
 // Keychain, the menu bar) on any machine: `go list` resolves the files and
 // imports for GOOS=darwin GOARCH=arm64 CGO_ENABLED=1 without running cgo,
-// and go/types checks them with a stand-in for `import "C"`. A misspelled
+// and go/types checks them, with their tests, with a stand-in for
+// `import "C"`. A misspelled
 // go-keychain or systray call then fails CI instead of a Mac owner's build.
 // Errors on the C side (the preambles) can only show up on a Mac.
 //
@@ -21,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -55,19 +57,21 @@ type listed struct {
 	Standard   bool
 	Module     *struct{ Main bool }
 	Error      *struct{ Err string }
+	ForTest    string // set on a package recompiled with its tests
 }
 
 type result struct {
-	checked int      // packages of the main module checked in full
+	checked int      // packages of the main module checked in full (test variants not counted)
 	cgo     []string // those that import "C"
 	errs    []string // "file:line:col: message", sorted
 }
 
 // check lists patterns (relative to dir) for darwin/arm64 with cgo and
-// type-checks them: the main module's packages in full, their
-// dependencies without function bodies (only their API matters here).
+// type-checks them: the main module's packages and their test variants in
+// full, their dependencies without function bodies (only their API matters
+// here).
 func check(dir string, patterns []string) (result, error) {
-	cmd := exec.Command("go", append([]string{"list", "-e", "-deps", "-json=ImportPath,Dir,GoFiles,CgoFiles,ImportMap,Standard,Module,Error"}, patterns...)...)
+	cmd := exec.Command("go", append([]string{"list", "-e", "-deps", "-test", "-json=ImportPath,Dir,GoFiles,CgoFiles,ImportMap,Standard,Module,Error,ForTest"}, patterns...)...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), "GOOS=darwin", "GOARCH=arm64", "CGO_ENABLED=1")
 	var out, stderr bytes.Buffer
@@ -91,7 +95,8 @@ func check(dir string, patterns []string) (result, error) {
 	done := map[string]*types.Package{"unsafe": types.Unsafe}
 	// go list -deps prints every package after its dependencies.
 	for _, p := range pkgs {
-		if p.ImportPath == "unsafe" {
+		// "unsafe" is built in; "p.test" is the generated test main.
+		if p.ImportPath == "unsafe" || strings.HasSuffix(p.ImportPath, ".test") {
 			continue
 		}
 		target := !p.Standard && p.Module != nil && p.Module.Main
@@ -134,14 +139,16 @@ func check(dir string, patterns []string) (result, error) {
 		}
 		pkg, _ := conf.Check(p.ImportPath, fset, files, nil)
 		done[p.ImportPath] = pkg
-		if target {
+		if target && p.ForTest == "" {
 			res.checked++
 			if len(p.CgoFiles) > 0 {
 				res.cgo = append(res.cgo, p.ImportPath)
 			}
 		}
 	}
+	// A test variant repeats its package's files, and so their errors.
 	sort.Strings(res.errs)
+	res.errs = slices.Compact(res.errs)
 	if res.checked == 0 && len(res.errs) == 0 {
 		return res, fmt.Errorf("%s matched no package of this module: %s", strings.Join(patterns, " "), strings.TrimSpace(stderr.String()))
 	}

@@ -57,3 +57,13 @@ func TestReportsBrokenPatterns(t *testing.T) {
 		t.Fatalf("a missing package passed: %+v", res)
 	}
 }
+
+func TestChecksTestFilesToo(t *testing.T) {
+	res, err := check(root, []string{"./packaging/cmd/cgotypecheck/testdata/badtest", "./packaging/cmd/cgotypecheck/testdata/bad"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.errs) != 2 || !strings.Contains(res.errs[0], "bad/keychain_darwin.go:14:4") || !strings.Contains(res.errs[1], "badtest/item_darwin_test.go:13:4: q.SetServise undefined") {
+		t.Fatalf("want one error each, once: %q", res.errs)
+	}
+}
