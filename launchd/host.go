@@ -90,7 +90,10 @@ func (h HostAgent) Enabled() (bool, error) {
 		return false, fmt.Errorf("read the login item %s: %w", h.PlistPath(), err)
 	}
 	j, err := Parse(b)
-	if err != nil || j.Label != HostLabel {
+	if err == nil && j.Label != HostLabel {
+		err = fmt.Errorf("its Label is %q, not %q", j.Label, HostLabel)
+	}
+	if err != nil {
 		return false, fmt.Errorf("%s is not a Free Agent LaunchAgent (%v): delete it and turn on Start at login again", h.PlistPath(), err)
 	}
 	return true, nil

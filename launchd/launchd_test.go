@@ -159,6 +159,11 @@ func TestLoginItem(t *testing.T) {
 	if _, err := h.Enabled(); err == nil || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), "delete it") {
 		t.Fatalf("a corrupt plist: %v", err)
 	}
+	other, _ := Job{Label: "com.example.other", ProgramArguments: []string{"/bin/true"}}.Render()
+	os.WriteFile(path, other, 0o644)
+	if _, err := h.Enabled(); err == nil || !strings.Contains(err.Error(), `Label is "com.example.other"`) {
+		t.Fatalf("another job's plist: %v", err)
+	}
 }
 
 func TestGuestPlistIsCheckedIn(t *testing.T) {

@@ -76,5 +76,5 @@ func keychainErr(op string, err error) error {
 			return derr
 		}
 	}
-	return fmt.Errorf("%s the Free Agent credentials in the Keychain: %w", op, err)
+	return fmt.Errorf("could not %s the Free Agent credentials in the Keychain: %w", op, err)
 }

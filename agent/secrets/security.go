@@ -55,7 +55,7 @@ func (s *SecurityStore) run(op, stdin string, args ...string) (string, error) {
 			return "", derr
 		}
 	}
-	return "", fmt.Errorf("%s the Free Agent credentials with %s %s: %w: %s", op, s.tool(), args[0], err, msg)
+	return "", fmt.Errorf("could not %s the Free Agent credentials with %s %s: %w: %s", op, s.tool(), args[0], err, msg)
 }
 
 // Get implements Store.
