@@ -64,8 +64,8 @@ func (s *Store) SealEvents(ctx context.Context) (int, error) {
 	if err := s.pool.QueryRow(ctx, `SELECT last_value, is_called FROM events_ord`).Scan(&high, &called); err != nil {
 		return 0, fmt.Errorf("seal events: read high mark: %w", err)
 	}
-	if !called {
-		return 0, nil
+	if !called || high <= s.sealedThrough.Load() {
+		return 0, nil // nothing drawn since the last complete pass
 	}
 	var xmax uint64
 	if err := s.pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&xmax); err != nil {
@@ -89,8 +89,12 @@ func (s *Store) SealEvents(ctx context.Context) (int, error) {
 	for {
 		n, err := s.sealUpTo(ctx, high)
 		total += n
-		if err != nil || n < sealBatch {
+		if err != nil {
 			return total, err
+		}
+		if n < sealBatch {
+			s.sealedThrough.Store(high)
+			return total, nil
 		}
 	}
 }

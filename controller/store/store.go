@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,6 +65,9 @@ func DefaultConfig() Config {
 type Store struct {
 	pool *pgxpool.Pool
 	cfg  Config
+	// sealedThrough is the highest event ord this replica's sealer knows
+	// to be sealed or rolled back, so an idle sealer costs one query a tick.
+	sealedThrough atomic.Int64
 }
 
 // Open connects to the database at dsn. It does not migrate; call Migrate.
