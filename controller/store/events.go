@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -149,6 +150,16 @@ func (s *Store) sealUpTo(ctx context.Context, high int64) (int, error) {
 			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[])`,
 			seqs, ords, prevs, hashes); err != nil {
 			return fmt.Errorf("seal events: %w", err)
+		}
+		// One notification per pass tells live views (the dashboard) that
+		// something changed: progress between the states a long poll or a
+		// log follow waits for is not announced by its own transaction.
+		note, err := json.Marshal([]Change{{Kind: "events", ID: strconv.FormatInt(last, 10)}})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, string(note)); err != nil {
+			return fmt.Errorf("seal events: notify: %w", err)
 		}
 		sealed = len(evs)
 		return nil

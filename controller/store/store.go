@@ -204,7 +204,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // appends to the audit log. The notification is deliberately small:
 // listeners re-read state they care about.
 type Change struct {
-	Kind     string `json:"k"`           // "build", "worker", "controller" or "log"
+	Kind     string `json:"k"`           // "build", "worker", "controller", "log" or "events" (sealed up to sequence ID)
 	ID       string `json:"id"`          // entity id
 	Status   string `json:"s,omitempty"` // new status
 	Platform string `json:"p,omitempty"` // set for builds
