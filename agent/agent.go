@@ -43,6 +43,9 @@ type Config struct {
 	BackoffMin         time.Duration // network/5xx errors: exponential with jitter
 	BackoffMax         time.Duration
 	FileWatchInterval  time.Duration // how often signal files are checked
+	// MaxBuildTimeout caps every build's own timeout on this worker (the
+	// Mac owner's limit); zero: the build's timeout alone.
+	MaxBuildTimeout time.Duration
 	// OnWorkerID is told the worker id after every registration, to persist it.
 	OnWorkerID func(string)
 }

@@ -12,7 +12,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/freeagent-build/freeagent/agent"
+	"github.com/freeagent-build/freeagent/agent/hostcheck"
+	"github.com/freeagent-build/freeagent/agent/secrets"
+	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/controller/api"
 )
 
@@ -39,8 +44,11 @@ type Config struct {
 	BootTimeout   time.Duration
 	BackoffMin    time.Duration
 	LogLevel      string
+	BuildTimeout  time.Duration
+	MinFreeGB     int
 
 	apiKeyStdin bool
+	jsonOut     bool
 }
 
 func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
@@ -78,6 +86,11 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		o.dur(&cfg.BootTimeout, "boot-timeout", "FREEAGENT_BOOT_TIMEOUT", 5*time.Minute, "how long a VM may take to signal ready")
 		o.dur(&cfg.BackoffMin, "backoff-min", "FREEAGENT_BACKOFF_MIN", 5*time.Second, "first retry delay after a network error (doubles up to 2m)")
 		o.str(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
+		o.dur(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", 2*time.Hour, "longest a build may run on this worker (a build's own shorter timeout wins)")
+		o.intv(&cfg.MinFreeGB, "min-free-gb", "FREEAGENT_MIN_FREE_GB", hostcheck.DefaultMinFree>>30, "free disk space below which the host needs attention")
+	}
+	if cmd == "doctor" {
+		fs.BoolVar(&cfg.jsonOut, "json", false, "print the results as JSON")
 	}
 	if o.err != nil {
 		return nil, usageError{o.err}
@@ -113,6 +126,29 @@ func (c *Config) guestURL() string {
 		return c.ControllerURL
 	}
 	return agent.GuestURL(c.ControllerURL, c.HostAddress)
+}
+
+// resolveKey fills APIKey from the secret store when the environment did not set it.
+func (c *Config) resolveKey(store secrets.Store) error {
+	if c.APIKey != "" {
+		return nil
+	}
+	key, err := store.Get(secrets.KeyAPIKey)
+	if err != nil && !errors.Is(err, secrets.ErrNotFound) {
+		return err
+	}
+	c.APIKey = key
+	return nil
+}
+
+// hostChecks is what `freeagent doctor` and the menu bar check on this host.
+func (c *Config) hostChecks(store secrets.Store) hostcheck.Config {
+	hc := hostcheck.Config{ControllerURL: c.ControllerURL, APIKey: c.APIKey, KeyStore: store,
+		DataDir: c.DataDir, MinFree: uint64(c.MinFreeGB) << 30}
+	if c.VMDriver == "tart" {
+		hc.Tart = &tart.Driver{Tart: c.Tart, Template: c.Template, Log: logrus.New()}
+	}
+	return hc
 }
 
 // defaultBootstrap is freeagent-vm next to this executable.

@@ -30,6 +30,8 @@ Usage:
   freeagent run   [flags]   run the worker headless (Ctrl-C drains: running builds finish first;
                             a second Ctrl-C hands them back; a third exits at once)
   freeagent setup [flags]   store the controller URL and API key (the key is read from stdin)
+  freeagent doctor [--json] check this host (Tart, VM template, disk, VM limit, controller, key)
+                            and print the fix for each problem; exit status 1 when a check fails
 
 Run "freeagent COMMAND -h" for a command's flags. Every flag can also be set
 by the environment variable shown in its help, or as "name = value" in
@@ -54,6 +56,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdRun(args[1:], stderr)
 	case "setup":
 		err = cmdSetup(args[1:], stdin, stdout, stderr)
+	case "doctor":
+		err = cmdDoctor(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "freeagent: unknown command %q\n\n%s", args[0], usage)
 		return 2
@@ -61,6 +65,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, new(quietError)):
+		return 1
 	case errors.As(err, new(usageError)):
 		fmt.Fprintf(stderr, "freeagent: %v\n", err)
 		return 2
@@ -71,6 +77,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 type usageError struct{ error }
+
+// quietError ends the command with status 1 without a message: the output
+// already says what went wrong (e.g. `doctor --json`, which keeps stderr clean).
+type quietError struct{ error }
 
 func cmdSetup(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig("setup", args, stderr)
@@ -121,12 +131,8 @@ func cmdRun(args []string, stderr io.Writer) error {
 	log.SetOutput(io.MultiWriter(stderr, lf))
 
 	store := secrets.Open(cfg.DataDir)
-	if cfg.APIKey == "" {
-		key, err := store.Get(secrets.KeyAPIKey)
-		if err != nil && !errors.Is(err, secrets.ErrNotFound) {
-			return err
-		}
-		cfg.APIKey = key
+	if err := cfg.resolveKey(store); err != nil {
+		return err
 	}
 	workerID, err := store.Get(secrets.KeyWorkerID)
 	if err != nil && !errors.Is(err, secrets.ErrNotFound) {
@@ -154,6 +160,7 @@ func cmdRun(args []string, stderr io.Writer) error {
 		PollWait:           cfg.PollWait,
 		BootTimeout:        cfg.BootTimeout,
 		BackoffMin:         cfg.BackoffMin,
+		MaxBuildTimeout:    cfg.BuildTimeout,
 		OnWorkerID: func(id string) {
 			if err := store.Set(secrets.KeyWorkerID, id); err != nil {
 				log.WithError(err).Warn("could not remember the worker id")
