@@ -151,6 +151,9 @@ func (c *Config) hostChecks(store secrets.Store) hostcheck.Config {
 	return hc
 }
 
+// logPath is the agent's log file ("Open Logs" in the menu bar).
+func (c *Config) logPath() string { return filepath.Join(c.DataDir, "logs", "agent.log") }
+
 // defaultBootstrap is freeagent-vm next to this executable.
 func defaultBootstrap() string {
 	exe, err := os.Executable()

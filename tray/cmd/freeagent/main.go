@@ -116,35 +116,74 @@ func cmdRun(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := logrus.New()
-	lvl, err := logrus.ParseLevel(cfg.LogLevel)
-	if err != nil {
-		return usageError{fmt.Errorf("log level %q: use debug, info, warn or error", cfg.LogLevel)}
-	}
-	log.SetLevel(lvl)
-	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
-	lf, err := logfile.Open(filepath.Join(cfg.DataDir, "logs", "agent.log"), 10<<20, 5)
+	log, closeLog, err := newLogger(cfg, stderr)
 	if err != nil {
 		return err
 	}
-	defer lf.Close()
-	log.SetOutput(io.MultiWriter(stderr, lf))
-
+	defer closeLog()
 	store := secrets.Open(cfg.DataDir)
 	if err := cfg.resolveKey(store); err != nil {
 		return err
 	}
-	workerID, err := store.Get(secrets.KeyWorkerID)
-	if err != nil && !errors.Is(err, secrets.ErrNotFound) {
-		return err
-	}
-	driver, err := newDriver(cfg, log)
+	a, err := newAgent(cfg, store, log)
 	if err != nil {
 		return err
 	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	go func() {
+		count := 0
+		for range sigs {
+			count++
+			switch count {
+			case 1:
+				a.Drain()
+			case 2:
+				a.CancelBuilds()
+			default:
+				log.Error("third signal: exiting now")
+				os.Exit(130)
+			}
+		}
+	}()
+	log.WithFields(logrus.Fields{"controller": cfg.ControllerURL, "driver": cfg.VMDriver, "max_builds": cfg.MaxBuilds}).Info("worker starting")
+	return a.Run(ctx)
+}
+
+// newLogger logs to w and to DATA_DIR/logs/agent.log (rotated).
+func newLogger(cfg *Config, w io.Writer) (*logrus.Logger, func() error, error) {
+	log := logrus.New()
+	lvl, err := logrus.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("log level %q: use debug, info, warn or error", cfg.LogLevel)}
+	}
+	log.SetLevel(lvl)
+	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	lf, err := logfile.Open(cfg.logPath(), 10<<20, 5)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.SetOutput(io.MultiWriter(w, lf))
+	return log, lf.Close, nil
+}
+
+// newAgent is the worker for cfg (whose APIKey is already resolved).
+func newAgent(cfg *Config, store secrets.Store, log logrus.FieldLogger) (*agent.Agent, error) {
+	workerID, err := store.Get(secrets.KeyWorkerID)
+	if err != nil && !errors.Is(err, secrets.ErrNotFound) {
+		return nil, err
+	}
+	driver, err := newDriver(cfg, log)
+	if err != nil {
+		return nil, err
+	}
 	workDir := filepath.Join(cfg.DataDir, "builds")
 	if err := os.MkdirAll(workDir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", workDir, err)
+		return nil, fmt.Errorf("create %s: %w", workDir, err)
 	}
 	a, err := agent.New(agent.Config{
 		ControllerURL:      cfg.ControllerURL,
@@ -168,31 +207,9 @@ func cmdRun(args []string, stderr io.Writer) error {
 		},
 	}, driver, log)
 	if err != nil {
-		return usageError{err}
+		return nil, usageError{err}
 	}
-
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs := make(chan os.Signal, 3)
-	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
-	defer signal.Stop(sigs)
-	go func() {
-		count := 0
-		for range sigs {
-			count++
-			switch count {
-			case 1:
-				a.Drain()
-			case 2:
-				a.CancelBuilds()
-			default:
-				log.Error("third signal: exiting now")
-				os.Exit(130)
-			}
-		}
-	}()
-	log.WithFields(logrus.Fields{"controller": cfg.ControllerURL, "driver": driver.Name(), "max_builds": cfg.MaxBuilds}).Info("worker starting")
-	return a.Run(ctx)
+	return a, nil
 }
 
 func newDriver(cfg *Config, log logrus.FieldLogger) (agent.Driver, error) {
