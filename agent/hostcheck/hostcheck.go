@@ -268,3 +268,14 @@ func Disk(dir string, minFree uint64) Result {
 }
 
 func gb(n uint64) string { return fmt.Sprintf("%.1f GB", float64(n)/(1<<30)) }
+
+// WriteText prints one line per check, and the fix under each problem.
+func WriteText(w io.Writer, results []Result) {
+	marks := map[Severity]string{OK: "✓", Warn: "!", Fail: "✗"}
+	for _, r := range results {
+		fmt.Fprintf(w, "%s %-11s %s\n", marks[r.Severity], r.ID, r.Message)
+		if r.Severity != OK && r.Fix != "" {
+			fmt.Fprintf(w, "  %-11s fix: %s\n", "", r.Fix)
+		}
+	}
+}

@@ -46,6 +46,7 @@ type Config struct {
 	LogLevel      string
 	BuildTimeout  time.Duration
 	MinFreeGB     int
+	OpenCommand   string
 
 	apiKeyStdin bool
 	jsonOut     bool
@@ -88,6 +89,9 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		o.str(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
 		o.dur(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", 2*time.Hour, "longest a build may run on this worker (a build's own shorter timeout wins)")
 		o.intv(&cfg.MinFreeGB, "min-free-gb", "FREEAGENT_MIN_FREE_GB", hostcheck.DefaultMinFree>>30, "free disk space below which the host needs attention")
+	}
+	if cmd == "app" {
+		o.str(&cfg.OpenCommand, "open-command", "FREEAGENT_OPEN_COMMAND", defaultOpener, "command that shows the dashboard, logs and preferences")
 	}
 	if cmd == "doctor" {
 		fs.BoolVar(&cfg.jsonOut, "json", false, "print the results as JSON")

@@ -34,7 +34,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) error {
 			return fmt.Errorf("write the report: %w", err)
 		}
 	} else {
-		writeReport(stdout, results)
+		hostcheck.WriteText(stdout, results)
 	}
 	if len(hostcheck.Failed(results)) > 0 {
 		if cfg.jsonOut {
@@ -43,15 +43,4 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) error {
 		return errChecksFailed
 	}
 	return nil
-}
-
-// writeReport prints one line per check, and the fix under each problem.
-func writeReport(w io.Writer, results []hostcheck.Result) {
-	marks := map[hostcheck.Severity]string{hostcheck.OK: "✓", hostcheck.Warn: "!", hostcheck.Fail: "✗"}
-	for _, r := range results {
-		fmt.Fprintf(w, "%s %-11s %s\n", marks[r.Severity], r.ID, r.Message)
-		if r.Severity != hostcheck.OK && r.Fix != "" {
-			fmt.Fprintf(w, "  %-11s fix: %s\n", "", r.Fix)
-		}
-	}
 }

@@ -25,6 +25,12 @@ func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 // controller starts a controller on a throwaway database and returns its
 // URL and a new worker API key.
 func controller(t *testing.T) (url, workerKey string) {
+	url, workerKey, _ = controllerWithDev(t)
+	return url, workerKey
+}
+
+// controllerWithDev is controller, and a developer key too.
+func controllerWithDev(t *testing.T) (url, workerKey, devKey string) {
 	t.Helper()
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
@@ -50,7 +56,10 @@ func controller(t *testing.T) (url, workerKey string) {
 	if _, workerKey, err = st.CreateKey(ctx, "mac", "worker"); err != nil {
 		t.Fatal(err)
 	}
-	return c.URL, workerKey
+	if _, devKey, err = st.CreateKey(ctx, "dev", "developer"); err != nil {
+		t.Fatal(err)
+	}
+	return c.URL, workerKey, devKey
 }
 
 func TestDoctor(t *testing.T) {

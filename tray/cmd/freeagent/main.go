@@ -27,6 +27,8 @@ import (
 const usage = `freeagent — turn this Mac into a Free Agent build worker
 
 Usage:
+  freeagent app   [flags]   the menu-bar app with the worker inside (what FreeAgent.app runs when
+                            opened; Quit drains: running builds finish, a second Quit hands them back)
   freeagent run   [flags]   run the worker headless (Ctrl-C drains: running builds finish first;
                             a second Ctrl-C hands them back; a third exits at once)
   freeagent setup [flags]   store the controller URL and API key (the key is read from stdin)
@@ -43,6 +45,9 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 && inAppBundle() {
+		args = []string{"app"}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, usage)
 		if len(args) == 0 {
@@ -56,6 +61,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdRun(args[1:], stderr)
 	case "setup":
 		err = cmdSetup(args[1:], stdin, stdout, stderr)
+	case "app":
+		err = cmdApp(args[1:], stderr)
 	case "doctor":
 		err = cmdDoctor(args[1:], stdout, stderr)
 	default:

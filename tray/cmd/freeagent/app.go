@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/agent/secrets"
+	"github.com/freeagent-build/freeagent/tray/menu"
+	"github.com/freeagent-build/freeagent/tray/menubar"
+)
+
+// cmdApp runs the menu-bar app with the worker in-process. It is what the
+// app bundle launches (see inAppBundle). Quit, or SIGTERM, drains the
+// worker; the app exits 0 once the running builds have finished or been
+// handed back.
+func cmdApp(args []string, stderr io.Writer) error {
+	cfg, err := loadConfig("app", args, stderr)
+	if err != nil {
+		return err
+	}
+	log, closeLog, err := newLogger(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	app := menubar.New(menubar.Config{
+		Load: func() (menubar.Setup, error) {
+			// Re-read: Preferences may have changed agent.conf and the key.
+			c, err := loadConfig("app", args, io.Discard)
+			if err != nil {
+				return menubar.Setup{}, err
+			}
+			return appSetup(c, log)
+		},
+		Open:        opener(cfg.OpenCommand),
+		Preferences: func() (string, error) { return "", fmt.Errorf("preferences are not available yet") },
+		LogPath:     cfg.logPath(),
+		ReportPath:  filepath.Join(cfg.DataDir, "logs", "diagnostics.txt"),
+		Log:         log,
+	})
+
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		// Like choosing Quit: drain first, hand builds back on the second.
+		for {
+			select {
+			case <-sigs:
+				app.Click(menu.IDQuit)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	log.WithField("data_dir", cfg.DataDir).Info("menu-bar app starting")
+	return menubar.Show(ctx, app)
+}
+
+// appSetup is the worker for the current settings; none until a controller
+// URL and an API key are set.
+func appSetup(c *Config, log logrus.FieldLogger) (menubar.Setup, error) {
+	store := secrets.Open(c.DataDir)
+	if err := c.resolveKey(store); err != nil {
+		return menubar.Setup{}, err
+	}
+	s := menubar.Setup{ControllerURL: c.ControllerURL, Checks: c.hostChecks(store)}
+	if c.ControllerURL == "" || c.APIKey == "" {
+		return s, nil
+	}
+	w, err := newAgent(c, store, log)
+	if err != nil {
+		return s, err
+	}
+	s.Worker = w
+	return s, nil
+}
+
+// opener shows a URL or file with the platform's command (`open` on macOS,
+// `xdg-open` elsewhere; --open-command overrides it).
+func opener(command string) func(string) error {
+	return func(target string) error {
+		cmd := exec.Command(command, target)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s %s: %w: %s", command, target, err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+}
+
+// inAppBundle reports whether this executable is FreeAgent.app's: launched
+// from Finder with no arguments, it runs the menu-bar app.
+func inAppBundle() bool {
+	exe, err := os.Executable()
+	return err == nil && strings.HasSuffix(filepath.Dir(exe), ".app/Contents/MacOS")
+}
