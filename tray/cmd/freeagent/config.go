@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,9 +18,10 @@ import (
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/tray/conffile"
 )
 
-const confName = "agent.conf"
+const confName = conffile.Name
 
 // Config is the worker binary's whole configuration. Each field comes from
 // its flag, else its environment variable, else DATA_DIR/agent.conf, else
@@ -61,7 +61,7 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	if dataDir == "" {
 		dataDir = defaultDataDir()
 	}
-	file, err := readConf(filepath.Join(dataDir, confName))
+	file, err := conffile.Read(filepath.Join(dataDir, confName))
 	if err != nil {
 		return nil, err
 	}
@@ -179,51 +179,6 @@ func flagValue(args []string, name string) string {
 		}
 	}
 	return ""
-}
-
-// readConf reads "name = value" lines; # starts a comment.
-func readConf(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return map[string]string{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	defer f.Close()
-	m := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			return nil, fmt.Errorf("%s:%d: want \"name = value\", got %q", path, n, line)
-		}
-		m[strings.TrimSpace(k)] = strings.TrimSpace(v)
-	}
-	return m, sc.Err()
-}
-
-// writeConfValue sets one key in DATA_DIR/agent.conf, keeping the others.
-func writeConfValue(dataDir, key, value string) error {
-	path := filepath.Join(dataDir, confName)
-	m, err := readConf(path)
-	if err != nil {
-		return err
-	}
-	m[key] = value
-	var b strings.Builder
-	b.WriteString("# Free Agent worker settings (flags and FREEAGENT_* variables override these)\n")
-	for k, v := range m {
-		fmt.Fprintf(&b, "%s = %s\n", k, v)
-	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(b.String()), 0o600)
 }
 
 // options registers flags whose defaults come from the environment, then

@@ -22,6 +22,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent/logfile"
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/agent/tart"
+	"github.com/freeagent-build/freeagent/tray/conffile"
 )
 
 const usage = `freeagent — turn this Mac into a Free Agent build worker
@@ -96,7 +97,7 @@ func cmdSetup(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	store := secrets.Open(cfg.DataDir)
 	if cfg.ControllerURL != "" {
-		if err := writeConfValue(cfg.DataDir, "controller-url", cfg.ControllerURL); err != nil {
+		if err := conffile.Update(filepath.Join(cfg.DataDir, confName), map[string]string{"controller-url": cfg.ControllerURL}); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "controller URL %s saved in %s\n", cfg.ControllerURL, filepath.Join(cfg.DataDir, confName))
