@@ -13,9 +13,11 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/freeagent-build/freeagent/agent/hostcheck"
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/tray/menu"
 	"github.com/freeagent-build/freeagent/tray/menubar"
+	"github.com/freeagent-build/freeagent/tray/prefs"
 )
 
 // cmdApp runs the menu-bar app with the worker in-process. It is what the
@@ -32,7 +34,21 @@ func cmdApp(args []string, stderr io.Writer) error {
 		return err
 	}
 	defer closeLog()
-	app := menubar.New(menubar.Config{
+	var app *menubar.App
+	prefsSrv, err := prefs.Start(prefs.Config{
+		DataDir: cfg.DataDir,
+		Secrets: secrets.Open(cfg.DataDir),
+		Test: func(ctx context.Context, controllerURL, apiKey string) hostcheck.Result {
+			return hostcheck.Controller(ctx, hostcheck.Config{ControllerURL: controllerURL, APIKey: apiKey})
+		},
+		Saved: func() { app.Reload() },
+		Log:   log,
+	})
+	if err != nil {
+		return err
+	}
+	defer prefsSrv.Close(context.Background())
+	app = menubar.New(menubar.Config{
 		Load: func() (menubar.Setup, error) {
 			// Re-read: Preferences may have changed agent.conf and the key.
 			c, err := loadConfig("app", args, io.Discard)
@@ -42,7 +58,7 @@ func cmdApp(args []string, stderr io.Writer) error {
 			return appSetup(c, log)
 		},
 		Open:        opener(cfg.OpenCommand),
-		Preferences: func() (string, error) { return "", fmt.Errorf("preferences are not available yet") },
+		Preferences: prefsSrv.NewURL,
 		LogPath:     cfg.logPath(),
 		ReportPath:  filepath.Join(cfg.DataDir, "logs", "diagnostics.txt"),
 		Log:         log,

@@ -7,9 +7,14 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"syscall"
@@ -201,61 +206,10 @@ func projectWaitingFor(t *testing.T, file string) []byte {
 // drives its menu over DBus: the status line follows the builds, "Accept
 // Builds" pauses the worker, and Quit drains it before the app exits 0.
 func TestMenuBarOverDBus(t *testing.T) {
-	if _, err := exec.LookPath("npm"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("npm is required: the builds run `npm run freeagent:build` (apt-get install npm)")
-		}
-		t.Skip("npm not installed: the fixture project builds with `npm run freeagent:build`")
-	}
-	bus := sessionBus(t)
-	appBin, vmBin := appBinaries(t)
 	url, workerKey, devKey := controllerWithDev(t)
 	dev := &api.Client{BaseURL: url, APIKey: devKey}
-	dir := t.TempDir()
-	opened := filepath.Join(dir, "opened.txt")
-	openScript := filepath.Join(dir, "open.sh")
-	os.WriteFile(openScript, []byte("#!/bin/sh\necho \"$1\" >> "+opened+"\n"), 0o755)
-
-	cmd := exec.Command(appBin, "app", "--data-dir", filepath.Join(dir, "data"), "--controller-url", url,
-		"--vm-driver", "local", "--bootstrap", vmBin, "--poll-wait", "1s", "--backoff-min", "200ms",
-		"--open-command", openScript, "--min-free-gb", "0")
-	cmd.Env = append(os.Environ(), "DBUS_SESSION_BUS_ADDRESS="+bus, "FREEAGENT_API_KEY="+workerKey)
-	var out bytes.Buffer
-	var outMu sync.Mutex
-	cmd.Stdout = syncWriter{&outMu, &out}
-	cmd.Stderr = syncWriter{&outMu, &out}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-		exited <- nil
-		if t.Failed() {
-			outMu.Lock()
-			t.Logf("app output:\n%s", out.String())
-			outMu.Unlock()
-		}
-	})
-
-	conn, err := dbus.Connect(bus)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	m := &trayMenu{t: t, obj: conn.Object(fmt.Sprintf("org.kde.StatusNotifierItem-%d-1", cmd.Process.Pid), "/StatusNotifierItem/menu")}
-	// The first GetLayout answers one level only (systray's workaround for
-	// GTK clients); later ones the whole tree.
-	deadline := time.Now().Add(15 * time.Second)
-	for _, err := m.layout(); err != nil; _, err = m.layout() {
-		if time.Now().After(deadline) {
-			t.Fatalf("the app's menu never appeared on the bus: %v", err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	a := startApp(t, []string{"--controller-url", url}, "FREEAGENT_API_KEY="+workerKey)
+	m, exited, dir := a.menu, a.exited, a.dir
 
 	m.waitStatus("online and idle", statusIs("Online, Idle"))
 	if acc := m.item("Accept Builds"); acc.Toggle != 1 || !acc.Enabled {
@@ -326,11 +280,88 @@ func TestMenuBarOverDBus(t *testing.T) {
 	if b, _ := dev.GetBuild(context.Background(), b2.ID); b.Status != "completed" {
 		t.Fatalf("the build running at Quit did not finish: %+v", b)
 	}
-	outMu.Lock()
-	defer outMu.Unlock()
-	if !strings.Contains(out.String(), "unregistered") {
-		t.Fatalf("the worker did not unregister:\n%s", out.String())
+	if out := a.output(); !strings.Contains(out, "unregistered") {
+		t.Fatalf("the worker did not unregister:\n%s", out)
 	}
+}
+
+// runningApp is a `freeagent app` child process and its menu.
+type runningApp struct {
+	menu   *trayMenu
+	exited chan error
+	dir    string // test scratch: data/, opened.txt
+	mu     sync.Mutex
+	out    bytes.Buffer
+}
+
+func (a *runningApp) output() string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.out.String()
+}
+
+// opened is what the app asked the desktop to show (URLs, files).
+func (a *runningApp) opened() []string {
+	b, _ := os.ReadFile(filepath.Join(a.dir, "opened.txt"))
+	return strings.Fields(string(b))
+}
+
+// startApp runs `freeagent app` with the local driver on a private data
+// folder, an --open-command that records what it is given, and waits for
+// its menu on the session bus.
+func startApp(t *testing.T, args []string, env ...string) *runningApp {
+	t.Helper()
+	if _, err := exec.LookPath("npm"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("npm is required: the builds run `npm run freeagent:build` (apt-get install npm)")
+		}
+		t.Skip("npm not installed: the fixture project builds with `npm run freeagent:build`")
+	}
+	bus := sessionBus(t)
+	appBin, vmBin := appBinaries(t)
+	a := &runningApp{exited: make(chan error, 1), dir: t.TempDir()}
+	openScript := filepath.Join(a.dir, "open.sh")
+	os.WriteFile(openScript, []byte("#!/bin/sh\necho \"$1\" >> "+filepath.Join(a.dir, "opened.txt")+"\n"), 0o755)
+	cmd := exec.Command(appBin, append([]string{"app", "--data-dir", filepath.Join(a.dir, "data"),
+		"--vm-driver", "local", "--bootstrap", vmBin, "--poll-wait", "1s", "--backoff-min", "200ms",
+		"--open-command", openScript, "--min-free-gb", "0"}, args...)...)
+	cmd.Env = []string{"DBUS_SESSION_BUS_ADDRESS=" + bus}
+	for _, kv := range os.Environ() { // the settings come from the test alone
+		if !strings.HasPrefix(kv, "FREEAGENT_") && !strings.HasPrefix(kv, "DBUS_SESSION_BUS_ADDRESS=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stdout = syncWriter{&a.mu, &a.out}
+	cmd.Stderr = syncWriter{&a.mu, &a.out}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { a.exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		a.exited <- <-a.exited
+		if t.Failed() {
+			t.Logf("app output:\n%s", a.output())
+		}
+	})
+	conn, err := dbus.Connect(bus)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	a.menu = &trayMenu{t: t, obj: conn.Object(fmt.Sprintf("org.kde.StatusNotifierItem-%d-1", cmd.Process.Pid), "/StatusNotifierItem/menu")}
+	// The first GetLayout answers one level only (systray's workaround for
+	// GTK clients); later ones the whole tree.
+	deadline := time.Now().Add(15 * time.Second)
+	for _, err := a.menu.layout(); err != nil; _, err = a.menu.layout() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the app's menu never appeared on the bus: %v", err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return a
 }
 
 type syncWriter struct {
@@ -342,4 +373,116 @@ func (w syncWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.b.Write(p)
+}
+
+// TestFirstRunThroughPreferences starts the app with nothing set up: the
+// menu says so, Preferences… opens the page (a real HTTP round trip with
+// its one-time token), and saving a controller and key starts the worker.
+func TestFirstRunThroughPreferences(t *testing.T) {
+	url, workerKey := controller(t)
+	a := startApp(t, nil)
+	m := a.menu
+	m.waitStatus("needs setup", statusIs("Needs Setup"))
+	if acc := m.item("Accept Builds"); acc.Enabled {
+		t.Fatalf("Accept Builds enabled before setup: %+v", acc)
+	}
+	if fix := m.item("Open Preferences… to set them up"); !fix.Visible || !fix.Enabled {
+		t.Fatalf("setup line: %+v", fix)
+	}
+
+	m.click("Preferences…")
+	var link string
+	deadline := time.Now().Add(10 * time.Second)
+	for link == "" && time.Now().Before(deadline) {
+		for _, o := range a.opened() {
+			if strings.Contains(o, "/?token=") {
+				link = o
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.HasPrefix(link, "http://127.0.0.1:") {
+		t.Fatalf("Preferences… opened %v", a.opened())
+	}
+	c := browser()
+	code, page := get(t, c, link)
+	if code != http.StatusOK {
+		t.Fatalf("preferences page: %d %s", code, page)
+	}
+	form := url2Values(map[string]string{"csrf": csrfOf(t, page), "controller_url": url, "api_key": workerKey,
+		"max_builds": "1", "cpu": "0", "memory_gb": "0", "build_timeout_minutes": "30", "template": "freeagent-template"})
+	base := link[:strings.Index(link, "/?token=")]
+	if code, body := post(t, c, base+"/test", form); code != http.StatusOK || !strings.Contains(body, "API key accepted") {
+		t.Fatalf("test connection: %d %s", code, body)
+	}
+	if code, body := post(t, c, base+"/save", form); code != http.StatusOK || !strings.Contains(body, `id="saved"`) {
+		t.Fatalf("save: %d %s", code, body)
+	}
+	m.waitStatus("online after setup", statusIs("Online, Idle"))
+
+	m.click("Open Dashboard")
+	m.click("Open Logs")
+	deadline = time.Now().Add(10 * time.Second)
+	for len(a.opened()) < 3 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if o := a.opened(); len(o) != 3 || o[1] != url+"/" || !strings.HasSuffix(o[2], filepath.Join("data", "logs", "agent.log")) {
+		t.Fatalf("opened: %v", o)
+	}
+	m.click("Quit")
+	select {
+	case err := <-a.exited:
+		a.exited <- err
+		if err != nil {
+			t.Fatalf("quit: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the app did not quit")
+	}
+}
+
+func url2Values(m map[string]string) url.Values {
+	v := url.Values{}
+	for k, x := range m {
+		v.Set(k, x)
+	}
+	return v
+}
+
+func browser() *http.Client {
+	jar, _ := cookiejar.New(nil)
+	return &http.Client{Jar: jar, Timeout: 10 * time.Second}
+}
+
+func get(t *testing.T, c *http.Client, u string) (int, string) {
+	t.Helper()
+	resp, err := c.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func post(t *testing.T, c *http.Client, u string, form url.Values) (int, string) {
+	t.Helper()
+	resp, err := c.PostForm(u, form)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+var csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
+
+func csrfOf(t *testing.T, page string) string {
+	t.Helper()
+	m := csrfRe.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token in the page:\n%s", page)
+	}
+	return m[1]
 }
