@@ -112,11 +112,13 @@ func statusLine(in Input) (status, fix Item) {
 		status.Tooltip = joinMessages(failed)
 		fix.Title, fix.Hidden = "Fix: "+failed[0].Fix, false
 	case st.State == agent.StateNeedsAttention:
-		msg, f, _ := strings.Cut(st.Reason, ": ")
-		status.Title = "Needs Attention: " + msg
-		if f != "" {
-			fix.Title, fix.Hidden = "Fix: "+f, false
+		// Reasons read "what is wrong: the fix"; the fix follows the last colon.
+		msg := st.Reason
+		if i := strings.LastIndex(msg, ": "); i >= 0 {
+			msg = st.Reason[:i]
+			fix.Title, fix.Hidden = "Fix: "+st.Reason[i+2:], false
 		}
+		status.Title = "Needs Attention: " + msg
 	case st.State == agent.StateOffline:
 		status.Title = "Offline: " + st.Reason
 	case st.State == agent.StateConnecting || st.State == "":

@@ -140,10 +140,10 @@ func (a *App) Menu() []menu.Item {
 	}
 	switch {
 	case loadErr != nil:
-		in.Status = agent.Status{State: agent.StateNeedsAttention, Reason: "the settings cannot be read: " + loadErr.Error()}
+		in.Status = agent.Status{State: agent.StateNeedsAttention, Reason: fmt.Sprintf("the settings cannot be read (%v): correct them in Preferences…", loadErr)}
 		in.Configured = true
 	case workerErr != nil && in.Status.State != agent.StateNeedsAttention:
-		in.Status = agent.Status{State: agent.StateNeedsAttention, Reason: "the worker stopped: " + workerErr.Error()}
+		in.Status = agent.Status{State: agent.StateNeedsAttention, Reason: fmt.Sprintf("the worker stopped (%v): correct the settings in Preferences…", workerErr)}
 	}
 	return menu.Build(in)
 }
