@@ -39,6 +39,7 @@ const (
 	keyMaxBuilds    = "max-builds"
 	keyBuildTimeout = "build-timeout"
 	keyTemplate     = "template"
+	keySolo         = "solo"
 )
 
 const cookieName = "freeagent_prefs"
@@ -51,7 +52,10 @@ type Config struct {
 	Test func(ctx context.Context, controllerURL, apiKey string) hostcheck.Result
 	// Saved is called after the settings were written (the app reloads).
 	Saved func()
-	Log   logrus.FieldLogger
+	// Solo mode: where expo-build finds the controller and its key.
+	SoloURL     string
+	SoloKeyFile string
+	Log         logrus.FieldLogger
 }
 
 // Server serves the page until Close.
@@ -239,7 +243,7 @@ func (s *Server) test(w http.ResponseWriter, r *http.Request) {
 		key, _ = s.cfg.Secrets.Get(secrets.KeyAPIKey)
 	}
 	vw := view{CSRF: csrf, Values: v, KeyStored: s.keyStored(), Problems: problems}
-	if _, bad := problems["controller_url"]; !bad {
+	if _, bad := problems["controller_url"]; !bad && v.ControllerURL != "" {
 		res := s.cfg.Test(r.Context(), v.ControllerURL, key)
 		vw.Test = &res
 	}
@@ -259,6 +263,7 @@ type Values struct {
 	MaxBuilds     int // 1 or 2
 	BuildTimeout  time.Duration
 	Template      string
+	Solo          bool // run the controller on this Mac too
 }
 
 // Defaults match `freeagent run`'s.
@@ -284,6 +289,7 @@ func (s *Server) load() (Values, error) {
 	if d, err := time.ParseDuration(m[keyBuildTimeout]); err == nil && d > 0 {
 		v.BuildTimeout = d
 	}
+	v.Solo, _ = strconv.ParseBool(m[keySolo])
 	return v, nil
 }
 
@@ -295,14 +301,17 @@ func (v Values) conf() map[string]string {
 		keyMaxBuilds:    strconv.Itoa(v.MaxBuilds),
 		keyBuildTimeout: v.BuildTimeout.String(),
 		keyTemplate:     v.Template,
+		keySolo:         strconv.FormatBool(v.Solo),
 	}
 }
 
 // parse validates the form; problems are keyed by field name.
 func parse(f url.Values) (Values, map[string]string) {
-	v := Values{ControllerURL: strings.TrimSpace(f.Get("controller_url")), Template: strings.TrimSpace(f.Get("template"))}
+	v := Values{ControllerURL: strings.TrimSpace(f.Get("controller_url")), Template: strings.TrimSpace(f.Get("template")),
+		Solo: f.Get("solo") == "on"}
 	problems := map[string]string{}
-	if u, err := url.Parse(v.ControllerURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	// In solo mode the controller is this Mac's; a URL is kept for later but optional.
+	if u, err := url.Parse(v.ControllerURL); (!v.Solo || v.ControllerURL != "") && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
 		problems["controller_url"] = "enter the controller's address, e.g. https://builds.example.com"
 	}
 	num := func(field string, lo, hi int, msg string) int {
@@ -324,13 +333,15 @@ func parse(f url.Values) (Values, map[string]string) {
 }
 
 type view struct {
-	CSRF      string
-	Values    Values
-	KeyStored bool
-	Saved     bool
-	Problems  map[string]string
-	Test      *hostcheck.Result
-	Error     string
+	SoloURL     string
+	SoloKeyFile string
+	CSRF        string
+	Values      Values
+	KeyStored   bool
+	Saved       bool
+	Problems    map[string]string
+	Test        *hostcheck.Result
+	Error       string
 }
 
 func (v view) TimeoutMinutes() int { return int(v.Values.BuildTimeout / time.Minute) }
@@ -341,6 +352,7 @@ var pageHTML string
 var pageTmpl = template.Must(template.New("prefs").Parse(pageHTML))
 
 func (s *Server) render(w http.ResponseWriter, status int, v view) {
+	v.SoloURL, v.SoloKeyFile = s.cfg.SoloURL, s.cfg.SoloKeyFile
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	if err := pageTmpl.Execute(w, v); err != nil {

@@ -269,3 +269,32 @@ func TestTestConnection(t *testing.T) {
 		t.Fatalf("testing saved settings: %v", m)
 	}
 }
+
+func TestSoloModeNeedsNoControllerURL(t *testing.T) {
+	f := start(t)
+	f.srv.cfg.SoloURL, f.srv.cfg.SoloKeyFile = "http://127.0.0.1:8420", "/data/controller/developer-key"
+	c := browser()
+	_, page := get(t, c, mustURL(t, f))
+	if strings.Contains(page, "EXPO_CONTROLLER_URL") {
+		t.Fatal("expo-build hint shown with solo mode off")
+	}
+	form := validForm(csrfOf(t, page))
+	form.Set("controller_url", "")
+	form.Set("api_key", "")
+	if code, body := post(t, c, f.srv.base+"/save", form); code != http.StatusUnprocessableEntity || !strings.Contains(body, "controller&#39;s address") {
+		t.Fatalf("no URL without solo mode: %d %s", code, body)
+	}
+	form.Set("solo", "on")
+	code, page := post(t, c, f.srv.base+"/save", form)
+	if code != http.StatusOK || !strings.Contains(page, `id="saved"`) {
+		t.Fatalf("solo save: %d %s", code, page)
+	}
+	m, _ := conffile.Read(filepath.Join(f.dir, conffile.Name))
+	if m["solo"] != "true" || m["controller-url"] != "" {
+		t.Fatalf("agent.conf: %v", m)
+	}
+	if !strings.Contains(page, `id="solo" name="solo" checked`) ||
+		!strings.Contains(page, "EXPO_CONTROLLER_URL=http://127.0.0.1:8420") || !strings.Contains(page, "/data/controller/developer-key") {
+		t.Fatalf("solo page:\n%s", page)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/freeagent-build/freeagent/tray/menu"
 	"github.com/freeagent-build/freeagent/tray/menubar"
 	"github.com/freeagent-build/freeagent/tray/prefs"
+	"github.com/freeagent-build/freeagent/tray/solo"
 )
 
 // cmdApp runs the menu-bar app with the worker in-process. It is what the
@@ -41,13 +43,27 @@ func cmdApp(args []string, stderr io.Writer) error {
 		Test: func(ctx context.Context, controllerURL, apiKey string) hostcheck.Result {
 			return hostcheck.Controller(ctx, hostcheck.Config{ControllerURL: controllerURL, APIKey: apiKey})
 		},
-		Saved: func() { app.Reload() },
-		Log:   log,
+		Saved:       func() { app.Reload() },
+		SoloURL:     soloURL(cfg.SoloListen),
+		SoloKeyFile: solo.DeveloperKeyFile(cfg.DataDir),
+		Log:         log,
 	})
 	if err != nil {
 		return err
 	}
 	defer prefsSrv.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The solo controller, when on. Only Load (on the app's own goroutine)
+	// starts and stops it; it is stopped after the app has ended.
+	var soloCtl *solo.Controller
+	defer func() {
+		if soloCtl != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			soloCtl.Shutdown(sctx)
+		}
+	}()
 	app = menubar.New(menubar.Config{
 		Load: func() (menubar.Setup, error) {
 			// Re-read: Preferences may have changed agent.conf and the key.
@@ -55,7 +71,27 @@ func cmdApp(args []string, stderr io.Writer) error {
 			if err != nil {
 				return menubar.Setup{}, err
 			}
-			return appSetup(c, log)
+			store := secrets.Open(c.DataDir)
+			switch {
+			case c.Solo && soloCtl == nil:
+				if soloCtl, err = solo.Start(ctx, solo.Config{DataDir: c.DataDir, Listen: c.SoloListen, Secrets: store}, log); err != nil {
+					return menubar.Setup{}, err
+				}
+			case !c.Solo && soloCtl != nil:
+				sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				if err := soloCtl.Shutdown(sctx); err != nil {
+					log.WithError(err).Warn("stopping the controller on this Mac")
+				}
+				soloCtl = nil
+			}
+			if err := c.resolveKey(store); err != nil {
+				return menubar.Setup{}, err
+			}
+			if soloCtl != nil {
+				c.ControllerURL = soloCtl.URL // the port actually bound
+			}
+			return appSetup(c, store, log)
 		},
 		Open:        opener(cfg.OpenCommand),
 		Preferences: prefsSrv.NewURL,
@@ -67,8 +103,6 @@ func cmdApp(args []string, stderr io.Writer) error {
 	sigs := make(chan os.Signal, 3)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	go func() {
 		// Like choosing Quit: drain first, hand builds back on the second.
 		for {
@@ -86,11 +120,7 @@ func cmdApp(args []string, stderr io.Writer) error {
 
 // appSetup is the worker for the current settings; none until a controller
 // URL and an API key are set.
-func appSetup(c *Config, log logrus.FieldLogger) (menubar.Setup, error) {
-	store := secrets.Open(c.DataDir)
-	if err := c.resolveKey(store); err != nil {
-		return menubar.Setup{}, err
-	}
+func appSetup(c *Config, store secrets.Store, log logrus.FieldLogger) (menubar.Setup, error) {
 	s := menubar.Setup{ControllerURL: c.ControllerURL, Checks: c.hostChecks(store)}
 	if c.ControllerURL == "" || c.APIKey == "" {
 		return s, nil

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -17,13 +18,13 @@ import (
 	"regexp"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/godbus/dbus/v5"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/pgcluster"
 )
 
 // sessionBus returns the address of a session bus: the one this test runs
@@ -45,7 +46,7 @@ func sessionBus(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -320,6 +321,11 @@ func startApp(t *testing.T, args []string, env ...string) *runningApp {
 	bus := sessionBus(t)
 	appBin, vmBin := appBinaries(t)
 	a := &runningApp{exited: make(chan error, 1), dir: t.TempDir()}
+	// Traversable, for the solo controller's PostgreSQL, which runs as the
+	// postgres user when the tests run as root.
+	os.Chmod(filepath.Dir(a.dir), 0o711)
+	os.Chmod(a.dir, 0o711)
+	os.Mkdir(filepath.Join(a.dir, "data"), 0o711)
 	openScript := filepath.Join(a.dir, "open.sh")
 	os.WriteFile(openScript, []byte("#!/bin/sh\necho \"$1\" >> "+filepath.Join(a.dir, "opened.txt")+"\n"), 0o755)
 	cmd := exec.Command(appBin, append([]string{"app", "--data-dir", filepath.Join(a.dir, "data"),
@@ -334,7 +340,7 @@ func startApp(t *testing.T, args []string, env ...string) *runningApp {
 	cmd.Env = append(cmd.Env, env...)
 	cmd.Stdout = syncWriter{&a.mu, &a.out}
 	cmd.Stderr = syncWriter{&a.mu, &a.out}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -485,4 +491,54 @@ func csrfOf(t *testing.T, page string) string {
 		t.Fatalf("no CSRF token in the page:\n%s", page)
 	}
 	return m[1]
+}
+
+// TestSoloMode: one Mac, no server. The app runs the controller itself on
+// its own PostgreSQL; a developer submits with the key the app wrote, and
+// the build runs on this Mac's worker.
+func TestSoloMode(t *testing.T) {
+	if _, err := pgcluster.FindBinDir(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	a := startApp(t, []string{"--solo", "--solo-listen", fmt.Sprintf("127.0.0.1:%d", port)})
+	a.menu.waitStatus("online on its own controller", statusIs("Online, Idle"))
+	key, err := os.ReadFile(filepath.Join(a.dir, "data", "controller", "developer-key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := &api.Client{BaseURL: fmt.Sprintf("http://127.0.0.1:%d", port), APIKey: strings.TrimSpace(string(key))}
+	release := filepath.Join(a.dir, "release")
+	b, err := dev.Submit(context.Background(), api.SubmitRequest{Platform: "android", Source: bytes.NewReader(projectWaitingFor(t, release))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.menu.waitStatus("building", statusIs("Building "+b.ID[:min(12, len(b.ID))]))
+	os.WriteFile(release, nil, 0o600)
+	a.menu.waitStatus("idle", statusIs("Online, Idle"))
+	if got, _ := dev.GetBuild(context.Background(), b.ID); got.Status != "completed" || len(got.Artifacts) != 1 {
+		t.Fatalf("solo build: %+v", got)
+	}
+	a.menu.click("Quit")
+	select {
+	case err := <-a.exited:
+		a.exited <- err
+		if err != nil {
+			t.Fatalf("quit: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the app did not quit")
+	}
+	// The controller (and its database) stopped with the app.
+	if _, err := dev.ListBuilds(context.Background(), api.ListOptions{}); err == nil {
+		t.Fatal("the solo controller outlived the app")
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/tray/conffile"
+	"github.com/freeagent-build/freeagent/tray/solo"
 )
 
 const confName = conffile.Name
@@ -47,6 +49,8 @@ type Config struct {
 	BuildTimeout  time.Duration
 	MinFreeGB     int
 	OpenCommand   string
+	Solo          bool
+	SoloListen    string
 
 	apiKeyStdin bool
 	jsonOut     bool
@@ -88,6 +92,8 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		o.dur(&cfg.BackoffMin, "backoff-min", "FREEAGENT_BACKOFF_MIN", 5*time.Second, "first retry delay after a network error (doubles up to 2m)")
 		o.str(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
 		o.dur(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", 2*time.Hour, "longest a build may run on this worker (a build's own shorter timeout wins)")
+		o.boolv(&cfg.Solo, "solo", "FREEAGENT_SOLO", false, "run the controller on this Mac too (one Mac, no server); ignores --controller-url")
+		o.str(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens (the VMs reach it through the host's address)")
 		o.intv(&cfg.MinFreeGB, "min-free-gb", "FREEAGENT_MIN_FREE_GB", hostcheck.DefaultMinFree>>30, "free disk space below which the host needs attention")
 	}
 	if cmd == "app" {
@@ -132,8 +138,19 @@ func (c *Config) guestURL() string {
 	return agent.GuestURL(c.ControllerURL, c.HostAddress)
 }
 
-// resolveKey fills APIKey from the secret store when the environment did not set it.
+// resolveKey fills APIKey from the secret store when the environment did
+// not set it. In solo mode the controller is this Mac's and the key is the
+// one solo mode created.
 func (c *Config) resolveKey(store secrets.Store) error {
+	if c.Solo {
+		c.ControllerURL = soloURL(c.SoloListen)
+		key, err := store.Get(solo.KeyWorker)
+		if err != nil && !errors.Is(err, secrets.ErrNotFound) {
+			return err
+		}
+		c.APIKey = key
+		return nil
+	}
 	if c.APIKey != "" {
 		return nil
 	}
@@ -143,6 +160,15 @@ func (c *Config) resolveKey(store secrets.Store) error {
 	}
 	c.APIKey = key
 	return nil
+}
+
+// soloURL is the solo controller's address on this Mac.
+func soloURL(listen string) string {
+	_, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return ""
+	}
+	return "http://" + net.JoinHostPort("127.0.0.1", port)
 }
 
 // hostChecks is what `freeagent doctor` and the menu bar check on this host.
@@ -216,6 +242,18 @@ func (o *options) intv(p *int, name, env string, def int, help string) {
 		}
 	}
 	o.fs.IntVar(p, name, def, help+" (env "+env+")")
+}
+
+func (o *options) boolv(p *bool, name, env string, def bool, help string) {
+	if v, src, ok := o.lookup(name, env); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			o.err = errors.Join(o.err, fmt.Errorf("%s=%q: want true or false", src, v))
+		} else {
+			def = b
+		}
+	}
+	o.fs.BoolVar(p, name, def, help+" (env "+env+")")
 }
 
 func (o *options) dur(p *time.Duration, name, env string, def time.Duration, help string) {
