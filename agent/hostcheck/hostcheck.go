@@ -248,9 +248,6 @@ func VMLimit(ctx context.Context, d *tart.Driver) Result {
 
 // Disk checks the free space where builds are stored.
 func Disk(dir string, minFree uint64) Result {
-	if minFree == 0 {
-		minFree = DefaultMinFree
-	}
 	r := Result{ID: IDDisk}
 	free, err := freeBytes(dir)
 	if err != nil {

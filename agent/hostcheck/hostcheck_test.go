@@ -124,6 +124,9 @@ func TestDisk(t *testing.T) {
 	if r := hostcheck.Disk(dir, 1<<62); r.Severity != hostcheck.Fail || !strings.Contains(r.Message, "low disk space") || r.Fix == "" {
 		t.Fatalf("low disk: %+v", r)
 	}
+	if r := hostcheck.Disk(dir, 0); r.Severity != hostcheck.OK {
+		t.Fatalf("no threshold: %+v", r)
+	}
 	// A data folder not created yet is measured on its parent's disk.
 	if r := hostcheck.Disk(filepath.Join(dir, "not", "yet"), 1); r.Severity != hostcheck.OK {
 		t.Fatalf("missing folder: %+v", r)

@@ -140,7 +140,7 @@ func (a *App) Menu() []menu.Item {
 	}
 	switch {
 	case loadErr != nil:
-		in.Status = agent.Status{State: agent.StateNeedsAttention, Reason: fmt.Sprintf("the settings cannot be read (%v): correct them in Preferences…", loadErr)}
+		in.Status = agent.Status{State: agent.StateNeedsAttention, Reason: fmt.Sprintf("the worker cannot start (%v): correct the settings in Preferences…", loadErr)}
 		in.Configured = true
 	case workerErr != nil && in.Status.State != agent.StateNeedsAttention:
 		in.Status = agent.Status{State: agent.StateNeedsAttention, Reason: fmt.Sprintf("the worker stopped (%v): correct the settings in Preferences…", workerErr)}

@@ -23,6 +23,9 @@ var icon []byte
 // worker. It must be called on the main goroutine (macOS runs the menu on
 // the main thread).
 func Show(ctx context.Context, app *App) error {
+	if err := checkDesktop(); err != nil {
+		return err
+	}
 	errc := make(chan error, 1)
 	systray.Run(func() {
 		systray.SetTemplateIcon(icon, icon)

@@ -542,3 +542,16 @@ func TestSoloMode(t *testing.T) {
 		t.Fatal("the solo controller outlived the app")
 	}
 }
+
+// TestAppWithoutADesktop: with no session bus there is no menu to show;
+// the app says so and how to run headless, rather than run invisibly.
+func TestAppWithoutADesktop(t *testing.T) {
+	appBin, _ := appBinaries(t)
+	cmd := exec.Command(appBin, "app", "--data-dir", t.TempDir())
+	cmd.Env = []string{"PATH=/nonexistent", "HOME=" + t.TempDir(), "XDG_RUNTIME_DIR=" + t.TempDir()}
+	out, err := cmd.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "no DBus session bus") ||
+		!strings.Contains(string(out), "freeagent run") {
+		t.Fatalf("%v\n%s", err, out)
+	}
+}
