@@ -46,8 +46,10 @@ const cookieName = "freeagent_prefs"
 
 // Config is what the page edits and how it reports.
 type Config struct {
-	DataDir string        // agent.conf lives here
-	Secrets secrets.Store // the API key (the Keychain on a Mac)
+	DataDir string // agent.conf lives here
+	// Defaults are shown for settings the file does not have.
+	Defaults Values
+	Secrets  secrets.Store // the API key (the Keychain on a Mac)
 	// Test checks a controller URL and key ("Test Connection").
 	Test func(ctx context.Context, controllerURL, apiKey string) hostcheck.Result
 	// Saved is called after the settings were written (the app reloads).
@@ -266,15 +268,12 @@ type Values struct {
 	Solo          bool // run the controller on this Mac too
 }
 
-// Defaults match `freeagent run`'s.
-var defaults = Values{MaxBuilds: 1, BuildTimeout: 2 * time.Hour, Template: "freeagent-template"}
-
 func (s *Server) load() (Values, error) {
 	m, err := conffile.Read(filepath.Join(s.cfg.DataDir, conffile.Name))
 	if err != nil {
 		return Values{}, err
 	}
-	v := defaults
+	v := s.cfg.Defaults
 	v.ControllerURL = m[keyController]
 	if t := m[keyTemplate]; t != "" {
 		v.Template = t

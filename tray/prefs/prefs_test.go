@@ -36,7 +36,8 @@ func start(t *testing.T) *fixture {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	srv, err := Start(Config{DataDir: f.dir, Secrets: f.store, Log: log,
-		Saved: func() { f.saved.Add(1) },
+		Defaults: Values{MaxBuilds: 1, BuildTimeout: 2 * time.Hour, Template: "freeagent-template"},
+		Saved:    func() { f.saved.Add(1) },
 		Test: func(_ context.Context, u, key string) hostcheck.Result {
 			f.tested.Store(key)
 			if u == "http://good.example" {

@@ -25,6 +25,13 @@ import (
 
 const confName = conffile.Name
 
+// Defaults the Preferences page shows too.
+const (
+	defaultTemplate     = "freeagent-template"
+	defaultMaxBuilds    = 1
+	defaultBuildTimeout = 2 * time.Hour
+)
+
 // Config is the worker binary's whole configuration. Each field comes from
 // its flag, else its environment variable, else DATA_DIR/agent.conf, else
 // the default.
@@ -79,19 +86,19 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	} else {
 		o.str(&cfg.VMDriver, "vm-driver", "FREEAGENT_VM_DRIVER", defaultDriver, "tart (a fresh macOS VM per build) or local (no isolation: a plain process on this host)")
 		o.str(&cfg.Tart, "tart", "FREEAGENT_TART", "tart", "path of the tart binary")
-		o.str(&cfg.Template, "template", "FREEAGENT_TEMPLATE", "freeagent-template", "Tart VM or image that build VMs are cloned from")
+		o.str(&cfg.Template, "template", "FREEAGENT_TEMPLATE", defaultTemplate, "Tart VM or image that build VMs are cloned from")
 		o.str(&cfg.HostAddress, "host-address", "FREEAGENT_HOST_ADDRESS", "192.168.64.1", "this host's address on Tart's network (replaces a loopback controller URL inside VMs)")
 		o.str(&cfg.Bootstrap, "bootstrap", "FREEAGENT_BOOTSTRAP", defaultBootstrap(), "the freeagent-vm binary copied into every build")
 		o.str(&cfg.Name, "name", "FREEAGENT_WORKER_NAME", "", "worker name shown on the controller (default: host name)")
 		o.str(&cfg.Platforms, "platforms", "FREEAGENT_PLATFORMS", "ios,android", "platforms this worker builds")
-		o.intv(&cfg.MaxBuilds, "max-builds", "FREEAGENT_MAX_BUILDS", 1, "concurrent builds (at most 2 with tart: Apple's licence)")
+		o.intv(&cfg.MaxBuilds, "max-builds", "FREEAGENT_MAX_BUILDS", defaultMaxBuilds, "concurrent builds (at most 2 with tart: Apple's licence)")
 		o.intv(&cfg.CPU, "cpu", "FREEAGENT_CPU", 0, "CPU cores per VM (0: the template's)")
 		o.intv(&cfg.MemoryMB, "memory-mb", "FREEAGENT_MEMORY_MB", 0, "memory per VM in MB (0: the template's)")
 		o.dur(&cfg.PollWait, "poll-wait", "FREEAGENT_POLL_WAIT", 25*time.Second, "long-poll hold")
 		o.dur(&cfg.BootTimeout, "boot-timeout", "FREEAGENT_BOOT_TIMEOUT", 5*time.Minute, "how long a VM may take to signal ready")
 		o.dur(&cfg.BackoffMin, "backoff-min", "FREEAGENT_BACKOFF_MIN", 5*time.Second, "first retry delay after a network error (doubles up to 2m)")
 		o.str(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
-		o.dur(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", 2*time.Hour, "longest a build may run on this worker (a build's own shorter timeout wins)")
+		o.dur(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", defaultBuildTimeout, "longest a build may run on this worker (a build's own shorter timeout wins)")
 		o.boolv(&cfg.Solo, "solo", "FREEAGENT_SOLO", false, "run the controller on this Mac too (one Mac, no server); ignores --controller-url")
 		o.str(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens (the VMs reach it through the host's address)")
 		o.intv(&cfg.MinFreeGB, "min-free-gb", "FREEAGENT_MIN_FREE_GB", hostcheck.DefaultMinFree>>30, "free disk space below which the host needs attention")
