@@ -155,9 +155,6 @@ func buildItems(in Input) []Item {
 	return items
 }
 
-// BuildID returns the build of a build entry's id.
-func BuildID(itemID string) (string, bool) { return strings.CutPrefix(itemID, buildPrefix) }
-
 func phase(b agent.BuildStatus) string {
 	p := b.Phase
 	if p == "" {

@@ -89,8 +89,8 @@ func TestOneSubmenuEntryPerRunningBuild(t *testing.T) {
 	if c := st.Children[1]; c.Title != "b2 · starting · 7s" {
 		t.Errorf("second build: %+v", c)
 	}
-	if id, ok := BuildID(st.Children[1].ID); !ok || id != "b2" {
-		t.Errorf("BuildID: %q %v", id, ok)
+	if st.Children[1].ID != "build:b2" {
+		t.Errorf("second build's id: %q", st.Children[1].ID)
 	}
 	if st := Build(online())[0]; len(st.Children) != 0 {
 		t.Errorf("idle has build entries: %+v", st.Children)
