@@ -527,6 +527,13 @@ func TestSoloMode(t *testing.T) {
 	if got, _ := dev.GetBuild(context.Background(), b.ID); got.Status != "completed" || len(got.Artifacts) != 1 {
 		t.Fatalf("solo build: %+v", got)
 	}
+	// doctor finds the same controller and key as the app.
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"doctor", "--data-dir", filepath.Join(a.dir, "data"), "--solo", "--solo-listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--vm-driver", "local", "--min-free-gb", "0"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 0 || !strings.Contains(stdout.String(), "✓ controller  controller http://127.0.0.1:") {
+		t.Fatalf("doctor in solo mode: %d\n%s%s", code, stdout.String(), stderr.String())
+	}
 	a.menu.click("Quit")
 	select {
 	case err := <-a.exited:

@@ -99,9 +99,12 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		o.dur(&cfg.BackoffMin, "backoff-min", "FREEAGENT_BACKOFF_MIN", 5*time.Second, "first retry delay after a network error (doubles up to 2m)")
 		o.str(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
 		o.dur(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", defaultBuildTimeout, "longest a build may run on this worker (a build's own shorter timeout wins)")
+		o.intv(&cfg.MinFreeGB, "min-free-gb", "FREEAGENT_MIN_FREE_GB", hostcheck.DefaultMinFree>>30, "free disk space below which the host needs attention")
+	}
+	if cmd == "app" || cmd == "doctor" {
+		// The app runs the solo controller; doctor checks it.
 		o.boolv(&cfg.Solo, "solo", "FREEAGENT_SOLO", false, "run the controller on this Mac too (one Mac, no server); ignores --controller-url")
 		o.str(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens (the VMs reach it through the host's address)")
-		o.intv(&cfg.MinFreeGB, "min-free-gb", "FREEAGENT_MIN_FREE_GB", hostcheck.DefaultMinFree>>30, "free disk space below which the host needs attention")
 	}
 	if cmd == "app" {
 		o.str(&cfg.OpenCommand, "open-command", "FREEAGENT_OPEN_COMMAND", defaultOpener, "command that shows the dashboard, logs and preferences")
