@@ -136,11 +136,24 @@ func statusLine(in Input) (status, fix Item) {
 	default:
 		status.Title = "Online, Idle"
 	}
+	// A menu line stays short; the tooltip keeps the whole text.
+	if r := []rune(status.Title); len(r) > maxTitle {
+		if status.Tooltip == "" {
+			status.Tooltip = status.Title
+		}
+		status.Title = string(r[:maxTitle-1]) + "…"
+	}
+	if r := []rune(fix.Title); len(r) > maxTitle {
+		fix.Tooltip, fix.Title = fix.Title, string(r[:maxTitle-1])+"…"
+	}
 	if st.WorkerID != "" && status.Tooltip == "" {
 		status.Tooltip = "worker " + st.WorkerID
 	}
 	return status, fix
 }
+
+// maxTitle is the longest menu line, in characters.
+const maxTitle = 80
 
 // buildItems is one entry per running build, oldest first.
 func buildItems(in Input) []Item {

@@ -76,6 +76,19 @@ func TestStatusLineForEveryState(t *testing.T) {
 	}
 }
 
+func TestLongLinesAreShortenedWithTheWholeTextInTheTooltip(t *testing.T) {
+	in := online()
+	in.Status.State = agent.StateOffline
+	in.Status.Reason = `controller unreachable: Get "https://builds.example.com/api/workers/poll?wait=25": dial tcp 10.0.0.1:443: connect: connection refused (retrying in 40s)`
+	st := Build(in)[0]
+	if n := len([]rune(st.Title)); n != 80 || !strings.HasSuffix(st.Title, "…") || !strings.HasPrefix(st.Title, "Offline: controller unreachable") {
+		t.Fatalf("title (%d): %q", n, st.Title)
+	}
+	if st.Tooltip != "Offline: "+in.Status.Reason {
+		t.Fatalf("tooltip: %q", st.Tooltip)
+	}
+}
+
 func TestOneSubmenuEntryPerRunningBuild(t *testing.T) {
 	a := agent.BuildStatus{ID: "b1", Platform: "ios", Phase: "building", StartedAt: now.Add(-2 * time.Hour)}
 	b := agent.BuildStatus{ID: "b2", StartedAt: now.Add(-7 * time.Second)}
