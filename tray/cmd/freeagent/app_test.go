@@ -554,11 +554,29 @@ func TestSoloMode(t *testing.T) {
 // the app says so and how to run headless, rather than run invisibly.
 func TestAppWithoutADesktop(t *testing.T) {
 	appBin, _ := appBinaries(t)
-	cmd := exec.Command(appBin, "app", "--data-dir", t.TempDir())
-	cmd.Env = []string{"PATH=/nonexistent", "HOME=" + t.TempDir(), "XDG_RUNTIME_DIR=" + t.TempDir()}
-	out, err := cmd.CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "no DBus session bus") ||
-		!strings.Contains(string(out), "freeagent run") {
-		t.Fatalf("%v\n%s", err, out)
+	// Inside an app bundle, no arguments means `app` (Finder passes none).
+	bundled := filepath.Join(t.TempDir(), "FreeAgent.app", "Contents", "MacOS", "freeagent")
+	os.MkdirAll(filepath.Dir(bundled), 0o755)
+	b, err := os.ReadFile(appBin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bundled, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	home := t.TempDir()
+	for _, argv := range [][]string{{appBin, "app", "--data-dir", t.TempDir()}, {bundled}} {
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = []string{"PATH=/nonexistent", "HOME=" + home, "XDG_DATA_HOME=" + home, "XDG_RUNTIME_DIR=" + t.TempDir()}
+		out, err := cmd.CombinedOutput()
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "no DBus session bus") ||
+			!strings.Contains(string(out), "freeagent run") {
+			t.Fatalf("%v: %v\n%s", argv, err, out)
+		}
+	}
+	// Outside a bundle, no arguments is a usage error.
+	cmd := exec.Command(appBin)
+	if out, err := cmd.CombinedOutput(); !strings.Contains(string(out), "Usage:") || cmd.ProcessState.ExitCode() != 2 {
+		t.Fatalf("no arguments: %v\n%s", err, out)
 	}
 }
