@@ -223,7 +223,7 @@ func (a *App) start(ctx context.Context, wg *sync.WaitGroup) chan error {
 	paused := a.paused
 	a.mu.Unlock()
 	if err != nil {
-		a.cfg.Log.WithError(err).Error("cannot read the settings")
+		a.cfg.Log.WithError(err).Error("the worker cannot start")
 		return nil
 	}
 	if s.Worker == nil {
