@@ -16,7 +16,7 @@ import (
 // Item ids: the binding reports clicks by id.
 const (
 	IDStatus      = "status"
-	IDFix         = "fix"
+	IDFix         = "fix" // clickable when Preferences is the fix
 	IDAccept      = "accept"
 	IDDashboard   = "dashboard"
 	IDLogs        = "logs"
@@ -111,12 +111,14 @@ func statusLine(in Input) (status, fix Item) {
 		status.Title = "Needs Attention: " + failed[0].Message
 		status.Tooltip = joinMessages(failed)
 		fix.Title, fix.Hidden = "Fix: "+failed[0].Fix, false
+		// Settings problems are fixed in Preferences: the line opens it.
+		fix.Enabled = failed[0].ID == hostcheck.IDController || failed[0].ID == hostcheck.IDCredentials
 	case st.State == agent.StateNeedsAttention:
 		// Reasons read "what is wrong: the fix"; the fix follows the last colon.
 		msg := st.Reason
 		if i := strings.LastIndex(msg, ": "); i >= 0 {
 			msg = st.Reason[:i]
-			fix.Title, fix.Hidden = "Fix: "+st.Reason[i+2:], false
+			fix.Title, fix.Hidden, fix.Enabled = "Fix: "+st.Reason[i+2:], false, true // the key or URL: Preferences
 		}
 		status.Title = "Needs Attention: " + msg
 	case st.State == agent.StateOffline:

@@ -69,6 +69,14 @@ func TestStatusLineForEveryState(t *testing.T) {
 			t.Errorf("%s: fix %+v, want %q", tc.name, fix, tc.fix)
 		}
 	}
+	// The fix line opens Preferences when the settings are the problem.
+	if fix := Build(with(online(), func(in *Input) { in.Checks = tartMissing }))[1]; fix.Enabled {
+		t.Errorf("Tart's fix is not in Preferences, yet the line is clickable: %+v", fix)
+	}
+	unreachable := []hostcheck.Result{{ID: hostcheck.IDController, Severity: hostcheck.Fail, Message: "controller unreachable", Fix: "check the URL in Preferences…"}}
+	if fix := Build(with(online(), func(in *Input) { in.Checks = unreachable }))[1]; !fix.Enabled {
+		t.Errorf("a controller problem's fix line does not open Preferences: %+v", fix)
+	}
 	// Every failing check is in the tooltip, with its fix.
 	st := Build(with(online(), func(in *Input) { in.Checks = tartMissing }))[0]
 	if !strings.Contains(st.Tooltip, "low disk space — free space") || strings.Contains(st.Tooltip, "fine") {
