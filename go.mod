@@ -3,10 +3,13 @@ module github.com/freeagent-build/freeagent
 go 1.26
 
 require (
+	fyne.io/systray v1.12.2
+	github.com/godbus/dbus/v5 v5.1.0
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/kardianos/service v1.3.0
 	github.com/keybase/go-keychain v0.0.1
 	github.com/sirupsen/logrus v1.10.2
+	golang.org/x/sys v0.34.0
 	howett.net/plist v1.0.1
 )
 
@@ -94,7 +97,6 @@ require (
 	golang.org/x/exp v0.0.0-20241009180824-f66d83c29e7c // indirect
 	golang.org/x/net v0.33.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
-	golang.org/x/sys v0.34.0 // indirect
 	golang.org/x/term v0.28.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 	gopkg.in/ini.v1 v1.67.0 // indirect
