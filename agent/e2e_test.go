@@ -134,8 +134,14 @@ func newFarm(t testing.TB, mod func(*store.Config)) *farm {
 			}
 		}
 	})
+	// The guest runs what the template's LaunchAgent runs: the launcher,
+	// which must find freeagent-vm in the shared folder (no copy baked in).
+	launcher, err := filepath.Abs("../launchd/guest/freeagent-vm-launcher")
+	if err != nil {
+		t.Fatal(err)
+	}
 	faketarttest.Template(t, f.tartHome, "macos-expo", []string{"/bin/sh", "-c",
-		`exec "$TART_FAKE_SHARED_FILES/build-config/freeagent-vm" --shared-dir "$TART_FAKE_SHARED_FILES/build-config" --work-dir "$TART_FAKE_GUEST_ROOT/work"`}, nil)
+		`FREEAGENT_SHARED_DIR="$TART_FAKE_SHARED_FILES/build-config" FREEAGENT_VM_BAKED=/nonexistent exec "$0" --work-dir "$TART_FAKE_GUEST_ROOT/work"`, launcher}, nil)
 	return f
 }
 
@@ -394,6 +400,20 @@ func TestEndToEndCancelStopsTheVM(t *testing.T) {
 	b := f.waitFor(id, 30*time.Second, "cancelled", func(b api.Build) bool { return b.Status.Terminal() })
 	if b.Status != api.StatusCancelled {
 		t.Fatalf("after cancel: %+v", b)
+	}
+	f.noBuildVMs()
+}
+
+// TestEndToEndWorkerBuildTimeoutCaps: the Mac owner's build timeout
+// (Preferences, --build-timeout) stops a build whose own timeout is longer.
+func TestEndToEndWorkerBuildTimeoutCaps(t *testing.T) {
+	f := newFarm(t, nil)
+	f.startAgent("FREEAGENT_BUILD_TIMEOUT=3s")
+	id := f.submit("echo started\nsleep 60\n")
+	b := f.waitFor(id, 30*time.Second, "ended", func(b api.Build) bool { return b.Status.Terminal() })
+	if b.Status != api.StatusFailed || b.ErrorCode == nil || *b.ErrorCode != api.CodeTimeout ||
+		b.ErrorMessage == nil || !strings.Contains(*b.ErrorMessage, "timeout of 3 seconds") {
+		t.Fatalf("after the worker's timeout: %+v", b)
 	}
 	f.noBuildVMs()
 }

@@ -263,7 +263,24 @@ func (p *Pending) Commit() error {
 		os.Remove(p.f.Name())
 		return fmt.Errorf("store file: %w", err)
 	}
+	// The rename is durable only once its directory is: the caller commits
+	// a database record of this file next, which must never outlive it.
+	if err := syncDir(filepath.Dir(p.final)); err != nil {
+		return fmt.Errorf("store file: %w", err)
+	}
 	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Abort discards the file.

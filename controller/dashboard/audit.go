@@ -3,7 +3,6 @@ package dashboard
 import (
 	"context"
 	"net/http"
-	"net/url"
 	"strconv"
 	"sync"
 	"time"
@@ -47,7 +46,6 @@ func (c *verification) get(ctx context.Context, st *store.Store) (api.EventVerif
 
 type eventsView struct {
 	Events      []api.Event
-	Filter      store.EventFilter
 	Verified    api.EventVerification
 	VerifiedAt  time.Time
 	VerifyError string
@@ -56,48 +54,30 @@ type eventsView struct {
 }
 
 func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s *session) {
-	q := r.URL.Query()
-	f := store.EventFilter{EntityType: q.Get("entity_type"), EntityID: q.Get("entity_id"), Limit: eventsPageSize}
-	if f.EntityType == "" || f.EntityID == "" {
-		f.EntityType, f.EntityID = "", ""
-	}
-	if v := q.Get("before"); v != "" {
+	var before int64
+	if v := r.URL.Query().Get("before"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || n < 1 {
 			d.renderError(w, r, s, http.StatusUnprocessableEntity, "Parameter \"before\" must be an event sequence number; use the page links.")
 			return
 		}
-		f.Before = n
+		before = n
 	}
-	evs, err := d.Store.EventsBefore(r.Context(), f)
+	evs, err := d.Store.EventsBefore(r.Context(), before, eventsPageSize)
 	if err != nil {
 		d.fail(w, r, s, err)
 		return
 	}
-	v := eventsView{Events: evs, Filter: f}
+	v := eventsView{Events: evs}
 	v.Verified, v.VerifiedAt, err = d.verified.get(r.Context(), d.Store)
 	if err != nil {
 		v.VerifyError = "The chain could not be checked just now (" + err.Error() + "); run `freeagent-controller events verify`."
 	}
-	page := func(before int64) string {
-		q := url.Values{}
-		if f.EntityType != "" {
-			q.Set("entity_type", f.EntityType)
-			q.Set("entity_id", f.EntityID)
-		}
-		if before > 0 {
-			q.Set("before", strconv.FormatInt(before, 10))
-		}
-		if len(q) == 0 {
-			return "/events"
-		}
-		return "/events?" + q.Encode()
-	}
 	if n := len(evs); n == eventsPageSize && evs[n-1].Sequence > 1 {
-		v.NextPage = page(evs[n-1].Sequence)
+		v.NextPage = "/events?before=" + strconv.FormatInt(evs[n-1].Sequence, 10)
 	}
-	if f.Before > 0 {
-		v.FirstPage = page(0)
+	if before > 0 {
+		v.FirstPage = "/events"
 	}
 	d.render(w, r, "events", http.StatusOK, view{Title: "Events", Nav: "events", Session: s, Stream: "/ui/stream", Data: v})
 }

@@ -573,13 +573,7 @@ func TestEventsAndControllersPages(t *testing.T) {
 	b.mustLogin(f.adminKey)
 	p := b.get("/events")
 	wantContains(t, p, "Hash chain verified", "build.submitted", "worker.registered", "controller.registered",
-		`href="/builds/`+sub.ID+`"`, `&#34;platform&#34;: &#34;android&#34;`)
-	one := b.get("/events?entity_type=build&entity_id=" + sub.ID)
-	wantContains(t, one, "build.submitted")
-	if strings.Contains(one.body, "worker.registered") {
-		t.Errorf("the build's events list another entity's")
-	}
-	wantContains(t, b.get("/builds/"+sub.ID), "This build's events")
+		`href="/builds/`+sub.ID+`"`, `&#34;android&#34;`)
 	c := b.get("/controllers")
 	wantContains(t, c, "<h1>Controllers</h1>", ">live<")
 
@@ -590,19 +584,18 @@ func TestEventsAndControllersPages(t *testing.T) {
 			t.Errorf("developer on %s: want 403, got %d", path, p.status)
 		}
 	}
-	if strings.Contains(dev.get("/builds/"+sub.ID).body, "This build's events") {
-		t.Errorf("a developer's build page links to the audit log")
-	}
 }
 
 func TestEventsPageShowsABrokenChainAndPages(t *testing.T) {
 	t.Parallel()
 	f := newFarm(t)
 	// 250 sealed events whose hashes are wrong: a tampered log.
-	if _, err := f.conn().Exec(context.Background(), `INSERT INTO events (sequence, event_type, entity_type, entity_id, payload,
-			previous_hash, event_hash)
-		SELECT 100000 + i, 'build.completed', 'build', 'forged' || i, '{"status":"completed"}', 'x', 'y'
-		FROM generate_series(1, 250) i`); err != nil {
+	if _, err := f.conn().Exec(context.Background(), `WITH e AS (
+			INSERT INTO events (event_type, entity_type, entity_id, payload)
+			SELECT 'build.completed', 'build', 'forged' || i, '{"status":"completed"}' FROM generate_series(1, 250) i
+			RETURNING ord, entity_id)
+		INSERT INTO event_chain (sequence, ord, previous_hash, event_hash)
+		SELECT 100000 + substr(entity_id, 7)::int, ord, 'x', 'y' FROM e`); err != nil {
 		t.Fatal(err)
 	}
 	b := f.browser()

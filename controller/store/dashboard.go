@@ -101,34 +101,17 @@ func (s *Store) GetWorker(ctx context.Context, id string) (Worker, error) {
 	return ws[0], nil
 }
 
-// EventFilter selects audit events for EventsBefore.
-type EventFilter struct {
-	Before     int64  // only sequences below this; 0 for the newest
-	EntityType string // with EntityID: one entity's events
-	EntityID   string
-	Limit      int
-}
-
-// EventsBefore returns sealed audit events newest first, a page at a time.
-func (s *Store) EventsBefore(ctx context.Context, f EventFilter) ([]api.Event, error) {
-	if f.Limit <= 0 || f.Limit > 500 {
-		f.Limit = 100
+// EventsBefore returns up to limit sealed audit events with a sequence
+// below before (0: the newest), newest first.
+func (s *Store) EventsBefore(ctx context.Context, before int64, limit int) ([]api.Event, error) {
+	if limit <= 0 || limit > 500 {
+		limit = 100
 	}
-	if f.Before <= 0 {
-		f.Before = math.MaxInt64
+	if before <= 0 {
+		before = math.MaxInt64
 	}
-	if err := errors.Join(checkText("entity_type", f.EntityType), checkText("entity_id", f.EntityID)); err != nil {
-		return nil, err
-	}
-	var rows pgx.Rows
-	var err error
-	if f.EntityType != "" {
-		rows, err = s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE entity_type = $1 AND entity_id = $2
-			AND sequence < $3 ORDER BY sequence DESC LIMIT $4`, f.EntityType, f.EntityID, f.Before, f.Limit)
-	} else {
-		rows, err = s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE sequence < $1
-			ORDER BY sequence DESC LIMIT $2`, f.Before, f.Limit)
-	}
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM event_chain c JOIN events e ON e.ord = c.ord
+		WHERE c.sequence < $1 ORDER BY c.sequence DESC LIMIT $2`, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}

@@ -98,30 +98,53 @@ type PollResult struct {
 	AtCapacity bool
 }
 
-// Poll hands out at most one job; see PollResult. The claim checks the
-// worker's capacity itself, so a poll that gets a job is one statement; the
-// live attempts are counted separately only when it got none.
+// Poll hands out at most one job; see PollResult. One read-only statement
+// looks first (a claimable build, the worker's live attempts): most polls
+// of an idle farm end there, and a full worker never opens a transaction.
 func (s *Store) Poll(ctx context.Context, w WorkerAuth) (PollResult, error) {
 	var res PollResult
-	err := s.withTx(ctx, func(t *txn) error {
+	var claimable, unacked bool
+	var live int
+	err := s.pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM builds WHERE status = 'pending' AND run_after <= now() AND platform = ANY($3))
+				AND NOT EXISTS (SELECT 1 FROM workers WHERE id = $1 AND paused),
+			count(*), count(*) FILTER (WHERE status = 'assigned' AND worker_instance = $2) > 0
+		FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')`,
+		w.WorkerID, w.InstanceID, w.Platforms()).Scan(&claimable, &live, &unacked)
+	if err != nil {
+		return res, fmt.Errorf("poll: %w", err)
+	}
+	switch {
+	case unacked:
+		return s.redeliver(ctx, w)
+	case live >= w.MaxConcurrent():
+		res.AtCapacity = true
+		return res, nil
+	case !claimable:
+		return res, nil
+	}
+	// The claim re-checks capacity itself: this worker may poll twice at once.
+	err = s.withTx(ctx, func(t *txn) error {
 		var err error
-		if res.Job, err = t.claim(ctx, w); err != nil || res.Job != nil {
+		res.Job, err = t.claim(ctx, w)
+		return err
+	})
+	return res, err
+}
+
+// redeliver hands the worker instance the job it was given but never
+// acknowledged (its poll answer was lost).
+func (s *Store) redeliver(ctx context.Context, w WorkerAuth) (PollResult, error) {
+	var res PollResult
+	err := s.withTx(ctx, func(t *txn) error {
+		var id *string
+		err := t.QueryRow(ctx, `SELECT min(id) FROM build_attempts
+			WHERE worker_id = $1 AND worker_instance = $2 AND status = 'assigned'`, w.WorkerID, w.InstanceID).Scan(&id)
+		if err != nil || id == nil { // nil: the reaper took it back meanwhile
 			return err
 		}
-		var unacked *string
-		var live int
-		err = t.QueryRow(ctx, `SELECT count(*), min(id) FILTER (WHERE status = 'assigned' AND worker_instance = $2)
-			FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')`,
-			w.WorkerID, w.InstanceID).Scan(&live, &unacked)
-		if err != nil {
-			return fmt.Errorf("poll: count live builds: %w", err)
-		}
-		if unacked != nil {
-			res.Job, err = t.redeliver(ctx, *unacked)
-			return err
-		}
-		res.AtCapacity = live >= w.MaxConcurrent()
-		return nil
+		res.Job, err = t.redeliver(ctx, *id)
+		return err
 	})
 	return res, err
 }

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,6 +65,9 @@ func DefaultConfig() Config {
 type Store struct {
 	pool *pgxpool.Pool
 	cfg  Config
+	// sealedThrough is the highest event ord this replica's sealer knows
+	// to be sealed or rolled back, so an idle sealer costs one query a tick.
+	sealedThrough atomic.Int64
 }
 
 // Open connects to the database at dsn. It does not migrate; call Migrate.
@@ -200,7 +204,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // appends to the audit log. The notification is deliberately small:
 // listeners re-read state they care about.
 type Change struct {
-	Kind     string `json:"k"`           // "build", "worker", "controller" or "log"
+	Kind     string `json:"k"`           // "build", "worker", "controller", "log" or "events" (sealed up to sequence ID)
 	ID       string `json:"id"`          // entity id
 	Status   string `json:"s,omitempty"` // new status
 	Platform string `json:"p,omitempty"` // set for builds
@@ -216,11 +220,19 @@ func (c Change) Claimable() bool { return c.Kind == "build" && c.Status == "pend
 const maxNotifyPayload = 7000
 
 // wanted reports whether anyone listens for a change: a build becoming
-// claimable (long polls), a log growing or a build ending (log follows),
-// any build or worker status (the dashboard's live pages). A controller's
-// heartbeat wakes nobody: every NOTIFY costs its transaction a turn on
+// claimable (long polls), ending (log follows end), a log growing (log
+// follows), a worker's status. Progress between those (assigned,
+// building) wakes nobody, and every NOTIFY costs its transaction a turn on
 // Postgres's cluster-wide notify lock through commit.
-func (c Change) wanted() bool { return c.Kind != "controller" }
+func (c Change) wanted() bool {
+	switch {
+	case c.Kind == "controller":
+		return false
+	case c.Kind != "build", c.Claimable(), c.Status == "completed", c.Status == "failed", c.Status == "cancelled":
+		return true
+	}
+	return false
+}
 
 // queuePublish queues the transaction's events and notifications; the
 // caller queues COMMIT right behind them. They run after every statement of
@@ -238,9 +250,9 @@ func (t *txn) queuePublish(b *pgx.Batch) error {
 		return fmt.Errorf("publish changes: %w", err)
 	}
 	t.changes = nil
-	if len(types) > 0 {
+	if auditLog && len(types) > 0 {
 		b.Queue(`INSERT INTO events (event_type, entity_type, entity_id, payload, source_controller_id)
-			SELECT u.t, u.k, u.id, u.p::jsonb, $5 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+			SELECT u.t, u.k, u.id, u.p::json, $5 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
 				WITH ORDINALITY AS u(t, k, id, p, n) ORDER BY u.n`, types, kinds, ids, payloads, t.cfg.ControllerID)
 	}
 	for _, n := range notes {
