@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"regexp"
@@ -519,6 +520,17 @@ func TestLiveStream(t *testing.T) {
 			t.Fatalf("stream ended before a change arrived: %v (%q)", err, got.String())
 		}
 		got.Write(buf[:n])
+	}
+	// A graceful shutdown ends the stream at once rather than waiting for it.
+	start := time.Now()
+	if err := f.shutdown(); err != nil {
+		t.Fatalf("shutdown with a live stream open: %v", err)
+	}
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("shutdown took %v with a live stream open", took)
+	}
+	if _, err := io.ReadAll(resp.Body); err != nil {
+		t.Errorf("the stream did not end cleanly: %v", err)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -35,6 +36,7 @@ type farm struct {
 	store                     *store.Store
 	adminKey, devKey, workKey string
 	admin, dev, worker        *api.Client
+	shutdown                  func() error // stops the controller (once)
 }
 
 func newFarm(t testing.TB) *farm {
@@ -51,10 +53,18 @@ func newFarm(t testing.TB) *farm {
 	if err != nil {
 		t.Fatal(err)
 	}
+	var once sync.Once
+	shutdown := func() error {
+		var err error
+		once.Do(func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = c.Shutdown(sctx)
+		})
+		return err
+	}
 	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := c.Shutdown(sctx); err != nil {
+		if err := shutdown(); err != nil {
 			t.Errorf("controller shutdown: %v", err)
 		}
 	})
@@ -63,7 +73,7 @@ func newFarm(t testing.TB) *farm {
 		t.Fatal(err)
 	}
 	t.Cleanup(st.Close)
-	f := &farm{t: t, url: c.URL, dsn: dsn, store: st}
+	f := &farm{t: t, url: c.URL, dsn: dsn, store: st, shutdown: shutdown}
 	mk := func(name, role string) (string, *api.Client) {
 		_, secret, err := st.CreateKey(ctx, name, role)
 		if err != nil {
