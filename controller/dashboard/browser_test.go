@@ -274,7 +274,11 @@ func TestBrowser(t *testing.T) {
 	// A token from an ended session is refused.
 	stale := c.eval(`document.querySelector('input[name="csrf"]').value`)
 	c.run("sign out", chromedp.Click(chromedp.CSS("form.signout button")), chromedp.WaitVisible(chromedp.CSS("#api_key")))
-	c.login(f.url, f.adminKey)
+	// Signing in again, by keyboard alone: the key field has focus, Enter submits.
+	c.run("sign in by keyboard", chromedp.WaitVisible(chromedp.CSS("#api_key")), chromedp.KeyEvent(f.adminKey+"\r"))
+	c.until("the builds page after a keyboard sign-in", `document.querySelector("h1") && document.querySelector("h1").textContent === "Builds"`)
+	c.run("tab once", chromedp.KeyEvent("\t"))
+	c.until("the first tab stop is the skip link", `document.activeElement && document.activeElement.className === "skip"`)
 	c.run("open a pending build", chromedp.Navigate(f.url+"/builds/"+b5.ID), chromedp.WaitVisible(chromedp.CSS(`form[action$="/cancel"] button`)))
 	c.synced()
 	c.eval(`document.querySelector('form[action$="/cancel"] input[name="csrf"]').value = ` + jsString(stale))
