@@ -18,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/pgcluster"
 	"github.com/freeagent-build/freeagent/controller/reaper"
@@ -32,6 +33,7 @@ type Config struct {
 	DatabaseURL    string // external Postgres; empty → a private cluster under DataDir/postgres
 	CertsKey       string // hex AES-256 key sealing certificates; empty → DataDir/certs.key (created once)
 	ReaperInterval time.Duration
+	MetricsPublic  bool // serve /metrics without an admin key
 	Store          store.Config
 	Limits         server.Limits
 }
@@ -122,7 +124,9 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
 	hub := notify.New(dsn, log.WithField("component", "notify"))
+	m := metrics.New(c.store)
 	rp := reaper.New(c.store, files, cfg.ReaperInterval, log.WithField("component", "reaper"))
+	rp.OnSweep = m.Sweep
 	c.goRun(func() { hub.Run(runCtx) }) //nolint:errcheck // Run returns only when runCtx ends
 	c.goRun(func() { rp.Run(runCtx) })
 	select {
@@ -133,7 +137,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	}
 
 	c.api = server.New(server.Options{Store: c.store, Blobs: files, Hub: hub, Limits: cfg.Limits,
-		Log: log.WithField("component", "http"), BuildEnded: rp.Kick})
+		Log: log.WithField("component", "http"), BuildEnded: rp.Kick, Metrics: m, MetricsPublic: cfg.MetricsPublic})
 	c.http = &http.Server{
 		Handler:           c.api,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/reaper"
@@ -36,6 +37,7 @@ type env struct {
 	store   *store.Store
 	blobs   *blobs.Store
 	reaper  *reaper.Reaper
+	metrics *metrics.Metrics
 	cfg     store.Config
 	limits  server.Limits
 
@@ -94,8 +96,11 @@ func (e *env) start() {
 	hubDone := make(chan struct{})
 	go func() { hub.Run(ctx); close(hubDone) }()
 	<-hub.Ready()
+	e.metrics = metrics.New(st)
 	e.reaper = reaper.New(st, files, time.Hour, log)
-	srv := server.New(server.Options{Store: st, Blobs: files, Hub: hub, Limits: e.limits, Log: log, KeyCacheTTL: time.Nanosecond})
+	e.reaper.OnSweep = e.metrics.Sweep
+	srv := server.New(server.Options{Store: st, Blobs: files, Hub: hub, Limits: e.limits, Log: log, KeyCacheTTL: time.Nanosecond,
+		Metrics: e.metrics})
 	hs := httptest.NewServer(srv)
 	e.URL, e.store, e.blobs = hs.URL, st, files
 	for _, c := range []*api.Client{e.admin, e.developer, e.worker} {

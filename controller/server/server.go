@@ -11,6 +11,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
@@ -51,6 +52,9 @@ type Server struct {
 	limits Limits
 	log    logrus.FieldLogger
 	kick   func() // Options.BuildEnded
+	// metrics may be nil (records nothing); metricsPublic serves /metrics without a key.
+	metrics       *metrics.Metrics
+	metricsPublic bool
 
 	keyCache   keyCache
 	queueDepth depthCache
@@ -69,6 +73,13 @@ type Options struct {
 	// BuildEnded is called after a request moved a build to a terminal
 	// state (the reaper then deletes its certificates at once).
 	BuildEnded func()
+	// Metrics records request, poll and claim figures and serves GET
+	// /metrics; nil leaves /metrics answering 404.
+	Metrics *metrics.Metrics
+	// MetricsPublic serves /metrics without an API key (for a scraper on
+	// an internal network); otherwise it needs an admin key, sent as
+	// X-API-Key or as "Authorization: Bearer <key>".
+	MetricsPublic bool
 	// KeyCacheTTL is how long a verified API key is trusted without a
 	// query; a revoked key stops working within it. Default 5 s.
 	KeyCacheTTL time.Duration
@@ -77,6 +88,7 @@ type Options struct {
 // New builds the API handler.
 func New(o Options) *Server {
 	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
+		metrics: o.Metrics, metricsPublic: o.MetricsPublic,
 		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, draining: make(chan struct{})}
 	if s.keyCache.ttl == 0 {
 		s.keyCache.ttl = 5 * time.Second
@@ -96,6 +108,9 @@ func (s *Server) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /health", s.health)
 	m.HandleFunc("GET /health/ready", s.ready)
+	if s.metrics != nil {
+		m.Handle("GET /metrics", s.metricsAuth(s.metrics.Handler()))
+	}
 
 	m.HandleFunc("POST /api/workers/register", s.workerKey(s.register))
 	m.HandleFunc("GET /api/workers/poll", s.worker(s.poll))
@@ -138,6 +153,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeError(rec, r, http.StatusInternalServerError, "internal", "internal error; see the controller log")
 			}
 		}
+		s.metrics.Request(r.Pattern, r.Method, rec.status, time.Since(start))
 		if s.log != nil {
 			entry := s.log.WithFields(logrus.Fields{"method": r.Method, "path": r.URL.Path, "status": rec.status,
 				"ms": time.Since(start).Milliseconds()})

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -92,6 +93,11 @@ func collectBuildChanges(rows pgx.Rows) ([]Change, error) {
 type PollResult struct {
 	Job        *api.Job
 	AtCapacity bool
+	// Claimed is set when Job is a new claim rather than a redelivery;
+	// Pickup is then how long the build had been claimable (since its
+	// submit or the end of its backoff).
+	Claimed bool
+	Pickup  time.Duration
 }
 
 // Poll hands out at most one job; see PollResult.
@@ -114,7 +120,8 @@ func (s *Store) Poll(ctx context.Context, w WorkerAuth) (PollResult, error) {
 			res.AtCapacity = true
 			return nil
 		}
-		res.Job, err = t.claim(ctx, w)
+		res.Job, res.Pickup, err = t.claim(ctx, w)
+		res.Claimed = res.Job != nil
 		return err
 	})
 	return res, err
@@ -122,9 +129,10 @@ func (s *Store) Poll(ctx context.Context, w WorkerAuth) (PollResult, error) {
 
 const jobColumns = `b.id, b.platform, b.profile, b.priority, b.has_certs, b.base_image, b.timeout_seconds, b.lease_expires_at`
 
-func scanJob(row pgx.Row, j *api.Job) error {
+func scanJob(row pgx.Row, j *api.Job, extra ...any) error {
 	var hasCerts bool
-	if err := row.Scan(&j.ID, &j.Platform, &j.Profile, &j.Priority, &hasCerts, &j.BaseImage, &j.BuildTimeoutSeconds, &j.LeaseExpiresAt); err != nil {
+	dest := append([]any{&j.ID, &j.Platform, &j.Profile, &j.Priority, &hasCerts, &j.BaseImage, &j.BuildTimeoutSeconds, &j.LeaseExpiresAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
 		return err
 	}
 	j.SourceURL = "/api/builds/" + j.ID + "/source"
@@ -135,10 +143,11 @@ func scanJob(row pgx.Row, j *api.Job) error {
 	return nil
 }
 
-func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, error) {
+func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, time.Duration, error) {
 	lease, leaseHash := newSecret(prefixLeaseToken)
 	otp, otpHash := newSecret(prefixOTP)
 	j := &api.Job{AttemptID: NewID(), LeaseToken: lease, OTP: otp}
+	var waited float64 // seconds the build was claimable before this claim
 	err := scanJob(t.QueryRow(ctx, `
 		WITH next AS (
 			SELECT id FROM builds
@@ -155,16 +164,16 @@ func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, error) {
 			SELECT $4, b.id, (SELECT COALESCE(max(number), 0) + 1 FROM build_attempts WHERE build_id = b.id),
 				$1, $2, 'assigned', $6, $7, now() + $8::interval FROM b
 		)
-		SELECT `+jobColumns+` FROM b`,
-		w.WorkerID, w.InstanceID, w.Platforms(), j.AttemptID, t.cfg.LeaseTTL, leaseHash, otpHash, t.cfg.OTPTTL), j)
+		SELECT `+jobColumns+`, greatest(0, extract(epoch FROM clock_timestamp() - b.run_after))::float8 FROM b`,
+		w.WorkerID, w.InstanceID, w.Platforms(), j.AttemptID, t.cfg.LeaseTTL, leaseHash, otpHash, t.cfg.OTPTTL), j, &waited)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("claim build: %w", err)
+		return nil, 0, fmt.Errorf("claim build: %w", err)
 	}
 	t.emit(Change{Kind: "build", ID: j.ID, Status: string(api.StatusAssigned), Platform: j.Platform})
-	return j, nil
+	return j, time.Duration(waited * float64(time.Second)), nil
 }
 
 // redeliver gives a fresh lease token and OTP to an attempt whose poll answer

@@ -50,6 +50,7 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 		e.int64v(&cfg.Serve.Limits.Source, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", cfg.Serve.Limits.Source, "largest accepted project archive")
 		e.int64v(&cfg.Serve.Limits.Artifact, "max-artifact-bytes", "FREEAGENT_MAX_ARTIFACT_BYTES", cfg.Serve.Limits.Artifact, "largest accepted artifact")
 		e.int64v(&cfg.Serve.Limits.LogTotal, "max-log-bytes", "FREEAGENT_MAX_LOG_BYTES", cfg.Serve.Limits.LogTotal, "largest build log")
+		e.boolv(&cfg.Serve.MetricsPublic, "metrics-public", "FREEAGENT_METRICS_PUBLIC", false, "serve /metrics without an API key (otherwise an admin key: X-API-Key or Authorization: Bearer)")
 		cfg.Serve.CertsKey = os.Getenv("FREEAGENT_CERTS_KEY") // a secret: environment only, never argv
 	}
 	if extra != nil {
@@ -82,6 +83,11 @@ func (e *envFlags) str(p *string, name, env, def, help string) {
 		def = v
 	}
 	e.fs.StringVar(p, name, def, help+" (env "+env+")")
+}
+
+func (e *envFlags) boolv(p *bool, name, env string, def bool, help string) {
+	def = fromEnv(e, env, def, strconv.ParseBool, "true or false (1 or 0)")
+	e.fs.BoolVar(p, name, def, help+" (env "+env+")")
 }
 
 func (e *envFlags) dur(p *time.Duration, name, env string, def time.Duration, help string) {
