@@ -5,10 +5,13 @@ go 1.26
 require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/keybase/go-keychain v0.0.1
+	github.com/makiuchi-d/gozxing v0.1.1
 	github.com/prometheus/client_golang v1.22.0
 	github.com/prometheus/client_model v0.6.1
 	github.com/prometheus/common v0.63.0
 	github.com/sirupsen/logrus v1.10.2
+	howett.net/plist v1.0.1
+	rsc.io/qr v0.2.0
 )
 
 require (
@@ -22,5 +25,6 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.30.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
+	golang.org/x/xerrors v0.0.0-20200804184101-5ec99f83aff1 // indirect
 	google.golang.org/protobuf v1.36.5 // indirect
 )

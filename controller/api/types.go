@@ -17,6 +17,8 @@ const (
 	HeaderChecksum       = "X-Checksum-Sha256"
 	HeaderLogLength      = "X-Log-Length"
 	HeaderBuildStatus    = "X-Build-Status"
+	// HeaderInstallURL carries, beside a QR code image, the link it encodes.
+	HeaderInstallURL = "X-Install-Url"
 )
 
 // Roles of API keys.
@@ -220,6 +222,11 @@ type Build struct {
 	LogLength       int64       `json:"log_length"`
 	Artifacts       []Artifact  `json:"artifacts"`
 	AttemptHistory  []Attempt   `json:"attempt_history,omitempty"`
+	// InstallURL (completed builds, GET /api/builds/:id only) opens the
+	// install page without any header until InstallURLExpiresAt; it is
+	// what GET /api/builds/:id/qr.png encodes.
+	InstallURL          *string    `json:"install_url,omitempty"`
+	InstallURLExpiresAt *time.Time `json:"install_url_expires_at,omitempty"`
 }
 
 // Attempt is one execution of a build on a worker.

@@ -17,6 +17,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
@@ -38,6 +39,7 @@ type env struct {
 	blobs   *blobs.Store
 	reaper  *reaper.Reaper
 	metrics *metrics.Metrics
+	links   *install.Signer
 	cfg     store.Config
 	limits  server.Limits
 
@@ -96,11 +98,18 @@ func (e *env) start() {
 	hubDone := make(chan struct{})
 	go func() { hub.Run(ctx); close(hubDone) }()
 	<-hub.Ready()
+	linkKey, err := blobs.LoadOrCreateKey(filepath.Join(e.dataDir, "links.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.links, err = install.NewSigner(linkKey, 0); err != nil {
+		t.Fatal(err)
+	}
 	e.metrics = metrics.New(st)
 	e.reaper = reaper.New(st, files, time.Hour, log)
 	e.reaper.OnSweep = e.metrics.Sweep
 	srv := server.New(server.Options{Store: st, Blobs: files, Hub: hub, Limits: e.limits, Log: log, KeyCacheTTL: time.Nanosecond,
-		Metrics: e.metrics})
+		Metrics: e.metrics, Links: e.links})
 	hs := httptest.NewServer(srv)
 	e.URL, e.store, e.blobs = hs.URL, st, files
 	for _, c := range []*api.Client{e.admin, e.developer, e.worker} {

@@ -5,12 +5,14 @@ package server
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/store"
@@ -55,6 +57,8 @@ type Server struct {
 	// metrics may be nil (records nothing); metricsPublic serves /metrics without a key.
 	metrics       *metrics.Metrics
 	metricsPublic bool
+	links         *install.Signer // nil: no install links
+	publicURL     string
 
 	keyCache   keyCache
 	queueDepth depthCache
@@ -80,6 +84,12 @@ type Options struct {
 	// an internal network); otherwise it needs an admin key, sent as
 	// X-API-Key or as "Authorization: Bearer <key>".
 	MetricsPublic bool
+	// Links signs the install links of completed builds (install page,
+	// downloads, iOS manifest, QR code); nil turns them off.
+	Links *install.Signer
+	// PublicURL is the controller's URL as phones reach it, used in install
+	// links and QR codes; empty takes the scheme and host of each request.
+	PublicURL string
 	// KeyCacheTTL is how long a verified API key is trusted without a
 	// query; a revoked key stops working within it. Default 5 s.
 	KeyCacheTTL time.Duration
@@ -88,7 +98,7 @@ type Options struct {
 // New builds the API handler.
 func New(o Options) *Server {
 	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
-		metrics: o.Metrics, metricsPublic: o.MetricsPublic,
+		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, publicURL: strings.TrimRight(o.PublicURL, "/"),
 		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, draining: make(chan struct{})}
 	if s.keyCache.ttl == 0 {
 		s.keyCache.ttl = 5 * time.Second
@@ -126,6 +136,13 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/builds/{id}/retry", s.buildReader(s.retry))
 	m.HandleFunc("GET /api/builds/{id}/logs", s.buildReader(s.readLogs))
 	m.HandleFunc("GET /api/builds/{id}/artifacts/{name}", s.buildReader(s.downloadArtifact))
+
+	if s.links != nil {
+		m.HandleFunc("GET /api/builds/{id}/qr.png", s.buildReader(s.qrCode))
+		m.HandleFunc("GET /install/{id}", s.installPage)
+		m.HandleFunc("GET /install/{id}/manifest.plist", s.installManifest)
+		m.HandleFunc("GET /install/{id}/files/{name}", s.installFile)
+	}
 
 	m.HandleFunc("POST /api/vm/auth", s.vmAuth)
 	m.HandleFunc("GET /api/builds/{id}/source", s.sourceReader(s.downloadSource))

@@ -79,6 +79,27 @@ func TestConfigPrecedenceFlagOverEnvOverDefault(t *testing.T) {
 	}
 }
 
+func TestConfigLinksAndMetrics(t *testing.T) {
+	t.Setenv("FREEAGENT_DATA_DIR", "/d")
+	t.Setenv("FREEAGENT_METRICS_PUBLIC", "1")
+	t.Setenv("FREEAGENT_LINK_TTL", "48h")
+	cfg, _, err := parseConfig("serve", []string{"--public-url", "https://builds.example.com/"}, &bytes.Buffer{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Serve.MetricsPublic || cfg.Serve.LinkTTL != 48*time.Hour || cfg.Serve.PublicURL != "https://builds.example.com/" {
+		t.Fatalf("config: %+v", cfg.Serve)
+	}
+	_, _, err = parseConfig("serve", []string{"--public-url", "builds.example.com"}, &bytes.Buffer{}, true)
+	if err == nil || !strings.Contains(err.Error(), "--public-url") {
+		t.Fatalf("a relative public URL must be refused, naming the flag: %v", err)
+	}
+	t.Setenv("FREEAGENT_METRICS_PUBLIC", "maybe")
+	if _, _, err = parseConfig("serve", nil, &bytes.Buffer{}, true); err == nil || !strings.Contains(err.Error(), "FREEAGENT_METRICS_PUBLIC") {
+		t.Fatalf("a bad FREEAGENT_METRICS_PUBLIC must be named: %v", err)
+	}
+}
+
 // TestServeBuiltInDatabase runs the real binary as a child process with no
 // DATABASE_URL: it starts its own cluster, serves, answers readiness, shares
 // the cluster with `keys create`, and stops cleanly on SIGTERM.
@@ -144,6 +165,16 @@ func TestServeBuiltInDatabase(t *testing.T) {
 		t.Fatalf("the new key is not accepted by the running server: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	req, _ = http.NewRequest(http.MethodGet, url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(out)))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/metrics with the admin key: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if st, err := os.Stat(filepath.Join(data, "links.key")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the install link key was not created 0600 in the data directory: %v %v", st, err)
+	}
 	cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
