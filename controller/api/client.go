@@ -357,6 +357,25 @@ func (c *Client) ListWorkers(ctx context.Context) (json.RawMessage, error) {
 	return out, c.call(ctx, http.MethodGet, "/api/workers", nil, &out, nil)
 }
 
+// Events lists sealed audit events with a sequence above since (admin).
+func (c *Client) Events(ctx context.Context, since int64, limit int) (EventList, error) {
+	var out EventList
+	q := url.Values{"since": {strconv.FormatInt(since, 10)}, "limit": {strconv.Itoa(limit)}}
+	return out, c.call(ctx, http.MethodGet, "/api/events?"+q.Encode(), nil, &out, nil)
+}
+
+// VerifyEvents checks the audit log's hash chain (admin).
+func (c *Client) VerifyEvents(ctx context.Context) (EventVerification, error) {
+	var out EventVerification
+	return out, c.call(ctx, http.MethodGet, "/api/events/verify", nil, &out, nil)
+}
+
+// Controllers lists the registered controller replicas (admin).
+func (c *Client) Controllers(ctx context.Context) (ControllerList, error) {
+	var out ControllerList
+	return out, c.call(ctx, http.MethodGet, "/api/controllers", nil, &out, nil)
+}
+
 // VMAuth exchanges a build's OTP for a VM token.
 func (c *Client) VMAuth(ctx context.Context, buildID, otp string) (VMAuthResponse, error) {
 	var out VMAuthResponse

@@ -3,7 +3,10 @@
 // own tests all speak through this package, so the contract lives in one place.
 package api
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Header names of the five credentials (DESIGN.md, "Credentials").
 const (
@@ -280,4 +283,51 @@ type Health struct {
 	Status     string `json:"status"`
 	Database   string `json:"database,omitempty"`
 	Migrations string `json:"migrations,omitempty"`
+}
+
+// Event is one entry of the audit log. EventHash is the hex SHA-256 of the
+// canonical JSON of the other fields (keys sorted, no spaces, payload keys
+// sorted, timestamp with microseconds), chained through PreviousHash ("" for
+// the first event).
+type Event struct {
+	ID                 string          `json:"id"`
+	Sequence           int64           `json:"sequence"`
+	Timestamp          time.Time       `json:"timestamp"`
+	EventType          string          `json:"event_type"`
+	EntityType         string          `json:"entity_type"`
+	EntityID           string          `json:"entity_id"`
+	Payload            json.RawMessage `json:"payload"`
+	SourceControllerID string          `json:"source_controller_id"`
+	PreviousHash       string          `json:"previous_hash"`
+	EventHash          string          `json:"event_hash"`
+}
+
+// EventList answers GET /api/events. NextSince is the since value of the next page.
+type EventList struct {
+	Events    []Event `json:"events"`
+	NextSince int64   `json:"next_since"`
+}
+
+// EventVerification answers GET /api/events/verify.
+type EventVerification struct {
+	Valid               bool   `json:"valid"`
+	FirstBrokenSequence *int64 `json:"first_broken_sequence"`
+	Checked             int64  `json:"checked"`
+	Reason              string `json:"reason,omitempty"`
+}
+
+// Controller is one registered controller replica.
+type Controller struct {
+	ID              string    `json:"id"`
+	Name            string    `json:"name"`
+	URL             string    `json:"url"`
+	Version         string    `json:"version"`
+	StartedAt       time.Time `json:"started_at"`
+	LastHeartbeatAt time.Time `json:"last_heartbeat_at"`
+	ExpiresAt       time.Time `json:"expires_at"`
+}
+
+// ControllerList answers GET /api/controllers.
+type ControllerList struct {
+	Controllers []Controller `json:"controllers"`
 }

@@ -1,8 +1,9 @@
 // Package reaper runs the controller's periodic maintenance: requeueing
 // builds whose lease expired or whose worker went offline, the build-timeout
-// backstop, expiring one-time passwords and VM tokens, and deleting the
-// certificates of builds that ended. Every replica runs one; the sweep itself
-// takes a Postgres advisory lock, so only one replica sweeps at a time.
+// backstop, expiring one-time passwords and VM tokens, deleting the
+// certificates of builds that ended, and sealing the audit log. Every
+// replica runs one; the sweep and the sealer take Postgres advisory locks, so
+// one replica at a time does each.
 package reaper
 
 import (
@@ -57,6 +58,23 @@ func (r *Reaper) Run(ctx context.Context) {
 			case <-r.kick:
 				r.deleteCerts(ctx) // cheap: a partial index holds only builds with live certificates
 			}
+		}
+	}
+}
+
+// RunSealer seals final audit events into the hash chain every interval
+// until ctx ends. Every replica runs one; an advisory lock lets one seal.
+func (r *Reaper) RunSealer(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		if _, err := r.store.SealEvents(ctx); err != nil && ctx.Err() == nil {
+			r.log.WithError(err).Warn("sealing audit events failed; will retry")
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }

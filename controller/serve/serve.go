@@ -5,6 +5,7 @@
 package serve
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,11 +13,13 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/metrics"
@@ -40,20 +43,49 @@ type Config struct {
 	LinkTTL        time.Duration // install link lifetime; 0 → 7 days
 	Store          store.Config
 	Limits         server.Limits
+
+	// Name and AdvertiseURL describe this replica in the controller
+	// registry; defaults: the host name and the URL it listens on.
+	Name         string
+	AdvertiseURL string
+	// ControllerTTL is how long a replica's registration lasts unrefreshed
+	// (default 5 min); it is refreshed every 2/5 of that and stale replicas
+	// are expired every 1/5.
+	ControllerTTL time.Duration
+	// SealInterval is how often final audit events are sealed into the
+	// hash chain (default 200 ms).
+	SealInterval time.Duration
+}
+
+func (cfg *Config) applyDefaults() {
+	if cfg.Name == "" {
+		cfg.Name, _ = os.Hostname()
+	}
+	if cfg.ControllerTTL <= 0 {
+		cfg.ControllerTTL = 5 * time.Minute
+	}
+	if cfg.SealInterval <= 0 {
+		cfg.SealInterval = 200 * time.Millisecond
+	}
+	if cfg.ReaperInterval <= 0 {
+		cfg.ReaperInterval = 5 * time.Second
+	}
 }
 
 // Controller is a running controller.
 type Controller struct {
 	URL string // http://host:port it listens on
+	ID  string // this replica's id in the controller registry
 
-	log      logrus.FieldLogger
-	http     *http.Server
-	api      *server.Server
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	store    *store.Store
-	cluster  *pgcluster.Cluster
-	serveErr chan error
+	log        logrus.FieldLogger
+	http       *http.Server
+	api        *server.Server
+	cancel     context.CancelFunc
+	wg         sync.WaitGroup
+	store      *store.Store
+	cluster    *pgcluster.Cluster
+	serveErr   chan error
+	registered bool
 }
 
 // OpenDatabase returns a DSN for cfg: DatabaseURL, or the private cluster
@@ -86,7 +118,9 @@ func OpenDatabase(ctx context.Context, cfg Config, log logrus.FieldLogger) (stri
 
 // Start brings a controller up and returns once it accepts requests.
 func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controller, err error) {
-	c := &Controller{log: log, serveErr: make(chan error, 1)}
+	cfg.applyDefaults()
+	c := &Controller{ID: store.NewID(), log: log, serveErr: make(chan error, 1)}
+	cfg.Store.ControllerID = c.ID
 	defer func() {
 		if err != nil {
 			c.closeResources()
@@ -137,6 +171,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	rp.OnSweep = m.Sweep
 	c.goRun(func() { hub.Run(runCtx) }) //nolint:errcheck // Run returns only when runCtx ends
 	c.goRun(func() { rp.Run(runCtx) })
+	c.goRun(func() { rp.RunSealer(runCtx, cfg.SealInterval) })
 	select {
 	case <-hub.Ready():
 	case <-time.After(10 * time.Second):
@@ -152,8 +187,64 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
+	node := api.Controller{ID: c.ID, Name: cfg.Name, URL: cmp.Or(cfg.AdvertiseURL, c.URL), Version: version()}
+	if err := c.store.RegisterController(ctx, node, cfg.ControllerTTL); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	c.registered = true
+	c.goRun(func() { c.runRegistry(runCtx, node, cfg.ControllerTTL) })
 	go func() { c.serveErr <- c.http.Serve(ln) }()
 	return c, nil
+}
+
+// runRegistry keeps this replica registered and expires replicas that
+// stopped refreshing (any replica may; each expiry happens once).
+func (c *Controller) runRegistry(ctx context.Context, node api.Controller, ttl time.Duration) {
+	refresh := time.NewTicker(ttl * 2 / 5)
+	defer refresh.Stop()
+	expire := time.NewTicker(ttl / 5)
+	defer expire.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-refresh.C:
+			ok, err := c.store.RefreshController(ctx, node.ID, ttl)
+			if err == nil && !ok {
+				c.log.Warn("this controller's registration had expired; registering again")
+				err = c.store.RegisterController(ctx, node, ttl)
+			}
+			if err != nil && ctx.Err() == nil {
+				c.log.WithError(err).Warn("refreshing the controller registration failed; will retry")
+			}
+		case <-expire.C:
+			ids, err := c.store.ExpireControllers(ctx)
+			if err != nil && ctx.Err() == nil {
+				c.log.WithError(err).Warn("expiring stale controllers failed; will retry")
+			}
+			for _, id := range ids {
+				c.log.WithField("controller", id).Info("expired a controller that stopped refreshing its registration")
+			}
+		}
+	}
+}
+
+// version is the VCS revision the binary was built from, or "dev".
+func version() string {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if info.Main.Version != "" && info.Main.Version != "(devel)" {
+		return info.Main.Version
+	}
+	for _, s := range info.Settings {
+		if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+			return s.Value[:12]
+		}
+	}
+	return "dev"
 }
 
 func (c *Controller) goRun(f func()) {
@@ -180,6 +271,13 @@ func (c *Controller) Shutdown(ctx context.Context) error {
 		c.cancel()
 	}
 	c.wg.Wait()
+	if c.registered {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		if derr := c.store.DeregisterController(dctx, c.ID); derr != nil {
+			c.log.WithError(derr).Warn("removing this controller from the registry failed; it expires on its own")
+		}
+		cancel()
+	}
 	c.closeResources()
 	return err
 }

@@ -259,9 +259,15 @@ func TestControllerRestartMidBuildLosesNothing(t *testing.T) {
 // every build is assigned exactly once and completes.
 func TestRacingWorkersAssignEachBuildOnce(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	raceWorkers(t, newEnv(t), 500, 50)
+}
+
+// raceWorkers submits builds and lets workers race to run them all, checking
+// that each build was claimed and completed exactly once. It returns the
+// builds' ids.
+func raceWorkers(t *testing.T, e *env, builds, workers int) map[string]bool {
+	t.Helper()
 	ctx := context.Background()
-	const builds, workers = 500, 50
 	src := project(t, map[string]string{"package.json": "{}"})
 	ids := map[string]bool{}
 	for i := 0; i < builds; i++ {
@@ -325,6 +331,7 @@ func TestRacingWorkersAssignEachBuildOnce(t *testing.T) {
 	if completed != builds || attempts != builds {
 		t.Fatalf("completed %d, attempts %d", completed, attempts)
 	}
+	return ids
 }
 
 func TestReaperDeadLettersAfterMaxAttempts(t *testing.T) {

@@ -128,6 +128,9 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/workers/upload", s.worker(s.upload))
 	m.HandleFunc("POST /api/workers/unregister", s.worker(s.unregister))
 	m.HandleFunc("GET /api/workers", s.admin(s.listWorkers))
+	m.HandleFunc("GET /api/events", s.admin(s.listEvents))
+	m.HandleFunc("GET /api/events/verify", s.admin(s.verifyEvents))
+	m.HandleFunc("GET /api/controllers", s.admin(s.listControllers))
 
 	m.HandleFunc("POST /api/builds", s.developer(s.submit))
 	m.HandleFunc("GET /api/builds", s.developer(s.listBuilds))

@@ -110,7 +110,8 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 		}
 		b.QueuePosition = &pos
 		out.Build = b
-		t.emit(Change{Kind: "build", ID: b.ID, Status: string(api.StatusPending), Platform: nb.Platform})
+		t.emit(Change{Kind: "build", ID: b.ID, Status: string(api.StatusPending), Platform: nb.Platform, Event: "build.submitted",
+			Detail: map[string]any{"priority": nb.Priority, "profile": nb.Profile, "retry_of": nb.RetryOf}})
 		return nil
 	})
 	out.Token = token
@@ -357,7 +358,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (api.CancelResponse, erro
 		default:
 			_, err = t.Exec(ctx, `UPDATE builds SET cancel_requested = true WHERE id = $1`, id)
 			resp.CancelRequested = true
-			t.emit(Change{Kind: "build", ID: id, Status: string(resp.Status), Platform: platform})
+			t.emit(Change{Kind: "build", ID: id, Status: string(resp.Status), Platform: platform, Event: "build.cancel_requested"})
 		}
 		if err != nil {
 			return fmt.Errorf("cancel build: %w", err)

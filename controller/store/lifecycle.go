@@ -73,6 +73,10 @@ func (t *txn) requeue(ctx context.Context, attemptIDs []string, r requeueReason)
 		return 0, fmt.Errorf("requeue builds: %w", err)
 	}
 	for _, c := range changes {
+		c.Detail = map[string]any{"code": r.code, "attempt_consumed": r.consume}
+		if c.Status == string(api.StatusPending) {
+			c.Event = "build.requeued"
+		}
 		t.emit(c)
 	}
 	return len(changes), nil
@@ -172,7 +176,8 @@ func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, time.Duration,
 	if err != nil {
 		return nil, 0, fmt.Errorf("claim build: %w", err)
 	}
-	t.emit(Change{Kind: "build", ID: j.ID, Status: string(api.StatusAssigned), Platform: j.Platform})
+	t.emit(Change{Kind: "build", ID: j.ID, Status: string(api.StatusAssigned), Platform: j.Platform,
+		Detail: map[string]any{"worker_id": w.WorkerID, "attempt_id": j.AttemptID}})
 	return j, time.Duration(waited * float64(time.Second)), nil
 }
 
@@ -243,7 +248,8 @@ func (s *Store) Heartbeat(ctx context.Context, w WorkerAuth, req api.HeartbeatRe
 			return fmt.Errorf("heartbeat: %w", err)
 		}
 		if first {
-			t.emit(Change{Kind: "build", ID: req.BuildID, Status: string(api.StatusBuilding), Platform: platform})
+			t.emit(Change{Kind: "build", ID: req.BuildID, Status: string(api.StatusBuilding), Platform: platform,
+				Detail: map[string]any{"attempt_id": req.AttemptID}})
 		}
 		return nil
 	})
@@ -403,7 +409,8 @@ func (t *txn) endBuild(ctx context.Context, r Result, status api.BuildStatus, at
 	if err != nil {
 		return fmt.Errorf("end build: %w", err)
 	}
-	t.emit(Change{Kind: "build", ID: r.BuildID, Status: string(status), Platform: platform})
+	t.emit(Change{Kind: "build", ID: r.BuildID, Status: string(status), Platform: platform,
+		Detail: map[string]any{"attempt_id": r.AttemptID, "error_code": code}})
 	return nil
 }
 

@@ -41,6 +41,7 @@ type Config struct {
 	DefaultTimeout     time.Duration // per-build timeout when the submitter sets none
 	TimeoutGrace       time.Duration // the reaper's backstop fires this long after the timeout
 	MaxBackoff         time.Duration
+	ControllerID       string // this replica's id, recorded as each audit event's source
 }
 
 // DefaultConfig returns the production timings of DESIGN.md.
@@ -195,22 +196,27 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 	return *v, nil
 }
 
-// Change is what a committed transaction announces on NotifyChannel. It is
-// deliberately small: listeners re-read state they care about.
+// Change is what a committed transaction announces on NotifyChannel and
+// appends to the audit log. The notification is deliberately small:
+// listeners re-read state they care about.
 type Change struct {
-	Kind     string `json:"k"`           // "build" or "worker"
+	Kind     string `json:"k"`           // "build", "worker", "controller" or "log"
 	ID       string `json:"id"`          // entity id
 	Status   string `json:"s,omitempty"` // new status
 	Platform string `json:"p,omitempty"` // set for builds
+
+	Event  string         `json:"-"` // audit event type; default Kind + "." + Status
+	Detail map[string]any `json:"-"` // audit payload beside status and platform
 }
 
 // ChangeClaimable reports whether a change made a build claimable now.
 func (c Change) Claimable() bool { return c.Kind == "build" && c.Status == "pending" }
 
 // txn is a transaction that records the state changes made in it. Every state
-// transition of a build or worker calls emit; the changes are published with
-// pg_notify inside the same transaction, so listeners hear of a change exactly
-// when it commits and never of one that rolled back.
+// transition of a build, worker or controller calls emit; publish appends
+// the changes to the audit log and announces them with pg_notify inside the
+// same transaction, so an event exists exactly when its change commits, and
+// listeners never hear of a change that rolled back.
 type txn struct {
 	pgx.Tx
 	cfg     Config
@@ -229,34 +235,75 @@ const maxNotifyPayload = 7000
 // Postgres's cluster-wide notify lock through commit.
 func (c Change) wanted() bool {
 	switch {
+	case c.Kind == "controller":
+		return false
 	case c.Kind != "build", c.Claimable(), c.Status == "completed", c.Status == "failed", c.Status == "cancelled":
 		return true
 	}
 	return false
 }
 
+// publish runs as the transaction's last statement, after it holds every
+// lock it needs: that is what orders the audit log (see SealEvents). Events
+// and the first notification go in one round trip.
 func (t *txn) publish(ctx context.Context) error {
-	t.changes = slices.DeleteFunc(t.changes, func(c Change) bool { return !c.wanted() })
-	for len(t.changes) > 0 {
-		n := len(t.changes)
+	var types, kinds, ids, payloads []string
+	for _, c := range t.changes {
+		if typ, p, ok := c.auditEvent(); ok {
+			types, kinds, ids, payloads = append(types, typ), append(kinds, c.Kind), append(ids, c.ID), append(payloads, string(p))
+		}
+	}
+	notes, err := notifyPayloads(slices.DeleteFunc(t.changes, func(c Change) bool { return !c.wanted() }))
+	if err != nil {
+		return fmt.Errorf("publish changes: %w", err)
+	}
+	t.changes = nil
+	first := ""
+	if len(notes) > 0 {
+		first, notes = notes[0], notes[1:]
+	}
+	if len(types) > 0 {
+		_, err = t.Exec(ctx, `WITH e AS (
+				INSERT INTO events (event_type, entity_type, entity_id, payload, source_controller_id)
+				SELECT u.t, u.k, u.id, u.p::jsonb, $5 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+					WITH ORDINALITY AS u(t, k, id, p, n) ORDER BY u.n
+			)
+			SELECT pg_notify($6, $7) WHERE $7 <> ''`, types, kinds, ids, payloads, t.cfg.ControllerID, NotifyChannel, first)
+	} else if first != "" {
+		_, err = t.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, first)
+	}
+	for _, n := range notes {
+		if err != nil {
+			break
+		}
+		_, err = t.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, n)
+	}
+	if err != nil {
+		return fmt.Errorf("publish changes: %w", err)
+	}
+	return nil
+}
+
+// notifyPayloads splits changes into JSON arrays under the NOTIFY limit.
+func notifyPayloads(changes []Change) ([]string, error) {
+	var out []string
+	for len(changes) > 0 {
+		n := len(changes)
 		var payload []byte
 		for {
 			var err error
-			payload, err = json.Marshal(t.changes[:n])
-			if err != nil {
-				return err
+			if payload, err = json.Marshal(changes[:n]); err != nil {
+				return nil, err
 			}
 			if len(payload) <= maxNotifyPayload || n == 1 {
 				break
 			}
 			n /= 2
 		}
-		if _, err := t.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, string(payload)); err != nil {
-			return fmt.Errorf("publish changes: %w", err)
-		}
-		t.changes = t.changes[n:]
+		out = append(out, string(payload))
+		changes = changes[n:]
 	}
-	return nil
+	return out, nil
 }
 
 // withTx runs fn in a transaction, publishes its changes and commits.

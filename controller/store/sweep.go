@@ -125,6 +125,7 @@ func (t *txn) timeOutBuilds(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("time out builds: %w", err)
 	}
 	for _, c := range changes {
+		c.Detail = map[string]any{"error_code": "timeout"}
 		t.emit(c)
 	}
 	return len(changes), nil

@@ -127,7 +127,11 @@ func (s *Store) Register(ctx context.Context, req api.RegisterRequest) (Registra
 		}
 		reg.WorkerID, reg.Reregistered = id, !inserted
 		reg.Grant.AccessToken = token
-		t.emit(Change{Kind: "worker", ID: id, Status: "online"})
+		event := "worker.registered"
+		if !inserted {
+			event = "worker.re-registered"
+		}
+		t.emit(Change{Kind: "worker", ID: id, Status: "online", Event: event, Detail: map[string]any{"name": req.Name}})
 		if !inserted {
 			// The previous instance's builds: any live attempt of this worker
 			// belongs to an older instance now.

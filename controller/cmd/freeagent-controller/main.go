@@ -29,6 +29,8 @@ Usage:
   freeagent-controller keys create --name NAME --role admin|developer|worker [--json]
   freeagent-controller keys list [--json]
   freeagent-controller keys revoke ID
+  freeagent-controller events verify [--json]         check the audit log's hash chain
+  freeagent-controller events replay --check [--json] rebuild states from the log, compare with the tables
 
 With no DATABASE_URL the controller runs its own PostgreSQL cluster under the
 data directory (PostgreSQL server binaries must be installed). Every flag can
@@ -60,6 +62,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdMigrate(ctx, args[1:], stdout, stderr)
 	case "keys":
 		err = cmdKeys(ctx, args[1:], stdout, stderr)
+	case "events":
+		err = cmdEvents(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "freeagent-controller: unknown command %q\n\n%s", args[0], usage)
 		return 2
@@ -71,6 +75,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if errors.As(err, &ue) {
 		fmt.Fprintf(stderr, "freeagent-controller: %v\n", err)
 		return 2
+	}
+	if errors.Is(err, errCheckFailed) {
+		return 1 // the findings are already printed
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "freeagent-controller: %v\n", err)
