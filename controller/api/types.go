@@ -331,3 +331,67 @@ type Controller struct {
 type ControllerList struct {
 	Controllers []Controller `json:"controllers"`
 }
+
+// Webhook request headers (DESIGN.md, Operations). The signature is
+// "sha256=" + hex HMAC-SHA256(secret, timestamp + "." + body).
+const (
+	HeaderWebhookEvent     = "X-FreeAgent-Event"
+	HeaderWebhookDelivery  = "X-FreeAgent-Delivery"
+	HeaderWebhookTimestamp = "X-FreeAgent-Timestamp"
+	HeaderWebhookSignature = "X-FreeAgent-Signature"
+)
+
+// WebhookRequest creates a webhook endpoint (POST /api/webhooks). Events
+// are exact event types ("build.completed"), prefixes ("build.*") or "*".
+type WebhookRequest struct {
+	URL         string   `json:"url"`
+	Events      []string `json:"events"`
+	Description string   `json:"description,omitempty"`
+}
+
+// Webhook is an endpoint. Secret is set only in the answer that created it.
+type Webhook struct {
+	ID          string    `json:"id"`
+	URL         string    `json:"url"`
+	Events      []string  `json:"events"`
+	Description string    `json:"description"`
+	CreatedAt   time.Time `json:"created_at"`
+	Secret      string    `json:"secret,omitempty"`
+}
+
+// WebhookList answers GET /api/webhooks.
+type WebhookList struct {
+	Webhooks []Webhook `json:"webhooks"`
+}
+
+// WebhookDelivery is one event sent (or to be sent) to one endpoint. Its
+// body is the event (Event) as JSON. Status is pending, delivered or dead.
+type WebhookDelivery struct {
+	ID               string           `json:"id"`
+	WebhookID        string           `json:"webhook_id"`
+	EventID          string           `json:"event_id"`
+	EventSequence    int64            `json:"event_sequence"`
+	EventType        string           `json:"event_type"`
+	Status           string           `json:"status"`
+	Attempts         int              `json:"attempts"`
+	NextAttemptAt    *time.Time       `json:"next_attempt_at"`
+	LastResponseCode *int             `json:"last_response_code"`
+	LastError        *string          `json:"last_error"`
+	CreatedAt        time.Time        `json:"created_at"`
+	DeliveredAt      *time.Time       `json:"delivered_at"`
+	Log              []WebhookAttempt `json:"log"`
+}
+
+// WebhookAttempt is one try of a delivery.
+type WebhookAttempt struct {
+	Number       int       `json:"number"`
+	At           time.Time `json:"at"`
+	ResponseCode *int      `json:"response_code"`
+	Error        *string   `json:"error"`
+	DurationMS   int       `json:"duration_ms"`
+}
+
+// WebhookDeliveryList answers GET /api/webhooks/:id/deliveries, newest first.
+type WebhookDeliveryList struct {
+	Deliveries []WebhookDelivery `json:"deliveries"`
+}

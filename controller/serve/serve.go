@@ -28,6 +28,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/reaper"
 	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 // Config is everything `serve` can be told.
@@ -156,6 +157,11 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	if err != nil {
 		return nil, err
 	}
+	m := metrics.New(c.store)
+	hooks, err := webhooks.New(c.store, key, webhooks.DefaultConfig(), m, log.WithField("component", "webhooks"))
+	if err != nil {
+		return nil, err
+	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -166,12 +172,12 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
 	hub := notify.New(dsn, log.WithField("component", "notify"))
-	m := metrics.New(c.store)
 	rp := reaper.New(c.store, files, cfg.ReaperInterval, log.WithField("component", "reaper"))
 	rp.OnSweep = m.Sweep
 	c.goRun(func() { hub.Run(runCtx) }) //nolint:errcheck // Run returns only when runCtx ends
 	c.goRun(func() { rp.Run(runCtx) })
 	c.goRun(func() { rp.RunSealer(runCtx, cfg.SealInterval) })
+	c.goRun(func() { hooks.Run(runCtx) })
 	select {
 	case <-hub.Ready():
 	case <-time.After(10 * time.Second):
@@ -181,7 +187,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 
 	c.api = server.New(server.Options{Store: c.store, Blobs: files, Hub: hub, Limits: cfg.Limits,
 		Log: log.WithField("component", "http"), BuildEnded: rp.Kick, Metrics: m, MetricsPublic: cfg.MetricsPublic,
-		Links: links, PublicURL: cfg.PublicURL})
+		Links: links, PublicURL: cfg.PublicURL, Webhooks: hooks})
 	c.http = &http.Server{
 		Handler:           c.api,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -24,6 +24,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/reaper"
 	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -40,6 +41,8 @@ type env struct {
 	reaper  *reaper.Reaper
 	metrics *metrics.Metrics
 	links   *install.Signer
+	hooks   *webhooks.Dispatcher
+	key     []byte // the certificate key
 	cfg     store.Config
 	limits  server.Limits
 
@@ -106,10 +109,12 @@ func (e *env) start() {
 		t.Fatal(err)
 	}
 	e.metrics = metrics.New(st)
+	e.key = key
+	e.hooks = e.dispatcher(st)
 	e.reaper = reaper.New(st, files, time.Hour, log)
 	e.reaper.OnSweep = e.metrics.Sweep
 	srv := server.New(server.Options{Store: st, Blobs: files, Hub: hub, Limits: e.limits, Log: log, KeyCacheTTL: time.Nanosecond,
-		Metrics: e.metrics, Links: e.links})
+		Metrics: e.metrics, Links: e.links, Webhooks: e.hooks})
 	hs := httptest.NewServer(srv)
 	e.URL, e.store, e.blobs = hs.URL, st, files
 	for _, c := range []*api.Client{e.admin, e.developer, e.worker} {
@@ -130,6 +135,25 @@ func (e *env) start() {
 		st.Close()
 	}
 	t.Cleanup(e.stop)
+}
+
+// dispatcher returns a webhook dispatcher (not running) with test timings:
+// checks every 50 ms, 2 s timeout, backoff 200 ms doubling.
+func (e *env) dispatcher(st *store.Store) *webhooks.Dispatcher {
+	e.t.Helper()
+	d, err := webhooks.New(st, e.key, webhooks.Config{Interval: 50 * time.Millisecond, Timeout: 2 * time.Second,
+		BackoffBase: 200 * time.Millisecond}, e.metrics, testLogger(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+func testLogger(t *testing.T) *logrus.Logger {
+	log := logrus.New()
+	log.SetOutput(testWriter{t})
+	log.SetLevel(logrus.WarnLevel)
+	return log
 }
 
 // restart simulates a controller restart: a new process on the same

@@ -16,6 +16,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 // Limits bound what a client may send.
@@ -58,6 +59,7 @@ type Server struct {
 	metrics       *metrics.Metrics
 	metricsPublic bool
 	links         *install.Signer // nil: no install links
+	webhooks      *webhooks.Dispatcher
 	publicURL     string
 
 	keyCache   keyCache
@@ -90,6 +92,8 @@ type Options struct {
 	// PublicURL is the controller's URL as phones reach it, used in install
 	// links and QR codes; empty takes the scheme and host of each request.
 	PublicURL string
+	// Webhooks serves the /api/webhooks admin API; nil leaves it out.
+	Webhooks *webhooks.Dispatcher
 	// KeyCacheTTL is how long a verified API key is trusted without a
 	// query; a revoked key stops working within it. Default 5 s.
 	KeyCacheTTL time.Duration
@@ -98,7 +102,7 @@ type Options struct {
 // New builds the API handler.
 func New(o Options) *Server {
 	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
-		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, publicURL: strings.TrimRight(o.PublicURL, "/"),
+		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, webhooks: o.Webhooks, publicURL: strings.TrimRight(o.PublicURL, "/"),
 		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, draining: make(chan struct{})}
 	if s.keyCache.ttl == 0 {
 		s.keyCache.ttl = 5 * time.Second
@@ -145,6 +149,14 @@ func (s *Server) routes() {
 		m.HandleFunc("GET /install/{id}", s.installPage)
 		m.HandleFunc("GET /install/{id}/manifest.plist", s.installManifest)
 		m.HandleFunc("GET /install/{id}/files/{name}", s.installFile)
+	}
+
+	if s.webhooks != nil {
+		m.HandleFunc("POST /api/webhooks", s.admin(s.createWebhook))
+		m.HandleFunc("GET /api/webhooks", s.admin(s.listWebhooks))
+		m.HandleFunc("DELETE /api/webhooks/{id}", s.admin(s.deleteWebhook))
+		m.HandleFunc("GET /api/webhooks/{id}/deliveries", s.admin(s.webhookDeliveries))
+		m.HandleFunc("POST /api/webhooks/{id}/deliveries/{delivery_id}/redeliver", s.admin(s.redeliverWebhook))
 	}
 
 	m.HandleFunc("POST /api/vm/auth", s.vmAuth)
