@@ -120,7 +120,8 @@ func (b secretBox) open(endpointID string, sealed []byte) ([]byte, error) {
 	return plain, nil
 }
 
-// Create registers an endpoint. It receives events sealed after this moment.
+// Create registers an endpoint. It receives every event the fan-out has
+// not yet passed: those sealed from about now on.
 func (d *Dispatcher) Create(ctx context.Context, req api.WebhookRequest) (api.Webhook, error) {
 	if err := validate(&req); err != nil {
 		return api.Webhook{}, err
@@ -129,9 +130,17 @@ func (d *Dispatcher) Create(ctx context.Context, req api.WebhookRequest) (api.We
 	rand.Read(raw) //nolint:errcheck // crypto/rand.Read never fails
 	w := api.Webhook{ID: store.NewID(), URL: req.URL, Events: req.Events, Description: req.Description,
 		Secret: "whsec_" + base64.RawURLEncoding.EncodeToString(raw)}
-	err := d.pool.QueryRow(ctx, `INSERT INTO webhook_endpoints (id, url, event_types, description, secret_sealed, after_sequence)
-		VALUES ($1, $2, $3, $4, $5, (SELECT COALESCE(max(sequence), 0) FROM events)) RETURNING created_at`,
-		w.ID, w.URL, w.Events, w.Description, d.box.seal(w.ID, w.Secret)).Scan(&w.CreatedAt)
+	// The cursor's row lock waits out a fan-out in flight, so every event
+	// after the cursor is fanned out by a later pass that sees this endpoint.
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		var cursor int64
+		if err := tx.QueryRow(ctx, `SELECT sequence FROM webhook_cursor WHERE id = 1 FOR UPDATE`).Scan(&cursor); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `INSERT INTO webhook_endpoints (id, url, event_types, description, secret_sealed, after_sequence)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING created_at`,
+			w.ID, w.URL, w.Events, w.Description, d.box.seal(w.ID, w.Secret), cursor).Scan(&w.CreatedAt)
+	})
 	if err != nil {
 		return api.Webhook{}, fmt.Errorf("create webhook: %w", err)
 	}
