@@ -55,8 +55,12 @@ func NewSigner(key []byte, ttl time.Duration) (*Signer, error) {
 	return &Signer{key: key, ttl: ttl}, nil
 }
 
-// Expiry is when a link made now stops working, to the second.
-func (s *Signer) Expiry(now time.Time) time.Time { return now.Add(s.ttl).Truncate(time.Second) }
+// Expiry is when a link made now stops working: a lifetime from now, rounded
+// down to a tenth of it (at most an hour), so asking again soon gives the
+// same link and the same QR code.
+func (s *Signer) Expiry(now time.Time) time.Time {
+	return now.Add(s.ttl).Truncate(max(time.Second, min(time.Hour, s.ttl/10)))
+}
 
 func (s *Signer) sign(buildID, object string, exp int64) string {
 	m := hmac.New(sha256.New, s.key)
