@@ -8,6 +8,7 @@ import (
 	"context"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -36,16 +37,18 @@ type Metrics struct {
 
 // StatsSource reads the queue's state at scrape time.
 type StatsSource interface {
-	BuildStats(ctx context.Context) (store.BuildStats, error)
+	LiveStats(ctx context.Context) (store.LiveStats, error)
+	FinishedCounts(ctx context.Context) (map[string]int, error)
 }
 
-// ScrapeTimeout bounds the database query behind the queue gauges: a slow
+// ScrapeTimeout bounds the database queries behind the queue gauges: a slow
 // database makes a scrape miss those gauges rather than hang.
 const ScrapeTimeout = 2 * time.Second
 
 // New creates the collectors and registers them, with the database-backed
-// gauges read from src on every scrape, and Go runtime and process metrics.
-func New(src StatsSource) *Metrics {
+// gauges read from src on scrapes (ended builds recounted at most every
+// finishedRefresh; 0 means FinishedRefresh), and Go runtime and process metrics.
+func New(src StatsSource, finishedRefresh time.Duration) *Metrics {
 	latency := []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 	m := &Metrics{
 		reg: prometheus.NewRegistry(),
@@ -72,7 +75,7 @@ func New(src StatsSource) *Metrics {
 			[]string{"route", "method", "code"}),
 	}
 	m.reg.MustRegister(m.polls, m.claims, m.pollSeconds, m.pickup, m.leaseExpired, m.requeued, m.deadLetters,
-		m.timedOut, m.webhooks, m.httpSeconds, newQueueCollector(src),
+		m.timedOut, m.webhooks, m.httpSeconds, newQueueCollector(src, finishedRefresh),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -141,18 +144,32 @@ func (m *Metrics) Request(route, method string, code int, d time.Duration) {
 	m.httpSeconds.WithLabelValues(route, method, strconv.Itoa(code)).Observe(d.Seconds())
 }
 
-// queueCollector reads the queue gauges from the database on each scrape.
+// queueCollector reads the queue gauges from the database on each scrape:
+// live builds exactly every time, ended builds (a scan of the history) at
+// most once per FinishedRefresh.
 type queueCollector struct {
 	src                           StatsSource
 	buildsDesc, depthDesc, oldest *prometheus.Desc
+
+	refresh    time.Duration
+	mu         sync.Mutex
+	finished   map[string]int
+	finishedAt time.Time
 }
 
-func newQueueCollector(src StatsSource) *queueCollector {
-	return &queueCollector{src: src,
-		buildsDesc: prometheus.NewDesc("freeagent_builds", "Builds by status.", []string{"status"}, nil),
-		depthDesc:  prometheus.NewDesc("freeagent_queue_depth", "Pending builds (waiting for a worker or a backoff).", nil, nil),
+// FinishedRefresh is how stale the counts of ended builds may be by default.
+const FinishedRefresh = time.Minute
+
+func newQueueCollector(src StatsSource, refresh time.Duration) *queueCollector {
+	if refresh <= 0 {
+		refresh = FinishedRefresh
+	}
+	return &queueCollector{src: src, refresh: refresh,
+		buildsDesc: prometheus.NewDesc("freeagent_builds",
+			"Builds by status; the ended statuses (completed, failed, cancelled) are recounted at most once a minute.", []string{"status"}, nil),
+		depthDesc: prometheus.NewDesc("freeagent_queue_depth", "Pending builds (waiting for a worker or a backoff).", nil, nil),
 		oldest: prometheus.NewDesc("freeagent_queue_oldest_pending_seconds",
-			"How long the longest-waiting claimable pending build has waited; 0 when none waits.", nil, nil),
+			"How long the longest-waiting pending build has waited since it was submitted; 0 when none waits.", nil, nil),
 	}
 }
 
@@ -165,14 +182,33 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), ScrapeTimeout)
 	defer cancel()
-	st, err := c.src.BuildStats(ctx)
+	live, err := c.src.LiveStats(ctx)
 	if err != nil {
 		ch <- prometheus.NewInvalidMetric(c.buildsDesc, err)
 		return
 	}
-	for status, n := range st.ByStatus {
-		ch <- prometheus.MustNewConstMetric(c.buildsDesc, prometheus.GaugeValue, float64(n), status)
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	ch <- prometheus.MustNewConstMetric(c.depthDesc, prometheus.GaugeValue, float64(st.QueueDepth))
-	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, st.OldestPending.Seconds())
+	gauge(c.buildsDesc, float64(live.Pending), "pending")
+	gauge(c.buildsDesc, float64(live.Assigned), "assigned")
+	gauge(c.buildsDesc, float64(live.Building), "building")
+	gauge(c.depthDesc, float64(live.Pending))
+	gauge(c.oldest, live.OldestPending.Seconds())
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.finished == nil || time.Since(c.finishedAt) >= c.refresh {
+		finished, err := c.src.FinishedCounts(ctx)
+		if err != nil && c.finished == nil {
+			ch <- prometheus.NewInvalidMetric(c.buildsDesc, err)
+			return
+		}
+		if err == nil { // on an error, the last counts stand until the next scrape retries
+			c.finished, c.finishedAt = finished, time.Now()
+		}
+	}
+	for status, n := range c.finished {
+		gauge(c.buildsDesc, float64(n), status)
+	}
 }

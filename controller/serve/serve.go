@@ -157,7 +157,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	if err != nil {
 		return nil, err
 	}
-	m := metrics.New(c.store)
+	m := metrics.New(c.store, 0)
 	hooks, err := webhooks.New(c.store, key, webhooks.DefaultConfig(), m, log.WithField("component", "webhooks"))
 	if err != nil {
 		return nil, err

@@ -108,7 +108,7 @@ func (e *env) start() {
 	if e.links, err = install.NewSigner(linkKey, 0); err != nil {
 		t.Fatal(err)
 	}
-	e.metrics = metrics.New(st)
+	e.metrics = metrics.New(st, time.Nanosecond) // ended builds recounted on every scrape
 	e.key = key
 	e.hooks = e.dispatcher(st)
 	e.reaper = reaper.New(st, files, time.Hour, log)

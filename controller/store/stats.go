@@ -6,45 +6,55 @@ import (
 	"time"
 )
 
-// BuildStats is the queue's state at one moment, for metrics.
-type BuildStats struct {
-	ByStatus map[string]int // every status, zero included
-	// QueueDepth counts pending builds; OldestPending is how long the
-	// oldest of them has been claimable (zero when none is).
-	QueueDepth    int
+// LiveStats is the queue's state at one moment, for metrics. Its query
+// costs in proportion to the builds not yet ended (partial indexes), never
+// to the whole history.
+type LiveStats struct {
+	Pending, Assigned, Building int
+	// OldestPending is how long the longest-waiting pending build has
+	// waited since it was submitted; zero when none waits.
 	OldestPending time.Duration
 }
 
-// BuildStats counts builds by status and measures the oldest claimable
-// pending build, in one query (the status index makes the count an
-// index-only scan).
-func (s *Store) BuildStats(ctx context.Context) (BuildStats, error) {
-	st := BuildStats{ByStatus: map[string]int{}}
-	for _, v := range []string{"pending", "assigned", "building", "completed", "failed", "cancelled"} {
-		st.ByStatus[v] = 0
-	}
-	rows, err := s.pool.Query(ctx, `
-		SELECT status, count(*)::bigint,
-			COALESCE(extract(epoch FROM now() - min(run_after) FILTER (WHERE run_after <= now())), 0)::float8
-		FROM builds GROUP BY status`)
+// LiveStats counts the live builds and finds the oldest pending one.
+func (s *Store) LiveStats(ctx context.Context) (LiveStats, error) {
+	var st LiveStats
+	var oldest float64
+	err := s.pool.QueryRow(ctx, `SELECT
+		(SELECT count(*) FROM builds WHERE status = 'pending'),
+		(SELECT count(*) FROM builds WHERE status = 'assigned'),
+		(SELECT count(*) FROM builds WHERE status = 'building'),
+		COALESCE(extract(epoch FROM now() - (SELECT min(m) FROM (
+			SELECT (SELECT min(submitted_at) FROM builds WHERE status = 'pending' AND priority = p) AS m
+			FROM generate_series(0, 3) p) q)), 0)::float8`).Scan(&st.Pending, &st.Assigned, &st.Building, &oldest)
 	if err != nil {
-		return st, fmt.Errorf("count builds by status: %w", err)
+		return st, fmt.Errorf("count live builds: %w", err)
+	}
+	st.OldestPending = time.Duration(max(0, oldest) * float64(time.Second))
+	return st, nil
+}
+
+// FinishedCounts counts ended builds by status (completed, failed,
+// cancelled). It reads the whole history (about 0.2 s at a million builds),
+// so callers refresh it sparingly.
+func (s *Store) FinishedCounts(ctx context.Context) (map[string]int, error) {
+	out := map[string]int{"completed": 0, "failed": 0, "cancelled": 0}
+	rows, err := s.pool.Query(ctx, `SELECT status, count(*) FROM builds
+		WHERE status IN ('completed', 'failed', 'cancelled') GROUP BY status`)
+	if err != nil {
+		return nil, fmt.Errorf("count finished builds: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
 		var status string
 		var n int
-		var oldest float64
-		if err := rows.Scan(&status, &n, &oldest); err != nil {
-			return st, fmt.Errorf("count builds by status: %w", err)
+		if err := rows.Scan(&status, &n); err != nil {
+			return nil, fmt.Errorf("count finished builds: %w", err)
 		}
-		st.ByStatus[status] = n
-		if status == "pending" {
-			st.QueueDepth, st.OldestPending = n, time.Duration(oldest*float64(time.Second))
-		}
+		out[status] = n
 	}
 	if err := rows.Err(); err != nil {
-		return st, fmt.Errorf("count builds by status: %w", err)
+		return nil, fmt.Errorf("count finished builds: %w", err)
 	}
-	return st, nil
+	return out, nil
 }
