@@ -356,4 +356,54 @@ func TestWebhookDeadRedeliverRestartRedirect(t *testing.T) {
 	if len(acc) != 3 || len(problems) > 0 {
 		t.Fatalf("accepted %d deliveries (want 3), problems %v", len(acc), problems)
 	}
+
+	// Old finished deliveries are pruned after the retention period.
+	if _, err := e.store.Pool().Exec(ctx, `UPDATE webhook_deliveries SET created_at = now() - interval '31 days'`); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := e.hooks.Prune(ctx); err != nil || n != 3 {
+		t.Fatalf("prune: %d %v, want 3", n, err)
+	}
+	if dl, err := e.admin.WebhookDeliveries(ctx, hook.ID, 10); err != nil || len(dl.Deliveries) != 0 {
+		t.Fatalf("after pruning: %+v %v", dl, err)
+	}
+}
+
+// A controller shutting down mid-attempt hands the delivery back at once,
+// without counting an attempt against the endpoint.
+func TestWebhookShutdownHandsBackInFlight(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	arrived := make(chan struct{}, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // the server notices a closed connection only once the body is read
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-r.Context().Done() // hang until the sender gives up
+	}))
+	t.Cleanup(srv.Close)
+	hook, err := e.admin.CreateWebhook(ctx, api.WebhookRequest{URL: srv.URL, Events: []string{"build.submitted"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.runSealer()
+	stop := e.runDispatcher()
+	e.submit("android")
+	select {
+	case <-arrived:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no delivery attempt started")
+	}
+	stop()
+	dl, err := e.admin.WebhookDeliveries(ctx, hook.ID, 10)
+	if err != nil || len(dl.Deliveries) != 1 {
+		t.Fatalf("deliveries: %+v %v", dl, err)
+	}
+	d := dl.Deliveries[0]
+	if d.Status != "pending" || d.Attempts != 0 || len(d.Log) != 0 || d.NextAttemptAt == nil || time.Until(*d.NextAttemptAt) > 0 {
+		t.Fatalf("after shutdown mid-attempt: %+v", d)
+	}
 }

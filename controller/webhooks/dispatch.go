@@ -34,12 +34,14 @@ type Config struct {
 	// Lease is how long a claimed delivery is hidden from other replicas; a
 	// replica that dies mid-attempt leaves it to be retried after this.
 	Lease time.Duration
+	// Retention is how long delivered and dead deliveries stay in the log.
+	Retention time.Duration
 }
 
 // DefaultConfig: 30 s timeout, 5 attempts with 2, 4, 8, 16 s between them (seed 004).
 func DefaultConfig() Config {
 	return Config{Interval: time.Second, Timeout: 30 * time.Second, MaxAttempts: 5, BackoffBase: 2 * time.Second,
-		Concurrency: 8, Lease: 2 * time.Minute}
+		Concurrency: 8, Lease: 2 * time.Minute, Retention: 30 * 24 * time.Hour}
 }
 
 // Dispatcher fans events out to endpoints and sends the deliveries.
@@ -75,6 +77,9 @@ func New(st *store.Store, masterKey []byte, cfg Config, m *metrics.Metrics, log 
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = def.Concurrency
 	}
+	if cfg.Retention <= 0 {
+		cfg.Retention = def.Retention
+	}
 	if cfg.Lease <= cfg.Timeout {
 		cfg.Lease = cfg.Timeout + time.Minute
 	}
@@ -107,7 +112,14 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	defer inflight.Wait()
 	t := time.NewTicker(d.cfg.Interval)
 	defer t.Stop()
+	var pruned time.Time
 	for {
+		if time.Since(pruned) > time.Hour {
+			if _, err := d.Prune(ctx); err != nil && ctx.Err() == nil {
+				d.log.WithError(err).Warn("webhooks: prune old deliveries; will retry")
+			}
+			pruned = time.Now()
+		}
 		if err := d.fanOut(ctx); err != nil && ctx.Err() == nil {
 			d.log.WithError(err).Warn("webhooks: read the event log; will retry")
 		}
@@ -121,6 +133,17 @@ func (d *Dispatcher) Run(ctx context.Context) {
 		case <-d.kick:
 		}
 	}
+}
+
+// Prune deletes delivered and dead deliveries (with their attempt logs)
+// older than the retention period and returns how many.
+func (d *Dispatcher) Prune(ctx context.Context) (int, error) {
+	tag, err := d.pool.Exec(ctx, `DELETE FROM webhook_deliveries WHERE status IN ('delivered', 'dead') AND created_at < now() - $1::interval`,
+		d.cfg.Retention)
+	if err != nil {
+		return 0, fmt.Errorf("prune webhook deliveries: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
 }
 
 // fanOut turns sealed events after the cursor into deliveries for the
@@ -276,13 +299,14 @@ func (d *Dispatcher) attempt(ctx context.Context, c claimed) {
 	defer cancel()
 	status := map[string]string{metrics.WebhookDelivered: "delivered", metrics.WebhookFailed: "pending", metrics.WebhookDead: "dead"}[outcome]
 	err = pgx.BeginFunc(bg, d.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(bg, `UPDATE webhook_deliveries SET status = $2, attempts = attempts + 1,
+		tag, err := tx.Exec(bg, `UPDATE webhook_deliveries SET status = $2, attempts = attempts + 1,
 				next_attempt_at = now() + $3::interval, last_response_code = $4, last_error = $5,
 				delivered_at = CASE WHEN $2 = 'delivered' THEN now() END
-			WHERE id = $1`, c.id, status, backoff(d.cfg.BackoffBase, c.attempts+1), codePtr, errText); err != nil {
-			return err
+			WHERE id = $1`, c.id, status, backoff(d.cfg.BackoffBase, c.attempts+1), codePtr, errText)
+		if err != nil || tag.RowsAffected() == 0 {
+			return err // 0 rows: the endpoint was deleted meanwhile
 		}
-		_, err := tx.Exec(bg, `INSERT INTO webhook_attempts (delivery_id, number, attempted_at, response_code, error, duration_ms)
+		_, err = tx.Exec(bg, `INSERT INTO webhook_attempts (delivery_id, number, attempted_at, response_code, error, duration_ms)
 			VALUES ($1, (SELECT COALESCE(max(number), 0) + 1 FROM webhook_attempts WHERE delivery_id = $1), $2, $3, $4, $5)`,
 			c.id, start, codePtr, errText, time.Since(start).Milliseconds())
 		return err
