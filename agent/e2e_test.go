@@ -134,8 +134,14 @@ func newFarm(t testing.TB, mod func(*store.Config)) *farm {
 			}
 		}
 	})
+	// The guest runs what the template's LaunchAgent runs: the launcher,
+	// which must find freeagent-vm in the shared folder (no copy baked in).
+	launcher, err := filepath.Abs("../launchd/guest/freeagent-vm-launcher")
+	if err != nil {
+		t.Fatal(err)
+	}
 	faketarttest.Template(t, f.tartHome, "macos-expo", []string{"/bin/sh", "-c",
-		`exec "$TART_FAKE_SHARED_FILES/build-config/freeagent-vm" --shared-dir "$TART_FAKE_SHARED_FILES/build-config" --work-dir "$TART_FAKE_GUEST_ROOT/work"`}, nil)
+		`FREEAGENT_SHARED_DIR="$TART_FAKE_SHARED_FILES/build-config" FREEAGENT_VM_BAKED=/nonexistent exec "$0" --work-dir "$TART_FAKE_GUEST_ROOT/work"`, launcher}, nil)
 	return f
 }
 

@@ -10,24 +10,24 @@ import (
 )
 
 // Open returns the platform's store: the login Keychain.
-func Open(string) Store { return keychainStore{} }
+func Open(string) Store { return keychainStore{service: Service} }
 
 // keychainStore uses the Keychain API directly. Items are readable after
 // the first unlock and never leave this device (no iCloud sync).
-type keychainStore struct{}
+type keychainStore struct{ service string }
 
 func (keychainStore) Where() string { return "the macOS login Keychain" }
 
-func query(key string) keychain.Item {
+func (k keychainStore) query(key string) keychain.Item {
 	q := keychain.NewItem()
 	q.SetSecClass(keychain.SecClassGenericPassword)
-	q.SetService(Service)
+	q.SetService(k.service)
 	q.SetAccount(key)
 	return q
 }
 
-func (keychainStore) Get(key string) (string, error) {
-	q := query(key)
+func (k keychainStore) Get(key string) (string, error) {
+	q := k.query(key)
 	q.SetMatchLimit(keychain.MatchLimitOne)
 	q.SetReturnData(true)
 	res, err := keychain.QueryItem(q)
@@ -43,8 +43,8 @@ func (keychainStore) Get(key string) (string, error) {
 	return string(res[0].Data), nil
 }
 
-func (keychainStore) Set(key, value string) error {
-	item := query(key)
+func (k keychainStore) Set(key, value string) error {
+	item := k.query(key)
 	item.SetData([]byte(value))
 	item.SetLabel("Free Agent worker " + key)
 	item.SetSynchronizable(keychain.SynchronizableNo)
@@ -53,13 +53,13 @@ func (keychainStore) Set(key, value string) error {
 	if errors.Is(err, keychain.ErrorDuplicateItem) {
 		update := keychain.NewItem()
 		update.SetData([]byte(value))
-		err = keychain.UpdateItem(query(key), update)
+		err = keychain.UpdateItem(k.query(key), update)
 	}
 	return keychainErr("store", err)
 }
 
-func (keychainStore) Delete(key string) error {
-	err := keychain.DeleteItem(query(key))
+func (k keychainStore) Delete(key string) error {
+	err := keychain.DeleteItem(k.query(key))
 	if errors.Is(err, keychain.ErrorItemNotFound) {
 		return nil
 	}
@@ -67,11 +67,14 @@ func (keychainStore) Delete(key string) error {
 }
 
 func keychainErr(op string, err error) error {
-	switch {
-	case err == nil:
+	if err == nil {
 		return nil
-	case errors.Is(err, keychain.ErrorInteractionNotAllowed), errors.Is(err, keychain.ErrorAuthFailed):
-		return fmt.Errorf("the Keychain refused to %s the Free Agent credentials (%v): unlock the login keychain, or allow FreeAgent in Keychain Access", op, err)
 	}
-	return fmt.Errorf("keychain %s: %w", op, err)
+	var status keychain.Error
+	if errors.As(err, &status) {
+		if derr := deniedError(op, err.Error(), func(s int) bool { return int(status) == s }); derr != nil {
+			return derr
+		}
+	}
+	return fmt.Errorf("could not %s the Free Agent credentials in the Keychain: %w", op, err)
 }

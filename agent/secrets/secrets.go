@@ -1,5 +1,14 @@
 // Package secrets keeps the worker's credentials (API key, worker id): in
 // the macOS Keychain on a Mac, in a 0600 file elsewhere.
+//
+// Keychain items are generic passwords with service Service
+// ("build.freeagent.worker"), account KeyAPIKey ("api-key") or KeyWorkerID
+// ("worker-id") and label "Free Agent worker <account>". The cgo build
+// makes them accessible after first unlock, on this device only (never
+// synced); the no-cgo build goes through /usr/bin/security, which has no
+// such flag and writes to the login keychain file (never synced either).
+// A refusal (locked keychain, Deny, wrong password) wraps ErrDenied and
+// says how to fix it.
 package secrets
 
 import (

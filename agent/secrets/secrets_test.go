@@ -66,7 +66,40 @@ func TestSecurityStoreNeverPutsSecretsInArgv(t *testing.T) {
 	if strings.Contains(string(argv), "fak_") {
 		t.Fatalf("a secret reached the security tool's command line:\n%s", argv)
 	}
-	if !strings.Contains(string(argv), "add-generic-password -U -s "+Service+" -a api-key -w") {
+	if !strings.Contains(string(argv), "add-generic-password -U -s "+Service+" -a api-key -l Free Agent worker api-key -w") {
 		t.Fatalf("unexpected calls:\n%s", argv)
+	}
+}
+
+func TestSecurityStoreExplainsRefusals(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("FAKE_KEYCHAIN_DIR", dir)
+	tool, _ := filepath.Abs("testdata/security")
+	s := &SecurityStore{Tool: tool}
+	if err := s.Set(KeyAPIKey, "fak_k"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct{ refuse, want string }{
+		{"interaction", "security unlock-keychain"},
+		{"auth", "Always Allow"},
+		{"cancel", "Access Control"},
+	} {
+		t.Setenv("FAKE_KEYCHAIN_REFUSE", c.refuse)
+		_, err := s.Get(KeyAPIKey)
+		if !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), "could not read") || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: get: %v", c.refuse, err)
+		}
+		if err := s.Set(KeyAPIKey, "fak_k2"); !errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), "could not store") {
+			t.Errorf("%s: set: %v", c.refuse, err)
+		}
+		if err := s.Delete(KeyAPIKey); !errors.Is(err, ErrDenied) {
+			t.Errorf("%s: delete: %v", c.refuse, err)
+		}
+	}
+	// Any other failure is reported as it is, not as a refusal.
+	t.Setenv("FAKE_KEYCHAIN_REFUSE", "")
+	s.Tool = filepath.Join(dir, "missing-security")
+	if _, err := s.Get(KeyAPIKey); err == nil || errors.Is(err, ErrDenied) || !strings.Contains(err.Error(), "missing-security") {
+		t.Fatalf("missing tool: %v", err)
 	}
 }

@@ -34,29 +34,33 @@ func (s *SecurityStore) service() string {
 // Where implements Store.
 func (s *SecurityStore) Where() string { return "the macOS login Keychain" }
 
-func (s *SecurityStore) run(stdin string, args ...string) (string, error) {
+// run calls the tool; op says what for, in error messages ("read").
+func (s *SecurityStore) run(op, stdin string, args ...string) (string, error) {
 	cmd := exec.Command(s.tool(), args...)
 	cmd.Stdin = strings.NewReader(stdin)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
+	if err == nil {
+		return out.String(), nil
+	}
+	msg := strings.TrimSpace(errb.String())
 	var exit *exec.ExitError
-	if errors.As(err, &exit) && exit.ExitCode() == 44 { // errSecItemNotFound
-		return "", ErrNotFound
-	}
-	if err != nil {
-		msg := strings.TrimSpace(errb.String())
-		if strings.Contains(msg, "User interaction is not allowed") || strings.Contains(msg, "authorization") {
-			return "", fmt.Errorf("the Keychain refused access (%s): unlock the login keychain or allow FreeAgent in Keychain Access", msg)
+	if errors.As(err, &exit) {
+		code := exit.ExitCode()
+		if exitStatusIs(code)(errSecItemNotFound) {
+			return "", ErrNotFound
 		}
-		return "", fmt.Errorf("security %s: %v: %s", args[0], err, msg)
+		if derr := deniedError(op, msg, exitStatusIs(code)); derr != nil {
+			return "", derr
+		}
 	}
-	return out.String(), nil
+	return "", fmt.Errorf("could not %s the Free Agent credentials with %s %s: %w: %s", op, s.tool(), args[0], err, msg)
 }
 
 // Get implements Store.
 func (s *SecurityStore) Get(key string) (string, error) {
-	out, err := s.run("", "find-generic-password", "-s", s.service(), "-a", key, "-w")
+	out, err := s.run("read", "", "find-generic-password", "-s", s.service(), "-a", key, "-w")
 	if err != nil {
 		return "", err
 	}
@@ -64,15 +68,19 @@ func (s *SecurityStore) Get(key string) (string, error) {
 }
 
 // Set implements Store. -U updates an existing item; the password is read
-// from standard input (typed twice, as security's prompt asks).
+// from standard input (typed twice, as security's prompt asks). The tool has
+// no flag for kSecAttrAccessible: its items go to the login keychain file,
+// which never syncs to iCloud and is readable while that keychain is
+// unlocked (from login on), close to the cgo build's
+// AfterFirstUnlockThisDeviceOnly.
 func (s *SecurityStore) Set(key, value string) error {
-	_, err := s.run(value+"\n"+value+"\n", "add-generic-password", "-U", "-s", s.service(), "-a", key, "-w")
+	_, err := s.run("store", value+"\n"+value+"\n", "add-generic-password", "-U", "-s", s.service(), "-a", key, "-l", "Free Agent worker "+key, "-w")
 	return err
 }
 
 // Delete implements Store; deleting a missing item is not an error.
 func (s *SecurityStore) Delete(key string) error {
-	_, err := s.run("", "delete-generic-password", "-s", s.service(), "-a", key)
+	_, err := s.run("delete", "", "delete-generic-password", "-s", s.service(), "-a", key)
 	if errors.Is(err, ErrNotFound) {
 		return nil
 	}

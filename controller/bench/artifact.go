@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs"
 )
 
 // ArtifactResult is the controller's memory while a big artifact streams
@@ -64,7 +65,7 @@ func runArtifact(ctx context.Context, e *env) (*ArtifactResult, error) {
 	defer func() {
 		// The controller's copy: 2 GiB we do not need to keep until the
 		// temporary directory goes.
-		path := filepath.Join(e.dataDir, "files", "builds", job.ID, "artifacts", artifactName)
+		path := filepath.Join(e.dataDir, "files", "builds", job.ID, blobs.ArtifactPrefix+artifactName)
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			e.logf("   could not remove %s: %v", path, err)
 		}

@@ -96,10 +96,13 @@ type Config struct {
 	// ControllerBin is a built freeagent-controller; "" builds one with
 	// `go build` (the working directory must be inside the module).
 	ControllerBin string
-	TempDir       string   // parent of the run's temporary directory; "" → os.TempDir()
-	Skip          []string // phases not to run
-	Log           io.Writer
-	Trace         bool // log per-second progress of the lifecycle run
+	// ControllerTags are build tags for the controller it builds, e.g.
+	// freeagent_noaudit to measure the cost of the audit log.
+	ControllerTags string
+	TempDir        string   // parent of the run's temporary directory; "" → os.TempDir()
+	Skip           []string // phases not to run
+	Log            io.Writer
+	Trace          bool // log per-second progress of the lifecycle run
 }
 
 // DefaultConfig is the full benchmark (about three minutes on 2 cores).

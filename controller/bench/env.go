@@ -87,7 +87,7 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			buildErr = buildController(ctx, e.bin)
+			buildErr = buildController(ctx, e.bin, cfg.ControllerTags)
 		}()
 	}
 	pgErr := e.startPostgres(ctx)
@@ -146,8 +146,8 @@ func goTool() string {
 	return filepath.Join(os.Getenv("GOROOT"), "bin", "go")
 }
 
-func buildController(ctx context.Context, out string) error {
-	cmd := exec.CommandContext(ctx, goTool(), "build", "-o", out, controllerPackage)
+func buildController(ctx context.Context, out, tags string) error {
+	cmd := exec.CommandContext(ctx, goTool(), "build", "-tags", tags, "-o", out, controllerPackage)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("go build %s (run the benchmark from inside the module, or pass the controller binary): %v\n%s", controllerPackage, err, b)
 	}

@@ -52,7 +52,7 @@ func TestPendingCommitAbortAndLimit(t *testing.T) {
 	if err := p.Fill(strings.NewReader("hello"), 100); err != nil {
 		t.Fatal(err)
 	}
-	final := filepath.Join(root, "files", "builds", "b1", "artifacts", "app.apk")
+	final := filepath.Join(root, "files", "builds", "b1", ArtifactPrefix+"app.apk")
 	if _, err := os.Stat(final); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("file visible before commit")
 	}
@@ -75,7 +75,7 @@ func TestPendingCommitAbortAndLimit(t *testing.T) {
 		t.Fatalf("over the limit: %v", err)
 	}
 	big.Abort()
-	entries, _ := os.ReadDir(filepath.Join(root, "files", "builds", "b1", "artifacts"))
+	entries, _ := os.ReadDir(filepath.Join(root, "files", "builds", "b1"))
 	if len(entries) != 1 {
 		t.Fatalf("aborted upload left files: %v", entries)
 	}

@@ -27,6 +27,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
@@ -1499,12 +1500,12 @@ func TestPathTraversal(t *testing.T) {
 			if art.Name != c.stored {
 				t.Errorf("%q stored as %q, want %q", c.name, art.Name, c.stored)
 			}
-			want := append(slices.Clone(before), "files/builds/"+R.ID+"/artifacts/"+c.stored)
+			want := append(slices.Clone(before), "files/builds/"+R.ID+"/"+blobs.ArtifactPrefix+c.stored)
 			slices.Sort(want)
 			if got := biFiles(t, e.dataDir); !slices.Equal(got, want) {
 				t.Errorf("files after uploading %q:\n got %v\nwant %v", c.name, got, want)
 			}
-			b, err := os.ReadFile(filepath.Join(biBuildsDir(e), R.ID, "artifacts", c.stored))
+			b, err := os.ReadFile(filepath.Join(biBuildsDir(e), R.ID, blobs.ArtifactPrefix+c.stored))
 			if err != nil || string(b) != "content of "+c.stored {
 				t.Errorf("stored %s: %q %v", c.stored, b, err)
 			}

@@ -112,7 +112,8 @@ func TestAuditLogRecordsLifecycleAndDetectsTampering(t *testing.T) {
 
 	// Edit one event's payload behind the controller's back.
 	const tampered = 3
-	if _, err := e.store.Pool().Exec(ctx, `UPDATE events SET payload = jsonb_set(payload, '{status}', '"completed"') WHERE sequence = $1`, tampered); err != nil {
+	if _, err := e.store.Pool().Exec(ctx, `UPDATE events SET payload = '{"platform":"ios","status":"completed"}'
+		WHERE ord = (SELECT ord FROM event_chain WHERE sequence = $1)`, tampered); err != nil {
 		t.Fatal(err)
 	}
 	v, err := e.admin.VerifyEvents(ctx)

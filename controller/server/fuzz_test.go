@@ -220,7 +220,7 @@ func fzLeaks(tb testing.TB, e *env) []string {
 			continue
 		}
 		for _, f := range files {
-			name, isArtifact := strings.CutPrefix(f, "artifacts/")
+			name, isArtifact := strings.CutPrefix(f, blobs.ArtifactPrefix)
 			switch {
 			case f == blobs.SourceFile || f == blobs.CertsFile:
 			case isArtifact && !strings.Contains(name, "/"):
@@ -234,8 +234,8 @@ func fzLeaks(tb testing.TB, e *env) []string {
 	}
 	for a := range artifacts {
 		id, name, _ := strings.Cut(a, "/")
-		if _, err := os.Stat(filepath.Join(biBuildsDir(e), id, "artifacts", name)); err != nil {
-			out = append(out, "record without a file: "+id+"/artifacts/"+name)
+		if _, err := os.Stat(filepath.Join(biBuildsDir(e), id, blobs.ArtifactPrefix+name)); err != nil {
+			out = append(out, "record without a file: "+id+"/"+blobs.ArtifactPrefix+name)
 		}
 	}
 	slices.Sort(out)
@@ -538,7 +538,7 @@ func FuzzArtifactName(f *testing.F) {
 	for _, s := range []string{
 		"app.ipa", "../../etc/passwd", "/etc/passwd", "..\\..\\evil.exe", "..", ".", "", "a/..", "a/../", "/", "   ",
 		"x\x00y", "a\x7fb", "\xff\xfe", "a\r\nX-Evil: 1", `quote"name`, "back\\slash", strings.Repeat("n", 300),
-		"ünïcödé.ipa", ".upload-123", "..%2F..%2Fx", "source", "certs.sealed", // stored under artifacts/ like any name
+		"ünïcödé.ipa", ".upload-123", "..%2F..%2Fx", "source", "certs.sealed", // stored with the artifact prefix like any name
 	} {
 		f.Add(s)
 	}
@@ -564,7 +564,7 @@ func FuzzArtifactName(f *testing.F) {
 			strings.IndexFunc(n, unicode.IsControl) >= 0 {
 			t.Fatalf("name %q stored as unsafe name %q", name, n)
 		}
-		stored := "files/builds/" + R.ID + "/artifacts/" + n
+		stored := "files/builds/" + R.ID + "/" + blobs.ArtifactPrefix + n
 		want := slices.Clone(baseline)
 		if !slices.Contains(want, stored) {
 			want = append(want, stored)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,8 +65,8 @@ func (s *Store) SealEvents(ctx context.Context) (int, error) {
 	if err := s.pool.QueryRow(ctx, `SELECT last_value, is_called FROM events_ord`).Scan(&high, &called); err != nil {
 		return 0, fmt.Errorf("seal events: read high mark: %w", err)
 	}
-	if !called {
-		return 0, nil
+	if !called || high <= s.sealedThrough.Load() {
+		return 0, nil // nothing drawn since the last complete pass
 	}
 	var xmax uint64
 	if err := s.pool.QueryRow(ctx, `SELECT pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&xmax); err != nil {
@@ -89,8 +90,12 @@ func (s *Store) SealEvents(ctx context.Context) (int, error) {
 	for {
 		n, err := s.sealUpTo(ctx, high)
 		total += n
-		if err != nil || n < sealBatch {
+		if err != nil {
 			return total, err
+		}
+		if n < sealBatch {
+			s.sealedThrough.Store(high)
+			return total, nil
 		}
 	}
 }
@@ -98,31 +103,38 @@ func (s *Store) SealEvents(ctx context.Context) (int, error) {
 func (s *Store) sealUpTo(ctx context.Context, high int64) (int, error) {
 	sealed := 0
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var locked bool
-		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, sealLockKey).Scan(&locked); err != nil {
+		// Blocking: whoever seals next continues the chain the other left,
+		// and a caller (events verify, a test) can rely on its own call.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, sealLockKey); err != nil {
 			return fmt.Errorf("seal events: take lock: %w", err)
 		}
-		if !locked {
-			return nil // another replica is sealing
-		}
-		var last int64
+		var last, lastOrd int64
 		var prev string
-		err := tx.QueryRow(ctx, `SELECT sequence, event_hash FROM events WHERE sequence IS NOT NULL ORDER BY sequence DESC LIMIT 1`).Scan(&last, &prev)
+		err := tx.QueryRow(ctx, `SELECT sequence, ord, event_hash FROM event_chain ORDER BY sequence DESC LIMIT 1`).Scan(&last, &lastOrd, &prev)
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("seal events: read chain head: %w", err)
 		}
-		rows, err := tx.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE sequence IS NULL AND ord <= $1 ORDER BY ord LIMIT $2`, high, sealBatch)
+		// Every ord up to the head is sealed or was rolled back, so the
+		// next events are simply the ones above it.
+		rows, err := tx.Query(ctx, `SELECT e.ord, `+eventBaseColumns+`, 0, '', '' FROM events e
+			WHERE e.ord > $1 AND e.ord <= $2 ORDER BY e.ord LIMIT $3`, lastOrd, high, sealBatch)
 		if err != nil {
 			return fmt.Errorf("seal events: %w", err)
 		}
-		evs, err := pgx.CollectRows(rows, scanEvent)
+		var ords []int64
+		evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (api.Event, error) {
+			var ord int64
+			e, err := scanEventAfter(row, &ord)
+			ords = append(ords, ord)
+			return e, err
+		})
 		if err != nil {
 			return fmt.Errorf("seal events: %w", err)
 		}
 		if len(evs) == 0 {
 			return nil
 		}
-		ids, seqs, prevs, hashes := make([]string, len(evs)), make([]int64, len(evs)), make([]string, len(evs)), make([]string, len(evs))
+		seqs, prevs, hashes := make([]int64, len(evs)), make([]string, len(evs)), make([]string, len(evs))
 		for i := range evs {
 			e := &evs[i]
 			last++
@@ -131,13 +143,23 @@ func (s *Store) sealUpTo(ctx context.Context, high int64) (int, error) {
 			if err != nil {
 				return fmt.Errorf("seal event %s: %w", e.ID, err)
 			}
-			ids[i], seqs[i], prevs[i], hashes[i] = e.ID, e.Sequence, prev, h
+			seqs[i], prevs[i], hashes[i] = last, prev, h
 			prev = h
 		}
-		if _, err := tx.Exec(ctx, `UPDATE events e SET sequence = u.seq, previous_hash = u.prev, event_hash = u.hash
-			FROM unnest($1::uuid[], $2::bigint[], $3::text[], $4::text[]) AS u(id, seq, prev, hash) WHERE e.id = u.id`,
-			ids, seqs, prevs, hashes); err != nil {
+		if _, err := tx.Exec(ctx, `INSERT INTO event_chain (sequence, ord, previous_hash, event_hash)
+			SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::text[], $4::text[])`,
+			seqs, ords, prevs, hashes); err != nil {
 			return fmt.Errorf("seal events: %w", err)
+		}
+		// One notification per pass tells live views (the dashboard) that
+		// something changed: progress between the states a long poll or a
+		// log follow waits for is not announced by its own transaction.
+		note, err := json.Marshal([]Change{{Kind: "events", ID: strconv.FormatInt(last, 10)}})
+		if err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, string(note)); err != nil {
+			return fmt.Errorf("seal events: notify: %w", err)
 		}
 		sealed = len(evs)
 		return nil
@@ -145,21 +167,28 @@ func (s *Store) sealUpTo(ctx context.Context, high int64) (int, error) {
 	return sealed, err
 }
 
-const eventColumns = `id::text, COALESCE(sequence, 0), created_at, event_type, entity_type, entity_id, payload::text,
-	source_controller_id, COALESCE(previous_hash, ''), COALESCE(event_hash, '')`
+// eventColumns read a sealed event from events e joined with event_chain c.
+const (
+	eventBaseColumns = `e.id::text, e.created_at, e.event_type, e.entity_type, e.entity_id, e.payload::text, e.source_controller_id`
+	eventColumns     = eventBaseColumns + `, c.sequence, c.previous_hash, c.event_hash`
+)
 
-func scanEvent(row pgx.CollectableRow) (api.Event, error) {
+func scanEvent(row pgx.CollectableRow) (api.Event, error) { return scanEventAfter(row) }
+
+// scanEventAfter scans eventColumns after the leading columns in first.
+func scanEventAfter(row pgx.CollectableRow, first ...any) (api.Event, error) {
 	var e api.Event
 	var payload string
-	err := row.Scan(&e.ID, &e.Sequence, &e.Timestamp, &e.EventType, &e.EntityType, &e.EntityID, &payload,
-		&e.SourceControllerID, &e.PreviousHash, &e.EventHash)
+	err := row.Scan(append(first, &e.ID, &e.Timestamp, &e.EventType, &e.EntityType, &e.EntityID, &payload,
+		&e.SourceControllerID, &e.Sequence, &e.PreviousHash, &e.EventHash)...)
 	e.Timestamp = e.Timestamp.UTC()
 	e.Payload = json.RawMessage(payload)
 	return e, err
 }
 
 // canonicalEvent is the hashed form: keys in lexical order, no spaces, the
-// payload's keys sorted too, the timestamp with exactly microseconds (what
+// payload as stored without insignificant whitespace (the controller writes
+// it with sorted keys), the timestamp with exactly microseconds (what
 // Postgres keeps), and previous_hash "" for the first event.
 type canonicalEvent struct {
 	EntityID           string          `json:"entity_id"`
@@ -175,39 +204,21 @@ type canonicalEvent struct {
 
 // eventHash returns the hex SHA-256 of the event's canonical JSON.
 func eventHash(e *api.Event) (string, error) {
-	payload, err := canonicalJSON(e.Payload)
-	if err != nil {
+	var payload bytes.Buffer
+	if err := json.Compact(&payload, e.Payload); err != nil {
 		return "", fmt.Errorf("payload: %w", err)
 	}
-	b, err := marshalNoEscape(canonicalEvent{EntityID: e.EntityID, EntityType: e.EntityType, EventType: e.EventType, ID: e.ID,
-		Payload: payload, PreviousHash: e.PreviousHash, Sequence: e.Sequence, SourceControllerID: e.SourceControllerID,
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(canonicalEvent{EntityID: e.EntityID, EntityType: e.EntityType, EventType: e.EventType, ID: e.ID,
+		Payload: payload.Bytes(), PreviousHash: e.PreviousHash, Sequence: e.Sequence, SourceControllerID: e.SourceControllerID,
 		Timestamp: e.Timestamp.UTC().Format("2006-01-02T15:04:05.000000Z")})
 	if err != nil {
 		return "", err
 	}
-	sum := sha256.Sum256(b)
+	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
 	return hex.EncodeToString(sum[:]), nil
-}
-
-// canonicalJSON re-encodes a JSON value with sorted keys and numbers kept as written.
-func canonicalJSON(raw []byte) (json.RawMessage, error) {
-	d := json.NewDecoder(bytes.NewReader(raw))
-	d.UseNumber()
-	var v any
-	if err := d.Decode(&v); err != nil {
-		return nil, err
-	}
-	return marshalNoEscape(v)
-}
-
-func marshalNoEscape(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // Events returns sealed events with a sequence above since, in order.
@@ -215,7 +226,8 @@ func (s *Store) Events(ctx context.Context, since int64, limit int) ([]api.Event
 	if limit <= 0 || limit > 1000 {
 		limit = 1000
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM events WHERE sequence > $1 ORDER BY sequence LIMIT $2`, since, limit)
+	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM event_chain c JOIN events e ON e.ord = c.ord
+		WHERE c.sequence > $1 ORDER BY c.sequence LIMIT $2`, since, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
@@ -279,8 +291,7 @@ func (s *Store) ReplayEvents(ctx context.Context) (replayed int64, diffs []Diffe
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
 		type key struct{ kind, id string }
 		state := map[key]string{}
-		// Sealed events come first in ord order; committed ones not yet
-		// sealed follow them (every sealed ord is below every unsealed one).
+		// Every committed event, sealed or not, in ord (chain) order.
 		rows, err := tx.Query(ctx, `SELECT entity_type, entity_id, COALESCE(payload->>'status', '') FROM events
 			WHERE entity_type IN ('build', 'worker') ORDER BY ord`)
 		if err != nil {

@@ -104,28 +104,52 @@ type PollResult struct {
 	Pickup  time.Duration
 }
 
-// Poll hands out at most one job; see PollResult.
+// Poll hands out at most one job; see PollResult. One read-only statement
+// looks first (a claimable build, the worker's live attempts): most polls
+// of an idle farm end there, and a full worker never opens a transaction.
 func (s *Store) Poll(ctx context.Context, w WorkerAuth) (PollResult, error) {
 	var res PollResult
-	err := s.withTx(ctx, func(t *txn) error {
-		var unacked *string
-		var live int
-		err := t.QueryRow(ctx, `SELECT count(*), min(id) FILTER (WHERE status = 'assigned' AND worker_instance = $2)
-			FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')`,
-			w.WorkerID, w.InstanceID).Scan(&live, &unacked)
-		if err != nil {
-			return fmt.Errorf("poll: count live builds: %w", err)
-		}
-		if unacked != nil {
-			res.Job, err = t.redeliver(ctx, *unacked)
-			return err
-		}
-		if live >= w.MaxConcurrent() {
-			res.AtCapacity = true
-			return nil
-		}
+	var claimable, unacked bool
+	var live int
+	err := s.pool.QueryRow(ctx, `
+		SELECT EXISTS (SELECT 1 FROM builds WHERE status = 'pending' AND run_after <= now() AND platform = ANY($3)),
+			count(*), count(*) FILTER (WHERE status = 'assigned' AND worker_instance = $2) > 0
+		FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')`,
+		w.WorkerID, w.InstanceID, w.Platforms()).Scan(&claimable, &live, &unacked)
+	if err != nil {
+		return res, fmt.Errorf("poll: %w", err)
+	}
+	switch {
+	case unacked:
+		return s.redeliver(ctx, w)
+	case live >= w.MaxConcurrent():
+		res.AtCapacity = true
+		return res, nil
+	case !claimable:
+		return res, nil
+	}
+	// The claim re-checks capacity itself: this worker may poll twice at once.
+	err = s.withTx(ctx, func(t *txn) error {
+		var err error
 		res.Job, res.Pickup, err = t.claim(ctx, w)
 		res.Claimed = res.Job != nil
+		return err
+	})
+	return res, err
+}
+
+// redeliver hands the worker instance the job it was given but never
+// acknowledged (its poll answer was lost).
+func (s *Store) redeliver(ctx context.Context, w WorkerAuth) (PollResult, error) {
+	var res PollResult
+	err := s.withTx(ctx, func(t *txn) error {
+		var id *string
+		err := t.QueryRow(ctx, `SELECT min(id) FROM build_attempts
+			WHERE worker_id = $1 AND worker_instance = $2 AND status = 'assigned'`, w.WorkerID, w.InstanceID).Scan(&id)
+		if err != nil || id == nil { // nil: the reaper took it back meanwhile
+			return err
+		}
+		res.Job, err = t.redeliver(ctx, *id)
 		return err
 	})
 	return res, err
@@ -153,9 +177,14 @@ func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, time.Duration,
 	j := &api.Job{AttemptID: NewID(), LeaseToken: lease, OTP: otp}
 	var waited float64 // seconds the build was claimable before this claim
 	err := scanJob(t.QueryRow(ctx, `
-		WITH next AS (
+		WITH live AS (
+			-- Nothing new while the worker is at capacity or has a job it
+			-- never acknowledged (that one is delivered again instead).
+			SELECT count(*) < $9 AND count(*) FILTER (WHERE status = 'assigned' AND worker_instance = $2) = 0 AS free
+			FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')
+		), next AS (
 			SELECT id FROM builds
-			WHERE status = 'pending' AND run_after <= now() AND platform = ANY($3)
+			WHERE status = 'pending' AND run_after <= now() AND platform = ANY($3) AND (SELECT free FROM live)
 			ORDER BY priority, submitted_at, id
 			LIMIT 1 FOR UPDATE SKIP LOCKED
 		), b AS (
@@ -169,7 +198,7 @@ func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, time.Duration,
 				$1, $2, 'assigned', $6, $7, now() + $8::interval FROM b
 		)
 		SELECT `+jobColumns+`, greatest(0, extract(epoch FROM clock_timestamp() - b.run_after))::float8 FROM b`,
-		w.WorkerID, w.InstanceID, w.Platforms(), j.AttemptID, t.cfg.LeaseTTL, leaseHash, otpHash, t.cfg.OTPTTL), j, &waited)
+		w.WorkerID, w.InstanceID, w.Platforms(), j.AttemptID, t.cfg.LeaseTTL, leaseHash, otpHash, t.cfg.OTPTTL, w.MaxConcurrent()), j, &waited)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, nil
 	}
@@ -318,35 +347,28 @@ func (s *Store) Complete(ctx context.Context, w WorkerAuth, r Result) (api.Resul
 			return fmt.Errorf("%w: attempt %s already ended (%s)", ErrLeaseLost, r.AttemptID, status)
 		}
 		resp, err = t.finish(ctx, w, r)
-		if err != nil {
-			return err
-		}
-		b, err := json.Marshal(resp)
-		if err != nil {
-			return err
-		}
-		_, err = t.Exec(ctx, `UPDATE build_attempts SET result = $2 WHERE id = $1`, r.AttemptID, b)
 		return err
 	})
 	return resp, err
 }
 
-// finish applies a result to a build whose attempt is verified live.
+// finish applies a result to a build whose attempt is verified live and
+// stores the answer with the attempt, for repeats.
 func (t *txn) finish(ctx context.Context, w WorkerAuth, r Result) (api.ResultResponse, error) {
 	resp := api.ResultResponse{Success: true, BuildID: r.BuildID}
 	switch {
 	case r.Success:
 		if r.Artifact != nil {
-			if err := t.recordArtifact(ctx, r.BuildID, r.Artifact); err != nil {
-				return resp, err
+			// The attempt's row is locked and its lease checked: a stale
+			// attempt never gets here, so it can never overwrite a real result.
+			if err := r.Artifact.Commit(); err != nil {
+				return resp, fmt.Errorf("store artifact %s: %w", r.Artifact.Name, err)
 			}
 			resp.Artifact = &api.Artifact{Name: r.Artifact.Name, Size: r.Artifact.Size, SHA256: r.Artifact.SHA256,
 				URL: ArtifactURL(r.BuildID, r.Artifact.Name)}
 		}
-		if err := t.endBuild(ctx, r, api.StatusCompleted, "completed", "", ""); err != nil {
-			return resp, err
-		}
 		resp.Status = api.StatusCompleted
+		return resp, t.endBuild(ctx, w, r, resp, "completed", "", "")
 	case r.ErrorCode == api.CodeReleased:
 		// A drain: back to the queue at once, not counted.
 		if _, err := t.requeue(ctx, []string{r.AttemptID}, requeueRelease(orDefault(r.ErrorMessage, "worker handed the build back"))); err != nil {
@@ -368,60 +390,84 @@ func (t *txn) finish(ctx context.Context, w WorkerAuth, r Result) (api.ResultRes
 		if err := t.QueryRow(ctx, `SELECT cancel_requested FROM builds WHERE id = $1`, r.BuildID).Scan(&cancelRequested); err != nil {
 			return resp, fmt.Errorf("read build: %w", err)
 		}
-		final, attemptStatus, code := api.StatusFailed, "failed", orDefault(r.ErrorCode, api.CodeBuildFailed)
+		attemptStatus, code := "failed", orDefault(r.ErrorCode, api.CodeBuildFailed)
+		resp.Status = api.StatusFailed
 		if cancelRequested || r.ErrorCode == api.CodeCancelled {
-			final, attemptStatus, code = api.StatusCancelled, "cancelled", api.CodeCancelled
+			resp.Status, attemptStatus, code = api.StatusCancelled, "cancelled", api.CodeCancelled
 		}
-		if err := t.endBuild(ctx, r, final, attemptStatus, code, orDefault(r.ErrorMessage, "build failed")); err != nil {
-			return resp, err
-		}
-		resp.Status = final
+		return resp, t.endBuild(ctx, w, r, resp, attemptStatus, code, orDefault(r.ErrorMessage, "build failed"))
 	}
-	col := "builds_completed"
-	if resp.Status != api.StatusCompleted {
-		col = "builds_failed"
+	// The attempt went back to the queue (or was dead-lettered by it).
+	b, err := json.Marshal(resp)
+	if err != nil {
+		return resp, err
 	}
-	if resp.Status.Terminal() {
-		if _, err := t.Exec(ctx, `UPDATE workers SET `+col+` = `+col+` + 1 WHERE id = $1`, w.WorkerID); err != nil {
-			return resp, fmt.Errorf("count worker's builds: %w", err)
-		}
+	_, err = t.Exec(ctx, `
+		WITH a AS (UPDATE build_attempts SET result = $2 WHERE id = $1)
+		UPDATE workers SET builds_failed = builds_failed + 1 WHERE id = $3 AND $4`,
+		r.AttemptID, b, w.WorkerID, resp.Status.Terminal())
+	if err != nil {
+		return resp, fmt.Errorf("store result: %w", err)
 	}
 	return resp, nil
 }
 
-// endBuild moves a build whose attempt is live to a terminal status.
-func (t *txn) endBuild(ctx context.Context, r Result, status api.BuildStatus, attemptStatus, code, msg string) error {
+// endBuild moves a build whose attempt is live to the terminal status of
+// resp, records its artifact, stores resp as the attempt's answer and counts
+// the build on the worker: one statement.
+func (t *txn) endBuild(ctx context.Context, w WorkerAuth, r Result, resp api.ResultResponse, attemptStatus, code, msg string) error {
+	result, err := json.Marshal(resp)
+	if err != nil {
+		return err
+	}
+	var art struct {
+		name, sha *string
+		size      *int64
+	}
+	if a := r.Artifact; a != nil {
+		art.name, art.sha, art.size = &a.Name, &a.SHA256, &a.Size
+	}
 	var platform string
-	err := t.QueryRow(ctx, `
+	err = t.QueryRow(ctx, `
 		WITH a AS (
 			UPDATE build_attempts SET status = $3, ended_at = now(), error_code = NULLIF($4, ''), error_message = NULLIF($5, ''),
-				otp_hash = NULL, vm_token_hash = NULL
+				otp_hash = NULL, vm_token_hash = NULL, result = $7
 			WHERE id = $2 RETURNING id
+		), b AS (
+			UPDATE builds SET status = $6, completed_at = now(), lease_expires_at = NULL, phase = $6,
+				error_code = NULLIF($4, ''), error_message = NULLIF($5, '')
+			FROM a WHERE builds.id = $1 AND builds.attempt_id = a.id
+			RETURNING builds.id, builds.platform
+		), art AS (
+			INSERT INTO artifacts (build_id, name, size, sha256) SELECT b.id, $9, $10, $11 FROM b WHERE $9::text IS NOT NULL
+			ON CONFLICT (build_id, name) DO UPDATE SET size = EXCLUDED.size, sha256 = EXCLUDED.sha256, created_at = now()
+		), wk AS (
+			UPDATE workers SET builds_completed = builds_completed + CASE WHEN $6 = 'completed' THEN 1 ELSE 0 END,
+				builds_failed = builds_failed + CASE WHEN $6 = 'completed' THEN 0 ELSE 1 END
+			FROM b WHERE workers.id = $8
 		)
-		UPDATE builds SET status = $6, completed_at = now(), lease_expires_at = NULL, phase = $6,
-			error_code = NULLIF($4, ''), error_message = NULLIF($5, '')
-		FROM a WHERE builds.id = $1 AND builds.attempt_id = a.id
-		RETURNING builds.platform`,
-		r.BuildID, r.AttemptID, attemptStatus, code, msg, string(status)).Scan(&platform)
+		SELECT platform FROM b`,
+		r.BuildID, r.AttemptID, attemptStatus, code, msg, string(resp.Status), result, w.WorkerID,
+		art.name, art.size, art.sha).Scan(&platform)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: build %s is no longer on attempt %s", ErrLeaseLost, r.BuildID, r.AttemptID)
 	}
 	if err != nil {
 		return fmt.Errorf("end build: %w", err)
 	}
-	t.emit(Change{Kind: "build", ID: r.BuildID, Status: string(status), Platform: platform,
+	t.emit(Change{Kind: "build", ID: r.BuildID, Status: string(resp.Status), Platform: platform,
 		Detail: map[string]any{"attempt_id": r.AttemptID, "error_code": code}})
 	return nil
 }
 
+// recordArtifact records an artifact the VM uploaded and moves its file into
+// place, inside the transaction that verified the VM's attempt.
 func (t *txn) recordArtifact(ctx context.Context, buildID string, a *PendingArtifact) error {
 	if _, err := t.Exec(ctx, `INSERT INTO artifacts (build_id, name, size, sha256) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (build_id, name) DO UPDATE SET size = EXCLUDED.size, sha256 = EXCLUDED.sha256, created_at = now()`,
 		buildID, a.Name, a.Size, a.SHA256); err != nil {
 		return fmt.Errorf("record artifact: %w", err)
 	}
-	// The file moves into place while the row is locked and before commit: a
-	// stale attempt never gets here, so it can never overwrite a real result.
 	if err := a.Commit(); err != nil {
 		return fmt.Errorf("store artifact %s: %w", a.Name, err)
 	}

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -64,6 +65,9 @@ func DefaultConfig() Config {
 type Store struct {
 	pool *pgxpool.Pool
 	cfg  Config
+	// sealedThrough is the highest event ord this replica's sealer knows
+	// to be sealed or rolled back, so an idle sealer costs one query a tick.
+	sealedThrough atomic.Int64
 }
 
 // Open connects to the database at dsn. It does not migrate; call Migrate.
@@ -200,7 +204,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // appends to the audit log. The notification is deliberately small:
 // listeners re-read state they care about.
 type Change struct {
-	Kind     string `json:"k"`           // "build", "worker", "controller" or "log"
+	Kind     string `json:"k"`           // "build", "worker", "controller", "log" or "events" (sealed up to sequence ID)
 	ID       string `json:"id"`          // entity id
 	Status   string `json:"s,omitempty"` // new status
 	Platform string `json:"p,omitempty"` // set for builds
@@ -211,19 +215,6 @@ type Change struct {
 
 // ChangeClaimable reports whether a change made a build claimable now.
 func (c Change) Claimable() bool { return c.Kind == "build" && c.Status == "pending" }
-
-// txn is a transaction that records the state changes made in it. Every state
-// transition of a build, worker or controller calls emit; publish appends
-// the changes to the audit log and announces them with pg_notify inside the
-// same transaction, so an event exists exactly when its change commits, and
-// listeners never hear of a change that rolled back.
-type txn struct {
-	pgx.Tx
-	cfg     Config
-	changes []Change
-}
-
-func (t *txn) emit(c Change) { t.changes = append(t.changes, c) }
 
 // maxNotifyPayload stays under Postgres's 8000-byte NOTIFY limit.
 const maxNotifyPayload = 7000
@@ -243,10 +234,11 @@ func (c Change) wanted() bool {
 	return false
 }
 
-// publish runs as the transaction's last statement, after it holds every
-// lock it needs: that is what orders the audit log (see SealEvents). Events
-// and the first notification go in one round trip.
-func (t *txn) publish(ctx context.Context) error {
+// queuePublish queues the transaction's events and notifications; the
+// caller queues COMMIT right behind them. They run after every statement of
+// the transaction, when it holds every lock it needs: that is what orders the
+// audit log (see SealEvents).
+func (t *txn) queuePublish(b *pgx.Batch) error {
 	var types, kinds, ids, payloads []string
 	for _, c := range t.changes {
 		if typ, p, ok := c.auditEvent(); ok {
@@ -258,28 +250,13 @@ func (t *txn) publish(ctx context.Context) error {
 		return fmt.Errorf("publish changes: %w", err)
 	}
 	t.changes = nil
-	first := ""
-	if len(notes) > 0 {
-		first, notes = notes[0], notes[1:]
-	}
-	if len(types) > 0 {
-		_, err = t.Exec(ctx, `WITH e AS (
-				INSERT INTO events (event_type, entity_type, entity_id, payload, source_controller_id)
-				SELECT u.t, u.k, u.id, u.p::jsonb, $5 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
-					WITH ORDINALITY AS u(t, k, id, p, n) ORDER BY u.n
-			)
-			SELECT pg_notify($6, $7) WHERE $7 <> ''`, types, kinds, ids, payloads, t.cfg.ControllerID, NotifyChannel, first)
-	} else if first != "" {
-		_, err = t.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, first)
+	if auditLog && len(types) > 0 {
+		b.Queue(`INSERT INTO events (event_type, entity_type, entity_id, payload, source_controller_id)
+			SELECT u.t, u.k, u.id, u.p::json, $5 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[])
+				WITH ORDINALITY AS u(t, k, id, p, n) ORDER BY u.n`, types, kinds, ids, payloads, t.cfg.ControllerID)
 	}
 	for _, n := range notes {
-		if err != nil {
-			break
-		}
-		_, err = t.Exec(ctx, `SELECT pg_notify($1, $2)`, NotifyChannel, n)
-	}
-	if err != nil {
-		return fmt.Errorf("publish changes: %w", err)
+		b.Queue(`SELECT pg_notify($1, $2)`, NotifyChannel, n)
 	}
 	return nil
 }
@@ -304,17 +281,6 @@ func notifyPayloads(changes []Change) ([]string, error) {
 		changes = changes[n:]
 	}
 	return out, nil
-}
-
-// withTx runs fn in a transaction, publishes its changes and commits.
-func (s *Store) withTx(ctx context.Context, fn func(*txn) error) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		t := &txn{Tx: tx, cfg: s.cfg}
-		if err := fn(t); err != nil {
-			return err
-		}
-		return t.publish(ctx)
-	})
 }
 
 // Ping checks that the database answers.

@@ -16,7 +16,13 @@ import (
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := pgtest.Main(m)
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
 
 func runCmd(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
@@ -107,10 +113,7 @@ func TestServeBuiltInDatabase(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a durable cluster")
 	}
-	bin := filepath.Join(t.TempDir(), "freeagent-controller")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
+	bin := controllerBinary(t)
 	// As root the cluster runs as postgres, which must reach the data dir:
 	// t.TempDir's parent is 0700, so make our own traversable one.
 	parent, err := os.MkdirTemp("", "fa-serve-test-")

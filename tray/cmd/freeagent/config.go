@@ -115,13 +115,27 @@ func (c *Config) guestURL() string {
 	return agent.GuestURL(c.ControllerURL, c.HostAddress)
 }
 
-// defaultBootstrap is freeagent-vm next to this executable.
+// defaultBootstrap is the freeagent-vm that goes with this executable.
 func defaultBootstrap() string {
 	exe, err := os.Executable()
 	if err != nil {
 		return "freeagent-vm"
 	}
-	return filepath.Join(filepath.Dir(exe), "freeagent-vm")
+	return bootstrapNear(exe)
+}
+
+// bootstrapNear is freeagent-vm next to exe or, when exe is the app
+// bundle's (FreeAgent.app/Contents/MacOS), in the bundle's Resources: the
+// guest binary is data to the host app, not one of its executables.
+func bootstrapNear(exe string) string {
+	next := filepath.Join(filepath.Dir(exe), "freeagent-vm")
+	if _, err := os.Stat(next); err != nil && filepath.Base(filepath.Dir(exe)) == "MacOS" {
+		inBundle := filepath.Join(filepath.Dir(filepath.Dir(exe)), "Resources", "freeagent-vm")
+		if _, err := os.Stat(inBundle); err == nil {
+			return inBundle
+		}
+	}
+	return next
 }
 
 // flagValue finds --name=value or --name value in args before parsing.

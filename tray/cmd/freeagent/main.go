@@ -30,6 +30,7 @@ Usage:
   freeagent run   [flags]   run the worker headless (Ctrl-C drains: running builds finish first;
                             a second Ctrl-C hands them back; a third exits at once)
   freeagent setup [flags]   store the controller URL and API key (the key is read from stdin)
+  freeagent service install|uninstall|status   start at login (macOS LaunchAgent)
 
 Run "freeagent COMMAND -h" for a command's flags. Every flag can also be set
 by the environment variable shown in its help, or as "name = value" in
@@ -54,6 +55,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdRun(args[1:], stderr)
 	case "setup":
 		err = cmdSetup(args[1:], stdin, stdout, stderr)
+	case "service":
+		err = cmdService(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "freeagent: unknown command %q\n\n%s", args[0], usage)
 		return 2

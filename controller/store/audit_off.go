@@ -1,0 +1,6 @@
+//go:build freeagent_noaudit
+
+package store
+
+// auditLog is off: a benchmark-only build (see audit_on.go).
+const auditLog = false

@@ -1,0 +1,168 @@
+#!/usr/bin/env bash
+# Builds the Tart VM template that Free Agent clones for every build, on a
+# Mac with Tart. See --help.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+usage() {
+	cat <<'USAGE'
+Usage: scripts/build-vm-template.sh [options]
+
+Clones a macOS base image with Tart, boots it, installs what an Expo build
+needs (Node.js, CocoaPods, optionally a JDK and the Android SDK) plus Free
+Agent's in-VM launcher, its LaunchAgent and a fallback freeagent-vm, shuts it
+down and optionally pushes it to an OCI registry. Workers then use it with
+`freeagent run --template NAME` (default freeagent-template).
+
+Options:
+  --base IMAGE          base image to clone (default ghcr.io/cirruslabs/macos-sequoia-xcode:latest,
+                        which brings Xcode and Homebrew; iOS builds need Xcode)
+  --name NAME           local VM name of the template (default freeagent-template)
+  --push REF            after building, `tart push NAME REF` (e.g. ghcr.io/you/freeagent-template:1)
+  --freeagent-vm PATH   darwin/arm64 freeagent-vm to bake in as the fallback
+                        (default: built here with go)
+  --node FORMULA        Homebrew Node.js formula (default node@20)
+  --android             also install a JDK (openjdk@17) and the Android SDK command-line tools
+  --eas-cli             also install eas-cli with npm
+  --user NAME           the guest user that logs in automatically and owns Homebrew (default admin)
+  --ssh                 talk to the guest over SSH as that user (password from
+                        FREEAGENT_TEMPLATE_SSH_PASSWORD, default admin; needs sshpass) instead of
+                        `tart exec` (which needs macOS 14+ and the Tart guest agent in the image,
+                        running as that user, as in the Cirrus Labs images)
+  --force               replace an existing VM called NAME (tart clone overwrites silently)
+  -h, --help            this text
+
+The guest must log in automatically (the Cirrus Labs images log in as admin)
+and allow passwordless sudo for that user.
+USAGE
+}
+
+base=ghcr.io/cirruslabs/macos-sequoia-xcode:latest
+name=freeagent-template
+push=""
+vm_bin=""
+node=node@20
+android=0
+eas=0
+transport="exec"
+user="admin"
+force=0
+while [ $# -gt 0 ]; do
+	case $1 in
+	--base) base=${2:?--base needs an image}; shift 2 ;;
+	--name) name=${2:?--name needs a name}; shift 2 ;;
+	--push) push=${2:?--push needs a registry reference}; shift 2 ;;
+	--freeagent-vm) vm_bin=${2:?--freeagent-vm needs a path}; shift 2 ;;
+	--node) node=${2:?--node needs a formula}; shift 2 ;;
+	--android) android=1; shift ;;
+	--eas-cli) eas=1; shift ;;
+	--user) user=${2:?--user needs a name}; shift 2 ;;
+	--ssh) transport=ssh; shift ;;
+	--force) force=1; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "build-vm-template.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+	esac
+done
+
+die() { echo "build-vm-template.sh: $*" >&2; exit 1; }
+[ "$(uname -s)" = Darwin ] || die "Tart runs on macOS only: run this on the Mac that will host the builds"
+command -v tart >/dev/null || die "tart is not installed: brew install cirruslabs/cli/tart"
+if [ "$transport" = ssh ]; then
+	command -v sshpass >/dev/null || die "--ssh needs sshpass: brew install hudochenkov/sshpass/sshpass"
+fi
+if tart list --source local --format json | grep -q "\"Name\" *: *\"$name\""; then
+	[ "$force" = 1 ] || die "a VM called $name exists; pass --force to replace it, or --name another"
+	tart delete "$name"
+fi
+
+stage=$(mktemp -d -t freeagent-template)
+run_pid=""
+cleanup() {
+	if [ -n "$run_pid" ] && kill -0 "$run_pid" 2>/dev/null; then
+		tart stop "$name" >/dev/null 2>&1 || true
+		wait "$run_pid" 2>/dev/null || true
+	fi
+	rm -rf "$stage"
+}
+trap cleanup EXIT
+
+echo "--- staging the in-VM files"
+if [ -z "$vm_bin" ]; then
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build -o "$stage/freeagent-vm" ./vmbootstrap/cmd/freeagent-vm
+else
+	cp "$vm_bin" "$stage/freeagent-vm"
+fi
+cp launchd/guest/freeagent-vm-launcher launchd/guest/build.freeagent.vm.plist "$stage/"
+: >"$stage/freeagent-vm.env"
+
+echo "--- tart clone $base $name"
+tart clone "$base" "$name"
+# The template is booted with its setup folder shared, like a build VM
+# with its build-config folder.
+tart run --no-graphics --dir "freeagent-setup:$stage" "$name" &
+run_pid=$!
+
+guest() { # runs a shell command line in the guest as its user
+	if [ "$transport" = ssh ]; then
+		local ip
+		ip=$(tart ip --wait 120 "$name")
+		SSHPASS=${FREEAGENT_TEMPLATE_SSH_PASSWORD:-admin} sshpass -e ssh -o StrictHostKeyChecking=no \
+			-o UserKnownHostsFile=/dev/null -o LogLevel=ERROR "$user@$ip" "bash -lc $(printf '%q' "$1")"
+	else
+		tart exec "$name" bash -lc "$1"
+	fi
+}
+
+echo "--- waiting for the guest"
+for i in $(seq 1 60); do
+	if guest true >/dev/null 2>&1; then break; fi
+	kill -0 "$run_pid" 2>/dev/null || die "tart run exited while booting"
+	[ "$i" = 60 ] && die "the guest did not answer within 5 minutes (try --ssh if the image has no Tart guest agent)"
+	sleep 5
+done
+
+setup='/Volumes/My Shared Files/freeagent-setup'
+# shellcheck disable=SC2016 # expanded in the guest, not here
+brewenv='eval "$(/opt/homebrew/bin/brew shellenv)" && export HOMEBREW_NO_AUTO_UPDATE=1'
+[ "$(guest 'id -un')" = "$user" ] || die "guest commands do not run as $user (see --user and --ssh)"
+guest 'sudo -n true' || die "the guest user needs passwordless sudo"
+guest "$brewenv && brew --version" || die "the base image has no Homebrew at /opt/homebrew"
+
+echo "--- Node.js ($node), CocoaPods"
+guest "$brewenv && brew install $node cocoapods && brew link --overwrite --force $node && node --version && npm --version && pod --version"
+if [ "$eas" = 1 ]; then
+	echo "--- eas-cli"
+	guest "$brewenv && npm install -g eas-cli && eas --version"
+fi
+if [ "$android" = 1 ]; then
+	echo "--- JDK 17, Android SDK"
+	guest "$brewenv && brew install openjdk@17 && brew install --cask android-commandlinetools &&
+		yes | sdkmanager --sdk_root=\$HOME/Library/Android/sdk --licenses >/dev/null &&
+		sdkmanager --sdk_root=\$HOME/Library/Android/sdk 'platform-tools' 'platforms;android-35' 'build-tools;35.0.0'"
+	# The launcher exports these for every build.
+	guest "printf 'JAVA_HOME=%s\nANDROID_HOME=%s\n' /opt/homebrew/opt/openjdk@17 \$HOME/Library/Android/sdk > '$setup/freeagent-vm.env'"
+fi
+if ! guest 'xcodebuild -version'; then
+	echo "warning: the base image has no Xcode: iOS builds will fail with tool_missing (use a *-xcode base image)" >&2
+fi
+
+echo "--- Free Agent launcher and LaunchAgent"
+guest "sudo -n mkdir -p /usr/local/libexec/freeagent &&
+	sudo -n install -m 0755 '$setup/freeagent-vm-launcher' '$setup/freeagent-vm' /usr/local/libexec/freeagent/ &&
+	sudo -n install -m 0644 '$setup/freeagent-vm.env' /usr/local/libexec/freeagent/ &&
+	mkdir -p /Users/$user/Library/LaunchAgents &&
+	install -m 0644 '$setup/build.freeagent.vm.plist' /Users/$user/Library/LaunchAgents/ &&
+	plutil -lint /Users/$user/Library/LaunchAgents/build.freeagent.vm.plist"
+autologin=$(guest 'defaults read /Library/Preferences/com.apple.loginwindow autoLoginUser 2>/dev/null || true')
+[ "$autologin" = "$user" ] || echo "warning: the guest does not log in $user automatically (autoLoginUser: '$autologin'), so the LaunchAgent will not start builds: enable automatic login" >&2
+
+echo "--- cleaning up and shutting down"
+guest "$brewenv && brew cleanup -s >/dev/null; rm -f /tmp/freeagent-vm.log; sudo -n shutdown -h now" || true
+wait "$run_pid" || true
+run_pid=""
+
+if [ -n "$push" ]; then
+	echo "--- tart push $name $push"
+	tart push "$name" "$push"
+fi
+echo "--- template $name is ready: freeagent run --template $name${push:+ (or --template $push)}"
