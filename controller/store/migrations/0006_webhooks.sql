@@ -48,4 +48,4 @@ CREATE TABLE webhook_cursor (
     id       integer PRIMARY KEY CHECK (id = 1),
     sequence bigint NOT NULL
 );
-INSERT INTO webhook_cursor (id, sequence) SELECT 1, COALESCE(max(sequence), 0) FROM events;
+INSERT INTO webhook_cursor (id, sequence) SELECT 1, COALESCE(max(sequence), 0) FROM event_chain;
