@@ -261,7 +261,7 @@ func (d *Dispatcher) deliverDue(ctx context.Context, inflight *sync.WaitGroup) e
 		d.slots <- struct{}{}
 		inflight.Add(1)
 		go func() {
-			defer func() { <-d.slots; inflight.Done() }()
+			defer func() { <-d.slots; inflight.Done(); d.Kick() }() // a free slot takes the next due delivery now
 			d.attempt(ctx, c)
 		}()
 	}
