@@ -409,3 +409,49 @@ func TestWebhookShutdownHandsBackInFlight(t *testing.T) {
 		t.Fatalf("after shutdown mid-attempt: %+v", d)
 	}
 }
+
+// A burst of events is delivered as fast as attempts finish, not one batch
+// of Concurrency per check interval.
+func TestWebhookBurstNotBoundByInterval(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen[r.Header.Get(api.HeaderWebhookDelivery)] = true
+		mu.Unlock()
+	}))
+	t.Cleanup(srv.Close)
+	if _, err := e.admin.CreateWebhook(ctx, api.WebhookRequest{URL: srv.URL, Events: []string{"build.*"}}); err != nil {
+		t.Fatal(err)
+	}
+	const burst = 300
+	if _, err := e.store.Pool().Exec(ctx, `INSERT INTO events (event_type, entity_type, entity_id)
+		SELECT 'build.test', 'build', 'b' || g FROM generate_series(1, $1) g`, burst); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		n, err := e.store.SealEvents(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			break
+		}
+	}
+	d, err := webhooks.New(e.store, e.key, webhooks.Config{Interval: time.Hour, Concurrency: 4}, nil, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { d.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	eventually(t, 10*time.Second, fmt.Sprintf("%d deliveries with a one-hour check interval", burst), func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(seen) == burst
+	})
+}
