@@ -3,17 +3,24 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
+	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 func TestMain(m *testing.M) {
@@ -178,6 +185,7 @@ func TestServeBuiltInDatabase(t *testing.T) {
 	if st, err := os.Stat(filepath.Join(data, "links.key")); err != nil || st.Mode().Perm() != 0o600 {
 		t.Fatalf("the install link key was not created 0600 in the data directory: %v %v", st, err)
 	}
+	checkWebhookDelivered(t, url, strings.TrimSpace(string(out)))
 	cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -192,5 +200,46 @@ func TestServeBuiltInDatabase(t *testing.T) {
 	// The cluster stopped with it.
 	if b, err := os.ReadFile(filepath.Join(data, "postgres", "pgdata", "postmaster.pid")); err == nil {
 		t.Fatalf("postmaster.pid still present after shutdown: %s", b)
+	}
+}
+
+// checkWebhookDelivered registers a local webhook on the running controller,
+// submits a build, and waits for the signed build.submitted delivery: the
+// sealer and the dispatcher run inside serve.
+func checkWebhookDelivered(t *testing.T, url, adminKey string) {
+	t.Helper()
+	got := make(chan string, 10)
+	var secret atomic.Value // set once the webhook exists
+	secret.Store("")
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if webhooks.Sign([]byte(secret.Load().(string)), r.Header.Get(api.HeaderWebhookTimestamp), body) != r.Header.Get(api.HeaderWebhookSignature) {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		got <- r.Header.Get(api.HeaderWebhookEvent)
+	}))
+	defer rcv.Close()
+	admin := &api.Client{BaseURL: url, APIKey: adminKey}
+	ctx := context.Background()
+	hook, err := admin.CreateWebhook(ctx, api.WebhookRequest{URL: rcv.URL, Events: []string{"build.submitted"}})
+	if err != nil {
+		t.Fatalf("create webhook: %v", err)
+	}
+	secret.Store(hook.Secret)
+	var src bytes.Buffer
+	gz := gzip.NewWriter(&src)
+	gz.Write([]byte("not really a tar, but gzip is what is sniffed"))
+	gz.Close()
+	if _, err := admin.Submit(ctx, api.SubmitRequest{Platform: "android", Source: &src}); err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	select {
+	case ev := <-got:
+		if ev != "build.submitted" {
+			t.Fatalf("webhook event %q", ev)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the running controller delivered no webhook within 15 s")
 	}
 }
