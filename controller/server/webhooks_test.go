@@ -314,7 +314,10 @@ func TestWebhookDeadRedeliverRestartRedirect(t *testing.T) {
 	if err != nil || len(dl.Deliveries) != 1 || len(dl.Deliveries[0].Log) == 0 || *dl.Deliveries[0].Log[0].ResponseCode != http.StatusFound {
 		t.Fatalf("redirected delivery: %+v %v", dl, err)
 	}
-	if rcv.redirects != 0 {
+	rcv.mu.Lock()
+	followed := rcv.redirects
+	rcv.mu.Unlock()
+	if followed != 0 {
 		t.Fatal("a redirect was followed")
 	}
 	if err := e.admin.DeleteWebhook(ctx, redirect.ID); err != nil {
