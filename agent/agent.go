@@ -43,6 +43,9 @@ type Config struct {
 	BackoffMin         time.Duration // network/5xx errors: exponential with jitter
 	BackoffMax         time.Duration
 	FileWatchInterval  time.Duration // how often signal files are checked
+	// MaxBuildTimeout caps every build's own timeout on this worker (the
+	// Mac owner's limit); zero: the build's timeout alone.
+	MaxBuildTimeout time.Duration
 	// OnWorkerID is told the worker id after every registration, to persist it.
 	OnWorkerID func(string)
 }
@@ -66,6 +69,7 @@ type Agent struct {
 	cancelBuild chan struct{} // closed by CancelBuilds
 	cancelOnce  sync.Once
 	paused      bool
+	pollCancel  context.CancelFunc // ends the poll in flight (SetPaused)
 	status      Status
 }
 
@@ -154,6 +158,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			if ctx.Err() != nil || a.isDraining() {
 				break
 			}
+			if a.isPaused() { // the pause ended the poll
+				continue
+			}
 			if a.recover(ctx, err, backoff) {
 				continue
 			}
@@ -166,8 +173,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		b := a.startBuild(ctx, resp.Job)
-		if a.isDraining() { // claimed just as the drain began: hand it straight back
-			b.report(ctx, outcome{code: api.CodeReleased, message: "the worker is stopping; build handed back"})
+		if a.isDraining() || a.isPaused() { // claimed just as the drain or pause began: hand it straight back
+			b.report(ctx, outcome{code: api.CodeReleased, message: "the worker is stopping or paused; build handed back"})
 			a.finishBuild(b)
 			continue
 		}
@@ -190,10 +197,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// poll long-polls for a job; a drain ends the wait at once.
+// poll long-polls for a job; a drain or a pause ends the wait at once.
 func (a *Agent) poll(ctx context.Context) (api.PollResponse, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	a.mu.Lock()
+	a.pollCancel = cancel
+	a.mu.Unlock()
+	defer func() {
+		a.mu.Lock()
+		a.pollCancel = nil
+		a.mu.Unlock()
+	}()
 	go func() {
 		select {
 		case <-a.draining:
@@ -279,6 +294,12 @@ func (a *Agent) unregister() {
 	}
 	a.log.WithField("builds_handed_back", resp.BuildsReassigned).Info("unregistered")
 	a.setState(StateStopped, "")
+}
+
+func (a *Agent) isPaused() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.paused
 }
 
 func (a *Agent) isDraining() bool {

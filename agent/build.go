@@ -106,11 +106,7 @@ func (b *build) run(ctx context.Context) {
 		stopHeartbeats()
 		<-hbDone
 	}()
-	timeout := time.Duration(b.job.BuildTimeoutSeconds) * time.Second
-	if timeout <= 0 {
-		timeout = 30 * time.Minute
-	}
-	timer := time.AfterFunc(timeout, func() { stop(errTimedOut) })
+	timer := time.AfterFunc(b.timeout(), func() { stop(errTimedOut) })
 	defer timer.Stop()
 	go func() {
 		select {
@@ -277,13 +273,25 @@ func (b *build) watch(ctx context.Context, dir string, inst Instance) outcome {
 	}
 }
 
+// timeout is the build's own timeout, capped by the worker's MaxBuildTimeout.
+func (b *build) timeout() time.Duration {
+	t := time.Duration(b.job.BuildTimeoutSeconds) * time.Second
+	if t <= 0 {
+		t = 30 * time.Minute
+	}
+	if m := b.a.cfg.MaxBuildTimeout; m > 0 && t > m {
+		t = m
+	}
+	return t
+}
+
 // interrupted turns the cause of a stopped build into its outcome.
 func (b *build) interrupted(ctx context.Context) outcome {
 	switch cause := context.Cause(ctx); {
 	case errors.Is(cause, errCancelRequested):
 		return outcome{code: api.CodeCancelled, message: "cancelled; the build environment was stopped"}
 	case errors.Is(cause, errTimedOut):
-		return outcome{code: api.CodeTimeout, message: fmt.Sprintf("the build exceeded its timeout of %d seconds and was stopped", b.job.BuildTimeoutSeconds)}
+		return outcome{code: api.CodeTimeout, message: fmt.Sprintf("the build exceeded its timeout of %d seconds and was stopped", int(b.timeout().Seconds()))}
 	case errors.Is(cause, errLeaseLost):
 		return outcome{code: api.CodeLeaseLost, message: cause.Error()}
 	default:

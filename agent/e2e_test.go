@@ -404,6 +404,20 @@ func TestEndToEndCancelStopsTheVM(t *testing.T) {
 	f.noBuildVMs()
 }
 
+// TestEndToEndWorkerBuildTimeoutCaps: the Mac owner's build timeout
+// (Preferences, --build-timeout) stops a build whose own timeout is longer.
+func TestEndToEndWorkerBuildTimeoutCaps(t *testing.T) {
+	f := newFarm(t, nil)
+	f.startAgent("FREEAGENT_BUILD_TIMEOUT=3s")
+	id := f.submit("echo started\nsleep 60\n")
+	b := f.waitFor(id, 30*time.Second, "ended", func(b api.Build) bool { return b.Status.Terminal() })
+	if b.Status != api.StatusFailed || b.ErrorCode == nil || *b.ErrorCode != api.CodeTimeout ||
+		b.ErrorMessage == nil || !strings.Contains(*b.ErrorMessage, "timeout of 3 seconds") {
+		t.Fatalf("after the worker's timeout: %+v", b)
+	}
+	f.noBuildVMs()
+}
+
 // TestEndToEndAgentKilledMidBuild: the first agent dies with SIGKILL; a
 // second one removes its VM, and finishes the build once the lease expired.
 func TestEndToEndAgentKilledMidBuild(t *testing.T) {

@@ -50,9 +50,13 @@ func (a *Agent) Status() Status {
 }
 
 // SetPaused stops (true) or resumes taking new builds; running builds go on.
+// Pausing ends the poll in flight, so no build arrives after it.
 func (a *Agent) SetPaused(p bool) {
 	a.mu.Lock()
 	a.paused = p
+	if p && a.pollCancel != nil {
+		a.pollCancel()
+	}
 	a.mu.Unlock()
 	select {
 	case a.slotFreed <- struct{}{}:

@@ -334,3 +334,12 @@ func classify(err error) error {
 	}
 	return &agent.StartError{Retryable: true, Code: "vm_start_failed", Err: err}
 }
+
+// Version returns `tart --version` (e.g. "2.32.0").
+func (d *Driver) Version(ctx context.Context) (string, error) {
+	out, err := d.run(ctx, "--version")
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(out)), nil
+}

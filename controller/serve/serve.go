@@ -261,6 +261,10 @@ func (c *Controller) goRun(f func()) {
 	}()
 }
 
+// Store is the controller's database, for callers that run it in-process
+// and manage keys themselves (the Mac app's solo mode).
+func (c *Controller) Store() *store.Store { return c.store }
+
 // Done reports a fatal HTTP server error.
 func (c *Controller) Done() <-chan error { return c.serveErr }
 

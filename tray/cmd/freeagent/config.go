@@ -1,22 +1,36 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/freeagent-build/freeagent/agent"
+	"github.com/freeagent-build/freeagent/agent/hostcheck"
+	"github.com/freeagent-build/freeagent/agent/secrets"
+	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/tray/conffile"
+	"github.com/freeagent-build/freeagent/tray/solo"
 )
 
-const confName = "agent.conf"
+const confName = conffile.Name
+
+// Defaults the Preferences page shows too.
+const (
+	defaultTemplate     = "freeagent-template"
+	defaultMaxBuilds    = 1
+	defaultBuildTimeout = 2 * time.Hour
+)
 
 // Config is the worker binary's whole configuration. Each field comes from
 // its flag, else its environment variable, else DATA_DIR/agent.conf, else
@@ -39,8 +53,14 @@ type Config struct {
 	BootTimeout   time.Duration
 	BackoffMin    time.Duration
 	LogLevel      string
+	BuildTimeout  time.Duration
+	MinFreeGB     int
+	OpenCommand   string
+	Solo          bool
+	SoloListen    string
 
 	apiKeyStdin bool
+	jsonOut     bool
 }
 
 func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
@@ -52,7 +72,7 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	if dataDir == "" {
 		dataDir = defaultDataDir()
 	}
-	file, err := readConf(filepath.Join(dataDir, confName))
+	file, err := conffile.Read(filepath.Join(dataDir, confName))
 	if err != nil {
 		return nil, err
 	}
@@ -66,18 +86,31 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	} else {
 		o.str(&cfg.VMDriver, "vm-driver", "FREEAGENT_VM_DRIVER", defaultDriver, "tart (a fresh macOS VM per build) or local (no isolation: a plain process on this host)")
 		o.str(&cfg.Tart, "tart", "FREEAGENT_TART", "tart", "path of the tart binary")
-		o.str(&cfg.Template, "template", "FREEAGENT_TEMPLATE", "freeagent-template", "Tart VM or image that build VMs are cloned from")
+		o.str(&cfg.Template, "template", "FREEAGENT_TEMPLATE", defaultTemplate, "Tart VM or image that build VMs are cloned from")
 		o.str(&cfg.HostAddress, "host-address", "FREEAGENT_HOST_ADDRESS", "192.168.64.1", "this host's address on Tart's network (replaces a loopback controller URL inside VMs)")
 		o.str(&cfg.Bootstrap, "bootstrap", "FREEAGENT_BOOTSTRAP", defaultBootstrap(), "the freeagent-vm binary copied into every build")
 		o.str(&cfg.Name, "name", "FREEAGENT_WORKER_NAME", "", "worker name shown on the controller (default: host name)")
 		o.str(&cfg.Platforms, "platforms", "FREEAGENT_PLATFORMS", "ios,android", "platforms this worker builds")
-		o.intv(&cfg.MaxBuilds, "max-builds", "FREEAGENT_MAX_BUILDS", 1, "concurrent builds (at most 2 with tart: Apple's licence)")
+		o.intv(&cfg.MaxBuilds, "max-builds", "FREEAGENT_MAX_BUILDS", defaultMaxBuilds, "concurrent builds (at most 2 with tart: Apple's licence)")
 		o.intv(&cfg.CPU, "cpu", "FREEAGENT_CPU", 0, "CPU cores per VM (0: the template's)")
 		o.intv(&cfg.MemoryMB, "memory-mb", "FREEAGENT_MEMORY_MB", 0, "memory per VM in MB (0: the template's)")
 		o.dur(&cfg.PollWait, "poll-wait", "FREEAGENT_POLL_WAIT", 25*time.Second, "long-poll hold")
 		o.dur(&cfg.BootTimeout, "boot-timeout", "FREEAGENT_BOOT_TIMEOUT", 5*time.Minute, "how long a VM may take to signal ready")
 		o.dur(&cfg.BackoffMin, "backoff-min", "FREEAGENT_BACKOFF_MIN", 5*time.Second, "first retry delay after a network error (doubles up to 2m)")
 		o.str(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
+		o.dur(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", defaultBuildTimeout, "longest a build may run on this worker (a build's own shorter timeout wins)")
+		o.intv(&cfg.MinFreeGB, "min-free-gb", "FREEAGENT_MIN_FREE_GB", hostcheck.DefaultMinFree>>30, "free disk space below which the host needs attention")
+	}
+	if cmd == "app" || cmd == "doctor" {
+		// The app runs the solo controller; doctor checks it.
+		o.boolv(&cfg.Solo, "solo", "FREEAGENT_SOLO", false, "run the controller on this Mac too (one Mac, no server); ignores --controller-url")
+		o.str(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens (the VMs reach it through the host's address)")
+	}
+	if cmd == "app" {
+		o.str(&cfg.OpenCommand, "open-command", "FREEAGENT_OPEN_COMMAND", defaultOpener, "command that shows the dashboard, logs and preferences")
+	}
+	if cmd == "doctor" {
+		fs.BoolVar(&cfg.jsonOut, "json", false, "print the results as JSON")
 	}
 	if o.err != nil {
 		return nil, usageError{o.err}
@@ -114,6 +147,52 @@ func (c *Config) guestURL() string {
 	}
 	return agent.GuestURL(c.ControllerURL, c.HostAddress)
 }
+
+// resolveKey fills APIKey from the secret store when the environment did
+// not set it. In solo mode the controller is this Mac's and the key is the
+// one solo mode created.
+func (c *Config) resolveKey(store secrets.Store) error {
+	if c.Solo {
+		c.ControllerURL = soloURL(c.SoloListen)
+		key, err := store.Get(solo.KeyWorker)
+		if err != nil && !errors.Is(err, secrets.ErrNotFound) {
+			return err
+		}
+		c.APIKey = key
+		return nil
+	}
+	if c.APIKey != "" {
+		return nil
+	}
+	key, err := store.Get(secrets.KeyAPIKey)
+	if err != nil && !errors.Is(err, secrets.ErrNotFound) {
+		return err
+	}
+	c.APIKey = key
+	return nil
+}
+
+// soloURL is the solo controller's address on this Mac.
+func soloURL(listen string) string {
+	_, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return ""
+	}
+	return "http://" + net.JoinHostPort("127.0.0.1", port)
+}
+
+// hostChecks is what `freeagent doctor` and the menu bar check on this host.
+func (c *Config) hostChecks(store secrets.Store) hostcheck.Config {
+	hc := hostcheck.Config{ControllerURL: c.ControllerURL, APIKey: c.APIKey, KeyStore: store,
+		DataDir: c.DataDir, MinFree: uint64(c.MinFreeGB) << 30}
+	if c.VMDriver == "tart" {
+		hc.Tart = &tart.Driver{Tart: c.Tart, Template: c.Template, Log: logrus.New()}
+	}
+	return hc
+}
+
+// logPath is the agent's log file ("Open Logs" in the menu bar).
+func (c *Config) logPath() string { return filepath.Join(c.DataDir, "logs", "agent.log") }
 
 // defaultBootstrap is the freeagent-vm that goes with this executable.
 func defaultBootstrap() string {
@@ -152,51 +231,6 @@ func flagValue(args []string, name string) string {
 	return ""
 }
 
-// readConf reads "name = value" lines; # starts a comment.
-func readConf(path string) (map[string]string, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, os.ErrNotExist) {
-		return map[string]string{}, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	defer f.Close()
-	m := map[string]string{}
-	sc := bufio.NewScanner(f)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, "=")
-		if !ok {
-			return nil, fmt.Errorf("%s:%d: want \"name = value\", got %q", path, n, line)
-		}
-		m[strings.TrimSpace(k)] = strings.TrimSpace(v)
-	}
-	return m, sc.Err()
-}
-
-// writeConfValue sets one key in DATA_DIR/agent.conf, keeping the others.
-func writeConfValue(dataDir, key, value string) error {
-	path := filepath.Join(dataDir, confName)
-	m, err := readConf(path)
-	if err != nil {
-		return err
-	}
-	m[key] = value
-	var b strings.Builder
-	b.WriteString("# Free Agent worker settings (flags and FREEAGENT_* variables override these)\n")
-	for k, v := range m {
-		fmt.Fprintf(&b, "%s = %s\n", k, v)
-	}
-	if err := os.MkdirAll(dataDir, 0o700); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(b.String()), 0o600)
-}
-
 // options registers flags whose defaults come from the environment, then
 // the config file: flag > environment > file > default.
 type options struct {
@@ -232,6 +266,18 @@ func (o *options) intv(p *int, name, env string, def int, help string) {
 		}
 	}
 	o.fs.IntVar(p, name, def, help+" (env "+env+")")
+}
+
+func (o *options) boolv(p *bool, name, env string, def bool, help string) {
+	if v, src, ok := o.lookup(name, env); ok {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			o.err = errors.Join(o.err, fmt.Errorf("%s=%q: want true or false", src, v))
+		} else {
+			def = b
+		}
+	}
+	o.fs.BoolVar(p, name, def, help+" (env "+env+")")
 }
 
 func (o *options) dur(p *time.Duration, name, env string, def time.Duration, help string) {

@@ -10,6 +10,9 @@ import (
 // Tart exists only on macOS; elsewhere the local driver is the only one.
 const defaultDriver = "local"
 
+// defaultOpener shows URLs and files in the desktop's default application.
+const defaultOpener = "xdg-open"
+
 func defaultDataDir() string {
 	if d := os.Getenv("XDG_DATA_HOME"); d != "" {
 		return filepath.Join(d, "freeagent")

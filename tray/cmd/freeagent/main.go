@@ -22,15 +22,20 @@ import (
 	"github.com/freeagent-build/freeagent/agent/logfile"
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/agent/tart"
+	"github.com/freeagent-build/freeagent/tray/conffile"
 )
 
 const usage = `freeagent — turn this Mac into a Free Agent build worker
 
 Usage:
+  freeagent app   [flags]   the menu-bar app with the worker inside (what FreeAgent.app runs when
+                            opened; Quit drains: running builds finish, a second Quit hands them back)
   freeagent run   [flags]   run the worker headless (Ctrl-C drains: running builds finish first;
                             a second Ctrl-C hands them back; a third exits at once)
   freeagent setup [flags]   store the controller URL and API key (the key is read from stdin)
   freeagent service install|uninstall|status   start at login (macOS LaunchAgent)
+  freeagent doctor [--json] check this host (Tart, VM template, disk, VM limit, controller, key)
+                            and print the fix for each problem; exit status 1 when a check fails
 
 Run "freeagent COMMAND -h" for a command's flags. Every flag can also be set
 by the environment variable shown in its help, or as "name = value" in
@@ -42,6 +47,9 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	if len(args) == 0 && inAppBundle() {
+		args = []string{"app"}
+	}
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprint(stderr, usage)
 		if len(args) == 0 {
@@ -57,6 +65,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdSetup(args[1:], stdin, stdout, stderr)
 	case "service":
 		err = cmdService(args[1:], stdout, stderr)
+	case "app":
+		err = cmdApp(args[1:], stderr)
+	case "doctor":
+		err = cmdDoctor(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "freeagent: unknown command %q\n\n%s", args[0], usage)
 		return 2
@@ -64,6 +76,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, new(quietError)):
+		return 1
 	case errors.As(err, new(usageError)):
 		fmt.Fprintf(stderr, "freeagent: %v\n", err)
 		return 2
@@ -75,6 +89,10 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 type usageError struct{ error }
 
+// quietError ends the command with status 1 without a message: the output
+// already says what went wrong (e.g. `doctor --json`, which keeps stderr clean).
+type quietError struct{ error }
+
 func cmdSetup(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	cfg, err := loadConfig("setup", args, stderr)
 	if err != nil {
@@ -82,7 +100,7 @@ func cmdSetup(args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	}
 	store := secrets.Open(cfg.DataDir)
 	if cfg.ControllerURL != "" {
-		if err := writeConfValue(cfg.DataDir, "controller-url", cfg.ControllerURL); err != nil {
+		if err := conffile.Update(filepath.Join(cfg.DataDir, confName), map[string]string{"controller-url": cfg.ControllerURL}); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "controller URL %s saved in %s\n", cfg.ControllerURL, filepath.Join(cfg.DataDir, confName))
@@ -109,62 +127,18 @@ func cmdRun(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log := logrus.New()
-	lvl, err := logrus.ParseLevel(cfg.LogLevel)
-	if err != nil {
-		return usageError{fmt.Errorf("log level %q: use debug, info, warn or error", cfg.LogLevel)}
-	}
-	log.SetLevel(lvl)
-	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
-	lf, err := logfile.Open(filepath.Join(cfg.DataDir, "logs", "agent.log"), 10<<20, 5)
+	log, closeLog, err := newLogger(cfg, stderr)
 	if err != nil {
 		return err
 	}
-	defer lf.Close()
-	log.SetOutput(io.MultiWriter(stderr, lf))
-
+	defer closeLog()
 	store := secrets.Open(cfg.DataDir)
-	if cfg.APIKey == "" {
-		key, err := store.Get(secrets.KeyAPIKey)
-		if err != nil && !errors.Is(err, secrets.ErrNotFound) {
-			return err
-		}
-		cfg.APIKey = key
-	}
-	workerID, err := store.Get(secrets.KeyWorkerID)
-	if err != nil && !errors.Is(err, secrets.ErrNotFound) {
+	if err := cfg.resolveKey(store); err != nil {
 		return err
 	}
-	driver, err := newDriver(cfg, log)
+	a, err := newAgent(cfg, store, log)
 	if err != nil {
 		return err
-	}
-	workDir := filepath.Join(cfg.DataDir, "builds")
-	if err := os.MkdirAll(workDir, 0o700); err != nil {
-		return fmt.Errorf("create %s: %w", workDir, err)
-	}
-	a, err := agent.New(agent.Config{
-		ControllerURL:      cfg.ControllerURL,
-		APIKey:             cfg.APIKey,
-		GuestControllerURL: cfg.guestURL(),
-		WorkerID:           workerID,
-		Name:               cfg.Name,
-		Capabilities:       cfg.capabilities(),
-		MaxBuilds:          cfg.MaxBuilds,
-		Resources:          agent.Resources{CPU: cfg.CPU, MemoryMB: cfg.MemoryMB},
-		BootstrapBinary:    cfg.Bootstrap,
-		WorkDir:            workDir,
-		PollWait:           cfg.PollWait,
-		BootTimeout:        cfg.BootTimeout,
-		BackoffMin:         cfg.BackoffMin,
-		OnWorkerID: func(id string) {
-			if err := store.Set(secrets.KeyWorkerID, id); err != nil {
-				log.WithError(err).Warn("could not remember the worker id")
-			}
-		},
-	}, driver, log)
-	if err != nil {
-		return usageError{err}
 	}
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -187,8 +161,66 @@ func cmdRun(args []string, stderr io.Writer) error {
 			}
 		}
 	}()
-	log.WithFields(logrus.Fields{"controller": cfg.ControllerURL, "driver": driver.Name(), "max_builds": cfg.MaxBuilds}).Info("worker starting")
+	log.WithFields(logrus.Fields{"controller": cfg.ControllerURL, "driver": cfg.VMDriver, "max_builds": cfg.MaxBuilds}).Info("worker starting")
 	return a.Run(ctx)
+}
+
+// newLogger logs to w and to DATA_DIR/logs/agent.log (rotated).
+func newLogger(cfg *Config, w io.Writer) (*logrus.Logger, func() error, error) {
+	log := logrus.New()
+	lvl, err := logrus.ParseLevel(cfg.LogLevel)
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("log level %q: use debug, info, warn or error", cfg.LogLevel)}
+	}
+	log.SetLevel(lvl)
+	log.SetFormatter(&logrus.TextFormatter{FullTimestamp: true})
+	lf, err := logfile.Open(cfg.logPath(), 10<<20, 5)
+	if err != nil {
+		return nil, nil, err
+	}
+	log.SetOutput(io.MultiWriter(w, lf))
+	return log, lf.Close, nil
+}
+
+// newAgent is the worker for cfg (whose APIKey is already resolved).
+func newAgent(cfg *Config, store secrets.Store, log logrus.FieldLogger) (*agent.Agent, error) {
+	workerID, err := store.Get(secrets.KeyWorkerID)
+	if err != nil && !errors.Is(err, secrets.ErrNotFound) {
+		return nil, err
+	}
+	driver, err := newDriver(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	workDir := filepath.Join(cfg.DataDir, "builds")
+	if err := os.MkdirAll(workDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create %s: %w", workDir, err)
+	}
+	a, err := agent.New(agent.Config{
+		ControllerURL:      cfg.ControllerURL,
+		APIKey:             cfg.APIKey,
+		GuestControllerURL: cfg.guestURL(),
+		WorkerID:           workerID,
+		Name:               cfg.Name,
+		Capabilities:       cfg.capabilities(),
+		MaxBuilds:          cfg.MaxBuilds,
+		Resources:          agent.Resources{CPU: cfg.CPU, MemoryMB: cfg.MemoryMB},
+		BootstrapBinary:    cfg.Bootstrap,
+		WorkDir:            workDir,
+		PollWait:           cfg.PollWait,
+		BootTimeout:        cfg.BootTimeout,
+		BackoffMin:         cfg.BackoffMin,
+		MaxBuildTimeout:    cfg.BuildTimeout,
+		OnWorkerID: func(id string) {
+			if err := store.Set(secrets.KeyWorkerID, id); err != nil {
+				log.WithError(err).Warn("could not remember the worker id")
+			}
+		},
+	}, driver, log)
+	if err != nil {
+		return nil, usageError{err}
+	}
+	return a, nil
 }
 
 func newDriver(cfg *Config, log logrus.FieldLogger) (agent.Driver, error) {

@@ -1,0 +1,278 @@
+// Package hostcheck inspects the worker's host: Tart, the VM template, free
+// disk, the macOS VM limit, the controller and the stored credentials. The
+// menu bar shows the failures as "needs attention"; `freeagent doctor`
+// prints them all. Every result says what is wrong and how to fix it.
+package hostcheck
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/freeagent-build/freeagent/agent"
+	"github.com/freeagent-build/freeagent/agent/secrets"
+	"github.com/freeagent-build/freeagent/agent/tart"
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// Severity of a result.
+type Severity string
+
+const (
+	OK   Severity = "ok"
+	Warn Severity = "warn"
+	Fail Severity = "fail"
+)
+
+// Check ids, stable for scripts reading `freeagent doctor --json`.
+const (
+	IDCredentials = "credentials"
+	IDController  = "controller"
+	IDTart        = "tart"
+	IDTemplate    = "template"
+	IDVMLimit     = "vm_limit"
+	IDDisk        = "disk"
+)
+
+// Result is one check's outcome.
+type Result struct {
+	ID       string   `json:"id"`
+	Severity Severity `json:"severity"`
+	Message  string   `json:"message"`
+	Fix      string   `json:"fix,omitempty"`
+}
+
+// Config says what to check.
+type Config struct {
+	ControllerURL string
+	APIKey        string        // the key in use (environment or store)
+	KeyStore      secrets.Store // where the key is kept, named in messages
+	// Tart is nil when builds do not run in Tart VMs (the local driver):
+	// the Tart, template and VM-limit checks are then left out.
+	Tart    *tart.Driver
+	DataDir string // the disk that holds build scratch space
+	MinFree uint64 // bytes; less free space fails the disk check
+	HTTP    *http.Client
+	Timeout time.Duration // per network check
+}
+
+// DefaultMinFree is the free space a build needs: the clone of a template is
+// copy-on-write, but Xcode's derived data and the artifacts are not.
+const DefaultMinFree = 30 << 30
+
+// Run runs every check that applies, in a fixed order.
+func Run(ctx context.Context, cfg Config) []Result {
+	rs := []Result{Credentials(cfg), Controller(ctx, cfg)}
+	if cfg.Tart != nil {
+		rs = append(rs, Tart(ctx, cfg.Tart))
+		if rs[len(rs)-1].Severity != Fail {
+			rs = append(rs, Template(ctx, cfg.Tart), VMLimit(ctx, cfg.Tart))
+		}
+	}
+	return append(rs, Disk(cfg.DataDir, cfg.MinFree))
+}
+
+// Failed returns the results that are not OK and fail.
+func Failed(rs []Result) []Result {
+	var out []Result
+	for _, r := range rs {
+		if r.Severity == Fail {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// Credentials checks that an API key is set.
+func Credentials(cfg Config) Result {
+	r := Result{ID: IDCredentials}
+	switch {
+	case cfg.APIKey != "":
+		r.Severity, r.Message = OK, "API key present"
+		if cfg.KeyStore != nil {
+			r.Message += " (" + cfg.KeyStore.Where() + ")"
+		}
+	default:
+		r.Severity, r.Message = Fail, "no API key stored"
+		r.Fix = "enter a worker API key in Preferences…, or run `freeagent setup --api-key-stdin < key.txt`"
+	}
+	return r
+}
+
+// Controller checks that the controller answers GET /health and accepts the
+// API key as a worker key. The key is tested with a registration whose body
+// is malformed: the key is checked first (401 unknown, 403 wrong role), and
+// a known key then gets 400 without anything being registered.
+func Controller(ctx context.Context, cfg Config) Result {
+	r := Result{ID: IDController, Severity: Fail}
+	if cfg.ControllerURL == "" {
+		r.Message = "no controller URL set"
+		r.Fix = "enter it in Preferences…, or run `freeagent setup --controller-url URL`"
+		return r
+	}
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = 10 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	c := &api.Client{BaseURL: strings.TrimRight(cfg.ControllerURL, "/"), APIKey: cfg.APIKey, HTTP: cfg.HTTP, UserAgent: "freeagent-doctor"}
+	req, err := c.NewRequest(ctx, http.MethodGet, "/health", nil, nil)
+	if err != nil {
+		r.Message = fmt.Sprintf("controller URL %q is not usable: %v", cfg.ControllerURL, err)
+		r.Fix = "set a URL such as https://builds.example.com in Preferences…"
+		return r
+	}
+	resp, err := httpClient(cfg).Do(req)
+	if err != nil {
+		r.Message = fmt.Sprintf("controller %s unreachable: %v", cfg.ControllerURL, err)
+		r.Fix = "check the URL in Preferences…, this Mac's network, and that the controller is running"
+		return r
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		r.Message = fmt.Sprintf("controller %s answered /health with %s", cfg.ControllerURL, resp.Status)
+		r.Fix = "check that the URL points at a Free Agent controller and that it is healthy"
+		return r
+	}
+	if cfg.APIKey == "" {
+		r.Severity, r.Message = Warn, fmt.Sprintf("controller %s reachable; no API key to test", cfg.ControllerURL)
+		r.Fix = "enter a worker API key in Preferences…"
+		return r
+	}
+	req, err = c.NewRequest(ctx, http.MethodPost, "/api/workers/register", strings.NewReader("[]"), map[string]string{"Content-Type": "application/json"})
+	if err != nil {
+		r.Message = err.Error()
+		return r
+	}
+	resp, err = httpClient(cfg).Do(req)
+	if err != nil {
+		r.Message = fmt.Sprintf("controller %s unreachable: %v", cfg.ControllerURL, err)
+		r.Fix = "check this Mac's network and that the controller is running"
+		return r
+	}
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusBadRequest, http.StatusUnprocessableEntity:
+		r.Severity, r.Message = OK, fmt.Sprintf("controller %s reachable; API key accepted", cfg.ControllerURL)
+	case http.StatusUnauthorized:
+		r.Message = "the controller does not know this API key (revoked or mistyped)"
+		r.Fix = "create one with `freeagent-controller keys create --role worker` and enter it in Preferences…"
+	case http.StatusForbidden:
+		r.Message = "this API key is not a worker key"
+		r.Fix = "use a key created with `--role worker` (or admin)"
+	default:
+		r.Message = fmt.Sprintf("controller %s answered the key check with %s", cfg.ControllerURL, resp.Status)
+		r.Fix = "check the controller's logs"
+	}
+	return r
+}
+
+func httpClient(cfg Config) *http.Client {
+	if cfg.HTTP != nil {
+		return cfg.HTTP
+	}
+	return http.DefaultClient
+}
+
+// Tart checks that the tart binary runs.
+func Tart(ctx context.Context, d *tart.Driver) Result {
+	v, err := d.Version(ctx)
+	switch {
+	case errors.Is(err, tart.ErrNotInstalled):
+		return Result{ID: IDTart, Severity: Fail, Message: "Tart is not installed", Fix: "brew install cirruslabs/cli/tart"}
+	case err != nil:
+		return Result{ID: IDTart, Severity: Fail, Message: fmt.Sprintf("Tart does not run: %v", err), Fix: "reinstall it: brew reinstall cirruslabs/cli/tart"}
+	}
+	return Result{ID: IDTart, Severity: OK, Message: "Tart " + v}
+}
+
+// Template checks that the VM template exists locally. A remote image not
+// yet pulled is a warning: the first build pulls it.
+func Template(ctx context.Context, d *tart.Driver) Result {
+	r := Result{ID: IDTemplate}
+	vms, err := d.List(ctx)
+	if err != nil {
+		r.Severity, r.Message, r.Fix = Fail, fmt.Sprintf("cannot list Tart VMs: %v", err), "run `tart list` to see what is wrong"
+		return r
+	}
+	for _, vm := range vms {
+		if vm.Name == d.Template {
+			r.Severity, r.Message = OK, fmt.Sprintf("template %q present", d.Template)
+			return r
+		}
+	}
+	if strings.Contains(d.Template, "/") {
+		r.Severity, r.Message = Warn, fmt.Sprintf("template image %q not pulled yet; the first build will pull it (tens of GB)", d.Template)
+		r.Fix = "pull it now: tart pull " + d.Template
+		return r
+	}
+	r.Severity, r.Message = Fail, fmt.Sprintf("template VM %q is missing", d.Template)
+	r.Fix = "build it with scripts/build-template.sh, or set the template to an image (e.g. ghcr.io/…) in Preferences…"
+	return r
+}
+
+// VMLimit checks that running VMs this worker does not own leave room under
+// macOS's limit of two VMs per host. Free Agent's own VMs (fa-*) come and go
+// with builds and are not counted.
+func VMLimit(ctx context.Context, d *tart.Driver) Result {
+	r := Result{ID: IDVMLimit}
+	vms, err := d.List(ctx)
+	if err != nil {
+		r.Severity, r.Message, r.Fix = Fail, fmt.Sprintf("cannot list Tart VMs: %v", err), "run `tart list` to see what is wrong"
+		return r
+	}
+	var others []string
+	for _, vm := range vms {
+		if (vm.Running || vm.State == "running") && !strings.HasPrefix(vm.Name, tart.VMPrefix) {
+			others = append(others, vm.Name)
+		}
+	}
+	stop := "stop them with `tart stop NAME` (" + strings.Join(others, ", ") + ")"
+	switch {
+	case len(others) >= agent.MaxMacOSVMs:
+		r.Severity, r.Message, r.Fix = Fail, fmt.Sprintf("%d other VMs are running; macOS allows %d, so no build can start", len(others), agent.MaxMacOSVMs), stop
+	case len(others) > 0:
+		r.Severity, r.Message, r.Fix = Warn, fmt.Sprintf("%d other VM running; only %d build VM can start", len(others), agent.MaxMacOSVMs-len(others)), stop
+	default:
+		r.Severity, r.Message = OK, fmt.Sprintf("no other VMs running (macOS allows %d)", agent.MaxMacOSVMs)
+	}
+	return r
+}
+
+// Disk checks the free space where builds are stored.
+func Disk(dir string, minFree uint64) Result {
+	r := Result{ID: IDDisk}
+	free, err := freeBytes(dir)
+	if err != nil {
+		r.Severity, r.Message, r.Fix = Warn, fmt.Sprintf("cannot read free space of %s: %v", dir, err), "check that the data folder exists"
+		return r
+	}
+	if free < minFree {
+		r.Severity = Fail
+		r.Message = fmt.Sprintf("low disk space: %s free on %s, builds need %s", gb(free), dir, gb(minFree))
+		r.Fix = "free space (old Xcode simulators, `tart prune --entries caches`), or lower the threshold"
+		return r
+	}
+	r.Severity, r.Message = OK, fmt.Sprintf("%s free on %s", gb(free), dir)
+	return r
+}
+
+func gb(n uint64) string { return fmt.Sprintf("%.1f GB", float64(n)/(1<<30)) }
+
+// WriteText prints one line per check, and the fix under each problem.
+func WriteText(w io.Writer, results []Result) {
+	marks := map[Severity]string{OK: "✓", Warn: "!", Fail: "✗"}
+	for _, r := range results {
+		fmt.Fprintf(w, "%s %-11s %s\n", marks[r.Severity], r.ID, r.Message)
+		if r.Severity != OK && r.Fix != "" {
+			fmt.Fprintf(w, "  %-11s fix: %s\n", "", r.Fix)
+		}
+	}
+}

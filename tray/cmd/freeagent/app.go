@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/agent/hostcheck"
+	"github.com/freeagent-build/freeagent/agent/secrets"
+	"github.com/freeagent-build/freeagent/tray/menu"
+	"github.com/freeagent-build/freeagent/tray/menubar"
+	"github.com/freeagent-build/freeagent/tray/prefs"
+	"github.com/freeagent-build/freeagent/tray/solo"
+)
+
+// cmdApp runs the menu-bar app with the worker in-process. It is what the
+// app bundle launches (see inAppBundle). Quit, or SIGTERM, drains the
+// worker; the app exits 0 once the running builds have finished or been
+// handed back.
+func cmdApp(args []string, stderr io.Writer) error {
+	cfg, err := loadConfig("app", args, stderr)
+	if err != nil {
+		return err
+	}
+	log, closeLog, err := newLogger(cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	var app *menubar.App
+	prefsSrv, err := prefs.Start(prefs.Config{
+		DataDir:  cfg.DataDir,
+		Defaults: prefs.Values{MaxBuilds: defaultMaxBuilds, BuildTimeout: defaultBuildTimeout, Template: defaultTemplate},
+		Secrets:  secrets.Open(cfg.DataDir),
+		Test: func(ctx context.Context, controllerURL, apiKey string) hostcheck.Result {
+			return hostcheck.Controller(ctx, hostcheck.Config{ControllerURL: controllerURL, APIKey: apiKey})
+		},
+		Saved:       func() { app.Reload() },
+		SoloURL:     soloURL(cfg.SoloListen),
+		SoloKeyFile: solo.DeveloperKeyFile(cfg.DataDir),
+		Log:         log,
+	})
+	if err != nil {
+		return err
+	}
+	defer prefsSrv.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// The solo controller, when on. Only Load (on the app's own goroutine)
+	// starts and stops it; it is stopped after the app has ended.
+	var soloCtl *solo.Controller
+	defer func() {
+		if soloCtl != nil {
+			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			soloCtl.Shutdown(sctx)
+		}
+	}()
+	app = menubar.New(menubar.Config{
+		Load: func() (menubar.Setup, error) {
+			// Re-read: Preferences may have changed agent.conf and the key.
+			c, err := loadConfig("app", args, io.Discard)
+			if err != nil {
+				return menubar.Setup{}, err
+			}
+			store := secrets.Open(c.DataDir)
+			switch {
+			case c.Solo && soloCtl == nil:
+				if soloCtl, err = solo.Start(ctx, solo.Config{DataDir: c.DataDir, Listen: c.SoloListen, Secrets: store}, log); err != nil {
+					return menubar.Setup{}, err
+				}
+			case !c.Solo && soloCtl != nil:
+				sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				defer cancel()
+				if err := soloCtl.Shutdown(sctx); err != nil {
+					log.WithError(err).Warn("stopping the controller on this Mac")
+				}
+				soloCtl = nil
+			}
+			if err := c.resolveKey(store); err != nil {
+				return menubar.Setup{}, err
+			}
+			if soloCtl != nil {
+				c.ControllerURL = soloCtl.URL // the port actually bound
+			}
+			return appSetup(c, store, log)
+		},
+		Open:        opener(cfg.OpenCommand),
+		Preferences: prefsSrv.NewURL,
+		LoginItem:   loginItem(log),
+		LogPath:     cfg.logPath(),
+		ReportPath:  filepath.Join(cfg.DataDir, "logs", "diagnostics.txt"),
+		Log:         log,
+	})
+
+	sigs := make(chan os.Signal, 3)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	go func() {
+		// Like choosing Quit: drain first, hand builds back on the second.
+		for {
+			select {
+			case <-sigs:
+				app.Click(menu.IDQuit)
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	log.WithField("data_dir", cfg.DataDir).Info("menu-bar app starting")
+	return menubar.Show(ctx, app)
+}
+
+// appSetup is the worker for the current settings; none until a controller
+// URL and an API key are set.
+func appSetup(c *Config, store secrets.Store, log logrus.FieldLogger) (menubar.Setup, error) {
+	s := menubar.Setup{ControllerURL: c.ControllerURL, Checks: c.hostChecks(store)}
+	if c.ControllerURL == "" || c.APIKey == "" {
+		return s, nil
+	}
+	w, err := newAgent(c, store, log)
+	if err != nil {
+		return s, err
+	}
+	s.Worker = w
+	return s, nil
+}
+
+// opener shows a URL or file with the platform's command (`open` on macOS,
+// `xdg-open` elsewhere; --open-command overrides it).
+func opener(command string) func(string) error {
+	return func(target string) error {
+		cmd := exec.Command(command, target)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("%s %s: %w: %s", command, target, err, strings.TrimSpace(string(out)))
+		}
+		return nil
+	}
+}
+
+// inAppBundle reports whether this executable is FreeAgent.app's: launched
+// from Finder with no arguments, it runs the menu-bar app.
+func inAppBundle() bool {
+	exe, err := os.Executable()
+	return err == nil && strings.HasSuffix(filepath.Dir(exe), ".app/Contents/MacOS")
+}

@@ -1,0 +1,108 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/agent/hostcheck"
+	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/controller/pgtest"
+	"github.com/freeagent-build/freeagent/controller/serve"
+	"github.com/freeagent-build/freeagent/controller/server"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+
+// controller starts a controller on a throwaway database and returns its
+// URL and a new worker API key.
+func controller(t *testing.T) (url, workerKey string) {
+	url, workerKey, _ = controllerWithDev(t)
+	return url, workerKey
+}
+
+// controllerWithDev is controller, and a developer key too.
+func controllerWithDev(t *testing.T) (url, workerKey, devKey string) {
+	t.Helper()
+	ctx := context.Background()
+	dsn := pgtest.NewDatabase(t)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	limits := server.DefaultLimits()
+	limits.PollBackstop = 200 * time.Millisecond
+	c, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DatabaseURL: dsn,
+		ReaperInterval: time.Second, Store: store.DefaultConfig(), Limits: limits}, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c.Shutdown(sctx)
+	})
+	st, err := store.Open(ctx, dsn, store.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, workerKey, err = st.CreateKey(ctx, "mac", "worker"); err != nil {
+		t.Fatal(err)
+	}
+	if _, devKey, err = st.CreateKey(ctx, "dev", "developer"); err != nil {
+		t.Fatal(err)
+	}
+	return c.URL, workerKey, devKey
+}
+
+func TestDoctor(t *testing.T) {
+	url, key := controller(t)
+	tartBin, home := faketarttest.Build(t), faketarttest.Home(t)
+	t.Setenv("TART_HOME", home)
+	t.Setenv("FREEAGENT_API_KEY", key)
+	dir := t.TempDir()
+	args := []string{"doctor", "--data-dir", dir, "--controller-url", url, "--vm-driver", "tart", "--tart", tartBin,
+		"--template", "macos-expo", "--min-free-gb", "1"}
+
+	var stdout, stderr bytes.Buffer
+	code := run(args, strings.NewReader(""), &stdout, &stderr)
+	if code != 1 || !strings.Contains(stdout.String(), `✗ template    template VM "macos-expo" is missing`) ||
+		!strings.Contains(stdout.String(), "fix: build it with scripts/build-template.sh") ||
+		!strings.Contains(stdout.String(), "✓ controller") || !strings.Contains(stdout.String(), "✓ tart        Tart 2.32.0") {
+		t.Fatalf("missing template: %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+
+	faketarttest.Template(t, home, "macos-expo", nil, nil)
+	stdout.Reset()
+	stderr.Reset()
+	if code := run(args, strings.NewReader(""), &stdout, &stderr); code != 0 || strings.Contains(stdout.String(), "✗") {
+		t.Fatalf("healthy host: %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+
+	stdout.Reset()
+	stderr.Reset()
+	t.Setenv("FREEAGENT_API_KEY", "fak_revoked")
+	code = run(append(args, "--json"), strings.NewReader(""), &stdout, &stderr)
+	var report struct {
+		OK     bool
+		Checks []hostcheck.Result
+	}
+	if err := json.Unmarshal(stdout.Bytes(), &report); err != nil || code != 1 || report.OK || stderr.Len() != 0 {
+		t.Fatalf("json: %d %v %q %q", code, err, stdout.String(), stderr.String())
+	}
+	for _, c := range report.Checks {
+		if c.ID == hostcheck.IDController && (c.Severity != hostcheck.Fail || !strings.Contains(c.Fix, "keys create")) {
+			t.Fatalf("refused key: %+v", c)
+		}
+	}
+	if len(report.Checks) != 6 {
+		t.Fatalf("want all six checks: %+v", report.Checks)
+	}
+}

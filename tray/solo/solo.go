@@ -1,0 +1,130 @@
+// Package solo runs the controller inside the Mac app, for one developer
+// with one Mac and no server: its own PostgreSQL (Homebrew or Postgres.app
+// binaries) and files under the app's data folder, a worker key kept in the
+// secret store for the embedded worker, and a developer key in a file for
+// `expo-build`. Build VMs reach it through the host's address on Tart's
+// network (agent.GuestURL), so it listens on all interfaces by default.
+package solo
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/agent/secrets"
+	"github.com/freeagent-build/freeagent/controller/serve"
+	"github.com/freeagent-build/freeagent/controller/server"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+// KeyWorker is the secret-store entry of the embedded worker's API key.
+const KeyWorker = "solo-worker-key"
+
+// DefaultListen is where the solo controller listens: every interface, so
+// that VMs on Tart's network reach it (the API needs a key for everything).
+const DefaultListen = "0.0.0.0:8420"
+
+// Config says where the solo controller lives.
+type Config struct {
+	DataDir string // the app's data folder; the controller uses DataDir/controller
+	Listen  string // host:port
+	Secrets secrets.Store
+}
+
+// Controller is a running solo controller.
+type Controller struct {
+	// URL is the controller on this Mac's loopback (the worker rewrites it
+	// for the VMs); DeveloperKeyFile holds the key for expo-build.
+	URL              string
+	WorkerKey        string
+	DeveloperKeyFile string
+	ctl              *serve.Controller
+}
+
+// Dir is the controller's data folder under the app's.
+func Dir(dataDir string) string { return filepath.Join(dataDir, "controller") }
+
+// DeveloperKeyFile is where the developer key for expo-build is written.
+func DeveloperKeyFile(dataDir string) string { return filepath.Join(Dir(dataDir), "developer-key") }
+
+// Start starts the controller (creating its database on first use) and
+// makes sure both keys exist and are valid.
+func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (*Controller, error) {
+	listen := cfg.Listen
+	if listen == "" {
+		listen = DefaultListen
+	}
+	ctl, err := serve.Start(ctx, serve.Config{Listen: listen, DataDir: Dir(cfg.DataDir), ReaperInterval: 30 * time.Second,
+		Store: store.DefaultConfig(), Limits: server.DefaultLimits()}, log.WithField("component", "controller"))
+	if err != nil {
+		return nil, fmt.Errorf("start the controller on this Mac: %w", err)
+	}
+	c := &Controller{ctl: ctl, URL: loopbackURL(ctl.URL), DeveloperKeyFile: DeveloperKeyFile(cfg.DataDir)}
+	if err := c.ensureKeys(ctx, cfg.Secrets); err != nil {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		ctl.Shutdown(sctx)
+		return nil, err
+	}
+	log.WithFields(logrus.Fields{"url": c.URL, "developer_key": c.DeveloperKeyFile}).Info("controller running on this Mac")
+	return c, nil
+}
+
+// loopbackURL turns http://0.0.0.0:P or http://[::]:P into 127.0.0.1.
+func loopbackURL(u string) string {
+	host, port, err := net.SplitHostPort(strings.TrimPrefix(u, "http://"))
+	if err != nil {
+		return u
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port)
+}
+
+// ensureKeys reuses the stored keys while the database still knows them,
+// else creates new ones.
+func (c *Controller) ensureKeys(ctx context.Context, sec secrets.Store) error {
+	st := c.ctl.Store()
+	valid := func(key, role string) bool {
+		k, err := st.AuthenticateKey(ctx, key)
+		return key != "" && err == nil && k.Role == role
+	}
+	worker, err := sec.Get(KeyWorker)
+	if err != nil && !errors.Is(err, secrets.ErrNotFound) {
+		return err
+	}
+	if !valid(worker, "worker") {
+		if _, worker, err = st.CreateKey(ctx, "this-mac", "worker"); err != nil {
+			return fmt.Errorf("create the worker key: %w", err)
+		}
+		if err := sec.Set(KeyWorker, worker); err != nil {
+			return err
+		}
+	}
+	c.WorkerKey = worker
+	b, err := os.ReadFile(c.DeveloperKeyFile)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("read %s: %w", c.DeveloperKeyFile, err)
+	}
+	if !valid(strings.TrimSpace(string(b)), "developer") {
+		_, dev, err := st.CreateKey(ctx, "expo-build on this Mac", "developer")
+		if err != nil {
+			return fmt.Errorf("create the developer key: %w", err)
+		}
+		if err := os.WriteFile(c.DeveloperKeyFile, []byte(dev+"\n"), 0o600); err != nil {
+			return fmt.Errorf("write %s: %w", c.DeveloperKeyFile, err)
+		}
+	}
+	return nil
+}
+
+// Shutdown stops the controller and its database.
+func (c *Controller) Shutdown(ctx context.Context) error { return c.ctl.Shutdown(ctx) }
