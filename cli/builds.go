@@ -216,6 +216,13 @@ func printBuild(u *ui, b api.Build, now time.Time) {
 		}
 		row(k, fmt.Sprintf("%s  %s  sha256 %s", art.Name, humanBytes(art.Size), sum))
 	}
+	if b.InstallURL != nil {
+		until := ""
+		if b.InstallURLExpiresAt != nil {
+			until = " (works until " + b.InstallURLExpiresAt.Local().Format(time.DateTime) + "; no login needed)"
+		}
+		row("Install", *b.InstallURL+until)
+	}
 	if len(b.AttemptHistory) > 1 || len(b.AttemptHistory) == 1 && b.AttemptHistory[0].ErrorMessage != nil {
 		for i, at := range b.AttemptHistory {
 			k := ""

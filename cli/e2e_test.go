@@ -89,11 +89,11 @@ func TestSubmitBuildDownload(t *testing.T) {
 	w.finish(job, true, "app-release.apk", apk)
 
 	b := jsonOf[api.Build](t, e.mustRun(0, nil, "status", id, "--json"))
-	if b.Status != api.StatusCompleted || len(b.Artifacts) != 1 || b.Artifacts[0].SHA256 != sha(apk) {
+	if b.Status != api.StatusCompleted || len(b.Artifacts) != 1 || b.Artifacts[0].SHA256 != sha(apk) || b.InstallURL == nil {
 		t.Fatalf("status: %+v", b)
 	}
 	human := e.mustRun(0, nil, "status", id)
-	for _, want := range []string{"completed", "app-release.apk", "expo-build download " + id, "priority 1"} {
+	for _, want := range []string{"completed", "app-release.apk", "expo-build download " + id, "priority 1", "/install/" + id + "?"} {
 		if !strings.Contains(human.stdout, want) {
 			t.Errorf("status output lacks %q:\n%s", want, human.stdout)
 		}

@@ -436,3 +436,40 @@ func (c *Client) UploadArtifact(ctx context.Context, buildID, vmToken, name stri
 	return out, c.multipart(ctx, "/api/builds/"+url.PathEscape(buildID)+"/artifacts", nil,
 		[]filePart{{field: "artifact", name: name, r: r}}, header{HeaderVMToken: vmToken, HeaderChecksum: sha256hex}, &out)
 }
+
+// CreateWebhook adds a webhook endpoint (admin); the answer holds its secret, shown once.
+func (c *Client) CreateWebhook(ctx context.Context, req WebhookRequest) (Webhook, error) {
+	var out Webhook
+	err := c.call(ctx, http.MethodPost, "/api/webhooks", req, &out, nil)
+	return out, err
+}
+
+// ListWebhooks lists the webhook endpoints (admin).
+func (c *Client) ListWebhooks(ctx context.Context) (WebhookList, error) {
+	var out WebhookList
+	err := c.call(ctx, http.MethodGet, "/api/webhooks", nil, &out, nil)
+	return out, err
+}
+
+// DeleteWebhook removes an endpoint and its delivery log (admin).
+func (c *Client) DeleteWebhook(ctx context.Context, id string) error {
+	return c.call(ctx, http.MethodDelete, "/api/webhooks/"+url.PathEscape(id), nil, nil, nil)
+}
+
+// WebhookDeliveries lists an endpoint's deliveries with their attempt logs, newest first (admin).
+func (c *Client) WebhookDeliveries(ctx context.Context, id string, limit int) (WebhookDeliveryList, error) {
+	var out WebhookDeliveryList
+	path := "/api/webhooks/" + url.PathEscape(id) + "/deliveries"
+	if limit > 0 {
+		path += "?limit=" + strconv.Itoa(limit)
+	}
+	err := c.call(ctx, http.MethodGet, path, nil, &out, nil)
+	return out, err
+}
+
+// RedeliverWebhook sends a delivery again, with a fresh round of attempts (admin).
+func (c *Client) RedeliverWebhook(ctx context.Context, id, deliveryID string) (WebhookDelivery, error) {
+	var out WebhookDelivery
+	err := c.call(ctx, http.MethodPost, "/api/webhooks/"+url.PathEscape(id)+"/deliveries/"+url.PathEscape(deliveryID)+"/redeliver", nil, &out, nil)
+	return out, err
+}

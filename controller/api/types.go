@@ -20,6 +20,8 @@ const (
 	HeaderChecksum       = "X-Checksum-Sha256"
 	HeaderLogLength      = "X-Log-Length"
 	HeaderBuildStatus    = "X-Build-Status"
+	// HeaderInstallURL carries, beside a QR code image, the link it encodes.
+	HeaderInstallURL = "X-Install-Url"
 )
 
 // Roles of API keys.
@@ -223,6 +225,11 @@ type Build struct {
 	LogLength       int64       `json:"log_length"`
 	Artifacts       []Artifact  `json:"artifacts"`
 	AttemptHistory  []Attempt   `json:"attempt_history,omitempty"`
+	// InstallURL (completed builds, GET /api/builds/:id only) opens the
+	// install page without any header until InstallURLExpiresAt; it is
+	// what GET /api/builds/:id/qr.png encodes.
+	InstallURL          *string    `json:"install_url,omitempty"`
+	InstallURLExpiresAt *time.Time `json:"install_url_expires_at,omitempty"`
 }
 
 // Attempt is one execution of a build on a worker.
@@ -323,4 +330,68 @@ type Controller struct {
 // ControllerList answers GET /api/controllers.
 type ControllerList struct {
 	Controllers []Controller `json:"controllers"`
+}
+
+// Webhook request headers (DESIGN.md, Operations). The signature is
+// "sha256=" + hex HMAC-SHA256(secret, timestamp + "." + body).
+const (
+	HeaderWebhookEvent     = "X-FreeAgent-Event"
+	HeaderWebhookDelivery  = "X-FreeAgent-Delivery"
+	HeaderWebhookTimestamp = "X-FreeAgent-Timestamp"
+	HeaderWebhookSignature = "X-FreeAgent-Signature"
+)
+
+// WebhookRequest creates a webhook endpoint (POST /api/webhooks). Events
+// are exact event types ("build.completed"), prefixes ("build.*") or "*".
+type WebhookRequest struct {
+	URL         string   `json:"url"`
+	Events      []string `json:"events"`
+	Description string   `json:"description,omitempty"`
+}
+
+// Webhook is an endpoint. Secret is set only in the answer that created it.
+type Webhook struct {
+	ID          string    `json:"id"`
+	URL         string    `json:"url"`
+	Events      []string  `json:"events"`
+	Description string    `json:"description"`
+	CreatedAt   time.Time `json:"created_at"`
+	Secret      string    `json:"secret,omitempty"`
+}
+
+// WebhookList answers GET /api/webhooks.
+type WebhookList struct {
+	Webhooks []Webhook `json:"webhooks"`
+}
+
+// WebhookDelivery is one event sent (or to be sent) to one endpoint. Its
+// body is the event (Event) as JSON. Status is pending, delivered or dead.
+type WebhookDelivery struct {
+	ID               string           `json:"id"`
+	WebhookID        string           `json:"webhook_id"`
+	EventID          string           `json:"event_id"`
+	EventSequence    int64            `json:"event_sequence"`
+	EventType        string           `json:"event_type"`
+	Status           string           `json:"status"`
+	Attempts         int              `json:"attempts"`
+	NextAttemptAt    *time.Time       `json:"next_attempt_at"`
+	LastResponseCode *int             `json:"last_response_code"`
+	LastError        *string          `json:"last_error"`
+	CreatedAt        time.Time        `json:"created_at"`
+	DeliveredAt      *time.Time       `json:"delivered_at"`
+	Log              []WebhookAttempt `json:"log"`
+}
+
+// WebhookAttempt is one try of a delivery.
+type WebhookAttempt struct {
+	Number       int       `json:"number"`
+	At           time.Time `json:"at"`
+	ResponseCode *int      `json:"response_code"`
+	Error        *string   `json:"error"`
+	DurationMS   int       `json:"duration_ms"`
+}
+
+// WebhookDeliveryList answers GET /api/webhooks/:id/deliveries, newest first.
+type WebhookDeliveryList struct {
+	Deliveries []WebhookDelivery `json:"deliveries"`
 }

@@ -94,8 +94,9 @@ func Open(root string, key []byte) (*Store, error) {
 	return &Store{root: root, aead: aead}, nil
 }
 
-// LoadOrCreateKey reads a hex AES-256 key from path, creating it (0600) with
-// a fresh random key when the file does not exist.
+// LoadOrCreateKey reads a hex 32-byte key from path, creating it (0600) with
+// a fresh random key when the file does not exist. The certificate key and
+// the install-link signing key are both kept this way.
 func LoadOrCreateKey(path string) ([]byte, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
@@ -111,28 +112,32 @@ func LoadOrCreateKey(path string) ([]byte, error) {
 			return LoadOrCreateKey(path)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("create certificate key %s: %w", path, err)
+			return nil, fmt.Errorf("create key file %s: %w", path, err)
 		}
 		_, err = f.WriteString(hex.EncodeToString(key) + "\n")
 		if cerr := f.Close(); err == nil {
 			err = cerr
 		}
 		if err != nil {
-			return nil, fmt.Errorf("write certificate key %s: %w", path, err)
+			return nil, fmt.Errorf("write key file %s: %w", path, err)
 		}
 		return key, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read certificate key %s: %w", path, err)
+		return nil, fmt.Errorf("read key file %s: %w", path, err)
 	}
-	return ParseKey(strings.TrimSpace(string(b)))
+	key, err := ParseKey(strings.TrimSpace(string(b)))
+	if err != nil {
+		return nil, fmt.Errorf("key file %s: %w", path, err)
+	}
+	return key, nil
 }
 
-// ParseKey decodes a 64-hex-digit AES-256 key.
+// ParseKey decodes a 64-hex-digit (32-byte) key.
 func ParseKey(s string) ([]byte, error) {
 	key, err := hex.DecodeString(s)
 	if err != nil || len(key) != 32 {
-		return nil, errors.New("certificate key must be 64 hex digits (32 bytes); generate one with `openssl rand -hex 32`")
+		return nil, errors.New("a key must be 64 hex digits (32 bytes); generate one with `openssl rand -hex 32`")
 	}
 	return key, nil
 }

@@ -18,6 +18,10 @@ import (
 
 // Reaper sweeps on an interval and when kicked.
 type Reaper struct {
+	// OnSweep, when set (before Run), receives every sweep's report: the
+	// lease-expiry, requeue and dead-letter counters come from it.
+	OnSweep func(store.SweepReport)
+
 	store    *store.Store
 	blobs    *blobs.Store
 	interval time.Duration
@@ -83,6 +87,9 @@ func (r *Reaper) Sweep(ctx context.Context) {
 			r.log.WithError(err).Warn("reaper sweep failed; will retry")
 		}
 		return
+	}
+	if r.OnSweep != nil && rep.Ran {
+		r.OnSweep(rep)
 	}
 	if rep.LeasesExpired+rep.WorkersOffline+rep.TimedOut > 0 {
 		r.log.WithFields(logrus.Fields{"leases_expired": rep.LeasesExpired, "workers_offline": rep.WorkersOffline,

@@ -21,11 +21,14 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/install"
+	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/pgcluster"
 	"github.com/freeagent-build/freeagent/controller/reaper"
 	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 // Config is everything `serve` can be told.
@@ -35,6 +38,10 @@ type Config struct {
 	DatabaseURL    string // external Postgres; empty → a private cluster under DataDir/postgres
 	CertsKey       string // hex AES-256 key sealing certificates; empty → DataDir/certs.key (created once)
 	ReaperInterval time.Duration
+	MetricsPublic  bool          // serve /metrics without an admin key
+	PublicURL      string        // the URL phones reach the controller at, for install links; empty → each request's host
+	LinkKey        string        // hex key signing install links; empty → DataDir/links.key (created once)
+	LinkTTL        time.Duration // install link lifetime; 0 → 7 days
 	Store          store.Config
 	Limits         server.Limits
 
@@ -146,6 +153,15 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	if err != nil {
 		return nil, err
 	}
+	links, err := linkSigner(cfg)
+	if err != nil {
+		return nil, err
+	}
+	m := metrics.New(c.store, 0)
+	hooks, err := webhooks.New(c.store, key, webhooks.DefaultConfig(), m, log.WithField("component", "webhooks"))
+	if err != nil {
+		return nil, err
+	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -157,9 +173,11 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	c.cancel = cancel
 	hub := notify.New(dsn, log.WithField("component", "notify"))
 	rp := reaper.New(c.store, files, cfg.ReaperInterval, log.WithField("component", "reaper"))
+	rp.OnSweep = m.Sweep
 	c.goRun(func() { hub.Run(runCtx) }) //nolint:errcheck // Run returns only when runCtx ends
 	c.goRun(func() { rp.Run(runCtx) })
 	c.goRun(func() { rp.RunSealer(runCtx, cfg.SealInterval) })
+	c.goRun(func() { hooks.Run(runCtx) })
 	select {
 	case <-hub.Ready():
 	case <-time.After(10 * time.Second):
@@ -168,7 +186,8 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	}
 
 	c.api = server.New(server.Options{Store: c.store, Blobs: files, Hub: hub, Limits: cfg.Limits,
-		Log: log.WithField("component", "http"), BuildEnded: rp.Kick})
+		Log: log.WithField("component", "http"), BuildEnded: rp.Kick, Metrics: m, MetricsPublic: cfg.MetricsPublic,
+		Links: links, PublicURL: cfg.PublicURL, Webhooks: hooks})
 	c.http = &http.Server{
 		Handler:           c.api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -289,7 +308,27 @@ func (c *Controller) closeResources() {
 
 func certsKey(cfg Config) ([]byte, error) {
 	if cfg.CertsKey != "" {
-		return blobs.ParseKey(cfg.CertsKey)
+		key, err := blobs.ParseKey(cfg.CertsKey)
+		if err != nil {
+			return nil, fmt.Errorf("certificate key (FREEAGENT_CERTS_KEY): %w", err)
+		}
+		return key, nil
 	}
 	return blobs.LoadOrCreateKey(filepath.Join(cfg.DataDir, "certs.key"))
+}
+
+// linkSigner signs install links with the configured key, else one kept in
+// the data directory. Replicas behind one URL must share the key (set
+// FREEAGENT_LINK_KEY on each), or a link works only on the replica that made it.
+func linkSigner(cfg Config) (*install.Signer, error) {
+	var key []byte
+	var err error
+	if cfg.LinkKey != "" {
+		if key, err = blobs.ParseKey(cfg.LinkKey); err != nil {
+			return nil, fmt.Errorf("install link key (FREEAGENT_LINK_KEY): %w", err)
+		}
+	} else if key, err = blobs.LoadOrCreateKey(filepath.Join(cfg.DataDir, "links.key")); err != nil {
+		return nil, err
+	}
+	return install.NewSigner(key, cfg.LinkTTL)
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -47,6 +48,23 @@ func (c *keyCache) get(ctx context.Context, st *store.Store, secret string) (sto
 	c.entries[h] = cachedKey{key: k, expires: now.Add(c.ttl)}
 	c.mu.Unlock()
 	return k, nil
+}
+
+// metricsAuth guards /metrics: an admin key, as X-API-Key or as a bearer
+// token (what Prometheus's scrape config sends), unless MetricsPublic.
+func (s *Server) metricsAuth(h http.Handler) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.metricsPublic {
+			if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok && r.Header.Get(api.HeaderAPIKey) == "" {
+				r.Header.Set(api.HeaderAPIKey, strings.TrimSpace(bearer))
+			}
+			if _, err := s.apiKey(r, api.RoleAdmin); err != nil {
+				s.fail(w, r, err)
+				return
+			}
+		}
+		h.ServeHTTP(w, r)
+	}
 }
 
 // workerKey guards registration: an API key of the worker or admin role.

@@ -259,6 +259,12 @@ func (s *Server) getBuild(w http.ResponseWriter, r *http.Request, b buildAccess)
 		s.fail(w, r, err)
 		return
 	}
+	if s.links != nil && build.Status == api.StatusCompleted {
+		if l, err := s.installLinks(r, build); err == nil {
+			u, exp := l.Page(), l.Expires
+			build.InstallURL, build.InstallURLExpiresAt = &u, &exp
+		}
+	}
 	writeJSON(w, http.StatusOK, build)
 }
 

@@ -17,11 +17,14 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/install"
+	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/reaper"
 	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -36,6 +39,10 @@ type env struct {
 	store   *store.Store
 	blobs   *blobs.Store
 	reaper  *reaper.Reaper
+	metrics *metrics.Metrics
+	links   *install.Signer
+	hooks   *webhooks.Dispatcher
+	key     []byte // the certificate key
 	cfg     store.Config
 	limits  server.Limits
 
@@ -94,8 +101,20 @@ func (e *env) start() {
 	hubDone := make(chan struct{})
 	go func() { hub.Run(ctx); close(hubDone) }()
 	<-hub.Ready()
+	linkKey, err := blobs.LoadOrCreateKey(filepath.Join(e.dataDir, "links.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.links, err = install.NewSigner(linkKey, 0); err != nil {
+		t.Fatal(err)
+	}
+	e.metrics = metrics.New(st, time.Nanosecond) // ended builds recounted on every scrape
+	e.key = key
+	e.hooks = e.dispatcher(st)
 	e.reaper = reaper.New(st, files, time.Hour, log)
-	srv := server.New(server.Options{Store: st, Blobs: files, Hub: hub, Limits: e.limits, Log: log, KeyCacheTTL: time.Nanosecond})
+	e.reaper.OnSweep = e.metrics.Sweep
+	srv := server.New(server.Options{Store: st, Blobs: files, Hub: hub, Limits: e.limits, Log: log, KeyCacheTTL: time.Nanosecond,
+		Metrics: e.metrics, Links: e.links, Webhooks: e.hooks})
 	hs := httptest.NewServer(srv)
 	e.URL, e.store, e.blobs = hs.URL, st, files
 	for _, c := range []*api.Client{e.admin, e.developer, e.worker} {
@@ -116,6 +135,25 @@ func (e *env) start() {
 		st.Close()
 	}
 	t.Cleanup(e.stop)
+}
+
+// dispatcher returns a webhook dispatcher (not running) with test timings:
+// checks every 50 ms, 2 s timeout, backoff 200 ms doubling.
+func (e *env) dispatcher(st *store.Store) *webhooks.Dispatcher {
+	e.t.Helper()
+	d, err := webhooks.New(st, e.key, webhooks.Config{Interval: 50 * time.Millisecond, Timeout: 2 * time.Second,
+		BackoffBase: 200 * time.Millisecond}, e.metrics, testLogger(e.t))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return d
+}
+
+func testLogger(t *testing.T) *logrus.Logger {
+	log := logrus.New()
+	log.SetOutput(testWriter{t})
+	log.SetLevel(logrus.WarnLevel)
+	return log
 }
 
 // restart simulates a controller restart: a new process on the same

@@ -5,6 +5,7 @@ package server
 import (
 	"context"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -12,8 +13,11 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/dashboard"
+	"github.com/freeagent-build/freeagent/controller/install"
+	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 // Limits bound what a client may send.
@@ -52,6 +56,12 @@ type Server struct {
 	limits Limits
 	log    logrus.FieldLogger
 	kick   func() // Options.BuildEnded
+	// metrics may be nil (records nothing); metricsPublic serves /metrics without a key.
+	metrics       *metrics.Metrics
+	metricsPublic bool
+	links         *install.Signer // nil: no install links
+	webhooks      *webhooks.Dispatcher
+	publicURL     string
 
 	keyCache   keyCache
 	queueDepth depthCache
@@ -70,6 +80,21 @@ type Options struct {
 	// BuildEnded is called after a request moved a build to a terminal
 	// state (the reaper then deletes its certificates at once).
 	BuildEnded func()
+	// Metrics records request, poll and claim figures and serves GET
+	// /metrics; nil leaves /metrics answering 404.
+	Metrics *metrics.Metrics
+	// MetricsPublic serves /metrics without an API key (for a scraper on
+	// an internal network); otherwise it needs an admin key, sent as
+	// X-API-Key or as "Authorization: Bearer <key>".
+	MetricsPublic bool
+	// Links signs the install links of completed builds (install page,
+	// downloads, iOS manifest, QR code); nil turns them off.
+	Links *install.Signer
+	// PublicURL is the controller's URL as phones reach it, used in install
+	// links and QR codes; empty takes the scheme and host of each request.
+	PublicURL string
+	// Webhooks serves the /api/webhooks admin API; nil leaves it out.
+	Webhooks *webhooks.Dispatcher
 	// KeyCacheTTL is how long a verified API key is trusted without a
 	// query; a revoked key stops working within it. Default 5 s.
 	KeyCacheTTL time.Duration
@@ -78,6 +103,7 @@ type Options struct {
 // New builds the API handler.
 func New(o Options) *Server {
 	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
+		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, webhooks: o.Webhooks, publicURL: strings.TrimRight(o.PublicURL, "/"),
 		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, draining: make(chan struct{})}
 	if s.keyCache.ttl == 0 {
 		s.keyCache.ttl = 5 * time.Second
@@ -97,6 +123,9 @@ func (s *Server) routes() {
 	m := http.NewServeMux()
 	m.HandleFunc("GET /health", s.health)
 	m.HandleFunc("GET /health/ready", s.ready)
+	if s.metrics != nil {
+		m.Handle("GET /metrics", s.metricsAuth(s.metrics.Handler()))
+	}
 
 	m.HandleFunc("POST /api/workers/register", s.workerKey(s.register))
 	m.HandleFunc("GET /api/workers/poll", s.worker(s.poll))
@@ -117,6 +146,21 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/builds/{id}/retry", s.buildReader(s.retry))
 	m.HandleFunc("GET /api/builds/{id}/logs", s.buildReader(s.readLogs))
 	m.HandleFunc("GET /api/builds/{id}/artifacts/{name}", s.buildReader(s.downloadArtifact))
+
+	if s.links != nil {
+		m.HandleFunc("GET /api/builds/{id}/qr.png", s.buildReader(s.qrCode))
+		m.HandleFunc("GET /install/{id}", s.installPage)
+		m.HandleFunc("GET /install/{id}/manifest.plist", s.installManifest)
+		m.HandleFunc("GET /install/{id}/files/{name}", s.installFile)
+	}
+
+	if s.webhooks != nil {
+		m.HandleFunc("POST /api/webhooks", s.admin(s.createWebhook))
+		m.HandleFunc("GET /api/webhooks", s.admin(s.listWebhooks))
+		m.HandleFunc("DELETE /api/webhooks/{id}", s.admin(s.deleteWebhook))
+		m.HandleFunc("GET /api/webhooks/{id}/deliveries", s.admin(s.webhookDeliveries))
+		m.HandleFunc("POST /api/webhooks/{id}/deliveries/{delivery_id}/redeliver", s.admin(s.redeliverWebhook))
+	}
 
 	m.HandleFunc("POST /api/vm/auth", s.vmAuth)
 	m.HandleFunc("GET /api/builds/{id}/source", s.sourceReader(s.downloadSource))
@@ -149,6 +193,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				writeError(rec, r, http.StatusInternalServerError, "internal", "internal error; see the controller log")
 			}
 		}
+		s.metrics.Request(r.Pattern, r.Method, rec.status, time.Since(start))
 		if s.log != nil {
 			entry := s.log.WithFields(logrus.Fields{"method": r.Method, "path": r.URL.Path, "status": rec.status,
 				"ms": time.Since(start).Milliseconds()})

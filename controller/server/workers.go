@@ -57,7 +57,8 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAut
 	}
 	wait = min(wait, s.limits.PollMaxWait)
 	ctx := r.Context()
-	deadline := time.Now().Add(wait)
+	start := time.Now()
+	deadline := start.Add(wait)
 	var res store.PollResult
 	var err error
 	claim := s.hub.WaitClaimable(wa.Platforms())
@@ -89,6 +90,7 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAut
 		}
 		timer.Stop()
 	}
+	s.metrics.Poll(time.Since(start), res)
 	depth, err := s.queueDepth.get(ctx, s.store)
 	if err != nil && ctx.Err() == nil {
 		s.log.WithError(err).Warn("count queue depth")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -96,6 +97,11 @@ func collectBuildChanges(rows pgx.Rows) ([]Change, error) {
 type PollResult struct {
 	Job        *api.Job
 	AtCapacity bool
+	// Claimed is set when Job is a new claim rather than a redelivery;
+	// Pickup is then how long the build had been claimable (since its
+	// submit or the end of its backoff).
+	Claimed bool
+	Pickup  time.Duration
 }
 
 // Poll hands out at most one job; see PollResult. One read-only statement
@@ -126,7 +132,8 @@ func (s *Store) Poll(ctx context.Context, w WorkerAuth) (PollResult, error) {
 	// The claim re-checks capacity itself: this worker may poll twice at once.
 	err = s.withTx(ctx, func(t *txn) error {
 		var err error
-		res.Job, err = t.claim(ctx, w)
+		res.Job, res.Pickup, err = t.claim(ctx, w)
+		res.Claimed = res.Job != nil
 		return err
 	})
 	return res, err
@@ -151,9 +158,10 @@ func (s *Store) redeliver(ctx context.Context, w WorkerAuth) (PollResult, error)
 
 const jobColumns = `b.id, b.platform, b.profile, b.priority, b.has_certs, b.base_image, b.timeout_seconds, b.lease_expires_at`
 
-func scanJob(row pgx.Row, j *api.Job) error {
+func scanJob(row pgx.Row, j *api.Job, extra ...any) error {
 	var hasCerts bool
-	if err := row.Scan(&j.ID, &j.Platform, &j.Profile, &j.Priority, &hasCerts, &j.BaseImage, &j.BuildTimeoutSeconds, &j.LeaseExpiresAt); err != nil {
+	dest := append([]any{&j.ID, &j.Platform, &j.Profile, &j.Priority, &hasCerts, &j.BaseImage, &j.BuildTimeoutSeconds, &j.LeaseExpiresAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
 		return err
 	}
 	j.SourceURL = "/api/builds/" + j.ID + "/source"
@@ -164,10 +172,11 @@ func scanJob(row pgx.Row, j *api.Job) error {
 	return nil
 }
 
-func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, error) {
+func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, time.Duration, error) {
 	lease, leaseHash := newSecret(prefixLeaseToken)
 	otp, otpHash := newSecret(prefixOTP)
 	j := &api.Job{AttemptID: NewID(), LeaseToken: lease, OTP: otp}
+	var waited float64 // seconds the build was claimable before this claim
 	err := scanJob(t.QueryRow(ctx, `
 		WITH live AS (
 			-- Nothing new while the worker is at capacity or has a job it
@@ -190,17 +199,17 @@ func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, error) {
 			SELECT $4, b.id, (SELECT COALESCE(max(number), 0) + 1 FROM build_attempts WHERE build_id = b.id),
 				$1, $2, 'assigned', $6, $7, now() + $8::interval FROM b
 		)
-		SELECT `+jobColumns+` FROM b`,
-		w.WorkerID, w.InstanceID, w.Platforms(), j.AttemptID, t.cfg.LeaseTTL, leaseHash, otpHash, t.cfg.OTPTTL, w.MaxConcurrent()), j)
+		SELECT `+jobColumns+`, greatest(0, extract(epoch FROM clock_timestamp() - b.run_after))::float8 FROM b`,
+		w.WorkerID, w.InstanceID, w.Platforms(), j.AttemptID, t.cfg.LeaseTTL, leaseHash, otpHash, t.cfg.OTPTTL, w.MaxConcurrent()), j, &waited)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, nil
+		return nil, 0, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("claim build: %w", err)
+		return nil, 0, fmt.Errorf("claim build: %w", err)
 	}
 	t.emit(Change{Kind: "build", ID: j.ID, Status: string(api.StatusAssigned), Platform: j.Platform,
 		Detail: map[string]any{"worker_id": w.WorkerID, "attempt_id": j.AttemptID}})
-	return j, nil
+	return j, time.Duration(waited * float64(time.Second)), nil
 }
 
 // redeliver gives a fresh lease token and OTP to an attempt whose poll answer

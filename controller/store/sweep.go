@@ -5,6 +5,8 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 // reaperLock is the advisory lock key that makes one replica at a time sweep.
@@ -18,6 +20,22 @@ type SweepReport struct {
 	TimedOut        int
 	OTPsExpired     int
 	VMTokensExpired int
+	// Of the builds taken from expired leases and offline workers:
+	Requeued     int // back to pending for another attempt
+	DeadLettered int // failed with max_attempts: no attempts left
+}
+
+// countRequeues tallies where requeued builds went.
+func (r *SweepReport) countRequeues(changes []Change) {
+	for _, c := range changes {
+		switch {
+		case c.Kind != "build":
+		case c.Status == string(api.StatusPending):
+			r.Requeued++
+		case c.Status == string(api.StatusFailed):
+			r.DeadLettered++
+		}
+	}
 }
 
 // Sweep requeues builds whose lease expired or whose worker went silent,
@@ -43,10 +61,12 @@ func (s *Store) Sweep(ctx context.Context) (SweepReport, error) {
 		if err != nil {
 			return fmt.Errorf("find expired leases: %w", err)
 		}
+		from := len(t.changes)
 		if r.LeasesExpired, err = t.requeue(ctx, expired, requeueReason{consume: true, attemptStatus: "expired",
 			code: "lease_expired", message: "the worker stopped renewing its lease"}); err != nil {
 			return err
 		}
+		r.countRequeues(t.changes[from:])
 		rows, err = t.Query(ctx, `UPDATE workers SET status = 'offline'
 			WHERE status = 'online' AND last_seen_at < now() - $1::interval RETURNING id`, t.cfg.WorkerOfflineAfter)
 		if err != nil {
@@ -59,10 +79,12 @@ func (s *Store) Sweep(ctx context.Context) (SweepReport, error) {
 		r.WorkersOffline = len(offline)
 		for _, id := range offline {
 			t.emit(Change{Kind: "worker", ID: id, Status: "offline"})
+			from := len(t.changes)
 			if _, err := t.requeueWorkerAttempts(ctx, id, "", requeueReason{consume: true, attemptStatus: "expired",
 				code: "worker_offline", message: "the worker went offline"}); err != nil {
 				return err
 			}
+			r.countRequeues(t.changes[from:])
 		}
 		tag, err := t.Exec(ctx, `UPDATE build_attempts SET otp_hash = NULL WHERE otp_hash IS NOT NULL AND otp_expires_at < now()`)
 		if err != nil {

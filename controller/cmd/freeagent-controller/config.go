@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
@@ -53,7 +55,11 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 		e.int64v(&cfg.Serve.Limits.Source, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", cfg.Serve.Limits.Source, "largest accepted project archive")
 		e.int64v(&cfg.Serve.Limits.Artifact, "max-artifact-bytes", "FREEAGENT_MAX_ARTIFACT_BYTES", cfg.Serve.Limits.Artifact, "largest accepted artifact")
 		e.int64v(&cfg.Serve.Limits.LogTotal, "max-log-bytes", "FREEAGENT_MAX_LOG_BYTES", cfg.Serve.Limits.LogTotal, "largest build log")
+		e.boolv(&cfg.Serve.MetricsPublic, "metrics-public", "FREEAGENT_METRICS_PUBLIC", false, "serve /metrics without an API key (otherwise an admin key: X-API-Key or Authorization: Bearer)")
+		e.str(&cfg.Serve.PublicURL, "public-url", "FREEAGENT_PUBLIC_URL", "", "URL phones and browsers reach this controller at, used in install links and QR codes; empty uses each request's host")
+		e.dur(&cfg.Serve.LinkTTL, "link-ttl", "FREEAGENT_LINK_TTL", install.DefaultTTL, "how long an install link (and its QR code) works")
 		cfg.Serve.CertsKey = os.Getenv("FREEAGENT_CERTS_KEY") // a secret: environment only, never argv
+		cfg.Serve.LinkKey = os.Getenv("FREEAGENT_LINK_KEY")
 	}
 	if extra != nil {
 		extra(fs)
@@ -66,6 +72,11 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 			return nil, nil, err
 		}
 		return nil, nil, usageError{err}
+	}
+	if u := cfg.Serve.PublicURL; u != "" {
+		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.RawQuery != "" {
+			return nil, nil, usageError{fmt.Errorf("--public-url %q: want an absolute http(s) URL such as https://builds.example.com", u)}
+		}
 	}
 	if cfg.Serve.DatabaseURL == "" && cfg.Serve.DataDir == "" {
 		return nil, nil, usageError{errors.New("set --data-dir (or FREEAGENT_DATA_DIR) or --database-url (DATABASE_URL)")}
@@ -85,6 +96,11 @@ func (e *envFlags) str(p *string, name, env, def, help string) {
 		def = v
 	}
 	e.fs.StringVar(p, name, def, help+" (env "+env+")")
+}
+
+func (e *envFlags) boolv(p *bool, name, env string, def bool, help string) {
+	def = fromEnv(e, env, def, strconv.ParseBool, "true or false (1 or 0)")
+	e.fs.BoolVar(p, name, def, help+" (env "+env+")")
 }
 
 func (e *envFlags) dur(p *time.Duration, name, env string, def time.Duration, help string) {

@@ -3,17 +3,24 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
+	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
+	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 func TestMain(m *testing.M) {
@@ -85,6 +92,27 @@ func TestConfigPrecedenceFlagOverEnvOverDefault(t *testing.T) {
 	}
 }
 
+func TestConfigLinksAndMetrics(t *testing.T) {
+	t.Setenv("FREEAGENT_DATA_DIR", "/d")
+	t.Setenv("FREEAGENT_METRICS_PUBLIC", "1")
+	t.Setenv("FREEAGENT_LINK_TTL", "48h")
+	cfg, _, err := parseConfig("serve", []string{"--public-url", "https://builds.example.com/"}, &bytes.Buffer{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.Serve.MetricsPublic || cfg.Serve.LinkTTL != 48*time.Hour || cfg.Serve.PublicURL != "https://builds.example.com/" {
+		t.Fatalf("config: %+v", cfg.Serve)
+	}
+	_, _, err = parseConfig("serve", []string{"--public-url", "builds.example.com"}, &bytes.Buffer{}, true)
+	if err == nil || !strings.Contains(err.Error(), "--public-url") {
+		t.Fatalf("a relative public URL must be refused, naming the flag: %v", err)
+	}
+	t.Setenv("FREEAGENT_METRICS_PUBLIC", "maybe")
+	if _, _, err = parseConfig("serve", nil, &bytes.Buffer{}, true); err == nil || !strings.Contains(err.Error(), "FREEAGENT_METRICS_PUBLIC") {
+		t.Fatalf("a bad FREEAGENT_METRICS_PUBLIC must be named: %v", err)
+	}
+}
+
 // TestServeBuiltInDatabase runs the real binary as a child process with no
 // DATABASE_URL: it starts its own cluster, serves, answers readiness, shares
 // the cluster with `keys create`, and stops cleanly on SIGTERM.
@@ -147,6 +175,17 @@ func TestServeBuiltInDatabase(t *testing.T) {
 		t.Fatalf("the new key is not accepted by the running server: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	req, _ = http.NewRequest(http.MethodGet, url+"/metrics", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(out)))
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("/metrics with the admin key: %v %v", resp, err)
+	}
+	resp.Body.Close()
+	if st, err := os.Stat(filepath.Join(data, "links.key")); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the install link key was not created 0600 in the data directory: %v %v", st, err)
+	}
+	checkWebhookDelivered(t, url, strings.TrimSpace(string(out)))
 	cmd.Process.Signal(os.Interrupt)
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
@@ -161,5 +200,46 @@ func TestServeBuiltInDatabase(t *testing.T) {
 	// The cluster stopped with it.
 	if b, err := os.ReadFile(filepath.Join(data, "postgres", "pgdata", "postmaster.pid")); err == nil {
 		t.Fatalf("postmaster.pid still present after shutdown: %s", b)
+	}
+}
+
+// checkWebhookDelivered registers a local webhook on the running controller,
+// submits a build, and waits for the signed build.submitted delivery: the
+// sealer and the dispatcher run inside serve.
+func checkWebhookDelivered(t *testing.T, url, adminKey string) {
+	t.Helper()
+	got := make(chan string, 10)
+	var secret atomic.Value // set once the webhook exists
+	secret.Store("")
+	rcv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if webhooks.Sign([]byte(secret.Load().(string)), r.Header.Get(api.HeaderWebhookTimestamp), body) != r.Header.Get(api.HeaderWebhookSignature) {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		got <- r.Header.Get(api.HeaderWebhookEvent)
+	}))
+	defer rcv.Close()
+	admin := &api.Client{BaseURL: url, APIKey: adminKey}
+	ctx := context.Background()
+	hook, err := admin.CreateWebhook(ctx, api.WebhookRequest{URL: rcv.URL, Events: []string{"build.submitted"}})
+	if err != nil {
+		t.Fatalf("create webhook: %v", err)
+	}
+	secret.Store(hook.Secret)
+	var src bytes.Buffer
+	gz := gzip.NewWriter(&src)
+	gz.Write([]byte("not really a tar, but gzip is what is sniffed"))
+	gz.Close()
+	if _, err := admin.Submit(ctx, api.SubmitRequest{Platform: "android", Source: &src}); err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	select {
+	case ev := <-got:
+		if ev != "build.submitted" {
+			t.Fatalf("webhook event %q", ev)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the running controller delivered no webhook within 15 s")
 	}
 }

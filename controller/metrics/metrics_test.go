@@ -1,0 +1,66 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+type countingSource struct {
+	live, finished int
+	liveErr        error
+}
+
+func (c *countingSource) LiveStats(context.Context) (store.LiveStats, error) {
+	c.live++
+	return store.LiveStats{Pending: 3, Building: 1, OldestPending: 90 * time.Second}, c.liveErr
+}
+
+func (c *countingSource) FinishedCounts(context.Context) (map[string]int, error) {
+	c.finished++
+	return map[string]int{"completed": 100 * c.finished, "failed": 0, "cancelled": 0}, nil
+}
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+// Live builds are counted on every scrape; ended builds (a scan of the
+// whole history) only once per refresh period.
+func TestEndedBuildsRecountedSparingly(t *testing.T) {
+	src := &countingSource{}
+	m := New(src, time.Hour)
+	first := scrape(t, m)
+	second := scrape(t, m)
+	if src.live != 2 || src.finished != 1 {
+		t.Fatalf("live counted %d times, ended %d times; want 2 and 1", src.live, src.finished)
+	}
+	for _, want := range []string{`freeagent_builds{status="pending"} 3`, `freeagent_builds{status="completed"} 100`,
+		"freeagent_queue_depth 3", "freeagent_queue_oldest_pending_seconds 90"} {
+		if !strings.Contains(first, want) || !strings.Contains(second, want) {
+			t.Fatalf("scrape lacks %q:\n%s", want, second)
+		}
+	}
+	// A failing database costs the queue series, not the whole scrape.
+	src.liveErr = errors.New("database down")
+	out := scrape(t, m)
+	if strings.Contains(out, "freeagent_queue_depth") || !strings.Contains(out, "go_goroutines") {
+		t.Fatalf("scrape with the database down:\n%s", out)
+	}
+}

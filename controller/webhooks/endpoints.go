@@ -1,0 +1,247 @@
+// Package webhooks delivers the audit event log to HTTP endpoints: an admin
+// registers a URL with the event types it wants; every sealed event that
+// matches becomes a delivery row (an outbox, so a restart loses none), sent
+// signed with the endpoint's secret, retried with exponential backoff and
+// kept in a delivery log with redelivery. Replicas share the work: the fan-out
+// cursor and due deliveries are claimed with row locks (SKIP LOCKED), so no
+// two replicas send the same attempt.
+package webhooks
+
+import (
+	"context"
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+// validPattern is an event type ("build.completed"), a prefix ("build.*") or "*".
+var validPattern = regexp.MustCompile(`^(\*|[a-z][a-z0-9_]*(\.[a-z0-9_]+)*(\.\*)?)$`)
+
+// matches reports whether an event type is selected by an endpoint's patterns.
+func matches(patterns []string, eventType string) bool {
+	for _, p := range patterns {
+		switch {
+		case p == "*", p == eventType:
+			return true
+		case strings.HasSuffix(p, ".*") && strings.HasPrefix(eventType, strings.TrimSuffix(p, "*")):
+			return true
+		}
+	}
+	return false
+}
+
+// validateURL allows https anywhere and plain http only to this machine.
+func validateURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return fmt.Errorf("%w: field \"url\" must be an absolute URL such as https://example.com/hooks", store.ErrInvalid)
+	}
+	switch u.Scheme {
+	case "https":
+		return nil
+	case "http":
+		host := u.Hostname()
+		if ip := net.ParseIP(host); host == "localhost" || (ip != nil && ip.IsLoopback()) {
+			return nil
+		}
+		return fmt.Errorf("%w: field \"url\" must use https (plain http is allowed only to a loopback address)", store.ErrInvalid)
+	}
+	return fmt.Errorf("%w: field \"url\" must be an https URL", store.ErrInvalid)
+}
+
+func validate(req *api.WebhookRequest) error {
+	req.URL = strings.TrimSpace(req.URL)
+	if err := validateURL(req.URL); err != nil {
+		return err
+	}
+	if len(req.Events) == 0 {
+		return fmt.Errorf("%w: field \"events\" needs at least one event type, a prefix such as \"build.*\", or \"*\"", store.ErrInvalid)
+	}
+	if len(req.Events) > 100 || len(req.Description) > 1000 || len(req.URL) > 2000 {
+		return fmt.Errorf("%w: at most 100 events, a 1000-character description and a 2000-character url", store.ErrInvalid)
+	}
+	for _, e := range req.Events {
+		if !validPattern.MatchString(e) {
+			return fmt.Errorf("%w: field \"events\": %q is not an event type (\"build.completed\"), a prefix (\"build.*\") or \"*\"", store.ErrInvalid, e)
+		}
+	}
+	return nil
+}
+
+// secretBox seals endpoint secrets at rest. They cannot be stored as hashes
+// (each delivery is signed with them), so they are encrypted under a key
+// derived from the controller's certificate key, which replicas already share.
+type secretBox struct{ aead cipher.AEAD }
+
+func newSecretBox(masterKey []byte) (secretBox, error) {
+	m := hmac.New(sha256.New, masterKey)
+	m.Write([]byte("freeagent webhook secrets v1"))
+	block, err := aes.NewCipher(m.Sum(nil))
+	if err != nil {
+		return secretBox{}, fmt.Errorf("webhook secret key: %w", err)
+	}
+	aead, err := cipher.NewGCM(block)
+	if err != nil {
+		return secretBox{}, fmt.Errorf("webhook secret key: %w", err)
+	}
+	return secretBox{aead: aead}, nil
+}
+
+func (b secretBox) seal(endpointID, secret string) []byte {
+	nonce := make([]byte, b.aead.NonceSize())
+	rand.Read(nonce) //nolint:errcheck // crypto/rand.Read never fails
+	return b.aead.Seal(nonce, nonce, []byte(secret), []byte(endpointID))
+}
+
+func (b secretBox) open(endpointID string, sealed []byte) ([]byte, error) {
+	n := b.aead.NonceSize()
+	if len(sealed) < n {
+		return nil, errors.New("sealed webhook secret is truncated")
+	}
+	plain, err := b.aead.Open(nil, sealed[:n], sealed[n:], []byte(endpointID))
+	if err != nil {
+		return nil, fmt.Errorf("open the secret of webhook %s (was the certificate key changed?): %w", endpointID, err)
+	}
+	return plain, nil
+}
+
+// Create registers an endpoint. It receives every event the fan-out has
+// not yet passed: those sealed from about now on.
+func (d *Dispatcher) Create(ctx context.Context, req api.WebhookRequest) (api.Webhook, error) {
+	if err := validate(&req); err != nil {
+		return api.Webhook{}, err
+	}
+	raw := make([]byte, 32)
+	rand.Read(raw) //nolint:errcheck // crypto/rand.Read never fails
+	w := api.Webhook{ID: store.NewID(), URL: req.URL, Events: req.Events, Description: req.Description,
+		Secret: "whsec_" + base64.RawURLEncoding.EncodeToString(raw)}
+	// The cursor's row lock waits out a fan-out in flight, so every event
+	// after the cursor is fanned out by a later pass that sees this endpoint.
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		var cursor int64
+		if err := tx.QueryRow(ctx, `SELECT sequence FROM webhook_cursor WHERE id = 1 FOR UPDATE`).Scan(&cursor); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `INSERT INTO webhook_endpoints (id, url, event_types, description, secret_sealed, after_sequence)
+			VALUES ($1, $2, $3, $4, $5, $6) RETURNING created_at`,
+			w.ID, w.URL, w.Events, w.Description, d.box.seal(w.ID, w.Secret), cursor).Scan(&w.CreatedAt)
+	})
+	if err != nil {
+		return api.Webhook{}, fmt.Errorf("create webhook: %w", err)
+	}
+	d.Kick()
+	return w, nil
+}
+
+// List returns every endpoint, oldest first, without secrets.
+func (d *Dispatcher) List(ctx context.Context) (api.WebhookList, error) {
+	rows, err := d.pool.Query(ctx, `SELECT id, url, event_types, description, created_at FROM webhook_endpoints ORDER BY created_at, id`)
+	if err != nil {
+		return api.WebhookList{}, fmt.Errorf("list webhooks: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Webhook, error) {
+		var w api.Webhook
+		err := r.Scan(&w.ID, &w.URL, &w.Events, &w.Description, &w.CreatedAt)
+		return w, err
+	})
+	if err != nil {
+		return api.WebhookList{}, fmt.Errorf("list webhooks: %w", err)
+	}
+	if list == nil {
+		list = []api.Webhook{}
+	}
+	return api.WebhookList{Webhooks: list}, nil
+}
+
+// Delete removes an endpoint with its deliveries and their log.
+func (d *Dispatcher) Delete(ctx context.Context, id string) error {
+	tag, err := d.pool.Exec(ctx, `DELETE FROM webhook_endpoints WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("delete webhook: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: no webhook %q", store.ErrNotFound, id)
+	}
+	return nil
+}
+
+const deliveryColumns = `d.id::text, d.endpoint_id, d.event_id::text, d.event_sequence, d.event_type, d.status, d.attempts,
+	CASE WHEN d.status = 'pending' THEN d.next_attempt_at END, d.last_response_code, d.last_error, d.created_at, d.delivered_at,
+	COALESCE((SELECT jsonb_agg(jsonb_build_object('number', a.number, 'at', a.attempted_at, 'response_code', a.response_code,
+		'error', a.error, 'duration_ms', a.duration_ms) ORDER BY a.number) FROM webhook_attempts a WHERE a.delivery_id = d.id), '[]')`
+
+func scanDelivery(r pgx.CollectableRow) (api.WebhookDelivery, error) {
+	var v api.WebhookDelivery
+	err := r.Scan(&v.ID, &v.WebhookID, &v.EventID, &v.EventSequence, &v.EventType, &v.Status, &v.Attempts, &v.NextAttemptAt,
+		&v.LastResponseCode, &v.LastError, &v.CreatedAt, &v.DeliveredAt, &v.Log)
+	return v, err
+}
+
+// Deliveries lists an endpoint's latest deliveries (newest first) with their attempt logs.
+func (d *Dispatcher) Deliveries(ctx context.Context, endpointID string, limit int) (api.WebhookDeliveryList, error) {
+	var exists bool
+	if err := d.pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM webhook_endpoints WHERE id = $1)`, endpointID).Scan(&exists); err != nil {
+		return api.WebhookDeliveryList{}, fmt.Errorf("list webhook deliveries: %w", err)
+	}
+	if !exists {
+		return api.WebhookDeliveryList{}, fmt.Errorf("%w: no webhook %q", store.ErrNotFound, endpointID)
+	}
+	rows, err := d.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d WHERE d.endpoint_id = $1
+		ORDER BY d.event_sequence DESC LIMIT $2`, endpointID, limit)
+	if err != nil {
+		return api.WebhookDeliveryList{}, fmt.Errorf("list webhook deliveries: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, scanDelivery)
+	if err != nil {
+		return api.WebhookDeliveryList{}, fmt.Errorf("list webhook deliveries: %w", err)
+	}
+	if list == nil {
+		list = []api.WebhookDelivery{}
+	}
+	return api.WebhookDeliveryList{Deliveries: list}, nil
+}
+
+// Redeliver queues a delivery again now, with a fresh round of attempts,
+// whatever its status. The delivery id stays the same, so a receiver that
+// deduplicates by it can tell a redelivery.
+func (d *Dispatcher) Redeliver(ctx context.Context, endpointID, deliveryID string) (api.WebhookDelivery, error) {
+	rows, err := d.pool.Query(ctx, `
+		WITH u AS (
+			UPDATE webhook_deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), delivered_at = NULL
+			WHERE endpoint_id = $1 AND id::text = $2 RETURNING *
+		)
+		SELECT `+deliveryColumns+` FROM u d`, endpointID, deliveryID)
+	if err != nil {
+		return api.WebhookDelivery{}, fmt.Errorf("redeliver webhook: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, scanDelivery)
+	if err != nil {
+		return api.WebhookDelivery{}, fmt.Errorf("redeliver webhook: %w", err)
+	}
+	if len(list) == 0 {
+		return api.WebhookDelivery{}, fmt.Errorf("%w: webhook %q has no delivery %q", store.ErrNotFound, endpointID, deliveryID)
+	}
+	d.Kick()
+	return list[0], nil
+}
+
+// backoff is the wait after the n-th failed attempt: base, 2·base, 4·base…
+// capped at 1024 s.
+func backoff(base time.Duration, n int) time.Duration {
+	return min(base<<min(n-1, 20), 1024*time.Second)
+}
