@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,6 +178,13 @@ func TestBrowser(t *testing.T) {
 	c := newChrome(t)
 	ctx := context.Background()
 
+	receiver := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	defer receiver.Close()
+	hook, err := f.admin.CreateWebhook(ctx, api.WebhookRequest{URL: receiver.URL, Events: []string{"build.*"}, Description: "chat notifications"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	// Login page, then sign in as an admin.
 	c.run("open the dashboard", chromedp.Navigate(f.url+"/"), chromedp.WaitVisible(chromedp.CSS("#api_key")))
 	c.screenshot("login")
@@ -266,6 +275,9 @@ func TestBrowser(t *testing.T) {
 	c.screenshot("events")
 	c.run("open the controllers", chromedp.Navigate(f.url+"/controllers"), chromedp.WaitVisible(chromedp.CSS("tr[data-controller]")))
 	c.screenshot("controllers")
+	c.run("open the webhooks", chromedp.Navigate(f.url+"/webhooks"), chromedp.Click(chromedp.CSS(`a[href="/webhooks/`+hook.ID+`"]`)))
+	c.until("deliveries are listed", `document.querySelector('tr[data-status="delivered"]') !== null`)
+	c.screenshot("webhook-deliveries")
 	b5 := f.submit(api.PlatformAndroid)
 	if j := w.poll(); j != nil {
 		t.Fatalf("a paused worker was given %s", j.ID)

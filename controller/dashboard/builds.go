@@ -138,7 +138,7 @@ func (d *Dashboard) build(w http.ResponseWriter, r *http.Request, s *session) {
 		data = data[:bytes.LastIndexByte(data, '\n')+1]
 	}
 	v.Log, v.LogAfter = string(data), v.LogFrom+int64(len(data))
-	v.QR = b.Status == api.StatusCompleted && len(b.Artifacts) > 0
+	v.QR = d.ServeQR != nil && b.Status == api.StatusCompleted && len(b.Artifacts) > 0
 	d.render(w, r, "build", http.StatusOK, view{Title: "Build " + id, Nav: "builds", Session: s,
 		Stream: "/ui/stream?build=" + id, Data: v})
 }
@@ -206,4 +206,16 @@ func (d *Dashboard) buildID(w http.ResponseWriter, r *http.Request, s *session) 
 		return "", false
 	}
 	return id, true
+}
+
+func (d *Dashboard) qrCode(w http.ResponseWriter, r *http.Request, s *session) {
+	id, ok := d.buildID(w, r, s)
+	if !ok {
+		return
+	}
+	if d.ServeQR == nil {
+		d.renderError(w, r, s, http.StatusNotFound, "This controller signs no install links, so it has no QR codes.")
+		return
+	}
+	d.ServeQR(w, r, id)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 //go:embed templates/*.html
@@ -40,6 +41,12 @@ type Options struct {
 	Retry func(w http.ResponseWriter, r *http.Request, buildID, keyID string) (store.Submitted, error)
 	// BuildEnded is called after an action ended a build.
 	BuildEnded func()
+	// ServeQR answers with the QR code of a build's install link; nil when
+	// the controller signs no install links.
+	ServeQR func(w http.ResponseWriter, r *http.Request, buildID string)
+	// Webhooks lists endpoints and their delivery logs; nil when webhooks
+	// are not enabled.
+	Webhooks *webhooks.Dispatcher
 	// Done ends live streams: a graceful shutdown must not wait for them.
 	Done <-chan struct{}
 	// SessionTTL is how long a login lasts; default 12 h.
@@ -64,7 +71,7 @@ func New(o Options) *Dashboard {
 		o.BuildEnded = func() {}
 	}
 	d := &Dashboard{Options: o, pages: map[string]*template.Template{}}
-	for _, name := range []string{"login", "builds", "build", "queue", "workers", "events", "controllers", "error"} {
+	for _, name := range []string{"login", "builds", "build", "queue", "workers", "events", "controllers", "webhooks", "deliveries", "error"} {
 		d.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
 			ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html"))
 	}
@@ -85,6 +92,7 @@ func New(o Options) *Dashboard {
 	m.HandleFunc("POST /builds/{id}/retry", d.action(roleDeveloper, d.retry))
 	m.HandleFunc("GET /ui/builds/{id}/logs", d.stream(roleDeveloper, d.followLogs))
 	m.HandleFunc("GET /ui/builds/{id}/artifacts/{name}", d.page(roleDeveloper, d.artifact))
+	m.HandleFunc("GET /ui/builds/{id}/qr.png", d.page(roleDeveloper, d.qrCode))
 	m.HandleFunc("GET /queue", d.page(roleDeveloper, d.queue))
 
 	m.HandleFunc("GET /workers", d.page(roleAdmin, d.workers))
@@ -92,6 +100,9 @@ func New(o Options) *Dashboard {
 	m.HandleFunc("POST /workers/{id}/resume", d.action(roleAdmin, d.resumeWorker))
 	m.HandleFunc("GET /events", d.page(roleAdmin, d.events))
 	m.HandleFunc("GET /controllers", d.page(roleAdmin, d.controllers))
+	m.HandleFunc("GET /webhooks", d.page(roleAdmin, d.webhookList))
+	m.HandleFunc("GET /webhooks/{id}", d.page(roleAdmin, d.webhookDeliveries))
+	m.HandleFunc("POST /webhooks/{id}/deliveries/{delivery}/redeliver", d.action(roleAdmin, d.redeliver))
 
 	m.HandleFunc("GET /ui/stream", d.stream(roleDeveloper, d.changes))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -127,6 +138,9 @@ type view struct {
 	Stream  string // server-sent events URL that signals changes; "" for a static page
 	Status  int
 	Data    any
+	// Webhooks is set when the controller delivers webhooks (the admin
+	// navigation shows their page).
+	Webhooks bool
 }
 
 // render writes page name with status.
@@ -134,7 +148,7 @@ func (d *Dashboard) render(w http.ResponseWriter, r *http.Request, name string, 
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(status)
-	v.Status = status
+	v.Status, v.Webhooks = status, d.Webhooks != nil
 	if err := d.pages[name].Execute(w, v); err != nil && r.Context().Err() == nil {
 		d.Log.WithError(err).WithField("page", name).Error("render dashboard page")
 	}

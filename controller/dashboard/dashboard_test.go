@@ -8,9 +8,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -286,7 +288,14 @@ func TestBuildPageShowsLifecycleWithoutSecrets(t *testing.T) {
 	sum := sha256.Sum256(apk)
 	w.complete(job, api.Result{Success: true, FileName: "app release.apk", File: bytes.NewReader(apk)})
 	p = b.get("/builds/" + sub2.ID)
-	wantContains(t, p, ">completed<", "app release.apk", "3.9 KiB", hex.EncodeToString(sum[:]), "/api/builds/"+sub2.ID+"/qr.png")
+	wantContains(t, p, ">completed<", "app release.apk", "3.9 KiB", hex.EncodeToString(sum[:]), `src="/ui/builds/`+sub2.ID+`/qr.png"`)
+	qr := b.get("/ui/builds/" + sub2.ID + "/qr.png")
+	if qr.status != http.StatusOK || qr.header.Get("Content-Type") != "image/png" || !strings.HasPrefix(qr.body, "\x89PNG") {
+		t.Errorf("QR code through the session: %d %s", qr.status, qr.header.Get("Content-Type"))
+	}
+	if p := f.browser().get("/ui/builds/" + sub2.ID + "/qr.png"); p.status != http.StatusSeeOther {
+		t.Errorf("QR code without a session: want a redirect to login, got %d", p.status)
+	}
 	dl := b.get("/ui/builds/" + sub2.ID + "/artifacts/app%20release.apk")
 	if dl.status != http.StatusOK || dl.body != string(apk) {
 		t.Errorf("artifact download through the session: %d, %d bytes", dl.status, len(dl.body))
@@ -629,5 +638,75 @@ func TestEventsPageShowsABrokenChainAndPages(t *testing.T) {
 	}
 	if p := b.get("/events?before=x"); p.status != http.StatusUnprocessableEntity {
 		t.Errorf("bad before: want 422, got %d", p.status)
+	}
+}
+
+func TestWebhookPages(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	ctx := context.Background()
+	var failing atomic.Bool
+	failing.Store(true)
+	var got atomic.Int32
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if failing.Load() {
+			http.Error(w, "not now", http.StatusServiceUnavailable)
+			return
+		}
+		got.Add(1)
+	}))
+	defer receiver.Close()
+	hook, err := f.admin.CreateWebhook(ctx, api.WebhookRequest{URL: receiver.URL + "/hook", Events: []string{"build.submitted"}, Description: "ci"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.submit(api.PlatformIOS)
+	b := f.browser()
+	b.mustLogin(f.adminKey)
+	wantContains(t, b.get("/webhooks"), receiver.URL+"/hook", "build.submitted", `href="/webhooks/`+hook.ID+`"`)
+
+	// The failed attempt shows in the delivery log with the receiver's answer.
+	var p page
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		p = b.get("/webhooks/" + hook.ID)
+		if strings.Contains(p.body, "HTTP 503") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no failed attempt shown: %.2000s", p.body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	wantContains(t, p, "build.submitted", ">pending<")
+	for _, path := range []string{"/webhooks", "/webhooks/" + hook.ID} {
+		if strings.Contains(b.get(path).body, hook.Secret) {
+			t.Errorf("%s renders the webhook secret", path)
+		}
+	}
+	m := regexp.MustCompile(`action="(/webhooks/[^"]+/redeliver)"`).FindStringSubmatch(p.body)
+	if m == nil {
+		t.Fatal("no redeliver button")
+	}
+	if r := b.post(m[1], url.Values{}); r.status != http.StatusForbidden {
+		t.Errorf("redeliver without the CSRF token: want 403, got %d", r.status)
+	}
+	failing.Store(false)
+	if r := b.post(m[1], url.Values{"csrf": {p.csrf(t)}}); r.status != http.StatusSeeOther {
+		t.Fatalf("redeliver: %d %.300s", r.status, r.body)
+	}
+	for !strings.Contains(b.get("/webhooks/"+hook.ID).body, ">delivered<") {
+		if time.Now().After(deadline) {
+			t.Fatal("the redelivered event never showed as delivered")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if got.Load() == 0 {
+		t.Error("the receiver got nothing")
+	}
+	dev := f.browser()
+	dev.mustLogin(f.devKey)
+	if p := dev.get("/webhooks"); p.status != http.StatusForbidden {
+		t.Errorf("developer on /webhooks: want 403, got %d", p.status)
 	}
 }

@@ -174,8 +174,12 @@ func (s *Server) routes() {
 	m.HandleFunc("/api", noEndpoint)
 	m.HandleFunc("/api/", noEndpoint)
 	// Every other path is the dashboard's.
-	m.Handle("/", dashboard.New(dashboard.Options{Store: s.store, Hub: s.hub, Log: s.log, FollowLogs: s.followLogs,
-		ServeArtifact: s.serveArtifact, Retry: s.retryBuild, BuildEnded: s.kick, Done: s.draining}))
+	dash := dashboard.Options{Store: s.store, Hub: s.hub, Log: s.log, FollowLogs: s.followLogs,
+		ServeArtifact: s.serveArtifact, Retry: s.retryBuild, BuildEnded: s.kick, Done: s.draining, Webhooks: s.webhooks}
+	if s.links != nil {
+		dash.ServeQR = func(w http.ResponseWriter, r *http.Request, id string) { s.qrCode(w, r, buildAccess{ID: id}) }
+	}
+	m.Handle("/", dashboard.New(dash))
 	s.mux = m
 }
 
