@@ -50,6 +50,20 @@ func (s *Server) signed(w http.ResponseWriter, r *http.Request, object string) (
 	return exp, true
 }
 
+// signedBuild checks the link for object and reads its build.
+func (s *Server) signedBuild(w http.ResponseWriter, r *http.Request, object string) (api.Build, time.Time, bool) {
+	exp, ok := s.signed(w, r, object)
+	if !ok {
+		return api.Build{}, exp, false
+	}
+	b, err := s.store.GetBuild(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return b, exp, false
+	}
+	return b, exp, true
+}
+
 // linkHeaders keeps the signed URL out of referrers, search engines and caches.
 func linkHeaders(w http.ResponseWriter) {
 	w.Header().Set("Referrer-Policy", "no-referrer")
@@ -58,13 +72,8 @@ func linkHeaders(w http.ResponseWriter) {
 }
 
 func (s *Server) installPage(w http.ResponseWriter, r *http.Request) {
-	exp, ok := s.signed(w, r, install.Page)
+	b, exp, ok := s.signedBuild(w, r, install.Page)
 	if !ok {
-		return
-	}
-	b, err := s.store.GetBuild(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.fail(w, r, err)
 		return
 	}
 	var page bytes.Buffer
@@ -79,13 +88,8 @@ func (s *Server) installPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) installManifest(w http.ResponseWriter, r *http.Request) {
-	exp, ok := s.signed(w, r, install.Manifest)
+	b, exp, ok := s.signedBuild(w, r, install.Manifest)
 	if !ok {
-		return
-	}
-	b, err := s.store.GetBuild(r.Context(), r.PathValue("id"))
-	if err != nil {
-		s.fail(w, r, err)
 		return
 	}
 	ipa, ok := install.Installable(api.PlatformIOS, b.Artifacts)

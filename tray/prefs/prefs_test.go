@@ -4,14 +4,14 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/freeagent-build/freeagent/tray/prefs/prefstest"
 
 	"github.com/sirupsen/logrus"
 
@@ -53,46 +53,6 @@ func start(t *testing.T) *fixture {
 	return f
 }
 
-// browser is a client with cookies that does not follow redirects itself,
-// so each step can be checked.
-func browser() *http.Client {
-	jar, _ := cookiejar.New(nil)
-	return &http.Client{Jar: jar, Timeout: 5 * time.Second}
-}
-
-func get(t *testing.T, c *http.Client, u string) (int, string) {
-	t.Helper()
-	resp, err := c.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func post(t *testing.T, c *http.Client, u string, form url.Values) (int, string) {
-	t.Helper()
-	resp, err := c.PostForm(u, form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-var csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
-
-func csrfOf(t *testing.T, page string) string {
-	t.Helper()
-	m := csrfRe.FindStringSubmatch(page)
-	if m == nil {
-		t.Fatalf("no CSRF token in the page:\n%s", page)
-	}
-	return m[1]
-}
-
 func validForm(csrf string) url.Values {
 	return url.Values{"csrf": {csrf}, "controller_url": {"https://builds.example.com"}, "api_key": {"fak_secret_worker_key"},
 		"max_builds": {"2"}, "cpu": {"6"}, "memory_gb": {"12"}, "build_timeout_minutes": {"45"}, "template": {"ghcr.io/acme/macos-xcode:16"}}
@@ -101,18 +61,18 @@ func validForm(csrf string) url.Values {
 func TestTokenAndCSRF(t *testing.T) {
 	f := start(t)
 	base := f.srv.base
-	c := browser()
-	if code, body := get(t, c, base+"/"); code != http.StatusForbidden || !strings.Contains(body, "Preferences…") {
+	c := prefstest.Browser()
+	if code, body := prefstest.Get(t, c, base+"/"); code != http.StatusForbidden || !strings.Contains(body, "Preferences…") {
 		t.Fatalf("no token: %d %s", code, body)
 	}
-	if code, _ := get(t, c, base+"/?token=wrong"); code != http.StatusForbidden {
+	if code, _ := prefstest.Get(t, c, base+"/?token=wrong"); code != http.StatusForbidden {
 		t.Fatalf("wrong token: %d", code)
 	}
 	link, err := f.srv.NewURL()
 	if err != nil {
 		t.Fatal(err)
 	}
-	code, page := get(t, c, link)
+	code, page := prefstest.Get(t, c, link)
 	if code != http.StatusOK || !strings.Contains(page, "Free Agent Preferences") {
 		t.Fatalf("with the token: %d %s", code, page)
 	}
@@ -127,11 +87,11 @@ func TestTokenAndCSRF(t *testing.T) {
 		t.Fatal("no session cookie")
 	}
 	// The token works once: another browser cannot reuse it.
-	if code, _ := get(t, browser(), link); code != http.StatusForbidden {
+	if code, _ := prefstest.Get(t, prefstest.Browser(), link); code != http.StatusForbidden {
 		t.Fatalf("a used token was accepted again: %d", code)
 	}
 	// The cookie is HttpOnly and SameSite=Strict.
-	resp, err := noRedirect(browser()).Get(mustURL(t, f))
+	resp, err := noRedirect(prefstest.Browser()).Get(mustURL(t, f))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,10 +103,10 @@ func TestTokenAndCSRF(t *testing.T) {
 
 	// A form without the CSRF token, or from a browser without the session, is refused.
 	form := validForm("")
-	if code, _ := post(t, c, base+"/save", form); code != http.StatusForbidden {
+	if code, _ := prefstest.Post(t, c, base+"/save", form); code != http.StatusForbidden {
 		t.Fatalf("no CSRF: %d", code)
 	}
-	if code, _ := post(t, browser(), base+"/save", validForm(csrfOf(t, page))); code != http.StatusForbidden {
+	if code, _ := prefstest.Post(t, prefstest.Browser(), base+"/save", validForm(prefstest.CSRF(t, page))); code != http.StatusForbidden {
 		t.Fatalf("CSRF without the session: %d", code)
 	}
 	// Another host name (DNS rebinding) is refused.
@@ -178,18 +138,18 @@ func noRedirect(c *http.Client) *http.Client {
 
 func TestSaveAndReread(t *testing.T) {
 	f := start(t)
-	c := browser()
-	_, page := get(t, c, mustURL(t, f))
+	c := prefstest.Browser()
+	_, page := prefstest.Get(t, c, mustURL(t, f))
 	if !strings.Contains(page, `value="freeagent-template"`) || !strings.Contains(page, `name="build_timeout_minutes" min="1" max="1440" value="120"`) {
 		t.Fatalf("defaults not shown:\n%s", page)
 	}
-	csrf := csrfOf(t, page)
+	csrf := prefstest.CSRF(t, page)
 
 	// Bad values: 422, each problem named, nothing written.
 	bad := validForm(csrf)
 	bad.Set("max_builds", "3")
 	bad.Set("controller_url", "builds.example.com")
-	code, body := post(t, c, f.srv.base+"/save", bad)
+	code, body := prefstest.Post(t, c, f.srv.base+"/save", bad)
 	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "macOS runs at most 2 VMs") || !strings.Contains(body, "e.g. https://builds.example.com") {
 		t.Fatalf("bad values: %d %s", code, body)
 	}
@@ -221,7 +181,7 @@ func TestSaveAndReread(t *testing.T) {
 	}
 
 	// Re-read: the page shows the saved values, says the key is stored, never shows it.
-	_, page = get(t, c, f.srv.base+"/?saved=1")
+	_, page = prefstest.Get(t, c, f.srv.base+"/?saved=1")
 	for _, s := range []string{`id="saved"`, `value="https://builds.example.com"`, `name="max_builds" min="1" max="2" value="2"`,
 		`name="cpu" min="0" value="6"`, `name="memory_gb" min="0" value="12"`, `value="45"`, `value="ghcr.io/acme/macos-xcode:16"`, "stored — leave empty to keep it"} {
 		if !strings.Contains(page, s) {
@@ -233,10 +193,10 @@ func TestSaveAndReread(t *testing.T) {
 	}
 
 	// An empty key field keeps the stored key.
-	keep := validForm(csrfOf(t, page))
+	keep := validForm(prefstest.CSRF(t, page))
 	keep.Set("api_key", "")
 	keep.Set("cpu", "0")
-	post(t, c, f.srv.base+"/save", keep)
+	prefstest.Post(t, c, f.srv.base+"/save", keep)
 	if key, _ := f.store.Get(secrets.KeyAPIKey); key != "fak_secret_worker_key" {
 		t.Fatalf("an empty key field replaced the key: %q", key)
 	}
@@ -248,12 +208,12 @@ func TestSaveAndReread(t *testing.T) {
 func TestTestConnection(t *testing.T) {
 	f := start(t)
 	f.store.Set(secrets.KeyAPIKey, "fak_stored")
-	c := browser()
-	_, page := get(t, c, mustURL(t, f))
-	form := validForm(csrfOf(t, page))
+	c := prefstest.Browser()
+	_, page := prefstest.Get(t, c, mustURL(t, f))
+	form := validForm(prefstest.CSRF(t, page))
 	form.Set("controller_url", "http://good.example")
 	form.Set("api_key", "")
-	code, body := post(t, c, f.srv.base+"/test", form)
+	code, body := prefstest.Post(t, c, f.srv.base+"/test", form)
 	if code != http.StatusOK || !strings.Contains(body, `class="note ok" id="test-result">controller reachable; API key accepted`) {
 		t.Fatalf("test: %d %s", code, body)
 	}
@@ -262,7 +222,7 @@ func TestTestConnection(t *testing.T) {
 	}
 	form.Set("controller_url", "http://down.example")
 	form.Set("api_key", "fak_typed")
-	_, body = post(t, c, f.srv.base+"/test", form)
+	_, body = prefstest.Post(t, c, f.srv.base+"/test", form)
 	if !strings.Contains(body, "controller unreachable<br>Fix: check the URL") || f.tested.Load() != "fak_typed" || strings.Contains(body, "fak_typed") {
 		t.Fatalf("failed test: %s", body)
 	}
@@ -274,19 +234,19 @@ func TestTestConnection(t *testing.T) {
 func TestSoloModeNeedsNoControllerURL(t *testing.T) {
 	f := start(t)
 	f.srv.cfg.SoloURL, f.srv.cfg.SoloKeyFile = "http://127.0.0.1:8420", "/data/controller/developer-key"
-	c := browser()
-	_, page := get(t, c, mustURL(t, f))
+	c := prefstest.Browser()
+	_, page := prefstest.Get(t, c, mustURL(t, f))
 	if strings.Contains(page, "EXPO_CONTROLLER_URL") {
 		t.Fatal("expo-build hint shown with solo mode off")
 	}
-	form := validForm(csrfOf(t, page))
+	form := validForm(prefstest.CSRF(t, page))
 	form.Set("controller_url", "")
 	form.Set("api_key", "")
-	if code, body := post(t, c, f.srv.base+"/save", form); code != http.StatusUnprocessableEntity || !strings.Contains(body, "controller&#39;s address") {
+	if code, body := prefstest.Post(t, c, f.srv.base+"/save", form); code != http.StatusUnprocessableEntity || !strings.Contains(body, "controller&#39;s address") {
 		t.Fatalf("no URL without solo mode: %d %s", code, body)
 	}
 	form.Set("solo", "on")
-	code, page := post(t, c, f.srv.base+"/save", form)
+	code, page := prefstest.Post(t, c, f.srv.base+"/save", form)
 	if code != http.StatusOK || !strings.Contains(page, `id="saved"`) {
 		t.Fatalf("solo save: %d %s", code, page)
 	}

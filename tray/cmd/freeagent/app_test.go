@@ -7,19 +7,18 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/freeagent-build/freeagent/tray/prefs/prefstest"
 
 	"github.com/godbus/dbus/v5"
 
@@ -410,18 +409,18 @@ func TestFirstRunThroughPreferences(t *testing.T) {
 	if !strings.HasPrefix(link, "http://127.0.0.1:") {
 		t.Fatalf("Preferences… opened %v", a.opened())
 	}
-	c := browser()
-	code, page := get(t, c, link)
+	c := prefstest.Browser()
+	code, page := prefstest.Get(t, c, link)
 	if code != http.StatusOK {
 		t.Fatalf("preferences page: %d %s", code, page)
 	}
-	form := url2Values(map[string]string{"csrf": csrfOf(t, page), "controller_url": url, "api_key": workerKey,
+	form := url2Values(map[string]string{"csrf": prefstest.CSRF(t, page), "controller_url": url, "api_key": workerKey,
 		"max_builds": "1", "cpu": "0", "memory_gb": "0", "build_timeout_minutes": "30", "template": "freeagent-template"})
 	base := link[:strings.Index(link, "/?token=")]
-	if code, body := post(t, c, base+"/test", form); code != http.StatusOK || !strings.Contains(body, "API key accepted") {
+	if code, body := prefstest.Post(t, c, base+"/test", form); code != http.StatusOK || !strings.Contains(body, "API key accepted") {
 		t.Fatalf("test connection: %d %s", code, body)
 	}
-	if code, body := post(t, c, base+"/save", form); code != http.StatusOK || !strings.Contains(body, `id="saved"`) {
+	if code, body := prefstest.Post(t, c, base+"/save", form); code != http.StatusOK || !strings.Contains(body, `id="saved"`) {
 		t.Fatalf("save: %d %s", code, body)
 	}
 	m.waitStatus("online after setup", statusIs("Online, Idle"))
@@ -453,44 +452,6 @@ func url2Values(m map[string]string) url.Values {
 		v.Set(k, x)
 	}
 	return v
-}
-
-func browser() *http.Client {
-	jar, _ := cookiejar.New(nil)
-	return &http.Client{Jar: jar, Timeout: 10 * time.Second}
-}
-
-func get(t *testing.T, c *http.Client, u string) (int, string) {
-	t.Helper()
-	resp, err := c.Get(u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-func post(t *testing.T, c *http.Client, u string, form url.Values) (int, string) {
-	t.Helper()
-	resp, err := c.PostForm(u, form)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
-
-var csrfRe = regexp.MustCompile(`name="csrf" value="([^"]+)"`)
-
-func csrfOf(t *testing.T, page string) string {
-	t.Helper()
-	m := csrfRe.FindStringSubmatch(page)
-	if m == nil {
-		t.Fatalf("no CSRF token in the page:\n%s", page)
-	}
-	return m[1]
 }
 
 // TestSoloMode: one Mac, no server. The app runs the controller itself on
