@@ -178,6 +178,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	c.goRun(func() { rp.Run(runCtx) })
 	c.goRun(func() { rp.RunSealer(runCtx, cfg.SealInterval) })
 	c.goRun(func() { hooks.Run(runCtx) })
+	c.goRun(func() { kickOnSealedEvents(runCtx, hub, hooks) })
 	select {
 	case <-hub.Ready():
 	case <-time.After(10 * time.Second):
@@ -202,6 +203,21 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	c.goRun(func() { c.runRegistry(runCtx, node, cfg.ControllerTTL) })
 	go func() { c.serveErr <- c.http.Serve(ln) }()
 	return c, nil
+}
+
+// kickOnSealedEvents starts a webhook pass as soon as any replica's sealer
+// has sealed new events, instead of at the dispatcher's next tick.
+func kickOnSealedEvents(ctx context.Context, hub *notify.Hub, hooks *webhooks.Dispatcher) {
+	w := hub.Watch(func(c store.Change) bool { return c.Kind == "events" })
+	defer w.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.C:
+			hooks.Kick()
+		}
+	}
 }
 
 // runRegistry keeps this replica registered and expires replicas that
