@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -402,6 +403,12 @@ func TestReaperOfflineWorkerAndTimeoutBackstop(t *testing.T) {
 	}
 	_, err := w.heartbeat(job)
 	wantStatus(t, err, http.StatusConflict)
+	// The worker came back within its token's life: online again, and the
+	// audit log says so (a replay agrees with the table).
+	e.requireConsistentLog()
+	if got, want := eventTypesOf(e.allEvents(), w.id), []string{"worker.registered", "worker.offline", "worker.online"}; !slices.Equal(got, want) {
+		t.Fatalf("worker's events %v, want %v", got, want)
+	}
 }
 
 func TestCancelPendingAndRunning(t *testing.T) {

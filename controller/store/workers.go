@@ -165,11 +165,11 @@ func (s *Store) AuthenticateWorker(ctx context.Context, token string) (WorkerAut
 		curHash     []byte
 		curExpires  time.Time
 		prevExpires *time.Time
+		status      string
 	)
 	err := s.pool.QueryRow(ctx, `
 		UPDATE workers SET
 			last_seen_at = now(),
-			status = 'online',
 			token_hash = CASE
 				WHEN token_hash = $1 AND token_issued_at < now() - $3::interval THEN $2
 				WHEN token_hash <> $1 AND token_issued_at < now() - $5::interval THEN $2
@@ -193,9 +193,9 @@ func (s *Store) AuthenticateWorker(ctx context.Context, token string) (WorkerAut
 		WHERE status <> 'unregistered' AND (
 			(token_hash = $1 AND token_expires_at > now()) OR
 			(prev_token_hash = $1 AND prev_token_expires_at > now()))
-		RETURNING id, instance_id, capabilities, token_hash, token_expires_at, prev_token_expires_at`,
+		RETURNING id, instance_id, capabilities, token_hash, token_expires_at, prev_token_expires_at, status`,
 		presented, nextHash, s.cfg.TokenRotateAfter, s.cfg.TokenTTL, 10*time.Second,
-	).Scan(&w.WorkerID, &w.InstanceID, &caps, &curHash, &curExpires, &prevExpires)
+	).Scan(&w.WorkerID, &w.InstanceID, &caps, &curHash, &curExpires, &prevExpires, &status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return WorkerAuth{}, ErrUnauthorized
 	}
@@ -204,6 +204,11 @@ func (s *Store) AuthenticateWorker(ctx context.Context, token string) (WorkerAut
 	}
 	if err := json.Unmarshal(caps, &w.Capabilities); err != nil {
 		return WorkerAuth{}, fmt.Errorf("decode worker capabilities: %w", err)
+	}
+	if status == "offline" { // the reaper gave it up, yet it is back within its token's life
+		if err := s.markOnline(ctx, w.WorkerID); err != nil {
+			return WorkerAuth{}, err
+		}
 	}
 	switch {
 	case string(curHash) == string(nextHash):
@@ -242,6 +247,20 @@ func (s *Store) authenticateWorkerFast(ctx context.Context, token string, presen
 	}
 	w.Grant.AccessToken = token
 	return w, true, nil
+}
+
+// markOnline records that a worker marked offline made contact again.
+func (s *Store) markOnline(ctx context.Context, id string) error {
+	return s.withTx(ctx, func(t *txn) error {
+		tag, err := t.Exec(ctx, `UPDATE workers SET status = 'online' WHERE id = $1 AND status = 'offline'`, id)
+		if err != nil {
+			return fmt.Errorf("mark worker online: %w", err)
+		}
+		if tag.RowsAffected() == 1 {
+			t.emit(Change{Kind: "worker", ID: id, Status: "online", Event: "worker.online"})
+		}
+		return nil
+	})
 }
 
 // Unregister ends the worker instance: its builds go back to the queue at
