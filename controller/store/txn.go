@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -11,10 +12,10 @@ import (
 )
 
 // txn is a transaction that records the state changes made in it. Every state
-// transition of a build, worker or controller calls emit; publish appends
-// the changes to the audit log and announces them with pg_notify inside the
-// same transaction, so an event exists exactly when its change commits, and
-// listeners never hear of a change that rolled back.
+// transition of a build, worker or controller calls emit; at commit,
+// queuePublish appends the changes to the audit log and announces them with
+// pg_notify inside the same transaction, so an event exists exactly when its
+// change commits, and listeners never hear of a change that rolled back.
 //
 // It saves two round trips per transaction over pgx.BeginFunc: BEGIN travels
 // with the first statement and COMMIT with the publishing statement, in one
@@ -30,7 +31,7 @@ type txn struct {
 func (t *txn) emit(c Change) { t.changes = append(t.changes, c) }
 
 // withTx runs fn in a transaction, publishes its changes and commits.
-func (s *Store) withTx(ctx context.Context, fn func(*txn) error) (err error) {
+func (s *Store) withTx(ctx context.Context, fn func(*txn) error) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire database connection: %w", err)
@@ -39,11 +40,12 @@ func (s *Store) withTx(ctx context.Context, fn func(*txn) error) (err error) {
 	defer func() {
 		if t.begun {
 			// A transaction still open here failed or panicked. A connection
-			// left inside a transaction is closed by the pool on release.
-			_, rbErr := conn.Exec(context.WithoutCancel(ctx), "ROLLBACK")
-			if rbErr != nil {
-				conn.Conn().Close(context.WithoutCancel(ctx)) //nolint:errcheck // already failing
+			// that cannot roll back is closed rather than reused.
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			if _, err := conn.Exec(rctx, "ROLLBACK"); err != nil {
+				conn.Conn().Close(rctx) //nolint:errcheck // already failing
 			}
+			cancel()
 		}
 		conn.Release()
 	}()
