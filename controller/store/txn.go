@@ -28,6 +28,9 @@ type txn struct {
 	changes []Change
 }
 
+// emit records a change; call it only after the write it reports, so the
+// transaction holds its id before it draws its events' ord (SealEvents
+// depends on that).
 func (t *txn) emit(c Change) { t.changes = append(t.changes, c) }
 
 // withTx runs fn in a transaction, publishes its changes and commits.
