@@ -49,6 +49,7 @@ agent_pid=$!
 cat <<MSG
 
   Free Agent controller: $url
+  Dashboard:             $url/  (sign in with the admin key)
   Admin API key:         $key   (saved in $key_file)
   Log:                   $log (worker: $run_dir/agent.log)
 
@@ -58,9 +59,9 @@ cat <<MSG
     $controller keys create --name my-mac --role worker --data-dir $data_dir
 
   Submit a project (any folder with a package.json whose "freeagent:build" script
-  writes files into \$FREEAGENT_ARTIFACTS_DIR), packed as .tar.gz:
-    tar czf /tmp/app.tgz -C path/to/project . &&
-    curl -s -H "X-API-Key: $key" -F platform=android -F source=@/tmp/app.tgz $url/api/builds
+  writes files into \$FREEAGENT_ARTIFACTS_DIR):
+    EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$key \\
+      bin/expo-build submit path/to/project --platform android --wait
 
   Ctrl-C stops the worker, the controller and its database.
 
