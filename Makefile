@@ -7,8 +7,10 @@ DARWIN  := GOOS=darwin GOARCH=arm64 CGO_ENABLED=0
 
 all: build
 
+# -buildvcs=auto: stamp the git revision (the controller registry shows it as the version)
+# even where GOFLAGS turns stamping off.
 build:
-	$(GO) build -o $(BIN)/ ./controller/cmd/... ./tray/cmd/freeagent ./vmbootstrap/cmd/freeagent-vm ./cli/cmd/expo-build
+	$(GO) build -buildvcs=auto -o $(BIN)/ ./controller/cmd/... ./tray/cmd/freeagent ./vmbootstrap/cmd/freeagent-vm ./cli/cmd/expo-build
 
 # Starts the controller on its built-in PostgreSQL and a worker with the
 # local driver (data under .run/), and prints a ready-to-use API key.
