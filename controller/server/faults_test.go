@@ -608,3 +608,54 @@ func TestQueuePositionsFollowPriorityAndAge(t *testing.T) {
 		t.Fatalf("after a claim: position %v, want 2", got)
 	}
 }
+
+// A worker that cannot take a build (paused, or at capacity) must not take
+// the one wake-up a new build sends: the worker with room gets the build at
+// once, not at its next backstop re-check.
+func TestWorkersWithoutRoomDoNotSwallowWakeUps(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(_ *store.Config, l *server.Limits) { l.PollBackstop = time.Minute })
+	ctx := context.Background()
+	full := e.register("full", api.Capabilities{MaxConcurrentBuilds: 1})
+	e.submit("android")
+	held := full.poll(0)
+	full.heartbeat(held)
+	paused := e.register("paused", api.Capabilities{})
+	if err := e.admin.PauseWorker(ctx, paused.id); err != nil {
+		t.Fatal(err)
+	}
+	free := e.register("free", api.Capabilities{})
+	waitFor := func(w *workerSession) chan *api.Job {
+		got := make(chan *api.Job, 1)
+		go func() {
+			resp, err := e.worker.Poll(ctx, w.token, 3*time.Second)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- resp.Job
+		}()
+		time.Sleep(200 * time.Millisecond) // in line, in this order
+		return got
+	}
+	fullGot, pausedGot := waitFor(full), waitFor(paused)
+	freeGot := waitFor(free)
+	start := time.Now()
+	sub, _ := e.submit("android")
+	select {
+	case j := <-freeGot:
+		if j == nil || j.ID != sub.ID {
+			t.Fatalf("the free worker got %+v, want build %s", j, sub.ID)
+		}
+		if d := time.Since(start); d > time.Second {
+			t.Fatalf("the free worker got the build after %v", d)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("the free worker was not woken: a worker without room took the wake-up")
+	}
+	if j := <-fullGot; j != nil {
+		t.Fatalf("the full worker got %+v", j)
+	}
+	if j := <-pausedGot; j != nil {
+		t.Fatalf("the paused worker got %+v", j)
+	}
+}

@@ -75,8 +75,11 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAut
 		}
 		timer := time.NewTimer(min(remaining, s.limits.PollBackstop))
 		wake := claim.C
-		if res.AtCapacity {
-			wake = nil // a full worker must not swallow a wake-up meant for one with room
+		if res.AtCapacity || res.Paused {
+			// It cannot take a build: step out of line (handing on a wake-up
+			// it already got) so the next one goes to a worker with room.
+			s.hub.Done(claim)
+			wake = nil
 		}
 		select {
 		case <-ctx.Done():
@@ -85,10 +88,10 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAut
 		case <-s.draining:
 			deadline = time.Now()
 		case <-wake:
-			s.hub.Rearm(claim)
 		case <-timer.C:
 		}
 		timer.Stop()
+		s.hub.Rearm(claim) // back in line before the next look
 	}
 	s.metrics.Poll(time.Since(start), res)
 	depth, err := s.queueDepth.get(ctx, s.store)

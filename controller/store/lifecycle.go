@@ -97,6 +97,7 @@ func collectBuildChanges(rows pgx.Rows) ([]Change, error) {
 type PollResult struct {
 	Job        *api.Job
 	AtCapacity bool
+	Paused     bool // an admin paused the worker: it gets no new builds
 	// Claimed is set when Job is a new claim rather than a redelivery;
 	// Pickup is then how long the build had been claimable (since its
 	// submit or the end of its backoff).
@@ -112,17 +113,19 @@ func (s *Store) Poll(ctx context.Context, w WorkerAuth) (PollResult, error) {
 	var claimable, unacked bool
 	var live int
 	err := s.pool.QueryRow(ctx, `
-		SELECT EXISTS (SELECT 1 FROM builds WHERE status = 'pending' AND run_after <= now() AND platform = ANY($3))
-				AND NOT EXISTS (SELECT 1 FROM workers WHERE id = $1 AND paused),
+		SELECT EXISTS (SELECT 1 FROM builds WHERE status = 'pending' AND run_after <= now() AND platform = ANY($3)),
+			EXISTS (SELECT 1 FROM workers WHERE id = $1 AND paused),
 			count(*), count(*) FILTER (WHERE status = 'assigned' AND worker_instance = $2) > 0
 		FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')`,
-		w.WorkerID, w.InstanceID, w.Platforms()).Scan(&claimable, &live, &unacked)
+		w.WorkerID, w.InstanceID, w.Platforms()).Scan(&claimable, &res.Paused, &live, &unacked)
 	if err != nil {
 		return res, fmt.Errorf("poll: %w", err)
 	}
 	switch {
 	case unacked:
 		return s.redeliver(ctx, w)
+	case res.Paused:
+		return res, nil
 	case live >= w.MaxConcurrent():
 		res.AtCapacity = true
 		return res, nil
