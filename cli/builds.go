@@ -484,17 +484,6 @@ func rawRequest(ctx context.Context, c *api.Client, method, path string, body io
 const workersHelp = `Lists the registered workers: status, platforms, running builds, counts and last contact.
 Needs an admin API key. With --json: the controller's {"workers": [...]}.`
 
-type workerView struct {
-	ID              string           `json:"id"`
-	Name            string           `json:"name"`
-	Status          string           `json:"status"`
-	Capabilities    api.Capabilities `json:"capabilities"`
-	LastSeenAt      time.Time        `json:"last_seen_at"`
-	BuildsCompleted int64            `json:"builds_completed"`
-	BuildsFailed    int64            `json:"builds_failed"`
-	ActiveBuilds    []string         `json:"active_builds"`
-}
-
 func (a *App) cmdWorkers(ctx context.Context, inv *invocation, args []string) error {
 	fs := inv.flags()
 	if _, err := inv.parse(fs, args, 0, 0); err != nil {
@@ -508,10 +497,10 @@ func (a *App) cmdWorkers(ctx context.Context, inv *invocation, args []string) er
 	if err != nil {
 		return err
 	}
-	var raw json.RawMessage
+	var list api.WorkerList
 	err = s.retry(ctx, "list workers", true, func(ctx context.Context) error {
 		var err error
-		raw, err = c.ListWorkers(ctx)
+		list, err = c.ListWorkers(ctx)
 		return err
 	})
 	if api.StatusOf(err) == http.StatusForbidden {
@@ -522,14 +511,7 @@ func (a *App) cmdWorkers(ctx context.Context, inv *invocation, args []string) er
 		return wrapOp("list workers", err)
 	}
 	if inv.json {
-		inv.ui.printf("%s\n", bytes.TrimSpace(raw))
-		return nil
-	}
-	var list struct {
-		Workers []workerView `json:"workers"`
-	}
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return fmt.Errorf("decode the workers list: %w", err)
+		return inv.ui.emit(list)
 	}
 	if len(list.Workers) == 0 {
 		inv.ui.printf("No workers registered.\n")

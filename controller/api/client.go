@@ -352,8 +352,8 @@ func (c *Client) DownloadArtifact(ctx context.Context, id, name string, offset i
 }
 
 // ListWorkers returns the registered workers (admin keys).
-func (c *Client) ListWorkers(ctx context.Context) (json.RawMessage, error) {
-	var out json.RawMessage
+func (c *Client) ListWorkers(ctx context.Context) (WorkerList, error) {
+	var out WorkerList
 	return out, c.call(ctx, http.MethodGet, "/api/workers", nil, &out, nil)
 }
 

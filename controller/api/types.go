@@ -316,6 +316,25 @@ type EventVerification struct {
 	Reason              string `json:"reason,omitempty"`
 }
 
+// Worker is the admin view of a registered worker.
+type Worker struct {
+	ID              string       `json:"id"`
+	Name            string       `json:"name"`
+	Status          string       `json:"status"`
+	Paused          bool         `json:"paused"`
+	Capabilities    Capabilities `json:"capabilities"`
+	RegisteredAt    time.Time    `json:"registered_at"`
+	LastSeenAt      time.Time    `json:"last_seen_at"`
+	BuildsCompleted int64        `json:"builds_completed"`
+	BuildsFailed    int64        `json:"builds_failed"`
+	ActiveBuilds    []string     `json:"active_builds"`
+}
+
+// WorkerList answers GET /api/workers.
+type WorkerList struct {
+	Workers []Worker `json:"workers"`
+}
+
 // Controller is one registered controller replica.
 type Controller struct {
 	ID              string    `json:"id"`

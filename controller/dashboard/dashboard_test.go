@@ -11,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -476,9 +477,9 @@ func TestQueueReasonsAndPause(t *testing.T) {
 	if j := w.poll(); j != nil {
 		t.Fatalf("paused through the API, the worker was given %s", j.ID)
 	}
-	raw, err := f.admin.ListWorkers(ctx)
-	if err != nil || !bytes.Contains(raw, []byte(`"paused":true`)) {
-		t.Errorf("worker list does not show the pause: %s %v", raw, err)
+	list, err := f.admin.ListWorkers(ctx)
+	if err != nil || !slices.ContainsFunc(list.Workers, func(x api.Worker) bool { return x.ID == w.id && x.Paused }) {
+		t.Errorf("worker list does not show the pause: %+v %v", list, err)
 	}
 	if err := f.admin.ResumeWorker(ctx, w.id); err != nil {
 		t.Fatal(err)

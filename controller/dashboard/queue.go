@@ -71,7 +71,7 @@ type slot struct {
 
 // newFleet sums up the workers: online means in contact within offlineAfter
 // (the reaper marks the others offline only on its next sweep).
-func newFleet(workers []store.Worker, now time.Time, offlineAfter time.Duration) fleet {
+func newFleet(workers []api.Worker, now time.Time, offlineAfter time.Duration) fleet {
 	f := fleet{eligible: map[string]int{}, unpaused: map[string]int{}}
 	for _, w := range workers {
 		if w.Status != "online" || now.Sub(w.LastSeenAt) > offlineAfter {

@@ -10,8 +10,8 @@ import (
 
 func TestWaitReasons(t *testing.T) {
 	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	worker := func(platforms []string, max int, active int, paused bool, seen time.Duration) store.Worker {
-		w := store.Worker{Status: "online", Paused: paused, LastSeenAt: now.Add(-seen),
+	worker := func(platforms []string, max int, active int, paused bool, seen time.Duration) api.Worker {
+		w := api.Worker{Status: "online", Paused: paused, LastSeenAt: now.Add(-seen),
 			Capabilities: api.Capabilities{Platforms: platforms, MaxConcurrentBuilds: max}}
 		for range active {
 			w.ActiveBuilds = append(w.ActiveBuilds, "b")
@@ -23,28 +23,28 @@ func TestWaitReasons(t *testing.T) {
 	}
 	cases := []struct {
 		name    string
-		workers []store.Worker
+		workers []api.Worker
 		ahead   map[string]int
 		entries []store.QueueEntry
 		want    []string
 	}{
 		{"nobody", nil, nil, []store.QueueEntry{entry("ios", 0)}, []string{"No worker is online."}},
-		{"silent worker counts as offline", []store.Worker{worker(nil, 1, 0, false, 6*time.Minute)}, nil,
+		{"silent worker counts as offline", []api.Worker{worker(nil, 1, 0, false, 6*time.Minute)}, nil,
 			[]store.QueueEntry{entry("ios", 0)}, []string{"No worker is online."}},
-		{"no worker for the platform", []store.Worker{worker([]string{"android"}, 1, 0, false, 0)}, nil,
+		{"no worker for the platform", []api.Worker{worker([]string{"android"}, 1, 0, false, 0)}, nil,
 			[]store.QueueEntry{entry("ios", 0), entry("android", 0)},
 			[]string{"No online worker builds ios.", "Next in line: a worker takes it on its next poll."}},
-		{"paused", []store.Worker{worker(nil, 2, 0, true, 0)}, nil,
+		{"paused", []api.Worker{worker(nil, 2, 0, true, 0)}, nil,
 			[]store.QueueEntry{entry("android", 0)}, []string{"Every android worker is paused."}},
-		{"slots fill in claim order; backoff takes no slot", []store.Worker{worker(nil, 2, 0, false, 0), worker([]string{"ios"}, 1, 1, false, 0)}, nil,
+		{"slots fill in claim order; backoff takes no slot", []api.Worker{worker(nil, 2, 0, false, 0), worker([]string{"ios"}, 1, 1, false, 0)}, nil,
 			[]store.QueueEntry{entry("ios", 0), entry("ios", time.Minute), entry("android", 0), entry("ios", 0)},
 			[]string{"Next in line: a worker takes it on its next poll.", "Backing off after a failed attempt until 03:05:05 UTC.",
 				"Next in line: a worker takes it on its next poll.", "All ios workers are busy (1 ahead)."}},
-		{"a versatile worker is kept for what only it builds", []store.Worker{worker(nil, 1, 0, false, 0), worker([]string{"android"}, 1, 0, false, 0)}, nil,
+		{"a versatile worker is kept for what only it builds", []api.Worker{worker(nil, 1, 0, false, 0), worker([]string{"android"}, 1, 0, false, 0)}, nil,
 			[]store.QueueEntry{entry("android", 0), entry("ios", 0), entry("android", 0)},
 			[]string{"Next in line: a worker takes it on its next poll.", "Next in line: a worker takes it on its next poll.",
 				"All android workers are busy (1 ahead)."}},
-		{"builds on earlier pages", []store.Worker{worker(nil, 4, 0, false, 0)}, map[string]int{"android": 10},
+		{"builds on earlier pages", []api.Worker{worker(nil, 4, 0, false, 0)}, map[string]int{"android": 10},
 			[]store.QueueEntry{entry("android", 0)}, []string{"All android workers are busy (10 ahead)."}},
 	}
 	for _, c := range cases {

@@ -4,11 +4,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 type workerRow struct {
-	store.Worker
+	api.Worker
 	Online bool // in contact within the offline threshold
 }
 

@@ -292,9 +292,9 @@ func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if ws == nil {
-		ws = []store.Worker{}
+		ws = []api.Worker{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"workers": ws})
+	writeJSON(w, http.StatusOK, api.WorkerList{Workers: ws})
 }
 
 // depthCache shares one queue-depth count per replica for a second: every

@@ -63,8 +63,8 @@ func (s *Store) DeleteSession(ctx context.Context, id string) error {
 
 // SetWorkerPaused pauses or resumes a worker. A paused worker's polls get no
 // new builds; the builds it runs go on (a drain).
-func (s *Store) SetWorkerPaused(ctx context.Context, id string, paused bool) (Worker, error) {
-	var w Worker
+func (s *Store) SetWorkerPaused(ctx context.Context, id string, paused bool) (api.Worker, error) {
+	var w api.Worker
 	err := s.withTx(ctx, func(t *txn) error {
 		var status string
 		err := t.QueryRow(ctx, `UPDATE workers SET paused = $2 WHERE id = $1 AND status <> 'unregistered' RETURNING status`, id, paused).Scan(&status)
@@ -90,13 +90,13 @@ func (s *Store) SetWorkerPaused(ctx context.Context, id string, paused bool) (Wo
 }
 
 // GetWorker returns one worker that has not unregistered.
-func (s *Store) GetWorker(ctx context.Context, id string) (Worker, error) {
+func (s *Store) GetWorker(ctx context.Context, id string) (api.Worker, error) {
 	ws, err := s.listWorkers(ctx, id)
 	if err != nil {
-		return Worker{}, err
+		return api.Worker{}, err
 	}
 	if len(ws) == 0 {
-		return Worker{}, fmt.Errorf("%w: no worker %q", ErrNotFound, id)
+		return api.Worker{}, fmt.Errorf("%w: no worker %q", ErrNotFound, id)
 	}
 	return ws[0], nil
 }

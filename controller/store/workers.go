@@ -299,25 +299,11 @@ func (t *txn) requeueWorkerAttempts(ctx context.Context, workerID, instance stri
 	return t.requeue(ctx, ids, r)
 }
 
-// Worker is the admin view of a worker.
-type Worker struct {
-	ID              string           `json:"id"`
-	Name            string           `json:"name"`
-	Status          string           `json:"status"`
-	Paused          bool             `json:"paused"`
-	Capabilities    api.Capabilities `json:"capabilities"`
-	RegisteredAt    time.Time        `json:"registered_at"`
-	LastSeenAt      time.Time        `json:"last_seen_at"`
-	BuildsCompleted int64            `json:"builds_completed"`
-	BuildsFailed    int64            `json:"builds_failed"`
-	ActiveBuilds    []string         `json:"active_builds"`
-}
-
 // ListWorkers returns every worker that has not unregistered, by name.
-func (s *Store) ListWorkers(ctx context.Context) ([]Worker, error) { return s.listWorkers(ctx, "") }
+func (s *Store) ListWorkers(ctx context.Context) ([]api.Worker, error) { return s.listWorkers(ctx, "") }
 
 // listWorkers lists every worker, or only worker id when id is set.
-func (s *Store) listWorkers(ctx context.Context, id string) ([]Worker, error) {
+func (s *Store) listWorkers(ctx context.Context, id string) ([]api.Worker, error) {
 	rows, err := s.pool.Query(ctx, `SELECT w.id, w.name, w.status, w.paused, w.capabilities, w.registered_at, w.last_seen_at,
 		w.builds_completed, w.builds_failed,
 		COALESCE((SELECT array_agg(build_id ORDER BY started_at) FROM build_attempts a WHERE a.worker_id = w.id AND a.status IN ('assigned','running')), '{}')
@@ -325,8 +311,8 @@ func (s *Store) listWorkers(ctx context.Context, id string) ([]Worker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
 	}
-	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (Worker, error) {
-		var w Worker
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Worker, error) {
+		var w api.Worker
 		var caps []byte
 		if err := r.Scan(&w.ID, &w.Name, &w.Status, &w.Paused, &caps, &w.RegisteredAt, &w.LastSeenAt, &w.BuildsCompleted, &w.BuildsFailed, &w.ActiveBuilds); err != nil {
 			return w, err
