@@ -221,6 +221,16 @@ func eventHash(e *api.Event) (string, error) {
 	return hex.EncodeToString(sum[:]), nil
 }
 
+// LastSequence is the sequence of the newest sealed event, 0 when none.
+func (s *Store) LastSequence(ctx context.Context) (int64, error) {
+	var seq int64
+	err := s.pool.QueryRow(ctx, `SELECT COALESCE(max(sequence), 0) FROM event_chain`).Scan(&seq)
+	if err != nil {
+		return 0, fmt.Errorf("read the newest event's sequence: %w", err)
+	}
+	return seq, nil
+}
+
 // Events returns sealed events with a sequence above since, in order.
 func (s *Store) Events(ctx context.Context, since int64, limit int) ([]api.Event, error) {
 	if limit <= 0 || limit > 1000 {

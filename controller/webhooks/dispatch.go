@@ -174,10 +174,6 @@ func (d *Dispatcher) fanOutBatch(ctx context.Context, batch int) (more bool, err
 		if err != nil {
 			return fmt.Errorf("lock the webhook cursor: %w", err)
 		}
-		events, err := d.st.Events(ctx, cursor, batch)
-		if err != nil || len(events) == 0 {
-			return err
-		}
 		rows, err := tx.Query(ctx, `SELECT id, event_types, after_sequence FROM webhook_endpoints`)
 		if err != nil {
 			return fmt.Errorf("read webhook endpoints: %w", err)
@@ -189,6 +185,22 @@ func (d *Dispatcher) fanOutBatch(ctx context.Context, batch int) (more bool, err
 		})
 		if err != nil {
 			return fmt.Errorf("read webhook endpoints: %w", err)
+		}
+		if len(endpoints) == 0 {
+			// Nobody to deliver to: skip reading the events, but keep the
+			// cursor at the head, where a new endpoint starts.
+			head, err := d.st.LastSequence(ctx)
+			if err != nil || head <= cursor {
+				return err
+			}
+			if _, err := tx.Exec(ctx, `UPDATE webhook_cursor SET sequence = $1 WHERE id = 1`, head); err != nil {
+				return fmt.Errorf("move the webhook cursor: %w", err)
+			}
+			return nil
+		}
+		events, err := d.st.Events(ctx, cursor, batch)
+		if err != nil || len(events) == 0 {
+			return err
 		}
 		var epIDs, eventIDs, types []string
 		var seqs []int64
