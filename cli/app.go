@@ -18,6 +18,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 // App is one expo-build process.
@@ -285,6 +287,17 @@ func (inv *invocation) session() (*session, error) {
 	}
 	inv.ui.session = s
 	return s, nil
+}
+
+// keySession opens the session of a command that needs the API key, and
+// its client.
+func (inv *invocation) keySession() (*session, *api.Client, error) {
+	s, err := inv.session()
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := s.keyClient()
+	return s, c, err
 }
 
 // buildArg parses a command that takes exactly one build id, then opens the

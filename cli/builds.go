@@ -275,11 +275,7 @@ func (a *App) cmdList(ctx context.Context, inv *invocation, args []string) error
 	if o.Limit < 1 || o.Limit > 200 {
 		return usageErr("--limit must be between 1 and 200, got %d", o.Limit)
 	}
-	s, err := inv.session()
-	if err != nil {
-		return err
-	}
-	c, err := s.keyClient()
+	s, c, err := inv.keySession()
 	if err != nil {
 		return err
 	}
@@ -489,11 +485,7 @@ func (a *App) cmdWorkers(ctx context.Context, inv *invocation, args []string) er
 	if _, err := inv.parse(fs, args, 0, 0); err != nil {
 		return err
 	}
-	s, err := inv.session()
-	if err != nil {
-		return err
-	}
-	c, err := s.keyClient()
+	s, c, err := inv.keySession()
 	if err != nil {
 		return err
 	}

@@ -104,11 +104,7 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	if err != nil {
 		return err
 	}
-	s, err := inv.session()
-	if err != nil {
-		return err
-	}
-	c, err := s.keyClient()
+	s, c, err := inv.keySession()
 	if err != nil {
 		return err
 	}
