@@ -250,6 +250,10 @@ type SubmitRequest struct {
 	Source         io.Reader // tar.gz or zip, streamed
 	SourceName     string
 	Certs          io.Reader // optional certs zip
+	// Spec is the resolved build (sent as the JSON field "spec").
+	Spec *BuildSpec
+	// Credentials are sent sealed (file "credentials", BuildCredentials JSON).
+	Credentials    *BuildCredentials
 	IdempotencyKey string
 }
 
@@ -269,6 +273,20 @@ func (c *Client) Submit(ctx context.Context, s SubmitRequest) (SubmitResponse, e
 	files := []filePart{{field: "source", name: name, r: s.Source}}
 	if s.Certs != nil {
 		files = append(files, filePart{field: "certs", name: "certs.zip", r: s.Certs})
+	}
+	if s.Spec != nil {
+		b, err := json.Marshal(s.Spec)
+		if err != nil {
+			return SubmitResponse{}, fmt.Errorf("encode the build spec: %w", err)
+		}
+		fields = append(fields, [2]string{"spec", string(b)})
+	}
+	if s.Credentials != nil {
+		b, err := json.Marshal(s.Credentials)
+		if err != nil {
+			return SubmitResponse{}, fmt.Errorf("encode the credentials: %w", err)
+		}
+		files = append(files, filePart{field: "credentials", name: "credentials.json", r: bytes.NewReader(b)})
 	}
 	var out SubmitResponse
 	return out, c.multipart(ctx, "/api/builds", fields, files, header{HeaderIdempotencyKey: s.IdempotencyKey}, &out)

@@ -225,6 +225,8 @@ type Build struct {
 	LogLength       int64       `json:"log_length"`
 	Artifacts       []Artifact  `json:"artifacts"`
 	AttemptHistory  []Attempt   `json:"attempt_history,omitempty"`
+	// Spec is the resolved build the CLI sent (nil for a raw API submit).
+	Spec *BuildSpec `json:"spec,omitempty"`
 	// InstallURL (completed builds, GET /api/builds/:id only) opens the
 	// install page without any header until InstallURLExpiresAt; it is
 	// what GET /api/builds/:id/qr.png encodes.

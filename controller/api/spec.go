@@ -1,0 +1,295 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// SpecVersion is the format of BuildSpec this code writes and reads.
+const SpecVersion = 1
+
+// BuildSpec is what a build is: decided once, by expo-build on the
+// developer's machine (eas.json resolved, the app config read, the package
+// manager and credentials chosen), sent with the submit, stored with the
+// build, shown by the CLI and the dashboard, and applied by the VM, which
+// never resolves anything again. See docs/build-spec.md.
+type BuildSpec struct {
+	Version  int    `json:"version"`
+	Platform string `json:"platform"`
+	// ProfileName is the eas.json build profile ("production").
+	ProfileName string `json:"profile_name"`
+	// Profile is that profile resolved for Platform exactly as
+	// @expo/eas-json's resolveBuildProfile returns it: extends applied,
+	// the platform section merged over the common keys, defaults filled.
+	Profile BuildProfile `json:"profile"`
+	// Environment selects the farm's variables: Profile.Environment, else
+	// production for store distribution, development for a development
+	// client, preview otherwise (as eas-cli derives it).
+	Environment string  `json:"environment"`
+	App         App     `json:"app"`
+	Project     Project `json:"project"`
+	// Android is set for Android builds: the decisions taken from Profile.
+	Android     *AndroidBuild   `json:"android,omitempty"`
+	Credentials CredentialsInfo `json:"credentials"`
+	// Message is the submitter's note (expo-build submit --message).
+	Message string `json:"message,omitempty"`
+}
+
+// BuildProfile is a resolved eas.json build profile. The JSON names are
+// eas.json's, so the object marshals to what @expo/eas-json resolves.
+// Booleans are pointers: an explicit false is part of the profile.
+type BuildProfile struct {
+	// Common keys.
+	ResourceClass      string            `json:"resourceClass,omitempty"`
+	Env                map[string]string `json:"env,omitempty"`
+	Node               string            `json:"node,omitempty"`
+	Corepack           *bool             `json:"corepack,omitempty"`
+	Pnpm               string            `json:"pnpm,omitempty"`
+	Bun                string            `json:"bun,omitempty"`
+	Yarn               string            `json:"yarn,omitempty"`
+	ExpoCli            string            `json:"expoCli,omitempty"`
+	CredentialsSource  string            `json:"credentialsSource,omitempty"`
+	Distribution       string            `json:"distribution,omitempty"`
+	ReleaseChannel     string            `json:"releaseChannel,omitempty"`
+	Channel            string            `json:"channel,omitempty"`
+	DevelopmentClient  *bool             `json:"developmentClient,omitempty"`
+	PrebuildCommand    string            `json:"prebuildCommand,omitempty"`
+	AutoIncrement      *AutoIncrement    `json:"autoIncrement,omitempty"`
+	BuildArtifactPaths []string          `json:"buildArtifactPaths,omitempty"`
+	UploadSourceMaps   *bool             `json:"uploadSourceMaps,omitempty"`
+	Cache              *BuildCache       `json:"cache,omitempty"`
+	Config             string            `json:"config,omitempty"`
+	WithoutCredentials *bool             `json:"withoutCredentials,omitempty"`
+	Environment        string            `json:"environment,omitempty"`
+
+	// Keys of a platform section.
+	Image                  string `json:"image,omitempty"`
+	ArtifactPath           string `json:"artifactPath,omitempty"`
+	ApplicationArchivePath string `json:"applicationArchivePath,omitempty"`
+
+	// Android.
+	Ndk           string `json:"ndk,omitempty"`
+	GradleCommand string `json:"gradleCommand,omitempty"`
+	BuildType     string `json:"buildType,omitempty"`
+	KeystoreName  string `json:"keystoreName,omitempty"`
+
+	// iOS.
+	Bundler                string `json:"bundler,omitempty"`
+	Fastlane               string `json:"fastlane,omitempty"`
+	Cocoapods              string `json:"cocoapods,omitempty"`
+	EnterpriseProvisioning string `json:"enterpriseProvisioning,omitempty"`
+	Simulator              *bool  `json:"simulator,omitempty"`
+	Scheme                 string `json:"scheme,omitempty"`
+	BuildConfiguration     string `json:"buildConfiguration,omitempty"`
+}
+
+// AutoIncrement is eas.json's autoIncrement: true, false, or one of
+// "version", "versionCode", "buildNumber".
+type AutoIncrement struct {
+	Bool  *bool
+	Field string
+}
+
+// MarshalJSON writes the boolean or the string.
+func (a AutoIncrement) MarshalJSON() ([]byte, error) {
+	if a.Bool != nil {
+		return json.Marshal(*a.Bool)
+	}
+	return json.Marshal(a.Field)
+}
+
+// UnmarshalJSON reads a boolean or a string.
+func (a *AutoIncrement) UnmarshalJSON(b []byte) error {
+	var v bool
+	if err := json.Unmarshal(b, &v); err == nil {
+		*a = AutoIncrement{Bool: &v}
+		return nil
+	}
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("autoIncrement must be a boolean or a string: %w", err)
+	}
+	*a = AutoIncrement{Field: s}
+	return nil
+}
+
+// BuildCache is eas.json's cache object.
+type BuildCache struct {
+	Disabled          *bool    `json:"disabled,omitempty"`
+	Key               string   `json:"key,omitempty"`
+	CacheDefaultPaths *bool    `json:"cacheDefaultPaths,omitempty"`
+	Paths             []string `json:"paths,omitempty"`
+}
+
+// App is the identity of the app, read from app.json or from the
+// project's own `expo config --json` (app.config.js/ts).
+type App struct {
+	Name    string `json:"name"`
+	Slug    string `json:"slug"`
+	Version string `json:"version,omitempty"`
+	Owner   string `json:"owner,omitempty"`
+	// SDKVersion is expo.sdkVersion when the config states it.
+	SDKVersion         string `json:"sdk_version,omitempty"`
+	AndroidPackage     string `json:"android_package,omitempty"`
+	AndroidVersionCode int    `json:"android_version_code,omitempty"`
+	IOSBundleID        string `json:"ios_bundle_identifier,omitempty"`
+	IOSBuildNumber     string `json:"ios_build_number,omitempty"`
+	// ConfigSource says where these came from: "app.json", or
+	// "expo config" for a dynamic app.config.js/ts.
+	ConfigSource string `json:"config_source"`
+}
+
+// Package managers a project can use.
+const (
+	PackageManagerNPM  = "npm"
+	PackageManagerYarn = "yarn"
+	PackageManagerPNPM = "pnpm"
+	PackageManagerBun  = "bun"
+)
+
+// Project is the layout of the uploaded source: the archive's root is the
+// workspace root (the monorepo's root, or the app itself).
+type Project struct {
+	// AppDir is the app's directory relative to the archive root, with
+	// forward slashes; "" when the app is the root.
+	AppDir string `json:"app_dir"`
+	// PackageManager is npm, yarn, pnpm or bun.
+	PackageManager string `json:"package_manager"`
+	// PackageManagerVersion is the version to use, when one is pinned
+	// (package.json's packageManager, or the profile's yarn/pnpm/bun).
+	PackageManagerVersion string `json:"package_manager_version,omitempty"`
+	// Lockfile is the lockfile that decided PackageManager, relative to
+	// the root ("" when there is none: the install cannot be frozen).
+	Lockfile string `json:"lockfile,omitempty"`
+	// YarnBerry is set for Yarn 2 and later (--immutable, not --frozen-lockfile).
+	YarnBerry bool `json:"yarn_berry,omitempty"`
+	// Corepack: run `corepack enable` before installing (the profile's
+	// corepack, or a packageManager field).
+	Corepack bool `json:"corepack,omitempty"`
+	// Workspace: the root is a monorepo whose workspaces include AppDir.
+	Workspace bool `json:"workspace,omitempty"`
+}
+
+// Android build types (eas.json buildType).
+const (
+	AndroidAPK       = "apk"
+	AndroidAppBundle = "app-bundle"
+)
+
+// AndroidBuild is what the VM runs for an Android build.
+type AndroidBuild struct {
+	// GradleCommand is what follows ./gradlew ("':app:bundleRelease'").
+	GradleCommand string `json:"gradle_command"`
+	// BuildType is apk or app-bundle, "" with a custom gradleCommand.
+	BuildType string `json:"build_type,omitempty"`
+	// ApplicationArchivePaths are the globs (relative to the app) of
+	// the application archive: applicationArchivePath, else
+	// android/app/build/outputs/**/*.{apk,aab}.
+	ApplicationArchivePaths []string `json:"application_archive_paths"`
+	// BuildArtifactPaths are the profile's buildArtifactPaths, uploaded too.
+	BuildArtifactPaths []string `json:"build_artifact_paths,omitempty"`
+}
+
+// Credentials sources.
+const (
+	CredentialsLocal  = "local"  // credentials.json, sent sealed with the submit
+	CredentialsRemote = "remote" // kept on the farm for the project
+	CredentialsNone   = "none"   // neither: Android signs with the debug key
+)
+
+// CredentialsInfo says which credentials sign the build, by fingerprint:
+// never the secrets themselves.
+type CredentialsInfo struct {
+	Source  string        `json:"source"`
+	Android *KeystoreInfo `json:"android,omitempty"`
+}
+
+// KeystoreInfo identifies an Android upload keystore.
+type KeystoreInfo struct {
+	// Name is the remote keystore's name on the farm ("" for local).
+	Name     string `json:"name,omitempty"`
+	Type     string `json:"type"` // JKS or PKCS12
+	KeyAlias string `json:"key_alias"`
+	// CertificateSHA256 is the lowercase hex SHA-256 of the signing key's
+	// certificate (DER): the artifact must be signed with this one.
+	CertificateSHA256 string `json:"certificate_sha256"`
+	// Subject is the certificate's subject, for people.
+	Subject string `json:"subject,omitempty"`
+}
+
+// AndroidKeystore is the secret part of an Android credential: sealed at
+// rest, sent only to the build's VM.
+type AndroidKeystore struct {
+	Keystore         []byte `json:"keystore"`
+	KeystorePassword string `json:"keystore_password"`
+	KeyAlias         string `json:"key_alias"`
+	KeyPassword      string `json:"key_password"`
+}
+
+// BuildCredentials is the sealed "credentials" file of a submit and the
+// answer of GET /api/builds/:id/credentials (X-VM-Token).
+type BuildCredentials struct {
+	Android *AndroidKeystore `json:"android,omitempty"`
+}
+
+// Variable visibilities (as EAS names them).
+const (
+	VisibilityPlaintext = "plaintext" // shown everywhere
+	VisibilitySensitive = "sensitive" // shown to developers, masked in build logs
+	VisibilitySecret    = "secret"    // never shown after it is set; masked in build logs
+)
+
+// Variable types.
+const (
+	VariableString = "string"
+	VariableFile   = "file" // the build gets a file; the variable holds its path
+)
+
+// The standard environments; a profile may name any other.
+const (
+	EnvironmentDevelopment = "development"
+	EnvironmentPreview     = "preview"
+	EnvironmentProduction  = "production"
+)
+
+// Variable is one environment variable of a project in one environment.
+// Value is empty in lists for secret variables; for a file variable it is
+// the file's content, base64-encoded.
+type Variable struct {
+	Project     string    `json:"project"`
+	Environment string    `json:"environment"`
+	Name        string    `json:"name"`
+	Value       string    `json:"value,omitempty"`
+	Visibility  string    `json:"visibility"`
+	Type        string    `json:"type"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// VariableList answers GET /api/projects/:project/env.
+type VariableList struct {
+	Variables []Variable `json:"variables"`
+}
+
+// BuildJob answers GET /api/builds/:id/spec (X-VM-Token): the build's spec
+// and its project's variables for the spec's environment, values included.
+// Spec is nil for a build submitted without one (the raw API).
+type BuildJob struct {
+	Spec      *BuildSpec `json:"spec"`
+	Variables []Variable `json:"variables"`
+}
+
+// Credential is a credential kept on the farm for a project (expo-build
+// credentials set), shown by fingerprint only.
+type Credential struct {
+	Project   string        `json:"project"`
+	Platform  string        `json:"platform"`
+	Name      string        `json:"name"`
+	Android   *KeystoreInfo `json:"android,omitempty"`
+	CreatedAt time.Time     `json:"created_at"`
+}
+
+// CredentialList answers GET /api/projects/:project/credentials.
+type CredentialList struct {
+	Credentials []Credential `json:"credentials"`
+}
