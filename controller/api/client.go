@@ -428,6 +428,20 @@ func (c *Client) CertsSecure(ctx context.Context, buildID, vmToken string) (Cert
 	return out, c.call(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(buildID)+"/certs-secure", nil, &out, header{HeaderVMToken: vmToken})
 }
 
+// BuildJob fetches the build's spec and its project's variables for the
+// spec's environment, values included (VM only).
+func (c *Client) BuildJob(ctx context.Context, buildID, vmToken string) (BuildJob, error) {
+	var out BuildJob
+	return out, c.call(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(buildID)+"/spec", nil, &out, header{HeaderVMToken: vmToken})
+}
+
+// BuildCredentials fetches the build's sealed credentials (VM only); a
+// build without any answers 404.
+func (c *Client) BuildCredentials(ctx context.Context, buildID, vmToken string) (BuildCredentials, error) {
+	var out BuildCredentials
+	return out, c.call(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(buildID)+"/credentials", nil, &out, header{HeaderVMToken: vmToken})
+}
+
 // AppendLog appends data at offset; it returns the log's new length. On a
 // 416 the *Error carries the length to resend from.
 func (c *Client) AppendLog(ctx context.Context, buildID, vmToken string, offset int64, data []byte) (int64, error) {
