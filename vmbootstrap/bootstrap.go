@@ -152,6 +152,12 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 	}()
 	r.logs.Printf("▸ freeagent-vm %s: build %s, attempt %s, %s, profile %q", r.b.Version, r.bc.BuildID, r.bc.AttemptID, r.bc.Platform, r.bc.Profile)
 
+	r.progress(PhaseAuth, 4, "fetching the build's spec and variables")
+	job, err := r.job(ctx)
+	if err != nil {
+		return nil, err
+	}
+
 	var sign *signing
 	if r.bc.Platform == api.PlatformIOS {
 		r.progress(PhaseCertificates, 5, "installing signing certificates")
@@ -171,9 +177,20 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 		}
 		sign = s
 	}
+	var keystore *api.AndroidKeystore
+	if r.bc.Platform == api.PlatformAndroid && job.Spec != nil && job.Spec.Credentials.Source != api.CredentialsNone && job.Spec.Credentials.Source != "" {
+		r.progress(PhaseCertificates, 5, "fetching the Android upload keystore")
+		if keystore, err = r.androidCredentials(ctx); err != nil {
+			return nil, err
+		}
+	}
 
 	r.progress(PhaseSource, 10, "downloading the source")
-	root, err := r.source(ctx)
+	tree, err := r.source(ctx)
+	if err != nil {
+		return nil, err
+	}
+	spec, root, err := r.layout(tree, job.Spec)
 	if err != nil {
 		return nil, err
 	}
@@ -182,14 +199,36 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 	if err := os.MkdirAll(artifactsDir, 0o755); err != nil {
 		return nil, fmt.Errorf("create the artifacts directory: %w", err)
 	}
+	be, err := newBuildEnvironment(job, r.bc.BuildID, tree, filepath.Join(r.work, "env-files"))
+	if err != nil {
+		return nil, fail(CodeInternalFailure, false, err, "prepare the build's variables")
+	}
+	for _, secret := range be.secrets {
+		for _, form := range secretForms(secret) {
+			r.logs.AddSecret(form)
+		}
+	}
 	env := mergeEnv(buildEnv(r.b.Env, r.logs),
 		"FREEAGENT_PLATFORM="+r.bc.Platform,
 		"FREEAGENT_PROFILE="+r.bc.Profile,
 		"FREEAGENT_ARTIFACTS_DIR="+artifactsDir,
 		"CI=1",
 	)
+	env = mergeEnv(env, be.vars...)
+	if len(job.Variables) > 0 {
+		names := make([]string, len(job.Variables))
+		for i, v := range job.Variables {
+			names[i] = v.Name
+		}
+		r.logs.Printf("▸ variables of environment %q: %s", spec.Environment, strings.Join(names, ", "))
+	}
+	if wrote, err := writeNpmrc(root, env); err != nil {
+		return nil, err
+	} else if wrote {
+		r.logs.Printf("▸ NPM_TOKEN is set: wrote .npmrc with //registry.npmjs.org/:_authToken=${NPM_TOKEN}")
+	}
 	p := &pipeline{
-		root: root, workDir: r.work, artifactsDir: artifactsDir, platform: r.bc.Platform, signing: sign,
+		tree: tree, root: root, workDir: r.work, artifactsDir: artifactsDir, spec: spec, keystore: keystore, signing: sign,
 		runner: &stepRunner{env: env, out: r.logs, grace: r.cfg.KillGrace, drain: 2 * time.Second},
 		phase:  r.progress,
 	}
@@ -299,13 +338,112 @@ func (r *buildRun) source(ctx context.Context) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	root, err := FindProjectRoot(tree)
-	if err != nil {
-		return "", err
+	r.logs.Printf("▸ extracted %s: %d files, %d bytes", stats.Format, stats.Files, stats.Bytes)
+	return tree, nil
+}
+
+// job fetches the build's spec and variables, once per attempt. A build
+// submitted through the raw API has no spec (nil).
+func (r *buildRun) job(ctx context.Context) (api.BuildJob, error) {
+	var job api.BuildJob
+	err := retry(ctx, r.cfg.RetryFor, func(ctx context.Context) error {
+		var err error
+		job, err = r.client.BuildJob(ctx, r.bc.BuildID, r.token)
+		return err
+	}, r.retrying("spec download"))
+	switch {
+	case api.StatusOf(err) == http.StatusNotFound:
+		// A controller older than build specs: the build has none.
+		r.logs.Printf("▸ the controller serves no build spec: EAS defaults apply")
+		return api.BuildJob{}, nil
+	case err != nil && isAttemptEnded(err):
+		return job, fmt.Errorf("%w: fetch the build spec: %w", ErrAttemptEnded, err)
+	case err != nil:
+		return job, fail(CodeUnreachable, true, err, "fetch the build spec and variables")
 	}
-	rel, _ := filepath.Rel(tree, root)
-	r.logs.Printf("▸ extracted %s: %d files, %d bytes; project root: %s", stats.Format, stats.Files, stats.Bytes, rel)
-	return root, nil
+	if job.Spec != nil && job.Spec.Version != api.SpecVersion {
+		return job, fail(CodeInternalFailure, false, nil, "the build spec has version %d; this freeagent-vm reads version %d (update the worker)", job.Spec.Version, api.SpecVersion)
+	}
+	for _, v := range job.Variables {
+		if v.Visibility != api.VisibilityPlaintext {
+			r.logs.AddSecret(v.Value)
+		}
+	}
+	return job, nil
+}
+
+// androidCredentials fetches the build's upload keystore.
+func (r *buildRun) androidCredentials(ctx context.Context) (*api.AndroidKeystore, error) {
+	var creds api.BuildCredentials
+	err := retry(ctx, r.cfg.RetryFor, func(ctx context.Context) error {
+		var err error
+		creds, err = r.client.BuildCredentials(ctx, r.bc.BuildID, r.token)
+		return err
+	}, r.retrying("credentials download"))
+	switch {
+	case api.StatusOf(err) == http.StatusNotFound || err == nil && creds.Android == nil:
+		return nil, fail(CodeCertificates, false, err, "the build's spec names Android credentials but the controller holds none for it")
+	case err != nil && isAttemptEnded(err):
+		return nil, fmt.Errorf("%w: fetch credentials: %w", ErrAttemptEnded, err)
+	case err != nil:
+		return nil, fail(CodeUnreachable, true, err, "fetch the Android credentials")
+	}
+	r.logs.AddSecret(creds.Android.KeystorePassword)
+	r.logs.AddSecret(creds.Android.KeyPassword)
+	return creds.Android, nil
+}
+
+// layout returns the spec the build follows and the app's directory in
+// tree. A build without a spec (raw API) gets EAS's defaults for its
+// platform, built from the project found in the tree.
+func (r *buildRun) layout(tree string, spec *api.BuildSpec) (api.BuildSpec, string, error) {
+	if spec == nil {
+		root, err := FindProjectRoot(tree)
+		if err != nil {
+			return api.BuildSpec{}, "", err
+		}
+		rel, _ := filepath.Rel(tree, root)
+		r.logs.Printf("▸ no build spec (raw API submit): EAS defaults for profile %q; project root: %s", r.bc.Profile, rel)
+		return defaultSpec(r.bc.Platform, r.bc.Profile, root), root, nil
+	}
+	if spec.Platform != r.bc.Platform {
+		return api.BuildSpec{}, "", fail(CodeInvalidSource, false, nil, "the build spec is for %s, the job for %s", spec.Platform, r.bc.Platform)
+	}
+	root := tree
+	if spec.Project.AppDir != "" {
+		clean := filepath.Clean(filepath.FromSlash(spec.Project.AppDir))
+		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
+			return api.BuildSpec{}, "", fail(CodeInvalidSource, false, nil, "the build spec's app_dir %q leaves the source", spec.Project.AppDir)
+		}
+		root = filepath.Join(tree, clean)
+	}
+	if st, err := os.Lstat(filepath.Join(root, "package.json")); err != nil || !st.Mode().IsRegular() {
+		return api.BuildSpec{}, "", fmt.Errorf("%w: the app directory %q of the build spec holds no package.json", ErrNoProject, spec.Project.AppDir)
+	}
+	r.logs.Printf("▸ profile %q (%s), environment %q, app %s (%s) in %s, %s",
+		spec.ProfileName, spec.Profile.Distribution, spec.Environment, spec.App.Name, spec.App.Slug, relOrDot(tree, root), spec.Project.PackageManager)
+	return *spec, root, nil
+}
+
+// defaultSpec is the spec of a build submitted without one: EAS's default
+// profile for the platform, npm (frozen when the project has its lockfile).
+func defaultSpec(platform, profile, root string) api.BuildSpec {
+	spec := api.BuildSpec{Version: api.SpecVersion, Platform: platform, ProfileName: profile,
+		Profile:     api.BuildProfile{CredentialsSource: api.CredentialsRemote, Distribution: "store"},
+		Environment: api.EnvironmentProduction,
+		Project:     api.Project{PackageManager: api.PackageManagerNPM},
+		Credentials: api.CredentialsInfo{Source: api.CredentialsNone},
+	}
+	for _, lock := range []string{"package-lock.json", "npm-shrinkwrap.json"} {
+		if fileExists(filepath.Join(root, lock)) {
+			spec.Project.Lockfile = lock
+		}
+	}
+	if platform == api.PlatformAndroid {
+		spec.Android = &api.AndroidBuild{GradleCommand: ":app:bundleRelease", BuildType: api.AndroidAppBundle,
+			ApplicationArchivePaths: []string{"android/app/build/outputs/**/*.{apk,aab}"}}
+	}
+	return spec
 }
 
 // classify turns any error of execute into a *failure. An ended context

@@ -1,6 +1,7 @@
 package vmbootstrap
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
 )
@@ -16,17 +18,32 @@ import (
 // ErrNoArtifacts: the build ran but left nothing to upload.
 var ErrNoArtifacts = errors.New("the build produced no artifact")
 
-// pipeline runs the build of one project and returns the artifact paths.
+// pipeline runs the build of one project as its spec says and returns
+// the artifact paths.
 type pipeline struct {
-	root         string // project root
-	workDir      string // scratch space outside the project (archives, export)
+	tree         string // the source's root: the workspace root
+	root         string // the app's directory inside tree
+	workDir      string // scratch space outside the project (archives, export, keystore)
 	artifactsDir string // FREEAGENT_ARTIFACTS_DIR
-	platform     string
-	signing      *signing // iOS with certificates, else nil
+	spec         api.BuildSpec
+	keystore     *api.AndroidKeystore // Android upload key; nil: the project's own signing (debug)
+	signing      *signing             // iOS with certificates, else nil
 	runner       *stepRunner
 	// phase announces a phase (progress.json and the log).
 	phase func(phase string, progress int, message string)
 }
+
+// EAS Build's hooks: package.json scripts run at fixed points of a build.
+const (
+	hookPreInstall         = "eas-build-pre-install"
+	hookPostInstall        = "eas-build-post-install"
+	hookPreUploadArtifacts = "eas-build-pre-upload-artifacts"
+	hookOnSuccess          = "eas-build-on-success"
+	hookOnError            = "eas-build-on-error"
+	hookOnComplete         = "eas-build-on-complete"
+	hookOnCancel           = "eas-build-on-cancel"
+	hookTimeout            = 10 * time.Minute // the end hooks' own budget once the build's context has ended
+)
 
 func (p *pipeline) run(ctx context.Context) ([]string, error) {
 	pkg, err := readPackageJSON(p.root)
@@ -36,15 +53,54 @@ func (p *pipeline) run(ctx context.Context) ([]string, error) {
 	if _, ok := pkg.Scripts[CustomBuildScript]; ok {
 		return p.custom(ctx)
 	}
-	if p.platform == api.PlatformIOS {
-		return p.ios(ctx)
+	build := p.android
+	if p.spec.Platform == api.PlatformIOS {
+		build = p.ios
 	}
-	return p.android(ctx)
+	files, err := build(ctx)
+	p.endHooks(ctx, err)
+	return files, err
+}
+
+// endHooks runs eas-build-on-success or -on-error (or -on-cancel when the
+// build was stopped), then eas-build-on-complete with EAS_BUILD_STATUS, as
+// EAS does. Their failures are logged: the build's outcome stands.
+func (p *pipeline) endHooks(ctx context.Context, buildErr error) {
+	status := "finished"
+	hook := hookOnSuccess
+	switch {
+	case ctx.Err() != nil:
+		status, hook = "canceled", hookOnCancel
+	case buildErr != nil:
+		status, hook = "errored", hookOnError
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hookTimeout)
+	defer cancel()
+	for _, h := range []string{hook, hookOnComplete} {
+		if err := p.hook(hctx, h, "EAS_BUILD_STATUS="+status); err != nil {
+			fmt.Fprintf(p.runner.out, "\n▸ warning: %s failed: %v\n", h, err)
+		}
+	}
+}
+
+// hook runs a package.json script of the app when it defines one.
+func (p *pipeline) hook(ctx context.Context, name string, env ...string) error {
+	pkg, err := readPackageJSON(p.root) // fresh: an earlier step may have changed it
+	if err != nil {
+		return err
+	}
+	if pkg.Scripts[name] == "" {
+		return nil
+	}
+	fmt.Fprintf(p.runner.out, "\n▸ script %q is present in package.json: running it\n", name)
+	s := p.step(p.root, scriptArgv(p.spec.Project, name)...)
+	s.Env = env
+	return p.runner.run(ctx, s)
 }
 
 func (p *pipeline) step(dir string, argv ...string) Step {
 	s := Step{Argv: argv, Dir: dir}
-	if rel := relDir(p.root, dir); rel != "" {
+	if rel := relDir(p.tree, dir); rel != "" {
 		s.Shown = "cd " + shellJoin([]string{rel}) + " && " + shellJoin(argv)
 	}
 	return s
@@ -67,20 +123,29 @@ func (p *pipeline) custom(ctx context.Context) ([]string, error) {
 	return files, nil
 }
 
-// install runs npm ci (npm install when the project has no lockfile).
+// install runs the pre-install hook, then the frozen install at the
+// workspace root with the project's package manager, as EAS does.
 func (p *pipeline) install(ctx context.Context) error {
-	p.phase(PhaseInstall, 20, "installing npm packages")
-	argv := []string{"npm", "ci"}
-	if !fileExists(filepath.Join(p.root, "package-lock.json")) && !fileExists(filepath.Join(p.root, "npm-shrinkwrap.json")) {
-		argv = []string{"npm", "install"}
+	if err := p.hook(ctx, hookPreInstall); err != nil {
+		return err
 	}
-	return p.runner.run(ctx, p.step(p.root, argv...))
+	pm := p.spec.Project.PackageManager
+	p.phase(PhaseInstall, 20, "installing dependencies with "+pm)
+	if p.spec.Project.Lockfile == "" {
+		fmt.Fprintf(p.runner.out, "\n▸ warning: no lockfile: the install cannot be frozen, dependency versions may differ from the developer's\n")
+	}
+	for _, argv := range installArgvs(p.spec.Project, true) {
+		if err := p.runner.run(ctx, p.step(p.tree, argv...)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // prebuild generates the native project unless the project carries its
-// own (a bare React Native project), as EAS Build does. --no-install: the
-// packages are installed already and CocoaPods runs as its own step; the
-// Expo CLI is non-interactive because CI=1 (it has no --non-interactive).
+// own (a bare React Native project), as EAS Build does, then installs
+// again (prebuild may change package.json) unfrozen. The Expo CLI is
+// non-interactive because CI=1.
 func (p *pipeline) prebuild(ctx context.Context, platform string) error {
 	if fileExists(filepath.Join(p.root, platform)) {
 		p.phase(PhasePrebuild, 35, "using the project's own "+platform+"/ directory")
@@ -88,14 +153,29 @@ func (p *pipeline) prebuild(ctx context.Context, platform string) error {
 		return nil
 	}
 	p.phase(PhasePrebuild, 35, "expo prebuild")
-	return p.runner.run(ctx, p.step(p.root, "npx", "expo", "prebuild", "--platform", platform, "--no-install"))
+	if err := p.runner.run(ctx, p.step(p.root, prebuildArgv(p.spec.Project, p.spec.Profile.PrebuildCommand, platform)...)); err != nil {
+		return err
+	}
+	for _, argv := range installArgvs(p.spec.Project, false) {
+		if err := p.runner.run(ctx, p.step(p.tree, argv...)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (p *pipeline) android(ctx context.Context) ([]string, error) {
+	ab := p.spec.Android
+	if ab == nil {
+		return nil, fmt.Errorf("%w: the build spec has no android section", errConfig)
+	}
 	if err := p.install(ctx); err != nil {
 		return nil, err
 	}
 	if err := p.prebuild(ctx, "android"); err != nil {
+		return nil, err
+	}
+	if err := p.hook(ctx, hookPostInstall); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(p.root, "android")
@@ -103,19 +183,150 @@ func (p *pipeline) android(ctx context.Context) ([]string, error) {
 	if !fileExists(gradlew) {
 		return nil, fmt.Errorf("%w: android/gradlew is missing", ErrNoArtifacts)
 	}
-	os.Chmod(gradlew, 0o755) //nolint:errcheck // archives made on Windows lose the x bit; run fails clearly otherwise
-	p.phase(PhaseBuild, 50, "gradle assembleRelease")
-	if err := p.runner.run(ctx, Step{Argv: []string{gradlew, "assembleRelease"}, Dir: dir, Shown: "cd android && ./gradlew assembleRelease"}); err != nil {
+	if err := fixGradlew(gradlew); err != nil {
 		return nil, err
 	}
-	files, err := regularFiles(filepath.Join(dir, "app", "build", "outputs", "apk", "release"), ".apk")
+	args, err := splitCommand(ab.GradleCommand)
 	if err != nil {
+		return nil, fmt.Errorf("%w: gradleCommand %q: %v", errConfig, ab.GradleCommand, err)
+	}
+	step := Step{Argv: append([]string{gradlew}, args...), Dir: dir, Shown: "cd " + shellJoin([]string{relDir(p.tree, dir)}) + " && ./gradlew " + shellJoin(args)}
+	if p.keystore != nil {
+		path, err := writeKeystore(filepath.Join(p.workDir, "credentials"), *p.keystore)
+		if err != nil {
+			return nil, err
+		}
+		step.Env = gradleSigningEnv(path, *p.keystore)
+		fmt.Fprintf(p.runner.out, "\n▸ signing with the upload keystore %s (key %q, certificate SHA-256 %s)\n",
+			p.spec.Credentials.Source, p.keystore.KeyAlias, keystoreFingerprint(p.spec))
+	} else {
+		fmt.Fprintf(p.runner.out, "\n▸ warning: no Android credentials: the app is signed as the project's Gradle files say (the debug key in Expo's template); add credentials.json or run `expo-build credentials set --platform android` for a store build\n")
+	}
+	p.phase(PhaseBuild, 50, "gradlew "+ab.GradleCommand)
+	if err := p.runner.run(ctx, step); err != nil {
 		return nil, err
+	}
+	if err := p.hook(ctx, hookPreUploadArtifacts); err != nil {
+		return nil, err
+	}
+	files, err := globFiles(p.root, ab.ApplicationArchivePaths)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errConfig, err)
 	}
 	if len(files) == 0 {
-		return nil, fmt.Errorf("%w: no .apk in android/app/build/outputs/apk/release", ErrNoArtifacts)
+		return nil, fmt.Errorf("%w: nothing matches %s in %s", ErrNoArtifacts, strings.Join(ab.ApplicationArchivePaths, ", "), relOrDot(p.tree, p.root))
 	}
-	return files, nil
+	if want := p.spec.Credentials.Android; p.keystore != nil && want != nil {
+		for _, f := range files {
+			if ext := filepath.Ext(f); ext != ".apk" && ext != ".aab" {
+				continue
+			}
+			if err := verifyAndroidArtifact(f, *want); err != nil {
+				return nil, &signatureError{file: relOrDot(p.root, f), err: err}
+			}
+			fmt.Fprintf(p.runner.out, "▸ %s is signed with the upload key (certificate SHA-256 %s)\n", relOrDot(p.root, f), want.CertificateSHA256)
+		}
+	}
+	extra, err := globFiles(p.root, ab.BuildArtifactPaths)
+	if err != nil {
+		return nil, fmt.Errorf("%w: buildArtifactPaths: %v", errConfig, err)
+	}
+	return append(files, slices.DeleteFunc(extra, func(f string) bool { return slices.Contains(files, f) })...), nil
+}
+
+// signatureError: the artifact is not signed with the keystore the build
+// was given (the classic "release signed with the debug key").
+type signatureError struct {
+	file string
+	err  error
+}
+
+func (e *signatureError) Error() string { return e.file + ": " + e.err.Error() }
+func (e *signatureError) Unwrap() error { return e.err }
+
+func keystoreFingerprint(spec api.BuildSpec) string {
+	if spec.Credentials.Android == nil {
+		return "unknown"
+	}
+	return spec.Credentials.Android.CertificateSHA256
+}
+
+// fixGradlew makes gradlew runnable as EAS does: archives made on Windows
+// lose the x bit and may carry CRLF line endings.
+func fixGradlew(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("read android/gradlew: %w", err)
+	}
+	if bytes.Contains(b, []byte("\r\n")) {
+		if err := os.WriteFile(path, bytes.ReplaceAll(b, []byte("\r\n"), []byte("\n")), 0o755); err != nil {
+			return fmt.Errorf("fix android/gradlew's line endings: %w", err)
+		}
+	}
+	if err := os.Chmod(path, 0o755); err != nil {
+		return fmt.Errorf("make android/gradlew executable: %w", err)
+	}
+	return nil
+}
+
+// splitCommand splits a command line the way a POSIX shell splits words:
+// spaces separate, single and double quotes group, a backslash escapes. No
+// expansion of any kind happens.
+func splitCommand(s string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	inWord := false
+	var quote rune
+	escaped := false
+	for _, r := range s {
+		switch {
+		case escaped:
+			cur.WriteRune(r)
+			escaped = false
+		case quote == '\'':
+			if r == '\'' {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '\\':
+			escaped, inWord = true, true
+		case quote == '"':
+			if r == '"' {
+				quote = 0
+			} else {
+				cur.WriteRune(r)
+			}
+		case r == '\'' || r == '"':
+			quote, inWord = r, true
+		case r == ' ' || r == '\t' || r == '\n':
+			if inWord {
+				out = append(out, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quote != 0 || escaped {
+		return nil, errors.New("unterminated quote or escape")
+	}
+	if inWord {
+		out = append(out, cur.String())
+	}
+	if len(out) == 0 {
+		return nil, errors.New("empty")
+	}
+	return out, nil
+}
+
+func relOrDot(base, p string) string {
+	if rel := relDir(base, p); rel != "" {
+		return rel
+	}
+	return "."
 }
 
 func (p *pipeline) ios(ctx context.Context) ([]string, error) {
@@ -130,6 +341,9 @@ func (p *pipeline) ios(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	if err := p.prebuild(ctx, "ios"); err != nil {
+		return nil, err
+	}
+	if err := p.hook(ctx, hookPostInstall); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(p.root, "ios")

@@ -20,6 +20,9 @@ type Step struct {
 	// Shown is how the step is announced in the log ("▸ …"); Argv joined
 	// when empty.
 	Shown string
+	// Env adds to (or replaces in) the runner's environment for this step
+	// only, e.g. signing properties only Gradle may see.
+	Env []string
 }
 
 func (s Step) String() string {
@@ -73,14 +76,18 @@ func (r *stepRunner) run(ctx context.Context, s Step) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("`%s` not started: %w", s, context.Cause(ctx))
 	}
-	bin, err := lookPath(s.Argv[0], r.env)
+	env := r.env
+	if len(s.Env) > 0 {
+		env = mergeEnv(r.env, s.Env...)
+	}
+	bin, err := lookPath(s.Argv[0], env)
 	if err != nil {
 		return &ToolMissingError{Step: s, Err: err}
 	}
 	cmd := exec.Command(bin, s.Argv[1:]...)
 	cmd.Args[0] = s.Argv[0]
 	cmd.Dir = s.Dir
-	cmd.Env = r.env
+	cmd.Env = env
 	cmd.Stdin = nil // /dev/null: nothing may wait for input
 	// One writer for both: os/exec then gives the child a single pipe,
 	// so stdout and stderr stay in the order they were written.

@@ -157,16 +157,18 @@ func fakeTools(t *testing.T) []string {
 		"npm": `echo "fake npm $*"`,
 		"npx": `echo "fake npx $*"
 [ "$2" = prebuild ] || exit 0
-case "$4" in
+platform=
+while [ $# -gt 0 ]; do [ "$1" = --platform ] && platform=$2; shift; done
+case "$platform" in
 android)
 	mkdir -p android
 	# No x bit: archives made on Windows lose it; the bootstrap sets it.
 	cat > android/gradlew <<'EOF'
 #!/bin/sh
 echo "gradle $* platform=$FREEAGENT_PLATFORM profile=$FREEAGENT_PROFILE ci=$CI"
-mkdir -p app/build/outputs/apk/release
-echo APK > app/build/outputs/apk/release/app-release.apk
-echo not-an-apk > app/build/outputs/apk/release/output-metadata.json
+mkdir -p app/build/outputs/bundle/release
+echo AAB > app/build/outputs/bundle/release/app-release.aab
+echo not-an-aab > app/build/outputs/bundle/release/output-metadata.json
 EOF
 	;;
 ios)
@@ -212,7 +214,7 @@ func newTestPipeline(t *testing.T, platform string, files map[string]string, sig
 	out := &syncBuffer{}
 	var phases []string
 	work := t.TempDir()
-	p := &pipeline{root: root, workDir: work, artifactsDir: filepath.Join(work, "artifacts"), platform: platform, signing: sign,
+	p := &pipeline{tree: root, root: root, workDir: work, artifactsDir: filepath.Join(work, "artifacts"), spec: defaultSpec(platform, "production", root), signing: sign,
 		runner: &stepRunner{env: fakeTools(t), out: out, grace: time.Second, drain: time.Second},
 		phase:  func(phase string, _ int, _ string) { phases = append(phases, phase) }}
 	os.MkdirAll(p.artifactsDir, 0o755)
@@ -241,13 +243,14 @@ func TestDefaultAndroidPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if len(arts) != 1 || arts[0] != filepath.Join(p.root, "android/app/build/outputs/apk/release/app-release.apk") {
+	if len(arts) != 1 || arts[0] != filepath.Join(p.root, "android/app/build/outputs/bundle/release/app-release.aab") {
 		t.Fatalf("artifacts %v", arts)
 	}
 	assertInOrder(t, out.String(),
-		"▸ npm ci\n", "fake npm ci\n",
-		"▸ npx expo prebuild --platform android --no-install\n", "fake npx expo prebuild --platform android --no-install\n",
-		"▸ cd android && ./gradlew assembleRelease\n", "gradle assembleRelease platform=test profile=production ci=1\n")
+		"▸ npm ci --include=dev\n", "fake npm ci --include=dev\n",
+		"▸ npx expo prebuild --no-install --platform android\n", "fake npx expo prebuild --no-install --platform android\n",
+		"▸ npm install\n",
+		"▸ cd android && ./gradlew :app:bundleRelease\n", "gradle :app:bundleRelease platform=test profile=production ci=1\n")
 	if strings.Join(*phases, ",") != "install,prebuild,build" {
 		t.Fatalf("phases %v", *phases)
 	}
@@ -271,7 +274,7 @@ func TestDefaultIOSPipeline(t *testing.T) {
 	options := filepath.Join(p.workDir, "ExportOptions.plist")
 	assertInOrder(t, out.String(),
 		"▸ npm install\n",
-		"▸ npx expo prebuild --platform ios --no-install\n",
+		"▸ npx expo prebuild --no-install --platform ios\n",
 		"▸ cd ios && pod install\n", "fake pod install in ios\n",
 		"fake xcodebuild archive -workspace "+filepath.Join(p.root, "ios", "App.xcworkspace")+" -scheme App -configuration Release -destination generic/platform=iOS -archivePath "+archive+
 			" CODE_SIGN_STYLE=Manual CODE_SIGN_IDENTITY="+fakeIdentity+" PROVISIONING_PROFILE_SPECIFIER=9F2B3C4D-1111-2222-3333-444455556666 OTHER_CODE_SIGN_FLAGS=--keychain /tmp/k.keychain-db DEVELOPMENT_TEAM=TEAM123456\n",

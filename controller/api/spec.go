@@ -34,6 +34,8 @@ type BuildSpec struct {
 	Credentials CredentialsInfo `json:"credentials"`
 	// Message is the submitter's note (expo-build submit --message).
 	Message string `json:"message,omitempty"`
+	// GitCommit is the project's HEAD when it is a git checkout.
+	GitCommit string `json:"git_commit,omitempty"`
 }
 
 // BuildProfile is a resolved eas.json build profile. The JSON names are

@@ -1,0 +1,193 @@
+package vmbootstrap
+
+import (
+	"context"
+	"encoding/base64"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+func TestBuildEnvironmentPrecedenceAndFiles(t *testing.T) {
+	t.Parallel()
+	files := filepath.Join(t.TempDir(), "env-files")
+	gs := `{"project_info":{"project_id":"x"}}`
+	job := api.BuildJob{
+		Spec: &api.BuildSpec{Platform: api.PlatformAndroid, ProfileName: "production", GitCommit: "abc123",
+			Profile: api.BuildProfile{Env: map[string]string{"API_URL": "https://profile.example", "B": "2"}}},
+		Variables: []api.Variable{
+			{Name: "API_URL", Value: "https://farm.example", Visibility: api.VisibilityPlaintext, Type: api.VariableString},
+			{Name: "SENTRY_TOKEN", Value: "sentry-secret-value", Visibility: api.VisibilitySecret, Type: api.VariableString},
+			{Name: "GOOGLE_SERVICES_JSON", Value: base64.StdEncoding.EncodeToString([]byte(gs)), Visibility: api.VisibilitySensitive, Type: api.VariableFile},
+			{Name: "EAS_BUILD_PROFILE", Value: "spoofed", Visibility: api.VisibilityPlaintext, Type: api.VariableString},
+		},
+	}
+	e, err := newBuildEnvironment(job, "b1", "/work/src", files)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := mergeEnv(nil, e.vars...)
+	get := func(k string) string {
+		for _, kv := range env {
+			if v, ok := strings.CutPrefix(kv, k+"="); ok {
+				return v
+			}
+		}
+		return "<unset>"
+	}
+	for k, want := range map[string]string{
+		"API_URL": "https://profile.example", "B": "2", "SENTRY_TOKEN": "sentry-secret-value",
+		"EAS_BUILD": "true", "EAS_BUILD_PROFILE": "production", "EAS_BUILD_PLATFORM": "android", "EAS_BUILD_ID": "b1",
+		"EAS_BUILD_WORKINGDIR": "/work/src", "EAS_BUILD_GIT_COMMIT_HASH": "abc123", "CI": "1",
+		"GOOGLE_SERVICES_JSON": filepath.Join(files, "GOOGLE_SERVICES_JSON"),
+	} {
+		if got := get(k); got != want {
+			t.Errorf("%s = %q, want %q", k, got, want)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(files, "GOOGLE_SERVICES_JSON"))
+	st, _ := os.Stat(filepath.Join(files, "GOOGLE_SERVICES_JSON"))
+	if err != nil || string(b) != gs || st.Mode().Perm() != 0o600 {
+		t.Errorf("file variable: %q %v %v", b, err, st.Mode())
+	}
+	for _, s := range []string{"sentry-secret-value", gs} {
+		if !slices.Contains(e.secrets, s) {
+			t.Errorf("%q not registered as a secret (have %q)", s, e.secrets)
+		}
+	}
+	if slices.Contains(e.secrets, "https://farm.example") {
+		t.Error("a plaintext variable is masked")
+	}
+
+	job.Variables = []api.Variable{{Name: "F", Value: "not base64!", Visibility: api.VisibilitySecret, Type: api.VariableFile}}
+	if _, err := newBuildEnvironment(job, "b1", "/w", files); err == nil || !strings.Contains(err.Error(), "F") {
+		t.Errorf("bad file variable: %v", err)
+	}
+}
+
+// TestSecretFormsAreMasked: a secret printed plain, in base64 or URL-encoded,
+// split across writes, never reaches the log.
+func TestSecretFormsAreMasked(t *testing.T) {
+	t.Parallel()
+	secret := "p@ss word/with+chars?"
+	var r redactor
+	for _, f := range secretForms(secret) {
+		r.add(f)
+	}
+	text := "plain " + secret + " b64 " + base64.StdEncoding.EncodeToString([]byte(secret)) +
+		" raw " + base64.RawURLEncoding.EncodeToString([]byte(secret)) + " url " + url.QueryEscape(secret) + " path " + url.PathEscape(secret) + "\n"
+	var out []byte
+	for i := 0; i < len(text); i += 3 {
+		out = append(out, r.write([]byte(text[i:min(i+3, len(text))]))...)
+	}
+	out = append(out, r.flush()...)
+	got := string(out)
+	if strings.Count(got, redactedMark) != 5 {
+		t.Fatalf("masked output: %s", got)
+	}
+	for _, f := range secretForms(secret) {
+		if strings.Contains(got, f) {
+			t.Errorf("%q leaked: %s", f, got)
+		}
+	}
+}
+
+func TestNpmrcForNPMToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	if wrote, err := writeNpmrc(dir, []string{"PATH=/bin"}); wrote || err != nil {
+		t.Fatalf("without NPM_TOKEN: %v %v", wrote, err)
+	}
+	if wrote, err := writeNpmrc(dir, []string{"NPM_TOKEN=npm_abc"}); !wrote || err != nil {
+		t.Fatalf("with NPM_TOKEN: %v %v", wrote, err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, ".npmrc"))
+	if string(b) != "//registry.npmjs.org/:_authToken=${NPM_TOKEN}\n" || strings.Contains(string(b), "npm_abc") {
+		t.Fatalf(".npmrc: %q", b)
+	}
+	os.WriteFile(filepath.Join(dir, ".npmrc"), []byte("registry=https://mine\n"), 0o644)
+	if wrote, _ := writeNpmrc(dir, []string{"NPM_TOKEN=npm_abc"}); wrote {
+		t.Fatal("overwrote the project's .npmrc")
+	}
+}
+
+// TestHooksRunAtEASPoints: the eas-build-* scripts run around the build in
+// EAS's order, with EAS_BUILD_STATUS for on-complete.
+func TestHooksRunAtEASPoints(t *testing.T) {
+	t.Parallel()
+	scripts := `{"scripts":{"eas-build-pre-install":"a","eas-build-post-install":"b","eas-build-pre-upload-artifacts":"c",
+		"eas-build-on-success":"d","eas-build-on-error":"e","eas-build-on-complete":"f","eas-build-on-cancel":"g"}}`
+	p, out, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": scripts, "package-lock.json": "{}"}, nil)
+	p.runner.env = mergeEnv(p.runner.env, "PATH="+hookTools(t)+":"+envPath(p.runner.env))
+	if _, err := p.run(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	assertInOrder(t, out.String(),
+		"hook eas-build-pre-install status=\n", "fake npm ci", "prebuild", "hook eas-build-post-install status=\n",
+		"gradle :app:bundleRelease", "hook eas-build-pre-upload-artifacts status=\n",
+		"hook eas-build-on-success status=finished\n", "hook eas-build-on-complete status=finished\n")
+	if strings.Contains(out.String(), "on-error") || strings.Contains(out.String(), "on-cancel") {
+		t.Fatalf("wrong end hooks:\n%s", out)
+	}
+
+	// A failing build runs on-error and on-complete with "errored".
+	p2, out2, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": scripts, "package-lock.json": "{}"}, nil)
+	p2.runner.env = mergeEnv(p2.runner.env, "PATH="+hookTools(t)+":"+envPath(p2.runner.env))
+	p2.spec.Android.GradleCommand = ":app:noSuchTask"
+	p2.spec.Android.ApplicationArchivePaths = []string{"nothing/*.apk"}
+	if _, err := p2.run(context.Background()); err == nil {
+		t.Fatal("no error")
+	}
+	assertInOrder(t, out2.String(), "hook eas-build-on-error status=errored\n", "hook eas-build-on-complete status=errored\n")
+
+	// A cancelled build runs on-cancel.
+	p3, out3, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": scripts, "package-lock.json": "{}"}, nil)
+	p3.runner.env = mergeEnv(p3.runner.env, "PATH="+hookTools(t)+":"+envPath(p3.runner.env))
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p3.run(ctx)
+	assertInOrder(t, out3.String(), "hook eas-build-on-cancel status=canceled\n", "hook eas-build-on-complete status=canceled\n")
+}
+
+// hookTools puts an npm first on PATH whose "run" prints the hook and
+// EAS_BUILD_STATUS, and whose other commands behave as fakeTools' npm.
+func hookTools(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	writeExecutable(t, filepath.Join(dir, "npm"), "#!/bin/sh\nif [ \"$1\" = run ]; then echo \"hook $2 status=$EAS_BUILD_STATUS\"; else echo \"fake npm $*\"; fi\n")
+	return dir
+}
+
+func envPath(env []string) string {
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func TestSplitCommand(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string][]string{
+		":app:bundleRelease":                      {":app:bundleRelease"},
+		"  :app:assembleFreeRelease  --stacktrace": {":app:assembleFreeRelease", "--stacktrace"},
+		`-Pfoo="a b" 'c d' e\ f`:                  {"-Pfoo=a b", "c d", "e f"},
+		`:app:x $HOME`:                            {":app:x", "$HOME"},
+	} {
+		got, err := splitCommand(in)
+		if err != nil || !slices.Equal(got, want) {
+			t.Errorf("%q: %q %v", in, got, err)
+		}
+	}
+	for _, bad := range []string{"", "  ", `"unterminated`, `x\`} {
+		if _, err := splitCommand(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
