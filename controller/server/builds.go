@@ -88,7 +88,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 				fail(err)
 				return
 			}
-			if certs, err = s.blobs.PrepareSeal(nb.ID, raw); err != nil {
+			if certs, err = s.blobs.PrepareSeal(nb.ID, blobs.Certs, raw); err != nil {
 				fail(err)
 				return
 			}
@@ -365,11 +365,11 @@ func (s *Server) retryCerts(w http.ResponseWriter, r *http.Request, from, to str
 			if _, err := parseCerts(raw); err != nil {
 				return nil, err
 			}
-			return s.blobs.PrepareSeal(to, raw)
+			return s.blobs.PrepareSeal(to, blobs.Certs, raw)
 		}
 	}
 	if !deleted {
-		p, err := s.blobs.CopySealed(from, to)
+		p, err := s.blobs.CopySealed(from, to, blobs.Certs)
 		// The file may be gone a moment before the record says so.
 		if !errors.Is(err, os.ErrNotExist) {
 			return p, err

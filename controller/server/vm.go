@@ -57,7 +57,7 @@ func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, _ 
 		s.fail(w, r, fmt.Errorf("%w: build %s has no signing certificates", store.ErrNotFound, buildID))
 		return
 	}
-	raw, err := s.blobs.Unseal(buildID)
+	raw, err := s.blobs.Unseal(buildID, blobs.Certs)
 	if errors.Is(err, os.ErrNotExist) {
 		s.fail(w, r, fmt.Errorf("%w: build %s has no signing certificates", store.ErrNotFound, buildID))
 		return
