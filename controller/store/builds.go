@@ -33,8 +33,8 @@ type NewBuild struct {
 	// Spec is the api.BuildSpec as JSON; nil for a raw submit.
 	Spec      []byte
 	BaseImage string
-	Timeout        time.Duration // 0 → the default
-	Commit         func() error
+	Timeout   time.Duration // 0 → the default
+	Commit    func() error
 }
 
 // ValidatePlatform checks a platform name.
@@ -413,7 +413,7 @@ type RetrySource struct {
 	HadCerts, HadCredentials, CertsDeleted bool
 	Spec                                   []byte // JSON; nil when none
 	Timeout                                time.Duration
-	Status                                                   api.BuildStatus
+	Status                                 api.BuildStatus
 }
 
 // RetrySource reads what a retry of build id needs.

@@ -62,9 +62,9 @@ func (s *Store) WorkerHoldsBuild(ctx context.Context, w WorkerAuth, buildID stri
 
 // BuildFiles says which stored files a build has.
 type BuildFiles struct {
-	SourceFormat string
-	SourceSize   int64
-	SourceSHA256 string
+	SourceFormat   string
+	SourceSize     int64
+	SourceSHA256   string
 	HasCerts       bool
 	HasCredentials bool
 	CertsDeleted   bool // the certificates and credentials are gone
