@@ -15,6 +15,7 @@ require (
 	github.com/prometheus/common v0.63.0
 	github.com/sirupsen/logrus v1.10.2
 	golang.org/x/sys v0.34.0
+	gopkg.in/yaml.v3 v3.0.1
 	howett.net/plist v1.0.1
 	rsc.io/qr v0.2.0
 )
@@ -114,7 +115,6 @@ require (
 	golang.org/x/xerrors v0.0.0-20220907171357-04be3eba64a2 // indirect
 	google.golang.org/protobuf v1.36.5 // indirect
 	gopkg.in/ini.v1 v1.67.0 // indirect
-	gopkg.in/yaml.v3 v3.0.1 // indirect
 	software.sslmate.com/src/go-pkcs12 v0.5.0 // indirect
 )
 

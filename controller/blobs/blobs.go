@@ -1,13 +1,11 @@
 // Package blobs stores a build's files on disk: the submitted source, the
-// sealed signing certificates and the artifacts. Files are streamed (never
+// sealed signing certificates and credentials, and the artifacts. Files are streamed (never
 // held whole in memory), hashed on the way in, written to a temporary file
 // and renamed into place only when complete, so a reader never sees half a
 // file and a failed upload leaves nothing behind.
 package blobs
 
 import (
-	"crypto/aes"
-	"crypto/cipher"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -20,6 +18,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/freeagent-build/freeagent/controller/seal"
 )
 
 // ErrTooLarge is returned when a file exceeds its size limit.
@@ -30,12 +30,13 @@ var ErrChecksum = errors.New("SHA-256 checksum mismatch")
 
 // On-disk names of a build's files. Every artifact's name starts with
 // ArtifactPrefix, so no artifact name can ever address the source or the
-// certificates; keeping them in the build's own folder saves a directory
+// sealed files; keeping them in the build's own folder saves a directory
 // per build (a mkdir costs a quarter of a millisecond on a busy disk).
 const (
-	SourceFile     = "source"
-	CertsFile      = "certs.sealed"
-	ArtifactPrefix = "artifact-"
+	SourceFile      = "source"
+	CertsFile       = "certs.sealed"
+	CredentialsFile = "credentials.sealed"
+	ArtifactPrefix  = "artifact-"
 )
 
 // File names one stored file of a build.
@@ -49,13 +50,16 @@ type fileKind int
 const (
 	kindSource fileKind = iota + 1
 	kindCerts
+	kindCredentials
 	kindArtifact
 )
 
-// Source is the submitted project archive; Certs the sealed certificates.
+// Source is the submitted project archive; Certs the sealed iOS
+// certificates zip; Credentials the sealed api.BuildCredentials JSON.
 var (
-	Source = File{kind: kindSource}
-	Certs  = File{kind: kindCerts}
+	Source      = File{kind: kindSource}
+	Certs       = File{kind: kindCerts}
+	Credentials = File{kind: kindCredentials}
 )
 
 // Artifact is a build artifact; name must be a CleanName.
@@ -67,6 +71,8 @@ func (f File) String() string {
 		return "source"
 	case kindCerts:
 		return "certificates"
+	case kindCredentials:
+		return "credentials"
 	}
 	return "artifact " + f.name
 }
@@ -74,25 +80,26 @@ func (f File) String() string {
 // Store keeps build files under Root/builds/<build id>/.
 type Store struct {
 	root string
-	aead cipher.AEAD
+	box  seal.Box
 }
 
 // Open prepares the directory tree under root. key is the 32-byte AES-256
-// key that seals certificates at rest.
+// key that seals certificates and credentials at rest.
 func Open(root string, key []byte) (*Store, error) {
-	block, err := aes.NewCipher(key)
-	if err != nil {
-		return nil, fmt.Errorf("certificate key: %w", err)
-	}
-	aead, err := cipher.NewGCM(block)
+	box, err := seal.New(key)
 	if err != nil {
 		return nil, fmt.Errorf("certificate key: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Join(root, "builds"), 0o700); err != nil {
 		return nil, fmt.Errorf("create file store: %w", err)
 	}
-	return &Store{root: root, aead: aead}, nil
+	return &Store{root: root, box: box}, nil
 }
+
+// Derive returns a box under a key derived from the certificate key for
+// one purpose (project variables, farm credentials): secrets that live in
+// the database rather than in a build's files.
+func (s *Store) Derive(purpose string) (seal.Box, error) { return s.box.Derive(purpose) }
 
 // LoadOrCreateKey reads a hex 32-byte key from path, creating it (0600) with
 // a fresh random key when the file does not exist. The certificate key and
@@ -181,6 +188,8 @@ func (s *Store) path(buildID string, f File) (string, error) {
 		return filepath.Join(d, SourceFile), nil
 	case kindCerts:
 		return filepath.Join(d, CertsFile), nil
+	case kindCredentials:
+		return filepath.Join(d, CredentialsFile), nil
 	case kindArtifact:
 		if f.name == "" || CleanName(f.name) != f.name {
 			return "", fmt.Errorf("invalid artifact name %q", f.name)
@@ -307,29 +316,47 @@ func (s *Store) Open(buildID string, f File) (*os.File, error) {
 	return os.Open(path)
 }
 
-// PrepareSeal encrypts small data (certificates, bounded by the caller's
-// limit) with AES-GCM into a pending CertsFile, so the caller can commit it
-// together with its database record. The build id is authenticated data: a
-// sealed file moved to another build's directory does not open there.
-func (s *Store) PrepareSeal(buildID string, plain []byte) (*Pending, error) {
-	nonce := make([]byte, s.aead.NonceSize())
-	if _, err := rand.Read(nonce); err != nil {
-		return nil, err
+// sealAAD binds a sealed file to its build and its kind. The certificates
+// keep the bare build id they were first sealed with.
+func sealAAD(buildID string, f File) ([]byte, error) {
+	switch f.kind {
+	case kindCerts:
+		return []byte(buildID), nil
+	case kindCredentials:
+		return []byte("credentials\x00" + buildID), nil
 	}
-	p, err := s.Create(buildID, Certs)
+	return nil, fmt.Errorf("%s is not a sealed file", f)
+}
+
+// PrepareSeal encrypts small data (bounded by the caller's limit) with
+// AES-GCM into a pending sealed file (Certs or Credentials), so the caller
+// can commit it together with its database record. The build id is
+// authenticated data: a sealed file moved to another build's directory, or
+// renamed to the other sealed kind, does not open there.
+func (s *Store) PrepareSeal(buildID string, f File, plain []byte) (*Pending, error) {
+	aad, err := sealAAD(buildID, f)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := p.Write(s.aead.Seal(nonce, nonce, plain, []byte(buildID))); err != nil {
+	p, err := s.Create(buildID, f)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := p.Write(s.box.Seal(plain, aad)); err != nil {
 		p.Abort()
-		return nil, fmt.Errorf("write sealed certificates: %w", err)
+		return nil, fmt.Errorf("write sealed %s: %w", f, err)
 	}
 	return p, nil
 }
 
-// Unseal reads and decrypts a build's CertsFile.
-func (s *Store) Unseal(buildID string) ([]byte, error) {
-	path, err := s.path(buildID, Certs)
+// Unseal reads and decrypts a build's sealed file; a missing file gives an
+// error satisfying errors.Is(err, os.ErrNotExist).
+func (s *Store) Unseal(buildID string, f File) ([]byte, error) {
+	aad, err := sealAAD(buildID, f)
+	if err != nil {
+		return nil, err
+	}
+	path, err := s.path(buildID, f)
 	if err != nil {
 		return nil, err
 	}
@@ -337,13 +364,9 @@ func (s *Store) Unseal(buildID string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	ns := s.aead.NonceSize()
-	if len(b) < ns {
-		return nil, errors.New("sealed certificates are truncated")
-	}
-	plain, err := s.aead.Open(nil, b[:ns], b[ns:], []byte(buildID))
+	plain, err := s.box.Open(b, aad)
 	if err != nil {
-		return nil, fmt.Errorf("open sealed certificates (wrong key or tampered file): %w", err)
+		return nil, fmt.Errorf("open sealed %s of build %s: %w", f, buildID, err)
 	}
 	return plain, nil
 }
@@ -358,6 +381,12 @@ func (s *Store) Remove(buildID string, f File) error {
 		return err
 	}
 	return nil
+}
+
+// RemoveSecrets deletes a build's sealed certificates and credentials:
+// what must not outlive the build.
+func (s *Store) RemoveSecrets(buildID string) error {
+	return errors.Join(s.Remove(buildID, Certs), s.Remove(buildID, Credentials))
 }
 
 // RemoveBuild deletes everything a build stored.
@@ -388,12 +417,13 @@ func (s *Store) CopySource(src, dst string) (*Pending, error) {
 	return p, nil
 }
 
-// CopySealed re-seals src's certificates for dst (the build id is bound into
-// the ciphertext, so a plain copy would not open). Must be committed or aborted.
-func (s *Store) CopySealed(src, dst string) (*Pending, error) {
-	plain, err := s.Unseal(src)
+// CopySealed re-seals src's sealed file f for dst (the build id is bound
+// into the ciphertext, so a plain copy would not open). Must be committed
+// or aborted.
+func (s *Store) CopySealed(src, dst string, f File) (*Pending, error) {
+	plain, err := s.Unseal(src, f)
 	if err != nil {
 		return nil, err
 	}
-	return s.PrepareSeal(dst, plain)
+	return s.PrepareSeal(dst, f, plain)
 }

@@ -89,21 +89,39 @@ func TestPendingCommitAbortAndLimit(t *testing.T) {
 
 func TestSealBindsBuildAndKey(t *testing.T) {
 	s, root := newStore(t)
-	p, err := s.PrepareSeal("b1", []byte("secret p12"))
-	if err != nil {
-		t.Fatal(err)
+	for _, f := range []File{Certs, Credentials} {
+		p, err := s.PrepareSeal("b1", f, []byte("secret of "+f.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Commit(); err != nil {
+			t.Fatal(err)
+		}
+		if got, err := s.Unseal("b1", f); err != nil || string(got) != "secret of "+f.String() {
+			t.Fatalf("unseal %s: %q %v", f, got, err)
+		}
 	}
-	if err := p.Commit(); err != nil {
-		t.Fatal(err)
+	raw, _ := os.ReadFile(filepath.Join(root, "files", "builds", "b1", CredentialsFile))
+	if bytes.Contains(raw, []byte("secret of")) {
+		t.Fatal("the sealed file holds the plaintext")
 	}
-	if got, err := s.Unseal("b1"); err != nil || string(got) != "secret p12" {
-		t.Fatalf("unseal: %q %v", got, err)
+	// Renamed to the other sealed kind it does not open.
+	b1 := filepath.Join(root, "files", "builds", "b1")
+	os.Rename(filepath.Join(b1, CredentialsFile), filepath.Join(b1, CertsFile))
+	if _, err := s.Unseal("b1", Certs); err == nil {
+		t.Fatal("sealed credentials opened as certificates")
 	}
 	// Moved to another build's directory it does not open.
 	os.MkdirAll(filepath.Join(root, "files", "builds", "b2"), 0o700)
-	os.Rename(filepath.Join(root, "files", "builds", "b1", CertsFile), filepath.Join(root, "files", "builds", "b2", CertsFile))
-	if _, err := s.Unseal("b2"); err == nil {
+	os.Rename(filepath.Join(b1, CertsFile), filepath.Join(root, "files", "builds", "b2", CertsFile))
+	if _, err := s.Unseal("b2", Certs); err == nil {
 		t.Fatal("sealed file opened under another build id")
+	}
+	if err := s.RemoveSecrets("b2"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Unseal("b2", Certs); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("after RemoveSecrets: %v", err)
 	}
 	// The key persists across restarts; a different key cannot open.
 	key1, _ := LoadOrCreateKey(filepath.Join(root, "certs.key"))

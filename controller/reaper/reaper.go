@@ -98,7 +98,7 @@ func (r *Reaper) Sweep(ctx context.Context) {
 	r.deleteCerts(ctx)
 }
 
-// deleteCerts removes the sealed certificates of builds that ended.
+// deleteCerts removes the sealed certificates and credentials of builds that ended.
 func (r *Reaper) deleteCerts(ctx context.Context) {
 	ids, err := r.store.CertsToDelete(ctx, 500)
 	if err != nil {
@@ -106,7 +106,7 @@ func (r *Reaper) deleteCerts(ctx context.Context) {
 		return
 	}
 	for _, id := range ids {
-		if err := r.blobs.Remove(id, blobs.Certs); err != nil {
+		if err := r.blobs.RemoveSecrets(id); err != nil {
 			r.log.WithError(err).WithField("build", id).Warn("reaper: delete certificates")
 			continue
 		}

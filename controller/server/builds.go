@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,20 +20,26 @@ import (
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
+// maxSpec bounds the "spec" field of a submit.
+const maxSpec = 64 << 10
+
 // submit queues a build from a streamed multipart body: fields platform,
-// profile?, priority?, timeout_seconds?, base_image?; file source (tar.gz or
-// zip); file certs? (zip with one .p12, password.txt and profiles).
+// profile?, priority?, timeout_seconds?, base_image?, spec? (api.BuildSpec
+// JSON); file source (tar.gz or zip); file certs? (zip with one .p12,
+// password.txt and profiles); file credentials? (api.BuildCredentials JSON).
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey) {
-	form, err := newForm(w, r, s.limits.Source+s.limits.Certs+s.limits.JSONBody, `a "source" file`)
+	form, err := newForm(w, r, s.limits.Source+s.limits.Certs+s.limits.Credentials+maxSpec+s.limits.JSONBody, `a "source" file`)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	nb := store.NewBuild{ID: store.NewID(), SubmittedBy: key.ID, IdempotencyKey: r.Header.Get(api.HeaderIdempotencyKey), Priority: 2}
-	var source, certs *blobs.Pending
+	var source, certs, sealedCreds *blobs.Pending
+	var spec *api.BuildSpec
+	var creds *api.BuildCredentials
 	committed := false
 	defer func() {
-		for _, p := range []*blobs.Pending{source, certs} {
+		for _, p := range []*blobs.Pending{source, certs, sealedCreds} {
 			if p != nil {
 				p.Abort()
 			}
@@ -88,7 +95,25 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 				fail(err)
 				return
 			}
-			if certs, err = s.blobs.PrepareSeal(nb.ID, raw); err != nil {
+			if certs, err = s.blobs.PrepareSeal(nb.ID, blobs.Certs, raw); err != nil {
+				fail(err)
+				return
+			}
+		case name == "credentials" && part.FileName() != "":
+			if creds != nil {
+				fail(badRequest("more than one \"credentials\" file"))
+				return
+			}
+			if creds, err = readCredentials(part, s.limits.Credentials); err != nil {
+				fail(err)
+				return
+			}
+		case name == "spec" && part.FileName() == "":
+			if spec != nil {
+				fail(badRequest("more than one \"spec\" field"))
+				return
+			}
+			if spec, err = readSpec(part); err != nil {
 				fail(err)
 				return
 			}
@@ -116,13 +141,37 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 		fail(err)
 		return
 	}
-	nb.SourceSize, nb.SourceSHA256, nb.HasCerts = source.Size(), source.SHA256(), certs != nil
-	nb.Commit = func() error {
-		if err := source.Commit(); err != nil {
-			return err
+	if spec != nil {
+		if err := checkSpec(spec, nb.Platform); err != nil {
+			fail(err)
+			return
 		}
-		if certs != nil {
-			return certs.Commit()
+		if nb.Profile == "" {
+			nb.Profile = spec.ProfileName
+		}
+		if nb.Spec, err = json.Marshal(spec); err != nil {
+			fail(fmt.Errorf("encode the build spec: %w", err))
+			return
+		}
+	}
+	if creds, err = s.submitCredentials(r, nb.Platform, spec, creds); err != nil {
+		fail(err)
+		return
+	}
+	if creds != nil {
+		if sealedCreds, err = s.sealCredentials(nb.ID, creds); err != nil {
+			fail(err)
+			return
+		}
+	}
+	nb.SourceSize, nb.SourceSHA256, nb.HasCerts, nb.HasCredentials = source.Size(), source.SHA256(), certs != nil, creds != nil
+	nb.Commit = func() error {
+		for _, p := range []*blobs.Pending{source, certs, sealedCreds} {
+			if p != nil {
+				if err := p.Commit(); err != nil {
+					return err
+				}
+			}
 		}
 		return nil
 	}
@@ -280,9 +329,11 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, b buildAccess) {
 	writeJSON(w, http.StatusOK, resp)
 }
 
-// retry queues a new build with the same source, settings and (while they
-// still exist) certificates. Certificates are deleted when a build ends, so
-// retrying a signed build needs them again as a multipart "certs" file.
+// retry queues a new build with the same source, settings, spec and (while
+// they still exist) certificates and credentials. Both are deleted when a
+// build ends, so retrying a signed iOS build needs the certificates again as
+// a multipart "certs" file; a remote Android keystore is copied from the
+// farm again.
 func (s *Server) retry(w http.ResponseWriter, r *http.Request, b buildAccess) {
 	sub, err := s.retryBuild(w, r, b.ID, b.KeyID)
 	if err != nil {
@@ -305,7 +356,8 @@ func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID st
 	}
 	nb := store.NewBuild{ID: store.NewID(), Platform: src.Platform, Profile: src.Profile, Priority: src.Priority,
 		SubmittedBy: keyID, RetryOf: id, SourceSize: src.SourceSize, SourceSHA256: src.SourceSHA256,
-		SourceFormat: src.SourceFormat, BaseImage: src.BaseImage, Timeout: src.Timeout, HasCerts: src.HadCerts}
+		SourceFormat: src.SourceFormat, BaseImage: src.BaseImage, Timeout: src.Timeout, HasCerts: src.HadCerts,
+		HasCredentials: src.HadCredentials, Spec: src.Spec}
 	if nb.SubmittedBy == "" {
 		nb.SubmittedBy = src.SubmittedBy
 	}
@@ -330,6 +382,13 @@ func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID st
 			return store.Submitted{}, err
 		}
 		pendings = append(pendings, certs)
+	}
+	if src.HadCredentials {
+		creds, err := s.retryCredentials(r, id, nb.ID, src)
+		if err != nil {
+			return store.Submitted{}, err
+		}
+		pendings = append(pendings, creds)
 	}
 	nb.Commit = func() error {
 		for _, p := range pendings {
@@ -365,17 +424,44 @@ func (s *Server) retryCerts(w http.ResponseWriter, r *http.Request, from, to str
 			if _, err := parseCerts(raw); err != nil {
 				return nil, err
 			}
-			return s.blobs.PrepareSeal(to, raw)
+			return s.blobs.PrepareSeal(to, blobs.Certs, raw)
 		}
 	}
 	if !deleted {
-		p, err := s.blobs.CopySealed(from, to)
+		p, err := s.blobs.CopySealed(from, to, blobs.Certs)
 		// The file may be gone a moment before the record says so.
 		if !errors.Is(err, os.ErrNotExist) {
 			return p, err
 		}
 	}
 	return nil, fmt.Errorf("%w: the signing certificates of build %s were deleted when it ended; send them again as the multipart file \"certs\" (expo-build retry --p12 …)", store.ErrConflict, from)
+}
+
+// retryCredentials copies the credentials of build from for its retry to:
+// from the original while it still holds them, else from the farm when they
+// came from there.
+func (s *Server) retryCredentials(r *http.Request, from, to string, src store.RetrySource) (*blobs.Pending, error) {
+	if !src.CertsDeleted {
+		p, err := s.blobs.CopySealed(from, to, blobs.Credentials)
+		// The file may be gone a moment before the record says so.
+		if !errors.Is(err, os.ErrNotExist) {
+			return p, err
+		}
+	}
+	var spec api.BuildSpec
+	if src.Spec != nil {
+		if err := json.Unmarshal(src.Spec, &spec); err != nil {
+			return nil, fmt.Errorf("read the spec of build %s: %w", from, err)
+		}
+	}
+	if spec.Credentials.Source != api.CredentialsRemote || spec.Credentials.Android == nil {
+		return nil, fmt.Errorf("%w: the credentials of build %s were deleted when it ended; submit the build again (expo-build submit) to send them", store.ErrConflict, from)
+	}
+	ks, err := s.farmKeystore(r, spec.App.Slug, spec.Credentials.Android)
+	if err != nil {
+		return nil, err
+	}
+	return s.sealCredentials(to, &api.BuildCredentials{Android: ks})
 }
 
 func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request, b buildAccess) {

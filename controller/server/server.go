@@ -25,6 +25,7 @@ type Limits struct {
 	JSONBody     int64 // any JSON request body
 	Source       int64 // a submitted project archive
 	Certs        int64 // a certificates zip
+	Credentials  int64 // a submit's credentials file (api.BuildCredentials JSON)
 	Artifact     int64 // one artifact
 	LogChunk     int64 // one log append
 	LogTotal     int64 // a build's whole log
@@ -39,6 +40,7 @@ func DefaultLimits() Limits {
 		JSONBody:     1 << 20,
 		Source:       2 << 30,
 		Certs:        10 << 20,
+		Credentials:  1 << 20,
 		Artifact:     8 << 30,
 		LogChunk:     1 << 20,
 		LogTotal:     64 << 20,
@@ -147,6 +149,13 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/builds/{id}/logs", s.buildReader(s.readLogs))
 	m.HandleFunc("GET /api/builds/{id}/artifacts/{name}", s.buildReader(s.downloadArtifact))
 
+	m.HandleFunc("POST /api/projects/{project}/env", s.developer(s.setVariable))
+	m.HandleFunc("GET /api/projects/{project}/env", s.developer(s.listVariables))
+	m.HandleFunc("DELETE /api/projects/{project}/env/{name}", s.developer(s.deleteVariable))
+	m.HandleFunc("PUT /api/projects/{project}/credentials/{platform}/{name}", s.developer(s.setCredential))
+	m.HandleFunc("GET /api/projects/{project}/credentials", s.developer(s.listCredentials))
+	m.HandleFunc("DELETE /api/projects/{project}/credentials/{platform}/{name}", s.developer(s.deleteCredential))
+
 	if s.links != nil {
 		m.HandleFunc("GET /api/builds/{id}/qr.png", s.buildReader(s.qrCode))
 		m.HandleFunc("GET /install/{id}", s.installPage)
@@ -165,6 +174,8 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/vm/auth", s.vmAuth)
 	m.HandleFunc("GET /api/builds/{id}/source", s.sourceReader(s.downloadSource))
 	m.HandleFunc("GET /api/builds/{id}/certs-secure", s.vm(s.certsSecure))
+	m.HandleFunc("GET /api/builds/{id}/spec", s.vm(s.buildJob))
+	m.HandleFunc("GET /api/builds/{id}/credentials", s.vm(s.buildCredentials))
 	m.HandleFunc("POST /api/builds/{id}/logs", s.vm(s.appendLog))
 	m.HandleFunc("POST /api/builds/{id}/artifacts", s.vm(s.uploadArtifact))
 

@@ -57,7 +57,7 @@ func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, _ 
 		s.fail(w, r, fmt.Errorf("%w: build %s has no signing certificates", store.ErrNotFound, buildID))
 		return
 	}
-	raw, err := s.blobs.Unseal(buildID)
+	raw, err := s.blobs.Unseal(buildID, blobs.Certs)
 	if errors.Is(err, os.ErrNotExist) {
 		s.fail(w, r, fmt.Errorf("%w: build %s has no signing certificates", store.ErrNotFound, buildID))
 		return
@@ -76,6 +76,51 @@ func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, _ 
 	rand.Read(pw) //nolint:errcheck // crypto/rand does not fail on supported platforms
 	certs.KeychainPassword = base64.RawURLEncoding.EncodeToString(pw)
 	writeJSON(w, http.StatusOK, certs)
+}
+
+// buildJob answers the VM with its build's spec and the variables of the
+// spec's project and environment, values included (secret ones too: the
+// VM is the one place they are for).
+func (s *Server) buildJob(w http.ResponseWriter, r *http.Request, buildID, _ string) {
+	spec, err := s.store.Spec(r.Context(), buildID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	job := api.BuildJob{Spec: spec, Variables: []api.Variable{}}
+	if spec != nil {
+		if job.Variables, err = s.variables(r, spec.App.Slug, spec.Environment, true); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, job)
+}
+
+// buildCredentials answers the VM with its build's sealed credentials.
+func (s *Server) buildCredentials(w http.ResponseWriter, r *http.Request, buildID, _ string) {
+	files, err := s.store.Files(r.Context(), buildID)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	none := fmt.Errorf("%w: build %s has no credentials", store.ErrNotFound, buildID)
+	if !files.HasCredentials || files.CertsDeleted {
+		s.fail(w, r, none)
+		return
+	}
+	raw, err := s.blobs.Unseal(buildID, blobs.Credentials)
+	if errors.Is(err, os.ErrNotExist) {
+		s.fail(w, r, none)
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write(raw) //nolint:errcheck // validated at submit; the client went away otherwise
 }
 
 func (s *Server) appendLog(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {

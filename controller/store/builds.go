@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -27,9 +28,13 @@ type NewBuild struct {
 	SourceSHA256   string
 	SourceFormat   string // tar.gz | zip
 	HasCerts       bool
-	BaseImage      string
-	Timeout        time.Duration // 0 → the default
-	Commit         func() error
+	// HasCredentials: a sealed credentials file (api.BuildCredentials).
+	HasCredentials bool
+	// Spec is the api.BuildSpec as JSON; nil for a raw submit.
+	Spec      []byte
+	BaseImage string
+	Timeout   time.Duration // 0 → the default
+	Commit    func() error
 }
 
 // ValidatePlatform checks a platform name.
@@ -83,13 +88,14 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 			MaxAttempts: s.cfg.MaxAttempts, Artifacts: []api.Artifact{}}
 		err := t.QueryRow(ctx, `
 			INSERT INTO builds (id, status, platform, profile, priority, token_hash, submitted_by, idempotency_key, retry_of,
-				source_size, source_sha256, source_format, has_certs, base_image, timeout_seconds, max_attempts)
-			VALUES ($1, 'pending', $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), NULLIF($8, ''), $9, $10, $11, $12, NULLIF($13, ''), $14, $15)
+				source_size, source_sha256, source_format, has_certs, base_image, timeout_seconds, max_attempts, has_credentials, spec)
+			VALUES ($1, 'pending', $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), NULLIF($8, ''), $9, $10, $11, $12, NULLIF($13, ''), $14, $15, $16, $17)
 			ON CONFLICT (submitted_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 			RETURNING id, submitted_at, retry_of, (SELECT count(*) + 1 FROM builds p WHERE p.status = 'pending'
 				AND (p.priority, p.submitted_at, p.id) < (builds.priority, builds.submitted_at, builds.id))`,
 			nb.ID, nb.Platform, nb.Profile, nb.Priority, hash, nb.SubmittedBy, nb.IdempotencyKey, nb.RetryOf,
 			nb.SourceSize, nb.SourceSHA256, nb.SourceFormat, nb.HasCerts, nb.BaseImage, int(timeout.Seconds()), s.cfg.MaxAttempts,
+			nb.HasCredentials, specParam(nb.Spec),
 		).Scan(&b.ID, &b.SubmittedAt, &b.RetryOf, &pos)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -109,6 +115,9 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 			return fmt.Errorf("store build files: %w", err)
 		}
 		b.QueuePosition = &pos
+		if b.Spec, err = decodeSpec(nb.Spec); err != nil {
+			return err
+		}
 		out.Build = b
 		t.emit(Change{Kind: "build", ID: b.ID, Status: string(api.StatusPending), Platform: nb.Platform, Event: "build.submitted",
 			Detail: map[string]any{"priority": nb.Priority, "profile": nb.Profile, "retry_of": nb.RetryOf}})
@@ -130,10 +139,31 @@ type querier interface {
 const positionColumn = `CASE WHEN b.status = 'pending' THEN (SELECT count(*) + 1 FROM builds p WHERE p.status = 'pending'
 	AND (p.priority, p.submitted_at, p.id) < (b.priority, b.submitted_at, b.id)) END`
 
-// getBuild reads a build with its queue position, artifacts and attempts.
+// specParam is the spec column's value: SQL NULL for no spec.
+func specParam(spec []byte) any {
+	if spec == nil {
+		return nil
+	}
+	return string(spec)
+}
+
+// decodeSpec reads a stored spec; nil for none.
+func decodeSpec(raw []byte) (*api.BuildSpec, error) {
+	if raw == nil {
+		return nil, nil
+	}
+	var spec api.BuildSpec
+	if err := json.Unmarshal(raw, &spec); err != nil {
+		return nil, fmt.Errorf("read the stored build spec: %w", err)
+	}
+	return &spec, nil
+}
+
+// getBuild reads a build with its queue position, spec, artifacts and attempts.
 func getBuild(ctx context.Context, q querier, id string) (api.Build, error) {
 	var pos *int
-	b, err := scanBuildWithPosition(q.QueryRow(ctx, `SELECT `+buildColumns+`, `+positionColumn+` FROM builds b WHERE b.id = $1`, id), &pos)
+	var spec []byte
+	b, err := scanBuildWithPosition(q.QueryRow(ctx, `SELECT `+buildColumns+`, `+positionColumn+`, b.spec FROM builds b WHERE b.id = $1`, id), &pos, &spec)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return b, fmt.Errorf("%w: no build %q", ErrNotFound, id)
 	}
@@ -141,6 +171,9 @@ func getBuild(ctx context.Context, q querier, id string) (api.Build, error) {
 		return b, fmt.Errorf("read build: %w", err)
 	}
 	b.QueuePosition = pos
+	if b.Spec, err = decodeSpec(spec); err != nil {
+		return b, err
+	}
 	if b.Artifacts, err = listArtifacts(ctx, q, id); err != nil {
 		return b, err
 	}
@@ -160,14 +193,16 @@ func (s *Store) GetBuild(ctx context.Context, id string) (api.Build, error) {
 	return b, err
 }
 
-func scanBuildWithPosition(row pgx.Row, pos **int) (api.Build, error) {
+// scanBuildWithPosition scans buildColumns and positionColumn, then any
+// extra columns into extra.
+func scanBuildWithPosition(row pgx.Row, pos **int, extra ...any) (api.Build, error) {
 	var b api.Build
 	var runAfter time.Time
 	var progress *int16
 	var p *int64
-	err := row.Scan(&b.ID, &b.Status, &b.Platform, &b.Profile, &b.Priority, &b.Attempts, &b.MaxAttempts, &b.WorkerID, &b.Phase,
+	err := row.Scan(append([]any{&b.ID, &b.Status, &b.Platform, &b.Profile, &b.Priority, &b.Attempts, &b.MaxAttempts, &b.WorkerID, &b.Phase,
 		&progress, &b.CancelRequested, &b.RetryOf, &runAfter, &b.SubmittedAt, &b.StartedAt, &b.CompletedAt,
-		&b.ErrorMessage, &b.ErrorCode, &b.LogLength, &p)
+		&b.ErrorMessage, &b.ErrorCode, &b.LogLength, &p}, extra...)...)
 	if err != nil {
 		return b, err
 	}
@@ -374,9 +409,11 @@ type RetrySource struct {
 	SubmittedBy                                              string
 	Priority                                                 int
 	SourceSize                                               int64
-	HadCerts, CertsDeleted                                   bool
-	Timeout                                                  time.Duration
-	Status                                                   api.BuildStatus
+	// CertsDeleted: the build's certificates and credentials are gone.
+	HadCerts, HadCredentials, CertsDeleted bool
+	Spec                                   []byte // JSON; nil when none
+	Timeout                                time.Duration
+	Status                                 api.BuildStatus
 }
 
 // RetrySource reads what a retry of build id needs.
@@ -385,9 +422,9 @@ func (s *Store) RetrySource(ctx context.Context, id string) (RetrySource, error)
 	var timeoutSec int
 	var base *string
 	err := s.pool.QueryRow(ctx, `SELECT platform, profile, source_format, source_sha256, base_image, COALESCE(submitted_by, ''),
-		priority, source_size, has_certs, certs_deleted_at IS NOT NULL, timeout_seconds, status FROM builds WHERE id = $1`, id).
+		priority, source_size, has_certs, has_credentials, certs_deleted_at IS NOT NULL, spec, timeout_seconds, status FROM builds WHERE id = $1`, id).
 		Scan(&r.Platform, &r.Profile, &r.SourceFormat, &r.SourceSHA256, &base, &r.SubmittedBy, &r.Priority, &r.SourceSize,
-			&r.HadCerts, &r.CertsDeleted, &timeoutSec, &r.Status)
+			&r.HadCerts, &r.HadCredentials, &r.CertsDeleted, &r.Spec, &timeoutSec, &r.Status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("%w: no build %q", ErrNotFound, id)
 	}

@@ -19,9 +19,10 @@ import (
 )
 
 // auditEvent is what a Change appends to the log; log growth is not a state
-// change and appends nothing.
+// change and appends nothing. Project changes (variables, credentials) are
+// audited but carry no status: a replay ignores them.
 func (c Change) auditEvent() (eventType string, payload []byte, ok bool) {
-	if c.Kind != "build" && c.Kind != "worker" && c.Kind != "controller" {
+	if c.Kind != "build" && c.Kind != "worker" && c.Kind != "controller" && c.Kind != "project" {
 		return "", nil, false
 	}
 	eventType = c.Event

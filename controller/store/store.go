@@ -204,7 +204,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // appends to the audit log. The notification is deliberately small:
 // listeners re-read state they care about.
 type Change struct {
-	Kind     string `json:"k"`           // "build", "worker", "controller", "log" or "events" (sealed up to sequence ID)
+	Kind     string `json:"k"`           // "build", "worker", "controller", "project", "log" or "events" (sealed up to sequence ID)
 	ID       string `json:"id"`          // entity id
 	Status   string `json:"s,omitempty"` // new status
 	Platform string `json:"p,omitempty"` // set for builds
@@ -226,7 +226,7 @@ const maxNotifyPayload = 7000
 // Postgres's cluster-wide notify lock through commit.
 func (c Change) wanted() bool {
 	switch {
-	case c.Kind == "controller":
+	case c.Kind == "controller", c.Kind == "project":
 		return false
 	case c.Kind != "build", c.Claimable(), c.Status == "completed", c.Status == "failed", c.Status == "cancelled":
 		return true

@@ -131,9 +131,10 @@ func (t *txn) timeOutBuilds(ctx context.Context) (int, error) {
 	return len(changes), nil
 }
 
-// CertsToDelete lists builds that ended while still holding certificates.
+// CertsToDelete lists builds that ended while still holding certificates
+// or credentials.
 func (s *Store) CertsToDelete(ctx context.Context, limit int) ([]string, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM builds WHERE has_certs AND certs_deleted_at IS NULL
+	rows, err := s.pool.Query(ctx, `SELECT id FROM builds WHERE (has_certs OR has_credentials) AND certs_deleted_at IS NULL
 		AND status IN ('completed', 'failed', 'cancelled') LIMIT $1`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("find certificates to delete: %w", err)
@@ -141,7 +142,8 @@ func (s *Store) CertsToDelete(ctx context.Context, limit int) ([]string, error) 
 	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
-// MarkCertsDeleted records that a build's certificates are gone from disk.
+// MarkCertsDeleted records that a build's certificates and credentials are
+// gone from disk.
 func (s *Store) MarkCertsDeleted(ctx context.Context, buildID string) error {
 	_, err := s.pool.Exec(ctx, `UPDATE builds SET certs_deleted_at = now() WHERE id = $1 AND certs_deleted_at IS NULL`, buildID)
 	if err != nil {

@@ -62,19 +62,20 @@ func (s *Store) WorkerHoldsBuild(ctx context.Context, w WorkerAuth, buildID stri
 
 // BuildFiles says which stored files a build has.
 type BuildFiles struct {
-	SourceFormat string
-	SourceSize   int64
-	SourceSHA256 string
-	HasCerts     bool
-	CertsDeleted bool
-	Status       api.BuildStatus
+	SourceFormat   string
+	SourceSize     int64
+	SourceSHA256   string
+	HasCerts       bool
+	HasCredentials bool
+	CertsDeleted   bool // the certificates and credentials are gone
+	Status         api.BuildStatus
 }
 
 // Files returns what a build stored at submit.
 func (s *Store) Files(ctx context.Context, buildID string) (BuildFiles, error) {
 	var f BuildFiles
-	err := s.pool.QueryRow(ctx, `SELECT source_format, source_size, source_sha256, has_certs, certs_deleted_at IS NOT NULL, status
-		FROM builds WHERE id = $1`, buildID).Scan(&f.SourceFormat, &f.SourceSize, &f.SourceSHA256, &f.HasCerts, &f.CertsDeleted, &f.Status)
+	err := s.pool.QueryRow(ctx, `SELECT source_format, source_size, source_sha256, has_certs, has_credentials, certs_deleted_at IS NOT NULL, status
+		FROM builds WHERE id = $1`, buildID).Scan(&f.SourceFormat, &f.SourceSize, &f.SourceSHA256, &f.HasCerts, &f.HasCredentials, &f.CertsDeleted, &f.Status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return f, fmt.Errorf("%w: no build %q", ErrNotFound, buildID)
 	}
@@ -115,4 +116,17 @@ func (s *Store) CheckLease(ctx context.Context, w WorkerAuth, buildID, attemptID
 		return fmt.Errorf("%w: build %s attempt %s is not held by this worker any more; stop it", ErrLeaseLost, buildID, attemptID)
 	}
 	return nil
+}
+
+// Spec returns a build's stored spec (nil for a raw submit).
+func (s *Store) Spec(ctx context.Context, buildID string) (*api.BuildSpec, error) {
+	var raw []byte
+	err := s.pool.QueryRow(ctx, `SELECT spec FROM builds WHERE id = $1`, buildID).Scan(&raw)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("%w: no build %q", ErrNotFound, buildID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read build spec: %w", err)
+	}
+	return decodeSpec(raw)
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/metrics"
+	"github.com/freeagent-build/freeagent/controller/seal"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -48,7 +49,7 @@ func DefaultConfig() Config {
 type Dispatcher struct {
 	st      *store.Store
 	pool    *pgxpool.Pool
-	box     secretBox
+	box     seal.Box
 	cfg     Config
 	client  *http.Client
 	metrics *metrics.Metrics
@@ -83,9 +84,13 @@ func New(st *store.Store, masterKey []byte, cfg Config, m *metrics.Metrics, log 
 	if cfg.Lease <= cfg.Timeout {
 		cfg.Lease = cfg.Timeout + time.Minute
 	}
-	box, err := newSecretBox(masterKey)
+	master, err := seal.New(masterKey)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("webhook secret key: %w", err)
+	}
+	box, err := master.Derive(secretsPurpose)
+	if err != nil {
+		return nil, fmt.Errorf("webhook secret key: %w", err)
 	}
 	return &Dispatcher{st: st, pool: st.Pool(), box: box, cfg: cfg, metrics: m, log: log,
 		kick: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Concurrency),
@@ -336,7 +341,7 @@ func (d *Dispatcher) attempt(ctx context.Context, c claimed) {
 // send POSTs the delivery, signed, and reports the response code and why it
 // counts as a failure (nil for a 2xx).
 func (d *Dispatcher) send(ctx context.Context, c claimed) (int, error) {
-	secret, err := d.box.open(c.endpointID, c.sealedSecret)
+	secret, err := openSecret(d.box, c.endpointID, c.sealedSecret)
 	if err != nil {
 		return 0, err
 	}

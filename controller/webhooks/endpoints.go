@@ -9,13 +9,8 @@ package webhooks
 
 import (
 	"context"
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/base64"
-	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -26,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/seal"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -83,37 +79,14 @@ func validate(req *api.WebhookRequest) error {
 	return nil
 }
 
-// secretBox seals endpoint secrets at rest. They cannot be stored as hashes
-// (each delivery is signed with them), so they are encrypted under a key
-// derived from the controller's certificate key, which replicas already share.
-type secretBox struct{ aead cipher.AEAD }
+// secretsPurpose derives the key that seals endpoint secrets. They cannot
+// be stored as hashes (each delivery is signed with them), so they are
+// encrypted under a key derived from the controller's certificate key, which
+// replicas already share; the endpoint id is the additional data.
+const secretsPurpose = "freeagent webhook secrets v1"
 
-func newSecretBox(masterKey []byte) (secretBox, error) {
-	m := hmac.New(sha256.New, masterKey)
-	m.Write([]byte("freeagent webhook secrets v1"))
-	block, err := aes.NewCipher(m.Sum(nil))
-	if err != nil {
-		return secretBox{}, fmt.Errorf("webhook secret key: %w", err)
-	}
-	aead, err := cipher.NewGCM(block)
-	if err != nil {
-		return secretBox{}, fmt.Errorf("webhook secret key: %w", err)
-	}
-	return secretBox{aead: aead}, nil
-}
-
-func (b secretBox) seal(endpointID, secret string) []byte {
-	nonce := make([]byte, b.aead.NonceSize())
-	rand.Read(nonce) //nolint:errcheck // crypto/rand.Read never fails
-	return b.aead.Seal(nonce, nonce, []byte(secret), []byte(endpointID))
-}
-
-func (b secretBox) open(endpointID string, sealed []byte) ([]byte, error) {
-	n := b.aead.NonceSize()
-	if len(sealed) < n {
-		return nil, errors.New("sealed webhook secret is truncated")
-	}
-	plain, err := b.aead.Open(nil, sealed[:n], sealed[n:], []byte(endpointID))
+func openSecret(box seal.Box, endpointID string, sealed []byte) ([]byte, error) {
+	plain, err := box.Open(sealed, []byte(endpointID))
 	if err != nil {
 		return nil, fmt.Errorf("open the secret of webhook %s (was the certificate key changed?): %w", endpointID, err)
 	}
@@ -139,7 +112,7 @@ func (d *Dispatcher) Create(ctx context.Context, req api.WebhookRequest) (api.We
 		}
 		return tx.QueryRow(ctx, `INSERT INTO webhook_endpoints (id, url, event_types, description, secret_sealed, after_sequence)
 			VALUES ($1, $2, $3, $4, $5, $6) RETURNING created_at`,
-			w.ID, w.URL, w.Events, w.Description, d.box.seal(w.ID, w.Secret), cursor).Scan(&w.CreatedAt)
+			w.ID, w.URL, w.Events, w.Description, d.box.Seal([]byte(w.Secret), []byte(w.ID)), cursor).Scan(&w.CreatedAt)
 	})
 	if err != nil {
 		return api.Webhook{}, fmt.Errorf("create webhook: %w", err)
