@@ -1344,6 +1344,7 @@ func TestOversizedBodies(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, func(_ *store.Config, l *server.Limits) {
 		l.Source, l.Certs, l.Artifact, l.JSONBody, l.LogChunk, l.LogTotal = 64<<10, 8<<10, 64<<10, 4<<10, 1<<10, 4<<10
+		l.Credentials = 4 << 10
 	})
 	u := e.URL
 	ct := biMPType(biBoundary)
@@ -1385,11 +1386,23 @@ func TestOversizedBodies(t *testing.T) {
 		biUnchanged(t, e, before)
 	})
 
+	t.Run("credentials and spec", func(t *testing.T) {
+		before := biFingerprint(t, e)
+		creds, _ := json.Marshal(api.BuildCredentials{Android: &api.AndroidKeystore{Keystore: biGzipLike(4 << 10), KeystorePassword: "p", KeyAlias: "a", KeyPassword: "k"}})
+		body := biMultipart(biBoundary, biField("platform", "android"), biFile("source", "s.tar.gz", src), biFile("credentials", "c.json", creds))
+		biSend(t, "POST", u+"/api/builds", body, api.HeaderAPIKey, e.devKey, "Content-Type", ct).wantError(t, http.StatusRequestEntityTooLarge, api.CodeTooLarge)
+		spec, _ := json.Marshal(api.BuildSpec{Version: 1, Platform: "android", Message: strings.Repeat("m", 64<<10)})
+		body = biMultipart(biBoundary, biField("platform", "android"), biFile("source", "s.tar.gz", src), biField("spec", string(spec)))
+		biSend(t, "POST", u+"/api/builds", body, api.HeaderAPIKey, e.devKey, "Content-Type", ct).wantError(t, http.StatusRequestEntityTooLarge, api.CodeTooLarge)
+		biUnchanged(t, e, before)
+	})
+
 	t.Run("whole submit body", func(t *testing.T) {
 		before := biFingerprint(t, e)
-		// Many small fields, each under the 8 KiB field limit, together beyond Source+Certs+JSONBody.
+		// Many small fields, each under the 8 KiB field limit, together
+		// beyond Source+Certs+Credentials+JSONBody and the 64 KiB spec.
 		parts := []biPart{biField("platform", "android")}
-		for i := 0; i < 12; i++ {
+		for i := 0; i < 24; i++ {
 			parts = append(parts, biField(fmt.Sprintf("junk%d", i), strings.Repeat("j", 8<<10)))
 		}
 		parts = append(parts, biFile("source", "s.tar.gz", src))
