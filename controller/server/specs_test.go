@@ -138,8 +138,8 @@ func TestSpecRoundTrip(t *testing.T) {
 		got[v.Name+"/"+v.Visibility+"/"+v.Type] = v.Value
 	}
 	want := map[string]string{
-		"PUBLIC_URL/plaintext/string":        "https://preview.example.com",
-		"SENTRY_AUTH_TOKEN/secret/string":    "sntrys_preview_secret",
+		"PUBLIC_URL/plaintext/string":         "https://preview.example.com",
+		"SENTRY_AUTH_TOKEN/secret/string":     "sntrys_preview_secret",
 		"GOOGLE_SERVICES_JSON/sensitive/file": base64.StdEncoding.EncodeToString([]byte(`{"project_info":{}}`)),
 	}
 	if !reflect.DeepEqual(got, want) {
