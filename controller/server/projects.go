@@ -99,7 +99,8 @@ func (s *Server) project(w http.ResponseWriter, r *http.Request) (string, bool) 
 	return p, true
 }
 
-// setVariable creates or replaces a variable in each of its environments.
+// setVariable creates or replaces a variable in each of its environments
+// and answers with what it set, values left out.
 func (s *Server) setVariable(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
 	project, ok := s.project(w, r)
 	if !ok {
@@ -128,12 +129,10 @@ func (s *Server) setVariable(w http.ResponseWriter, r *http.Request, _ store.API
 		s.fail(w, r, err)
 		return
 	}
+	// The answer names what was set; the caller knows the value.
 	out := api.VariableList{Variables: make([]api.Variable, len(vars))}
 	for i, v := range vars {
 		out.Variables[i] = v.Variable
-		if v.Visibility != api.VisibilitySecret {
-			out.Variables[i].Value = req.Value
-		}
 	}
 	writeJSON(w, http.StatusCreated, out)
 }
@@ -161,11 +160,12 @@ func validateVariable(req *api.SetVariableRequest) error {
 			return err
 		}
 	case api.VariableFile:
-		if len(req.Value) > base64.StdEncoding.EncodedLen(maxFileValue) {
-			return fmt.Errorf("%w: field \"value\" holds a file larger than %d KiB", store.ErrInvalid, maxFileValue>>10)
-		}
-		if _, err := base64.StdEncoding.DecodeString(req.Value); err != nil {
+		content, err := base64.StdEncoding.DecodeString(req.Value)
+		if err != nil {
 			return fmt.Errorf("%w: field \"value\" of a file variable must be the file's content in standard base64: %v", store.ErrInvalid, err)
+		}
+		if len(content) > maxFileValue {
+			return fmt.Errorf("%w: field \"value\" holds a file larger than %d KiB", store.ErrInvalid, maxFileValue>>10)
 		}
 	default:
 		return fmt.Errorf("%w: field \"type\" must be string or file, got %q", store.ErrInvalid, req.Type)
@@ -297,11 +297,11 @@ func (s *Server) setCredential(w http.ResponseWriter, r *http.Request, _ store.A
 		s.fail(w, r, err)
 		return
 	}
-	if err := validateKeystore("field \"android\"", req.Android); err != nil {
+	if err := validateKeystore("", "android", req.Android); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	if err := validateKeystoreInfo("field \"info\"", req.Info); err != nil {
+	if err := validateKeystoreInfo("info", req.Info); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -330,23 +330,27 @@ func (s *Server) setCredential(w http.ResponseWriter, r *http.Request, _ store.A
 	writeJSON(w, http.StatusOK, c)
 }
 
-// validateKeystore checks the secret part of an Android credential.
-func validateKeystore(field string, k *api.AndroidKeystore) error {
+// validateKeystore checks the secret part of an Android credential; where
+// says where it came from (`file "credentials": ` or ""), field its name.
+func validateKeystore(where, field string, k *api.AndroidKeystore) error {
+	bad := func(sub, format string, args ...any) error {
+		return fmt.Errorf("%w: %sfield %q "+format, append([]any{store.ErrInvalid, where, field + sub}, args...)...)
+	}
 	switch {
 	case k == nil:
-		return fmt.Errorf("%w: %s is required: the keystore, its password, the key alias and the key password", store.ErrInvalid, field)
+		return bad("", "is required: the keystore, its password, the key alias and the key password")
 	case len(k.Keystore) == 0:
-		return fmt.Errorf("%w: %s.keystore is empty; send the keystore file's bytes (base64 in JSON)", store.ErrInvalid, field)
+		return bad(".keystore", "is empty; send the keystore file's bytes (base64 in JSON)")
 	case k.KeystorePassword == "":
-		return fmt.Errorf("%w: %s.keystore_password is empty; send the keystore's password", store.ErrInvalid, field)
+		return bad(".keystore_password", "is empty; send the keystore's password")
 	case k.KeyAlias == "":
-		return fmt.Errorf("%w: %s.key_alias is empty; send the alias of the upload key", store.ErrInvalid, field)
+		return bad(".key_alias", "is empty; send the alias of the upload key")
 	case k.KeyPassword == "":
-		return fmt.Errorf("%w: %s.key_password is empty; send the key's password (often the keystore's)", store.ErrInvalid, field)
+		return bad(".key_password", "is empty; send the key's password (often the keystore's)")
 	}
-	for sub, v := range map[string]string{"keystore_password": k.KeystorePassword, "key_alias": k.KeyAlias, "key_password": k.KeyPassword} {
+	for sub, v := range map[string]string{".keystore_password": k.KeystorePassword, ".key_alias": k.KeyAlias, ".key_password": k.KeyPassword} {
 		if len(v) > 1000 || strings.ContainsRune(v, 0) {
-			return fmt.Errorf("%w: %s.%s must be text of at most 1000 characters without NUL", store.ErrInvalid, field, sub)
+			return bad(sub, "must be text of at most 1000 characters without NUL")
 		}
 	}
 	return nil
@@ -354,19 +358,22 @@ func validateKeystore(field string, k *api.AndroidKeystore) error {
 
 // validateKeystoreInfo checks what identifies an Android keystore.
 func validateKeystoreInfo(field string, i *api.KeystoreInfo) error {
+	bad := func(sub, format string, args ...any) error {
+		return fmt.Errorf("%w: field %q "+format, append([]any{store.ErrInvalid, field + sub}, args...)...)
+	}
 	switch {
 	case i == nil:
-		return fmt.Errorf("%w: %s is required: the keystore's type, key alias and certificate SHA-256", store.ErrInvalid, field)
+		return bad("", "is required: the keystore's type, key alias and certificate SHA-256")
 	case i.Type != "JKS" && i.Type != "PKCS12":
-		return fmt.Errorf("%w: %s.type must be JKS or PKCS12, got %q", store.ErrInvalid, field, i.Type)
+		return bad(".type", "must be JKS or PKCS12, got %q", i.Type)
 	case i.KeyAlias == "":
-		return fmt.Errorf("%w: %s.key_alias is empty", store.ErrInvalid, field)
+		return bad(".key_alias", "is empty")
 	case !sha256Pattern.MatchString(i.CertificateSHA256):
-		return fmt.Errorf("%w: %s.certificate_sha256 must be the certificate's SHA-256 as 64 lowercase hex digits, got %q", store.ErrInvalid, field, i.CertificateSHA256)
+		return bad(".certificate_sha256", "must be the certificate's SHA-256 as 64 lowercase hex digits, got %q", i.CertificateSHA256)
 	}
-	for sub, v := range map[string]string{"key_alias": i.KeyAlias, "subject": i.Subject} {
+	for sub, v := range map[string]string{".key_alias": i.KeyAlias, ".subject": i.Subject} {
 		if len(v) > 1000 || strings.ContainsRune(v, 0) {
-			return fmt.Errorf("%w: %s.%s must be text of at most 1000 characters without NUL", store.ErrInvalid, field, sub)
+			return bad(sub, "must be text of at most 1000 characters without NUL")
 		}
 	}
 	return nil

@@ -28,10 +28,14 @@ func readSpec(p *multipart.Part) (*api.BuildSpec, error) {
 	var spec api.BuildSpec
 	if err := json.Unmarshal(raw, &spec); err != nil {
 		var typ *json.UnmarshalTypeError
-		if errors.As(err, &typ) {
+		var syntax *json.SyntaxError
+		switch {
+		case errors.As(err, &syntax), errors.Is(err, io.ErrUnexpectedEOF):
+			return nil, badRequest("field \"spec\" is not valid JSON: %v", err)
+		case errors.As(err, &typ) && typ.Field != "":
 			return nil, fmt.Errorf("%w: field \"spec\": %s must be a %s", store.ErrInvalid, typ.Field, typ.Type)
 		}
-		return nil, badRequest("field \"spec\" is not valid build spec JSON: %v", err)
+		return nil, fmt.Errorf("%w: field \"spec\": %v", store.ErrInvalid, err)
 	}
 	return &spec, nil
 }
@@ -99,7 +103,7 @@ func readCredentials(p *multipart.Part, limit int64) (*api.BuildCredentials, err
 	if c.Android == nil {
 		return nil, fmt.Errorf("%w: file \"credentials\" holds no credentials; send {\"android\": {keystore, keystore_password, key_alias, key_password}} or leave the file out", store.ErrInvalid)
 	}
-	if err := validateKeystore(`file "credentials": android`, c.Android); err != nil {
+	if err := validateKeystore(`file "credentials": `, "android", c.Android); err != nil {
 		return nil, err
 	}
 	return &c, nil
