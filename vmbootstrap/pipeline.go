@@ -186,6 +186,16 @@ func (p *pipeline) android(ctx context.Context) ([]string, error) {
 	if err := fixGradlew(gradlew); err != nil {
 		return nil, err
 	}
+	if ch := p.spec.Profile.Channel; ch != "" {
+		if !expoUpdatesInstalled(p.tree, p.root) {
+			fmt.Fprintf(p.runner.out, "\n▸ channel %q: expo-updates is not installed, so the channel has no effect\n", ch)
+		} else {
+			fmt.Fprintf(p.runner.out, "\n▸ setting the EAS Update channel %q in AndroidManifest.xml\n", ch)
+			if err := setAndroidChannel(filepath.Join(dir, "app", "src", "main", "AndroidManifest.xml"), ch); err != nil {
+				return nil, fmt.Errorf("%w: %v", errConfig, err)
+			}
+		}
+	}
 	args, err := splitCommand(ab.GradleCommand)
 	if err != nil {
 		return nil, fmt.Errorf("%w: gradleCommand %q: %v", errConfig, ab.GradleCommand, err)
