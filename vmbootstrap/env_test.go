@@ -175,10 +175,10 @@ func envPath(env []string) string {
 func TestSplitCommand(t *testing.T) {
 	t.Parallel()
 	for in, want := range map[string][]string{
-		":app:bundleRelease":                      {":app:bundleRelease"},
+		":app:bundleRelease":                       {":app:bundleRelease"},
 		"  :app:assembleFreeRelease  --stacktrace": {":app:assembleFreeRelease", "--stacktrace"},
-		`-Pfoo="a b" 'c d' e\ f`:                  {"-Pfoo=a b", "c d", "e f"},
-		`:app:x $HOME`:                            {":app:x", "$HOME"},
+		`-Pfoo="a b" 'c d' e\ f`:                   {"-Pfoo=a b", "c d", "e f"},
+		`:app:x $HOME`:                             {":app:x", "$HOME"},
 	} {
 		got, err := splitCommand(in)
 		if err != nil || !slices.Equal(got, want) {
