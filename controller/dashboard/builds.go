@@ -5,9 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"maps"
-	"slices"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/freeagent-build/freeagent/controller/api"
