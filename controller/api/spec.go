@@ -40,11 +40,13 @@ type BuildSpec struct {
 
 // BuildProfile is a resolved eas.json build profile. The JSON names are
 // eas.json's, so the object marshals to what @expo/eas-json resolves.
-// Booleans are pointers: an explicit false is part of the profile.
+// Booleans are pointers: an explicit false is part of the profile. The
+// maps and slices are omitzero, not omitempty: an empty "env": {} or
+// "buildArtifactPaths": [] is part of the profile too (nil is absent).
 type BuildProfile struct {
 	// Common keys.
 	ResourceClass      string            `json:"resourceClass,omitempty"`
-	Env                map[string]string `json:"env,omitempty"`
+	Env                map[string]string `json:"env,omitzero"`
 	Node               string            `json:"node,omitempty"`
 	Corepack           *bool             `json:"corepack,omitempty"`
 	Pnpm               string            `json:"pnpm,omitempty"`
@@ -58,7 +60,7 @@ type BuildProfile struct {
 	DevelopmentClient  *bool             `json:"developmentClient,omitempty"`
 	PrebuildCommand    string            `json:"prebuildCommand,omitempty"`
 	AutoIncrement      *AutoIncrement    `json:"autoIncrement,omitempty"`
-	BuildArtifactPaths []string          `json:"buildArtifactPaths,omitempty"`
+	BuildArtifactPaths []string          `json:"buildArtifactPaths,omitzero"`
 	UploadSourceMaps   *bool             `json:"uploadSourceMaps,omitempty"`
 	Cache              *BuildCache       `json:"cache,omitempty"`
 	Config             string            `json:"config,omitempty"`
@@ -121,7 +123,7 @@ type BuildCache struct {
 	Disabled          *bool    `json:"disabled,omitempty"`
 	Key               string   `json:"key,omitempty"`
 	CacheDefaultPaths *bool    `json:"cacheDefaultPaths,omitempty"`
-	Paths             []string `json:"paths,omitempty"`
+	Paths             []string `json:"paths,omitzero"`
 }
 
 // App is the identity of the app, read from app.json or from the

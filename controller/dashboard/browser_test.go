@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -257,6 +258,43 @@ func TestBrowser(t *testing.T) {
 		t.Fatalf("after the cancel button: %s", s)
 	}
 	c.screenshot("build-cancelled")
+	if c.eval(`String(document.getElementById("spec") === null)`) != "true" {
+		t.Error("a build submitted without a spec shows a Build section")
+	}
+
+	// A build submitted with a spec shows what it is.
+	spec := &api.BuildSpec{Version: api.SpecVersion, Platform: api.PlatformAndroid, ProfileName: "production", Environment: "production",
+		Profile: api.BuildProfile{Distribution: "store", Env: map[string]string{"API_URL": "https://api.example.com", "APP_VARIANT": "prod"},
+			GradleCommand: ":app:bundleRelease", BuildType: api.AndroidAppBundle, CredentialsSource: api.CredentialsLocal},
+		App:     api.App{Name: "Shop", Slug: "shop", Version: "2.0.1", AndroidPackage: "com.example.shop", AndroidVersionCode: 42, ConfigSource: "app.json"},
+		Project: api.Project{AppDir: "apps/shop", PackageManager: api.PackageManagerYarn, Lockfile: "yarn.lock", YarnBerry: true},
+		Android: &api.AndroidBuild{GradleCommand: ":app:bundleRelease", BuildType: api.AndroidAppBundle, ApplicationArchivePaths: []string{"android/app/build/outputs/**/*.aab"}},
+		Credentials: api.CredentialsInfo{Source: api.CredentialsLocal, Android: &api.KeystoreInfo{Type: "JKS", KeyAlias: "upload",
+			CertificateSHA256: strings.Repeat("9f", 32)}},
+		Message: "spring sale release"}
+	b4, err := f.dev.Submit(ctx, api.SubmitRequest{Platform: api.PlatformAndroid, Spec: spec, Source: bytes.NewReader(project(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.run("open a build with a spec", chromedp.Navigate(f.url+"/builds/"+b4.ID), chromedp.WaitVisible(chromedp.CSS("#spec")))
+	section := c.eval(`document.getElementById("spec").innerText`)
+	for _, want := range []string{"production", "Shop", "shop", "2.0.1", "com.example.shop", "42", "yarn", "yarn.lock", "apps/shop",
+		":app:bundleRelease", "app-bundle", "local", strings.Repeat("9f", 32), "spring sale release", "API_URL", "https://api.example.com", "APP_VARIANT"} {
+		if !strings.Contains(section, want) {
+			t.Errorf("the Build section does not show %q:\n%s", want, section)
+		}
+	}
+	if c.eval(`String(document.querySelector("#spec details").open)`) != "false" {
+		t.Error("the resolved profile is not folded away")
+	}
+	c.run("unfold the resolved profile", chromedp.Click(chromedp.CSS("#spec summary")))
+	c.until("the resolved profile shows", `document.getElementById("spec-profile").offsetHeight > 0`)
+	var profile api.BuildProfile
+	if err := json.Unmarshal([]byte(c.eval(`document.getElementById("spec-profile").textContent`)), &profile); err != nil ||
+		profile.GradleCommand != ":app:bundleRelease" || profile.Env["APP_VARIANT"] != "prod" || profile.Distribution != "store" {
+		t.Errorf("the resolved profile JSON: %+v %v", profile, err)
+	}
+	c.screenshot("build-spec")
 
 	// The queue says why builds wait.
 	f.submit(api.PlatformIOS)

@@ -3,8 +3,11 @@ package dashboard
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -108,6 +111,31 @@ type buildView struct {
 	// QR is shown for a completed build with artifacts.
 	QR      bool
 	Workers workerNames
+	// Spec is shown when the build has one: its profile's env in key
+	// order and the whole resolved profile as indented JSON.
+	Spec *specView
+}
+
+type specView struct {
+	api.BuildSpec
+	Env     [][2]string
+	Profile string
+}
+
+// newSpecView prepares a build's spec for the page; eas.json's env is not
+// secret (it is committed with the project), so its values are shown.
+func newSpecView(spec *api.BuildSpec) *specView {
+	if spec == nil {
+		return nil
+	}
+	v := &specView{BuildSpec: *spec}
+	for _, k := range slices.Sorted(maps.Keys(spec.Profile.Env)) {
+		v.Env = append(v.Env, [2]string{k, spec.Profile.Env[k]})
+	}
+	if b, err := json.MarshalIndent(spec.Profile, "", "  "); err == nil {
+		v.Profile = string(b)
+	}
+	return v
 }
 
 func (d *Dashboard) build(w http.ResponseWriter, r *http.Request, s *session) {
@@ -120,7 +148,7 @@ func (d *Dashboard) build(w http.ResponseWriter, r *http.Request, s *session) {
 		d.fail(w, r, s, err)
 		return
 	}
-	v := buildView{Build: b, LogFrom: max(0, b.LogLength-logTail)}
+	v := buildView{Build: b, LogFrom: max(0, b.LogLength-logTail), Spec: newSpecView(b.Spec)}
 	if v.Workers, err = d.workerNames(r.Context()); err != nil {
 		d.fail(w, r, s, err)
 		return

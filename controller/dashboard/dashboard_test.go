@@ -711,3 +711,39 @@ func TestWebhookPages(t *testing.T) {
 		t.Errorf("developer on /webhooks: want 403, got %d", p.status)
 	}
 }
+
+// TestBuildPageShowsSpec: a build submitted with a spec shows its Build
+// section; one without shows none.
+func TestBuildPageShowsSpec(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	spec := &api.BuildSpec{Version: api.SpecVersion, Platform: api.PlatformAndroid, ProfileName: "preview", Environment: "preview",
+		Profile: api.BuildProfile{Distribution: "internal", Env: map[string]string{"B_KEY": "b <value>", "A_KEY": "a-value"},
+			GradleCommand: ":app:assembleRelease", BuildType: api.AndroidAPK},
+		App:     api.App{Name: "Notes", Slug: "notes", Version: "0.9.0", AndroidPackage: "com.example.notes", ConfigSource: "app.json"},
+		Project: api.Project{PackageManager: api.PackageManagerPNPM, Lockfile: "pnpm-lock.yaml", AppDir: "apps/notes"},
+		Android: &api.AndroidBuild{GradleCommand: ":app:assembleRelease", BuildType: api.AndroidAPK},
+		Credentials: api.CredentialsInfo{Source: api.CredentialsRemote, Android: &api.KeystoreInfo{Name: "default", Type: "JKS", KeyAlias: "upload",
+			CertificateSHA256: strings.Repeat("1e", 32)}},
+		Message: "QA build"}
+	sub, err := f.dev.Submit(context.Background(), api.SubmitRequest{Platform: api.PlatformAndroid, Spec: spec, Source: bytes.NewReader(project(t))})
+	if err == nil || api.StatusOf(err) != http.StatusUnprocessableEntity {
+		t.Fatalf("a remote build without a farm keystore: %v", err)
+	}
+	spec.Credentials = api.CredentialsInfo{Source: api.CredentialsNone}
+	if sub, err = f.dev.Submit(context.Background(), api.SubmitRequest{Platform: api.PlatformAndroid, Spec: spec, Source: bytes.NewReader(project(t))}); err != nil {
+		t.Fatal(err)
+	}
+	b := f.browser()
+	b.mustLogin(f.devKey)
+	p := b.get("/builds/" + sub.ID)
+	wantContains(t, p, `id="spec"`, "Notes", "notes", "0.9.0", "com.example.notes", "pnpm", "pnpm-lock.yaml", "apps/notes",
+		":app:assembleRelease", ">apk<", ">none<", "QA build", "b &lt;value&gt;", `&#34;gradleCommand&#34;: &#34;:app:assembleRelease&#34;`, "<details>")
+	if a, bk := strings.Index(p.body, "A_KEY"), strings.Index(p.body, "B_KEY"); a < 0 || bk < a {
+		t.Errorf("the profile's env is not listed in key order")
+	}
+	raw := f.submit(api.PlatformAndroid)
+	if strings.Contains(b.get("/builds/"+raw.ID).body, `id="spec"`) {
+		t.Errorf("a build without a spec shows a Build section")
+	}
+}

@@ -2173,7 +2173,9 @@ func TestBadProjectRequests(t *testing.T) {
 	}
 	biUnchanged(t, e, before)
 	// The limits themselves are allowed.
-	send(t, "POST", "app/env", edit(func(r *api.SetVariableRequest) { r.Name, r.Value = strings.Repeat("N", 128), strings.Repeat("v", 32<<10) }), e.devKey).
+	send(t, "POST", "app/env", edit(func(r *api.SetVariableRequest) {
+		r.Name, r.Value = strings.Repeat("N", 128), strings.Repeat("v", 32<<10)
+	}), e.devKey).
 		wantOK(t, http.StatusCreated, nil)
-	send(t, "POST", "app/env", edit(func(r *api.SetVariableRequest) { r.Type, r.Value = "file", file(256 << 10) }), e.devKey).wantOK(t, http.StatusCreated, nil)
+	send(t, "POST", "app/env", edit(func(r *api.SetVariableRequest) { r.Type, r.Value = "file", file(256<<10) }), e.devKey).wantOK(t, http.StatusCreated, nil)
 }

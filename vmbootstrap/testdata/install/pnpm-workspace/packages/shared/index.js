@@ -1,0 +1,1 @@
+module.exports = require('is-number')(7) ? 'shared works' : 'broken';
