@@ -2,7 +2,6 @@ package vmbootstrap
 
 import (
 	"regexp"
-	"strconv"
 	"strings"
 
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -24,12 +23,14 @@ type Command struct {
 
 // EAS Build's package.json hooks, in the order a build meets them.
 const (
-	HookPreInstall      = "eas-build-pre-install"
-	HookPostInstall     = "eas-build-post-install"
-	HookOnBuildSuccess  = "eas-build-on-success"
-	HookOnBuildError    = "eas-build-on-error"
-	HookOnBuildComplete = "eas-build-on-complete"
-	HookOnBuildCancel   = "eas-build-on-cancel"
+	HookPreInstall  = "eas-build-pre-install"
+	HookPostInstall = "eas-build-post-install"
+	// HookPreUploadArtifacts is deprecated in EAS and still run.
+	HookPreUploadArtifacts = "eas-build-pre-upload-artifacts"
+	HookOnBuildSuccess     = "eas-build-on-success"
+	HookOnBuildError       = "eas-build-on-error"
+	HookOnBuildComplete    = "eas-build-on-complete"
+	HookOnBuildCancel      = "eas-build-on-cancel"
 )
 
 // InstallCommands installs the dependencies at the workspace root, with
@@ -98,52 +99,6 @@ func installArgv(p api.Project, frozen bool) []string {
 		}
 		return []string{"npm", "install", "--include=dev"}
 	}
-}
-
-// FreezeLockfile is EAS Build's rule for freezing the first install:
-// always, except for projects older than Expo SDK 53 or React Native 0.79
-// (whose templates did not keep the lockfile in step). Either version may
-// be unknown (""); a version that does not parse counts as unknown.
-func FreezeLockfile(sdkVersion, reactNativeVersion string) bool {
-	if v, ok := coerceVersion(sdkVersion); ok && versionLess(v, [3]int{53, 0, 0}) {
-		return false
-	}
-	if v, ok := coerceVersion(reactNativeVersion); ok && versionLess(v, [3]int{0, 79, 0}) {
-		return false
-	}
-	return true
-}
-
-var versionNumbers = regexp.MustCompile(`(\d+)(?:\.(\d+))?(?:\.(\d+))?`)
-
-// coerceVersion reads the first version-looking numbers of s, as semver's
-// coerce does ("~53.0.1" → 53.0.1, "^0.79" → 0.79.0).
-func coerceVersion(s string) ([3]int, bool) {
-	m := versionNumbers.FindStringSubmatch(s)
-	if m == nil {
-		return [3]int{}, false
-	}
-	var v [3]int
-	for i := range 3 {
-		if m[i+1] == "" {
-			continue
-		}
-		n, err := strconv.Atoi(m[i+1])
-		if err != nil {
-			return [3]int{}, false
-		}
-		v[i] = n
-	}
-	return v, true
-}
-
-func versionLess(a, b [3]int) bool {
-	for i := range 3 {
-		if a[i] != b[i] {
-			return a[i] < b[i]
-		}
-	}
-	return false
 }
 
 // ScriptCommand runs a package.json script of the app with the project's

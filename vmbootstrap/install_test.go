@@ -96,24 +96,6 @@ func TestScriptAndExpoCommands(t *testing.T) {
 	}
 }
 
-func TestFreezeLockfile(t *testing.T) {
-	cases := []struct {
-		sdk, rn string
-		want    bool
-	}{
-		{"", "", true}, {"53.0.0", "0.79.2", true}, {"54.0.0", "", true}, {"52.0.0", "", false},
-		{"", "0.76.9", false}, {"~53.0.4", "^0.79.1", true}, {"53.0.0", "0.78.0", false}, {"UNVERSIONED", "", true},
-	}
-	for _, c := range cases {
-		if got := FreezeLockfile(c.sdk, c.rn); got != c.want {
-			t.Errorf("FreezeLockfile(%q, %q) = %v", c.sdk, c.rn, got)
-		}
-	}
-}
-
-// managers installs the real yarn classic, pnpm and the Yarn 4 CLI from
-// the npm registry into a temporary prefix (corepack would download from
-// the internet). It returns the PATH to use and the Yarn 4 CLI's path.
 func managers(t *testing.T) (path, berry string) {
 	t.Helper()
 	npm, err := exec.LookPath("npm")

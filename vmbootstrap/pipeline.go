@@ -33,17 +33,8 @@ type pipeline struct {
 	phase func(phase string, progress int, message string)
 }
 
-// EAS Build's hooks: package.json scripts run at fixed points of a build.
-const (
-	hookPreInstall         = "eas-build-pre-install"
-	hookPostInstall        = "eas-build-post-install"
-	hookPreUploadArtifacts = "eas-build-pre-upload-artifacts"
-	hookOnSuccess          = "eas-build-on-success"
-	hookOnError            = "eas-build-on-error"
-	hookOnComplete         = "eas-build-on-complete"
-	hookOnCancel           = "eas-build-on-cancel"
-	hookTimeout            = 10 * time.Minute // the end hooks' own budget once the build's context has ended
-)
+// hookTimeout is the end hooks' own budget once the build's context has ended.
+const hookTimeout = 10 * time.Minute
 
 func (p *pipeline) run(ctx context.Context) ([]string, error) {
 	pkg, err := readPackageJSON(p.root)
@@ -67,16 +58,16 @@ func (p *pipeline) run(ctx context.Context) ([]string, error) {
 // EAS does. Their failures are logged: the build's outcome stands.
 func (p *pipeline) endHooks(ctx context.Context, buildErr error) {
 	status := "finished"
-	hook := hookOnSuccess
+	hook := HookOnBuildSuccess
 	switch {
 	case ctx.Err() != nil:
-		status, hook = "canceled", hookOnCancel
+		status, hook = "canceled", HookOnBuildCancel
 	case buildErr != nil:
-		status, hook = "errored", hookOnError
+		status, hook = "errored", HookOnBuildError
 	}
 	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), hookTimeout)
 	defer cancel()
-	for _, h := range []string{hook, hookOnComplete} {
+	for _, h := range []string{hook, HookOnBuildComplete} {
 		if err := p.hook(hctx, h, "EAS_BUILD_STATUS="+status); err != nil {
 			fmt.Fprintf(p.runner.out, "\n▸ warning: %s failed: %v\n", h, err)
 		}
@@ -93,9 +84,15 @@ func (p *pipeline) hook(ctx context.Context, name string, env ...string) error {
 		return nil
 	}
 	fmt.Fprintf(p.runner.out, "\n▸ script %q is present in package.json: running it\n", name)
-	s := p.step(p.root, scriptArgv(p.spec.Project, name)...)
+	s := p.command(ScriptCommand(p.spec.Project, name))
 	s.Env = env
 	return p.runner.run(ctx, s)
+}
+
+// command turns a JavaScript-side command (its Dir relative to the
+// source's root) into a step.
+func (p *pipeline) command(c Command) Step {
+	return p.step(filepath.Join(p.tree, filepath.FromSlash(c.Dir)), c.Argv...)
 }
 
 func (p *pipeline) step(dir string, argv ...string) Step {
@@ -126,7 +123,7 @@ func (p *pipeline) custom(ctx context.Context) ([]string, error) {
 // install runs the pre-install hook, then the frozen install at the
 // workspace root with the project's package manager, as EAS does.
 func (p *pipeline) install(ctx context.Context) error {
-	if err := p.hook(ctx, hookPreInstall); err != nil {
+	if err := p.hook(ctx, HookPreInstall); err != nil {
 		return err
 	}
 	pm := p.spec.Project.PackageManager
@@ -134,8 +131,8 @@ func (p *pipeline) install(ctx context.Context) error {
 	if p.spec.Project.Lockfile == "" {
 		fmt.Fprintf(p.runner.out, "\n▸ warning: no lockfile: the install cannot be frozen, dependency versions may differ from the developer's\n")
 	}
-	for _, argv := range installArgvs(p.spec.Project, true) {
-		if err := p.runner.run(ctx, p.step(p.tree, argv...)); err != nil {
+	for _, c := range InstallCommands(p.spec.Project, true) {
+		if err := p.runner.run(ctx, p.command(c)); err != nil {
 			return err
 		}
 	}
@@ -153,15 +150,10 @@ func (p *pipeline) prebuild(ctx context.Context, platform string) error {
 		return nil
 	}
 	p.phase(PhasePrebuild, 35, "expo prebuild")
-	if err := p.runner.run(ctx, p.step(p.root, prebuildArgv(p.spec.Project, p.spec.Profile.PrebuildCommand, platform)...)); err != nil {
+	if err := p.runner.run(ctx, p.command(PrebuildCommand(p.spec.Project, p.spec.Profile.PrebuildCommand, platform))); err != nil {
 		return err
 	}
-	for _, argv := range installArgvs(p.spec.Project, false) {
-		if err := p.runner.run(ctx, p.step(p.tree, argv...)); err != nil {
-			return err
-		}
-	}
-	return nil
+	return p.runner.run(ctx, p.command(ReinstallCommand(p.spec.Project)))
 }
 
 func (p *pipeline) android(ctx context.Context) ([]string, error) {
@@ -175,7 +167,7 @@ func (p *pipeline) android(ctx context.Context) ([]string, error) {
 	if err := p.prebuild(ctx, "android"); err != nil {
 		return nil, err
 	}
-	if err := p.hook(ctx, hookPostInstall); err != nil {
+	if err := p.hook(ctx, HookPostInstall); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(p.root, "android")
@@ -216,7 +208,7 @@ func (p *pipeline) android(ctx context.Context) ([]string, error) {
 	if err := p.runner.run(ctx, step); err != nil {
 		return nil, err
 	}
-	if err := p.hook(ctx, hookPreUploadArtifacts); err != nil {
+	if err := p.hook(ctx, HookPreUploadArtifacts); err != nil {
 		return nil, err
 	}
 	files, err := globFiles(p.root, ab.ApplicationArchivePaths)
@@ -353,7 +345,7 @@ func (p *pipeline) ios(ctx context.Context) ([]string, error) {
 	if err := p.prebuild(ctx, "ios"); err != nil {
 		return nil, err
 	}
-	if err := p.hook(ctx, hookPostInstall); err != nil {
+	if err := p.hook(ctx, HookPostInstall); err != nil {
 		return nil, err
 	}
 	dir := filepath.Join(p.root, "ios")

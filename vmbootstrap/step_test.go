@@ -249,7 +249,7 @@ func TestDefaultAndroidPipeline(t *testing.T) {
 	assertInOrder(t, out.String(),
 		"▸ npm ci --include=dev\n", "fake npm ci --include=dev\n",
 		"▸ npx expo prebuild --no-install --platform android\n", "fake npx expo prebuild --no-install --platform android\n",
-		"▸ npm install\n",
+		"▸ npm install --include=dev\n",
 		"▸ cd android && ./gradlew :app:bundleRelease\n", "gradle :app:bundleRelease platform=test profile=production ci=1\n")
 	if strings.Join(*phases, ",") != "install,prebuild,build" {
 		t.Fatalf("phases %v", *phases)
@@ -273,7 +273,7 @@ func TestDefaultIOSPipeline(t *testing.T) {
 	archive := filepath.Join(p.workDir, "App.xcarchive")
 	options := filepath.Join(p.workDir, "ExportOptions.plist")
 	assertInOrder(t, out.String(),
-		"▸ npm install\n",
+		"▸ npm install --include=dev\n",
 		"▸ npx expo prebuild --no-install --platform ios\n",
 		"▸ cd ios && pod install\n", "fake pod install in ios\n",
 		"fake xcodebuild archive -workspace "+filepath.Join(p.root, "ios", "App.xcworkspace")+" -scheme App -configuration Release -destination generic/platform=iOS -archivePath "+archive+
