@@ -79,9 +79,28 @@ type Entry struct {
 	Link    string // symlink target
 }
 
+// Options shape what ScanWith packs.
+type Options struct {
+	// AppDir is the app's directory inside the root (slash-separated; ""
+	// when the app is the root), for a monorepo packed from its workspace
+	// root. The defaults anchored at the project's root (/dist/,
+	// /ios/Pods/, …) apply to the app's directory too, so the app's build
+	// output stays out as it does for a lone app. Ignore files are read
+	// as for any root: a .easignore at the root replaces every .gitignore
+	// (EAS reads .easignore only at the root of the upload), the
+	// .gitignore files apply to their own directories.
+	AppDir string
+	// Exclude lists paths relative to the root (slash-separated) that are
+	// never packed, whatever the ignore files say: credentials.json and
+	// the files it names, which are sent sealed instead. A directory
+	// leaves out everything in it.
+	Exclude []string
+}
+
 // Plan is the result of Scan: what will be packed.
 type Plan struct {
 	Root       string // absolute, symlinks resolved
+	AppDir     string // Options.AppDir, cleaned
 	Entries    []Entry
 	Files      int   // regular files
 	Bytes      int64 // their total size
@@ -89,14 +108,55 @@ type Plan struct {
 	ExcludedAt []string
 	IgnoreFile string   // ".easignore", ".gitignore" or "" (defaults only)
 	Warnings   []string // unreadable patterns, skipped links and special files
+
+	exclude map[string]bool // Options.Exclude, cleaned
+}
+
+// cleanRel checks and cleans a slash-separated path relative to the root.
+func cleanRel(rel, what string) (string, error) {
+	if rel == "" {
+		return "", nil
+	}
+	if path.IsAbs(rel) || filepath.IsAbs(rel) || strings.Contains(rel, "\\") {
+		return "", fmt.Errorf("%s %q must be relative to the root, with forward slashes", what, rel)
+	}
+	c := path.Clean(rel)
+	if c == ".." || strings.HasPrefix(c, "../") {
+		return "", fmt.Errorf("%s %q leaves the root", what, rel)
+	}
+	if c == "." {
+		return "", nil
+	}
+	return c, nil
 }
 
 // maxExcludedSamples bounds ExcludedAt.
 const maxExcludedSamples = 20
 
-// Scan walks root and decides what to pack. Only names and metadata are
-// read; file contents are read by Write.
+// Scan walks root, the app's own directory, and decides what to pack.
+// Only names and metadata are read; file contents are read by Write.
 func Scan(ctx context.Context, root string) (*Plan, error) {
+	return ScanWith(ctx, root, Options{})
+}
+
+// ScanWith is Scan of a root that may hold the app deeper down (a
+// workspace root), with paths that must stay out.
+func ScanWith(ctx context.Context, root string, opts Options) (*Plan, error) {
+	appDir, err := cleanRel(opts.AppDir, "the app directory")
+	if err != nil {
+		return nil, err
+	}
+	exclude := map[string]bool{}
+	for _, e := range opts.Exclude {
+		rel, err := cleanRel(e, "an excluded path")
+		if err != nil {
+			return nil, err
+		}
+		if rel == "" {
+			return nil, fmt.Errorf("cannot exclude the whole root %q from the upload", root)
+		}
+		exclude[rel] = true
+	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
 		return nil, fmt.Errorf("resolve %s: %w", root, err)
@@ -104,9 +164,16 @@ func Scan(ctx context.Context, root string) (*Plan, error) {
 	if abs, err = filepath.EvalSymlinks(abs); err != nil {
 		return nil, fmt.Errorf("resolve %s: %w", root, err)
 	}
-	p := &Plan{Root: abs}
+	p := &Plan{Root: abs, AppDir: appDir, exclude: exclude}
 	defaults, _ := ignore.Parse("", []byte(strings.Join(Defaults(), "\n")), "built-in defaults")
 	m := ignore.New(defaults...)
+	if appDir != "" {
+		appDefaults, _ := ignore.Parse(appDir, []byte(strings.Join(Defaults(), "\n")), "built-in defaults")
+		m.Add(appDefaults...)
+		if _, err := os.Stat(filepath.Join(abs, filepath.FromSlash(appDir), ".easignore")); err == nil {
+			p.Warnings = append(p.Warnings, fmt.Sprintf("%s/.easignore is not used: .easignore is read only at the root of the upload, %s; move its rules there, prefixed with %s/", appDir, abs, appDir))
+		}
+	}
 	easignore, err := os.ReadFile(filepath.Join(abs, ".easignore"))
 	switch {
 	case err == nil:
@@ -152,7 +219,7 @@ func (p *Plan) walk(ctx context.Context, m *ignore.Matcher, dir string) error {
 	for _, e := range ents { // os.ReadDir sorts by name: the archive is deterministic
 		rel := path.Join(dir, e.Name())
 		isDir := e.IsDir()
-		if ig, _ := m.Ignored(rel, isDir); ig {
+		if ig, _ := m.Ignored(rel, isDir); ig || p.exclude[rel] {
 			p.Excluded++
 			if len(p.ExcludedAt) < maxExcludedSamples {
 				if isDir {

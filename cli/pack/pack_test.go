@@ -214,3 +214,117 @@ func TestShrunkFileFailsClearly(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+func scanWith(t *testing.T, root string, opts Options) (*Plan, map[string]string) {
+	t.Helper()
+	p, err := ScanWith(context.Background(), root, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	if err := p.Write(context.Background(), &buf, nil); err != nil {
+		t.Fatal(err)
+	}
+	return p, unpack(t, buf.Bytes())
+}
+
+// TestMonorepoPacksFromItsRoot: the workspace root is packed with the app
+// at its relative path and the workspace packages beside it; the
+// defaults anchored at a project's root apply to the app's directory too.
+func TestMonorepoPacksFromItsRoot(t *testing.T) {
+	root := tree(t, map[string]string{
+		"package.json":                           `{"workspaces":["apps/*","packages/*"]}`,
+		"yarn.lock":                              "# yarn lockfile v1\n",
+		".gitignore":                             "*.tmp\n",
+		"node_modules/react/index.js":            "dep",
+		"packages/shared/package.json":           `{"name":"@fixture/shared"}`,
+		"packages/shared/index.js":               "module.exports = 1",
+		"packages/shared/node_modules/x/i.js":    "dep",
+		"apps/mobile/package.json":               `{"name":"mobile"}`,
+		"apps/mobile/app.json":                   `{"expo":{}}`,
+		"apps/mobile/App.tsx":                    "app",
+		"apps/mobile/scratch.tmp":                "root .gitignore applies below",
+		"apps/mobile/.gitignore":                 "secret.txt\n",
+		"apps/mobile/secret.txt":                 "no",
+		"apps/mobile/.easignore":                 "App.tsx\n",
+		"apps/mobile/node_modules/a/i.js":        "dep",
+		"apps/mobile/ios/Pods/Manifest.lock":     "pods",
+		"apps/mobile/ios/App/AppDelegate.swift":  "native",
+		"apps/mobile/android/app/build/out.apk":  "apk",
+		"apps/mobile/android/app/src/Main.java":  "java",
+		"apps/mobile/dist/bundle.js":             "built",
+		"apps/mobile/src/dist/keep.ts":           "not the app's dist",
+		"apps/other/dist/keep.js":                "another package's dist is its own business",
+		"apps/mobile/.expo/settings.json":        "{}",
+		"apps/mobile/credentials/keystore.jks":   "KEY",
+		"apps/mobile/credentials.json":           `{"android":{}}`,
+		"apps/mobile/credentials/notes.md":       "inside an excluded directory",
+		"apps/mobile/credentials-example.json":   "kept: only exact paths are excluded",
+		"apps/mobile/android/keystores/keep.txt": "kept",
+	})
+	p, files := scanWith(t, root, Options{AppDir: "apps/mobile/", Exclude: []string{"apps/mobile/credentials.json", "./apps/mobile/credentials"}})
+	if p.AppDir != "apps/mobile" || p.IgnoreFile != ".gitignore" {
+		t.Errorf("AppDir %q, IgnoreFile %q", p.AppDir, p.IgnoreFile)
+	}
+	for _, want := range []string{"package.json", "yarn.lock", "packages/shared/index.js", "apps/mobile/App.tsx", "apps/mobile/app.json",
+		"apps/mobile/ios/App/AppDelegate.swift", "apps/mobile/android/app/src/Main.java", "apps/mobile/src/dist/keep.ts",
+		"apps/other/dist/keep.js", "apps/mobile/credentials-example.json", "apps/mobile/android/keystores/keep.txt", "apps/mobile/.easignore"} {
+		if _, ok := files[want]; !ok {
+			t.Errorf("%s is missing from the archive", want)
+		}
+	}
+	for name := range files {
+		for _, bad := range []string{"node_modules", "Pods", "app/build", "apps/mobile/dist", ".expo", ".tmp", "secret.txt", "apps/mobile/credentials/", "apps/mobile/credentials.json"} {
+			if strings.Contains(name+"/", bad) {
+				t.Errorf("%s was packed (matches %q)", name, bad)
+			}
+		}
+	}
+	if !slices.ContainsFunc(p.Warnings, func(w string) bool { return strings.Contains(w, "apps/mobile/.easignore is not used") }) {
+		t.Errorf("no warning about the app's .easignore: %v", p.Warnings)
+	}
+}
+
+// TestExcludeBeatsIgnoreFiles: an excluded path stays out even when the
+// ignore file re-includes it or would never exclude it.
+func TestExcludeBeatsIgnoreFiles(t *testing.T) {
+	for _, ignoreFile := range []string{".gitignore", ".easignore"} {
+		root := tree(t, map[string]string{
+			"package.json":      "{}",
+			ignoreFile:          "*.json\n!package.json\n!credentials.json\n!keys/\n",
+			"credentials.json":  `{"android":{"keystore":{"keystorePath":"keys/upload.jks"}}}`,
+			"keys/upload.jks":   "KEY",
+			"keys/readme.txt":   "kept",
+			"keys/upload.jks.1": "kept: not the named path",
+		})
+		p, files := scanWith(t, root, Options{Exclude: []string{"credentials.json", "keys/upload.jks"}})
+		for _, bad := range []string{"credentials.json", "keys/upload.jks"} {
+			if _, ok := files[bad]; ok {
+				t.Errorf("%s: %s was packed", ignoreFile, bad)
+			}
+			if !slices.Contains(p.ExcludedAt, bad) {
+				t.Errorf("%s: ExcludedAt %v lacks %s", ignoreFile, p.ExcludedAt, bad)
+			}
+		}
+		for _, want := range []string{"package.json", "keys/readme.txt", "keys/upload.jks.1"} {
+			if _, ok := files[want]; !ok {
+				t.Errorf("%s: %s is missing", ignoreFile, want)
+			}
+		}
+	}
+}
+
+func TestScanWithRejectsPathsOutsideTheRoot(t *testing.T) {
+	root := tree(t, map[string]string{"package.json": "{}"})
+	for _, opts := range []Options{
+		{Exclude: []string{"../credentials.json"}},
+		{Exclude: []string{"/etc/passwd"}},
+		{Exclude: []string{"."}},
+		{AppDir: "../app"},
+		{Exclude: []string{`keys\upload.jks`}},
+	} {
+		if _, err := ScanWith(context.Background(), root, opts); err == nil {
+			t.Errorf("ScanWith(%+v) accepted it", opts)
+		}
+	}
+}

@@ -218,6 +218,34 @@ func generate(r *rand.Rand, i int) tree {
 	return tr
 }
 
+// handpicked are layouts real Expo monorepos use, run through the same
+// comparison as the generated ones.
+func handpicked() []tree {
+	app := `{"name":"mobile","dependencies":{"expo":"~53.0.0"}}`
+	return []tree{
+		{name: "expo-yarn-monorepo", app: "apps/mobile", files: map[string]string{
+			"package.json": `{"private":true,"workspaces":["apps/*","packages/*"]}`, "yarn.lock": yarnV1Lock, "apps/mobile/package.json": app}},
+		{name: "yarn-nohoist", app: "apps/mobile", files: map[string]string{
+			"package.json": `{"private":true,"workspaces":{"packages":["apps/*"],"nohoist":["**/react-native"]}}`, "yarn.lock": yarnV1Lock, "apps/mobile/package.json": app}},
+		{name: "pnpm-with-exclusion", app: "apps/mobile", files: map[string]string{
+			"pnpm-workspace.yaml": "packages:\n  - 'apps/**'\n  - '!**/test/**'\n", "package.json": `{"packageManager":"pnpm@9.15.0"}`,
+			"pnpm-lock.yaml": "lockfileVersion: '9.0'\n", "apps/mobile/package.json": app}},
+		{name: "pnpm-excluded-app", app: "apps/test/mobile", files: map[string]string{
+			"pnpm-workspace.yaml": "packages:\n  - 'apps/**'\n  - '!**/test/**'\n", "package.json": `{}`,
+			"pnpm-lock.yaml": "x", "apps/test/mobile/package.json": app, "apps/test/mobile/package-lock.json": "{}"}},
+		{name: "bun-workspace", app: "apps/mobile", files: map[string]string{
+			"package.json": `{"workspaces":["apps/*"]}`, "bun.lock": "{}", "apps/mobile/package.json": app}},
+		{name: "berry-corepack", app: "apps/mobile", files: map[string]string{
+			"package.json": `{"workspaces":["apps/*"],"packageManager":"yarn@4.5.0"}`, "yarn.lock": yarnBerryLock, ".yarnrc.yml": "nodeLinker: node-modules\n", "apps/mobile/package.json": app}},
+		{name: "app-outside-workspaces", app: "tools/mobile", files: map[string]string{
+			"package.json": `{"workspaces":["apps/*"]}`, "yarn.lock": yarnV1Lock, "tools/mobile/package.json": app, "tools/mobile/package-lock.json": "{}"}},
+		{name: "stale-lockfile-mix", app: "apps/mobile", files: map[string]string{
+			"package.json": `{"workspaces":["apps/*"]}`, "yarn.lock": yarnV1Lock, "package-lock.json": "{}", "apps/mobile/package.json": app}},
+		{name: "nx-style-nested", app: "apps/mobile", files: map[string]string{
+			"package.json": `{"workspaces":["packages/*"]}`, "apps/package.json": `{"workspaces":["mobile"]}`, "apps/pnpm-lock.yaml": "x", "apps/mobile/package.json": app}},
+	}
+}
+
 func strconvQuote(s string) string { b, _ := json.Marshal(s); return string(b) }
 
 // expectation computes, from the oracle's root and the tree's own files,
@@ -301,6 +329,7 @@ func TestDifferentialAgainstExpoPackageManager(t *testing.T) {
 	for i := range 400 {
 		trees = append(trees, generate(r, i))
 	}
+	trees = append(trees, handpicked()...)
 	apps := make([]string, len(trees))
 	for i, tr := range trees {
 		apps[i] = tr.write(t, base)
