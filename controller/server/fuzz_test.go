@@ -222,7 +222,7 @@ func fzLeaks(tb testing.TB, e *env) []string {
 		for _, f := range files {
 			name, isArtifact := strings.CutPrefix(f, blobs.ArtifactPrefix)
 			switch {
-			case f == blobs.SourceFile || f == blobs.CertsFile:
+			case f == blobs.SourceFile || f == blobs.CertsFile || f == blobs.CredentialsFile:
 			case isArtifact && !strings.Contains(name, "/"):
 				if !artifacts[id+"/"+name] {
 					out = append(out, "file without a record: "+id+"/"+f)
