@@ -107,6 +107,8 @@ func (a *App) commands() []*command {
 		{name: "list", args: "", summary: "list builds, newest first (filters, paging)", long: listHelp, run: a.cmdList},
 		{name: "cancel", args: "<id>", summary: "cancel a build", long: cancelHelp, run: a.cmdCancel},
 		{name: "retry", args: "<id>", summary: "queue a finished build again (same source and settings)", long: retryHelp, run: a.cmdRetry},
+		{name: "env", args: "set|list|delete [NAME]", summary: "the project's environment variables and secrets on the farm", long: envHelp, run: a.cmdEnv},
+		{name: "credentials", args: "set|list|delete", summary: "the project's signing credentials kept on the farm", long: credentialsHelp, run: a.cmdCredentials},
 		{name: "workers", args: "", summary: "list the workers (needs an admin API key)", long: workersHelp, run: a.cmdWorkers},
 		{name: "config", args: "", summary: "show or set the controller URL and API key", long: configHelp, run: a.cmdConfig},
 		{name: "version", args: "", summary: "print the version", long: "Prints expo-build's version.", run: a.cmdVersion},

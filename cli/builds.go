@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"mime/multipart"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -205,6 +207,36 @@ func printBuild(u *ui, b api.Build, now time.Time) {
 	if b.RetryOf != nil {
 		row("Retry of", *b.RetryOf)
 	}
+	if sp := b.Spec; sp != nil {
+		if sp.Message != "" {
+			row("Message", sp.Message)
+		}
+		app := sp.App.Name + " (" + sp.App.Slug
+		if sp.App.Version != "" {
+			app += " " + sp.App.Version
+		}
+		if sp.Platform == api.PlatformAndroid && sp.App.AndroidPackage != "" {
+			app += ", " + sp.App.AndroidPackage
+		}
+		row("App", app+")")
+		row("Profile", fmt.Sprintf("%s · %s distribution · environment %s", sp.ProfileName, sp.Profile.Distribution, sp.Environment))
+		if sp.Android != nil {
+			build := "gradlew " + sp.Android.GradleCommand
+			if sp.Android.BuildType != "" {
+				build += " (" + sp.Android.BuildType + ")"
+			}
+			row("Build", build)
+		}
+		row("Packages", describeProject(sp.Project))
+		signing := sp.Credentials.Source
+		if k := sp.Credentials.Android; k != nil {
+			signing += fmt.Sprintf(" keystore, key %q, certificate SHA-256 %s", k.KeyAlias, k.CertificateSHA256)
+		}
+		row("Signing", signing)
+		if len(sp.Profile.Env) > 0 {
+			row("Env", strings.Join(slices.Sorted(maps.Keys(sp.Profile.Env)), ", "))
+		}
+	}
 	for i, art := range b.Artifacts {
 		k := ""
 		if i == 0 {
@@ -387,14 +419,14 @@ func (a *App) cmdCancel(ctx context.Context, inv *invocation, args []string) err
 
 const retryHelp = `Queues a new build with the same source and settings as a finished one (failed, cancelled
 or completed) and prints its id. Signing certificates are deleted when a build ends: to
-retry a signed iOS build once they are gone, pass them again (--p12 with --profile, or
+retry a signed iOS build once they are gone, pass them again (--p12 with --provisioning-profile, or
 --certs).`
 
 func (a *App) cmdRetry(ctx context.Context, inv *invocation, args []string) error {
 	fs := inv.flags()
 	var sign signing
 	fs.StringVar(&sign.p12, "p12", "", "iOS signing certificate `FILE` (.p12); password from EXPO_P12_PASSWORD or a prompt")
-	fs.Var(&sign.profiles, "profile", "provisioning profile `FILE` (.mobileprovision; repeatable)")
+	fs.Var(&sign.profiles, "provisioning-profile", "provisioning profile `FILE` (.mobileprovision; repeatable)")
 	fs.StringVar(&sign.certsZip, "certs", "", "prepared certs `ZIP` (one .p12, password.txt, *.mobileprovision)")
 	pos, err := inv.parse(fs, args, 1, 1)
 	if err != nil {

@@ -32,21 +32,21 @@ func (s *signing) check(platform string) error {
 	if !s.any() {
 		return nil
 	}
-	if platform != "" && platform != "ios" {
-		return usageErr("--p12, --profile and --certs are iOS signing material; %s builds take none", platform)
+	if platform != "" && platform != "ios" && platform != "all" {
+		return usageErr("--p12, --provisioning-profile and --certs are iOS signing material; %s builds take none", platform)
 	}
 	if s.certsZip != "" && (s.p12 != "" || len(s.profiles) > 0) {
-		return usageErr("pass either --certs ZIP or --p12 FILE with --profile FILE, not both")
+		return usageErr("pass either --certs ZIP or --p12 FILE with --provisioning-profile FILE, not both")
 	}
 	if s.p12 == "" && len(s.profiles) > 0 {
-		return usageErr("--profile needs --p12 (the signing certificate); or pass a prepared --certs zip")
+		return usageErr("--provisioning-profile needs --p12 (the signing certificate); or pass a prepared --certs zip")
 	}
 	if s.p12 != "" && len(s.profiles) == 0 {
-		return usageErr("--p12 needs at least one --profile FILE.mobileprovision")
+		return usageErr("--p12 needs at least one --provisioning-profile FILE.mobileprovision")
 	}
 	for _, p := range s.profiles {
 		if !strings.EqualFold(filepath.Ext(p), ".mobileprovision") {
-			return usageErr("--profile %s: expected a .mobileprovision file (to choose an eas.json build profile use --profile-name)", p)
+			return usageErr("--provisioning-profile %s: expected a .mobileprovision file (to choose an eas.json build profile use --profile)", p)
 		}
 	}
 	return nil

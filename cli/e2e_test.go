@@ -45,7 +45,7 @@ func TestSubmitBuildDownload(t *testing.T) {
 		"secrets.env":                    "KEY=1",
 		"eas.json":                       `{"build":{"production":{},"preview":{}}}`,
 	})
-	r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--profile-name", "preview", "--priority", "1", "--json")
+	r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--profile", "preview", "--priority", "1", "--json")
 	sub := jsonOf[map[string]any](t, r)
 	id, _ := sub["id"].(string)
 	if id == "" || sub["status"] != "pending" || sub["queue_position"] != float64(1) || sub["idempotency_key"] == "" {
@@ -370,8 +370,8 @@ func TestBadInput(t *testing.T) {
 		want []string
 	}{
 		{"no project", nil, []string{"submit", t.TempDir(), "--platform", "ios"}, ExitUsage, []string{"no Expo project", "app.json"}},
-		{"unknown platform", nil, []string{"submit", dir, "--platform", "windows"}, ExitUsage, []string{`unknown platform "windows"`, "--platform ios"}},
-		{"no platform, no terminal", nil, []string{"submit", dir}, ExitUsage, []string{"--platform ios or --platform android"}},
+		{"unknown platform", nil, []string{"submit", dir, "--platform", "windows"}, ExitUsage, []string{`unknown platform "windows"`, "--platform android, ios or all"}},
+		{"no platform, no terminal", nil, []string{"submit", dir}, ExitUsage, []string{"pass --platform android, ios or all"}},
 		{"wrong key", map[string]string{"EXPO_CONTROLLER_API_KEY": "fa_not_a_real_key_0123456789"}, []string{"submit", dir, "--platform", "ios"}, ExitAuth,
 			[]string{"401", "expo-build config --api-key-stdin"}},
 		{"worker key cannot submit", map[string]string{"EXPO_CONTROLLER_API_KEY": e.workerKey}, []string{"submit", dir, "--platform", "ios"}, ExitAuth,
@@ -389,11 +389,11 @@ func TestBadInput(t *testing.T) {
 		{"unknown flag", nil, []string{"status", id, "--wacth"}, ExitUsage, []string{"wacth", "expo-build status --help"}},
 		{"missing id", nil, []string{"logs"}, ExitUsage, []string{"takes <id>"}},
 		{"bad priority", nil, []string{"submit", dir, "--platform", "ios", "--priority", "9"}, ExitUsage, []string{"--priority must be"}},
-		{"unknown eas profile", nil, []string{"submit", project(t, map[string]string{"eas.json": `{"build":{"production":{}}}`}), "--platform", "ios", "--profile-name", "qa"},
+		{"unknown eas profile", nil, []string{"submit", project(t, map[string]string{"eas.json": `{"build":{"production":{}}}`}), "--platform", "ios", "--profile", "qa"},
 			ExitUsage, []string{`no build profile "qa"`, "production"}},
-		{"p12 without profile", nil, []string{"submit", dir, "--platform", "ios", "--p12", p12}, ExitUsage, []string{"--p12 needs at least one --profile"}},
+		{"p12 without profile", nil, []string{"submit", dir, "--platform", "ios", "--p12", p12}, ExitUsage, []string{"--p12 needs at least one --provisioning-profile"}},
 		{"p12 for android", nil, []string{"submit", dir, "--platform", "android", "--certs", p12}, ExitUsage, []string{"iOS signing material"}},
-		{"p12 password with no terminal", nil, []string{"submit", dir, "--platform", "ios", "--p12", p12, "--profile", p12 + ".mobileprovision"}, ExitUsage,
+		{"p12 password with no terminal", nil, []string{"submit", dir, "--platform", "ios", "--p12", p12, "--provisioning-profile", p12 + ".mobileprovision"}, ExitUsage,
 			[]string{"EXPO_P12_PASSWORD"}},
 		{"workers with a developer key", nil, []string{"workers"}, ExitAuth, []string{"admin"}},
 		{"download before the build ends", nil, []string{"download", id}, ExitFailed, []string{"no artifacts yet", "--wait"}},
@@ -466,7 +466,7 @@ func TestBuildTokenAccess(t *testing.T) {
 	e.mustRun(0, map[string]string{"EXPO_CONTROLLER_API_KEY": ""}, "cancel", nid)
 }
 
-// TestSigningMaterialReachesVM: --p12/--profile become the certs zip the
+// TestSigningMaterialReachesVM: --p12/--provisioning-profile become the certs zip the
 // VM receives; the password comes from the environment or a prompt.
 func TestSigningMaterialReachesVM(t *testing.T) {
 	t.Parallel()
@@ -478,7 +478,7 @@ func TestSigningMaterialReachesVM(t *testing.T) {
 	os.WriteFile(filepath.Join(sec, "app.mobileprovision"), prof, 0o600)
 	os.WriteFile(filepath.Join(sec, "widget.mobileprovision"), prof2, 0o600)
 	args := []string{"submit", dir, "--platform", "ios", "--json", "--p12", filepath.Join(sec, "dist.p12"),
-		"--profile", filepath.Join(sec, "app.mobileprovision"), "--profile", filepath.Join(sec, "widget.mobileprovision")}
+		"--provisioning-profile", filepath.Join(sec, "app.mobileprovision"), "--provisioning-profile", filepath.Join(sec, "widget.mobileprovision")}
 	w := e.worker()
 	check := func(r result, password string) {
 		t.Helper()
@@ -660,7 +660,7 @@ func TestInteractivePrompts(t *testing.T) {
 		a.StdinTTY = true
 		a.Stdin = strings.NewReader("windows\nandroid\n")
 	}, nil, "submit", dir)
-	if r.code != 0 || strings.Count(r.stderr, "Platform to build (ios/android)") != 2 || !strings.Contains(r.stdout, "expo-build logs") {
+	if r.code != 0 || strings.Count(r.stderr, "Platform to build (android/ios/all)") != 2 || !strings.Contains(r.stdout, "expo-build logs") {
 		t.Fatalf("platform prompt: %s", r)
 	}
 	list := jsonOf[api.BuildList](t, e.mustRun(0, nil, "--controller-url", e.URL, "--json", "list"))

@@ -163,8 +163,11 @@ func jsonOf[T any](t *testing.T, r result) T {
 func project(t *testing.T, files map[string]string) string {
 	t.Helper()
 	root := t.TempDir()
+	if _, ok := files["package.json"]; !ok {
+		files["package.json"] = `{"name":"demo"}`
+	}
 	if _, ok := files["app.json"]; !ok {
-		files["app.json"] = `{"expo":{"name":"demo","slug":"demo"}}`
+		files["app.json"] = `{"expo":{"name":"demo","slug":"demo","android":{"package":"com.example.demo"}}}`
 	}
 	for name, body := range files {
 		p := filepath.Join(root, filepath.FromSlash(name))

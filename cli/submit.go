@@ -11,10 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -38,7 +36,7 @@ earlier artifacts (*.ipa, *.apk, *.aab), then whatever the .gitignore files excl
 .easignore at the project root replaces the .gitignore files (as in EAS). A pattern with
 "!" re-includes a default, e.g. "!/dist/".
 
-iOS signing: --p12 FILE with one or more --profile FILE.mobileprovision (the password comes
+iOS signing: --p12 FILE with one or more --provisioning-profile FILE.mobileprovision (the password comes
 from EXPO_P12_PASSWORD or a hidden prompt, never a flag), or --certs ZIP prepared with one
 .p12, password.txt and the profiles.
 
@@ -49,23 +47,29 @@ priority, signing and controller) sends the same key, so the controller returns 
 the first try made. --idempotency-key sets it explicitly (e.g. a CI job id).`
 
 type submitOpts struct {
-	platform, profileName, priority, output, idemKey string
-	timeout                                          time.Duration
-	wait, logs, force                                bool
-	sign                                             signing
+	platform, profileName, priority, output, idemKey, message string
+	timeout                                                   time.Duration
+	wait, noWait, logs, force, nonInteractive                 bool
+	sign                                                      signing
 }
 
 func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) error {
 	fs := inv.flags()
 	var o submitOpts
-	fs.StringVar(&o.platform, "platform", "", "`PLATFORM`: ios or android (asked on a terminal when omitted)")
-	fs.StringVar(&o.profileName, "profile-name", "", "eas.json build profile `NAME` (default: production when eas.json has it)")
+	fs.StringVar(&o.platform, "platform", "", "`PLATFORM`: android, ios or all (asked on a terminal when omitted)")
+	inv.alias(fs, "p", "platform")
+	fs.StringVar(&o.profileName, "profile", "", "eas.json build profile `NAME` (default: production)")
+	inv.alias(fs, "e", "profile")
+	fs.StringVar(&o.message, "message", "", "a short `NOTE` about the build, shown with it")
+	inv.alias(fs, "m", "message")
+	fs.BoolVar(&o.nonInteractive, "non-interactive", false, "never prompt (fail with a message instead)")
 	fs.StringVar(&o.priority, "priority", "", "queue priority `N`: 0 (highest) to 3 (controller default 2)")
 	fs.StringVar(&o.sign.p12, "p12", "", "iOS signing certificate `FILE` (.p12); password from EXPO_P12_PASSWORD or a prompt")
-	fs.Var(&o.sign.profiles, "profile", "provisioning profile `FILE` (.mobileprovision; repeat for app extensions)")
+	fs.Var(&o.sign.profiles, "provisioning-profile", "provisioning profile `FILE` (.mobileprovision; repeat for app extensions)")
 	fs.StringVar(&o.sign.certsZip, "certs", "", "prepared certs `ZIP` (one .p12, password.txt, *.mobileprovision)")
 	fs.DurationVar(&o.timeout, "build-timeout", 0, "build time `LIMIT`, e.g. 45m (controller default 30m)")
 	fs.BoolVar(&o.wait, "wait", false, "follow the build and download the artifacts when it completes")
+	fs.BoolVar(&o.noWait, "no-wait", false, "return once the build is queued (the default)")
 	fs.BoolVar(&o.logs, "logs", false, "with --wait: stream the build log instead of status changes")
 	fs.StringVar(&o.output, "output", "", "with --wait: `DIR` for the artifacts (default: the current directory)")
 	inv.alias(fs, "o", "output")
@@ -90,12 +94,21 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	if o.timeout != 0 && (o.timeout < time.Minute || o.timeout > 24*time.Hour) {
 		return usageErr("--build-timeout must be between 1m and 24h, got %s", o.timeout)
 	}
+	if o.wait && o.noWait {
+		return usageErr("--wait and --no-wait contradict each other")
+	}
 	if (o.logs || o.output != "" || o.force) && !o.wait {
 		return usageErr("--logs, --output and --force go with --wait")
 	}
+	if strings.EqualFold(filepath.Ext(o.profileName), ".mobileprovision") {
+		return usageErr("--profile names the eas.json build profile; pass provisioning profiles with --provisioning-profile %s", o.profileName)
+	}
+	if len(o.message) > 1024 {
+		return usageErr("--message is longer than 1024 characters")
+	}
 	o.platform = strings.ToLower(strings.TrimSpace(o.platform))
-	if o.platform != "" && o.platform != api.PlatformIOS && o.platform != api.PlatformAndroid {
-		return usageErr("unknown platform %q: use --platform ios or --platform android", o.platform)
+	if o.platform != "" && o.platform != api.PlatformIOS && o.platform != api.PlatformAndroid && o.platform != "all" {
+		return usageErr("unknown platform %q: use --platform android, ios or all", o.platform)
 	}
 	if err := o.sign.check(o.platform); err != nil {
 		return err
@@ -109,6 +122,9 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 		return err
 	}
 	if o.platform == "" {
+		if o.nonInteractive {
+			return usageErr("which platform? pass --platform android, ios or all (--non-interactive never asks)")
+		}
 		if o.platform, err = a.askPlatform(inv); err != nil {
 			return err
 		}
@@ -116,9 +132,12 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 			return err
 		}
 	}
-	profile, err := easProfile(root, o.profileName, inv.ui)
-	if err != nil {
-		return err
+	platforms := []string{o.platform}
+	if o.platform == "all" {
+		platforms = []string{api.PlatformAndroid, api.PlatformIOS}
+		if o.idemKey != "" {
+			return usageErr("--idempotency-key names one build; --platform all makes two")
+		}
 	}
 	// Fail fast on a wrong key or an unreachable controller, before packing.
 	if err := s.retry(ctx, "check the API key", true, func(ctx context.Context) error {
@@ -127,30 +146,81 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	}); err != nil {
 		return wrapOp("check the API key", err)
 	}
-	if o.platform == api.PlatformIOS && !o.sign.any() {
-		inv.ui.info("%s no signing material (--p12 with --profile, or --certs): the build can only produce an unsigned or simulator app", inv.ui.e(cYellow, "note:"))
+	// Everything is decided (and every problem reported) before any upload.
+	builds := make([]*resolved, len(platforms))
+	farm := func(ctx context.Context, project string) ([]api.Credential, error) {
+		var list api.CredentialList
+		err := s.retry(ctx, "list the farm's credentials", true, func(ctx context.Context) error {
+			var err error
+			list, err = c.ListCredentials(ctx, project)
+			return err
+		})
+		if err != nil {
+			return nil, wrapOp("list the farm's credentials", err)
+		}
+		return list.Credentials, nil
 	}
-	certs, err := a.certsZip(&o.sign)
-	if err != nil {
-		return err
+	for i, platform := range platforms {
+		r, err := resolveBuild(ctx, root, platform, o.profileName, a.getenv, farm)
+		if err != nil {
+			return err
+		}
+		r.spec.Message = o.message
+		builds[i] = r
 	}
-	plan, err := pack.Scan(ctx, root)
+	var results []map[string]any
+	for _, r := range builds {
+		res, err := a.submitOne(ctx, inv, s, c, r, appConfig, priority, o)
+		if err != nil {
+			return err
+		}
+		results = append(results, res)
+	}
+	if inv.json && !o.wait {
+		if len(results) == 1 {
+			return inv.ui.emit(results[0])
+		}
+		return inv.ui.emit(map[string]any{"builds": results})
+	}
+	return nil
+}
+
+// submitOne packs and uploads one resolved build; with --wait it follows it.
+func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api.Client, r *resolved, appConfig string, priority *int, o submitOpts) (map[string]any, error) {
+	platform := r.spec.Platform
+	for _, w := range r.warnings {
+		inv.ui.warn("%s", w)
+	}
+	if platform == api.PlatformIOS && !o.sign.any() {
+		inv.ui.info("%s no signing material (--p12 with --provisioning-profile, or --certs): the build can only produce an unsigned or simulator app", inv.ui.e(cYellow, "note:"))
+	}
+	var certs []byte
+	if platform == api.PlatformIOS {
+		var err error
+		if certs, err = a.certsZip(&o.sign); err != nil {
+			return nil, err
+		}
+	}
+	plan, err := pack.ScanWith(ctx, r.uploadRoot, pack.Options{AppDir: r.spec.Project.AppDir, Exclude: r.exclude})
 	if err != nil {
-		return &cliError{code: ExitFailed, msg: "read the project", err: err}
+		return nil, &cliError{code: ExitFailed, msg: "read the project", err: err}
 	}
 	for _, w := range plan.Warnings {
 		inv.ui.warn("%s", w)
 	}
 	if plan.Files == 0 {
-		return failErr("check .easignore / .gitignore", "nothing to upload: every file of %s is excluded", root)
+		return nil, failErr("check .easignore / .gitignore", "nothing to upload: every file of %s is excluded", r.uploadRoot)
 	}
 	describePlan(inv.ui, plan, appConfig)
+	describeSpec(inv.ui, r.spec)
 
-	req := api.SubmitRequest{Platform: o.platform, Profile: profile, Priority: priority, TimeoutSeconds: int(o.timeout.Seconds())}
+	spec := r.spec
+	req := api.SubmitRequest{Platform: platform, Profile: spec.ProfileName, Priority: priority, TimeoutSeconds: int(o.timeout.Seconds()),
+		Spec: &spec, Credentials: r.credentials}
 	fp := submitFingerprint(s, plan, req, certs)
-	key, resumed, err := s.idempotencyKey(o.idemKey, fp, root)
+	key, resumed, err := s.idempotencyKey(o.idemKey, fp, r.uploadRoot)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if resumed {
 		inv.ui.info("Sending again an earlier submit of this project whose answer never came, with its Idempotency-Key: no second build.")
@@ -161,32 +231,70 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 		// The controller may have made the build: keep the key for a re-run.
 		const again = "run the same command again: it sends the same Idempotency-Key, so the controller will not create a second build"
 		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-			return &cliError{code: ExitInterrupted, msg: "interrupted during the upload", hint: again}
+			return nil, &cliError{code: ExitInterrupted, msg: "interrupted during the upload", hint: again}
 		}
 		if isNetworkError(err) || api.StatusOf(err) >= 500 {
 			msg, hint := describe(err, s)
-			return &cliError{code: exitCode(err), msg: msg, hint: again + "; " + hint}
+			return nil, &cliError{code: exitCode(err), msg: msg, hint: again + "; " + hint}
 		}
 		s.forgetPending(fp)
-		return wrapOp("submit", err)
+		return nil, wrapOp("submit", err)
 	}
-	if err := s.recordSubmit(sub, o.platform, fp); err != nil {
+	if err := s.recordSubmit(sub, platform, fp); err != nil {
 		inv.ui.warn("%v (status, logs and download still work with your API key)", err)
 	}
 	if o.wait {
-		return a.waitAndDownload(ctx, inv, s, sub, o)
+		return nil, a.waitAndDownload(ctx, inv, s, sub, o)
 	}
-	if inv.json {
-		return inv.ui.emit(submitJSON(sub, req, plan))
+	if !inv.json {
+		printSubmitted(inv.ui, sub, req)
 	}
-	printSubmitted(inv.ui, sub, req)
-	return nil
+	return submitJSON(sub, req, plan), nil
+}
+
+// describeSpec tells the developer what was decided, before the upload.
+func describeSpec(u *ui, spec api.BuildSpec) {
+	what := fmt.Sprintf("Build profile %q for %s: %s distribution, environment %q", spec.ProfileName, spec.Platform, spec.Profile.Distribution, spec.Environment)
+	if spec.Android != nil {
+		what += ", gradlew " + spec.Android.GradleCommand
+	}
+	u.info("%s", what)
+	app := spec.App.Name + " (" + spec.App.Slug
+	if spec.App.Version != "" {
+		app += " " + spec.App.Version
+	}
+	if spec.Platform == api.PlatformAndroid && spec.App.AndroidPackage != "" {
+		app += ", " + spec.App.AndroidPackage
+	}
+	u.info("App %s) from %s; %s", app, spec.App.ConfigSource, describeProject(spec.Project))
+	switch c := spec.Credentials; {
+	case c.Android != nil:
+		u.info("Signing: %s keystore, key %q, certificate SHA-256 %s", c.Source, c.Android.KeyAlias, c.Android.CertificateSHA256)
+	case spec.Platform == api.PlatformAndroid:
+		u.info("Signing: the debug key (no credentials)")
+	}
+}
+
+func describeProject(p api.Project) string {
+	s := p.PackageManager
+	if p.PackageManagerVersion != "" {
+		s += "@" + p.PackageManagerVersion
+	}
+	if p.Lockfile != "" {
+		s += " (" + p.Lockfile + ", frozen install)"
+	} else {
+		s += " (no lockfile: the install is not frozen)"
+	}
+	if p.AppDir != "" {
+		s += ", app at " + p.AppDir + " in the workspace"
+	}
+	return s
 }
 
 func submitJSON(sub api.SubmitResponse, req api.SubmitRequest, plan *pack.Plan) map[string]any {
 	return map[string]any{"id": sub.ID, "status": sub.Status, "queue_position": sub.QueuePosition, "submitted_at": sub.SubmittedAt,
 		"platform": req.Platform, "profile": req.Profile, "idempotency_key": req.IdempotencyKey,
-		"files": plan.Files, "bytes": plan.Bytes}
+		"files": plan.Files, "bytes": plan.Bytes, "spec": req.Spec}
 }
 
 func printSubmitted(u *ui, sub api.SubmitResponse, req api.SubmitRequest) {
@@ -255,61 +363,27 @@ func findProject(dir string) (root, appConfig string, err error) {
 		hint: "run expo-build in your project, or pass its path: expo-build submit path/to/app"}
 }
 
-// easProfile checks --profile-name against eas.json; without one it picks
-// "production" when eas.json defines it (as eas build does).
-func easProfile(root, name string, u *ui) (string, error) {
-	data, err := os.ReadFile(filepath.Join(root, "eas.json"))
-	if errors.Is(err, fs.ErrNotExist) {
-		if name != "" {
-			u.warn("no eas.json in %s; sending build profile %q anyway", root, name)
-		}
-		return name, nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("read eas.json: %w", err)
-	}
-	var eas struct {
-		Build map[string]json.RawMessage `json:"build"`
-	}
-	if err := json.Unmarshal(data, &eas); err != nil {
-		return "", usageErr("eas.json in %s is not valid JSON: %v", root, err)
-	}
-	profiles := make([]string, 0, len(eas.Build))
-	for p := range eas.Build {
-		profiles = append(profiles, p)
-	}
-	slices.Sort(profiles)
-	if name == "" {
-		if _, ok := eas.Build["production"]; ok {
-			return "production", nil
-		}
-		return "", nil
-	}
-	if _, ok := eas.Build[name]; !ok {
-		return "", usageErr("eas.json has no build profile %q (it has: %s)", name, strings.Join(profiles, ", "))
-	}
-	return name, nil
-}
-
 func (a *App) askPlatform(inv *invocation) (string, error) {
 	if !a.StdinTTY || inv.json {
-		return "", usageErr("which platform? pass --platform ios or --platform android")
+		return "", usageErr("which platform? pass --platform android, ios or all")
 	}
 	br := bufio.NewReader(a.Stdin)
 	for range 3 {
-		fmt.Fprint(a.Stderr, "Platform to build (ios/android): ")
+		fmt.Fprint(a.Stderr, "Platform to build (android/ios/all): ")
 		line, err := br.ReadString('\n')
 		switch p := strings.ToLower(strings.TrimSpace(line)); p {
 		case "ios", "i":
 			return api.PlatformIOS, nil
 		case "android", "a":
 			return api.PlatformAndroid, nil
+		case "all":
+			return "all", nil
 		}
 		if err != nil {
 			break
 		}
 	}
-	return "", usageErr("no platform chosen: pass --platform ios or --platform android")
+	return "", usageErr("no platform chosen: pass --platform android, ios or all")
 }
 
 // submitFingerprint identifies "the same submit": the controller, the key,
@@ -323,7 +397,10 @@ func submitFingerprint(s *session, plan *pack.Plan, req api.SubmitRequest, certs
 	if req.Priority != nil {
 		prio = *req.Priority
 	}
-	fmt.Fprintf(h, "%s\x00%x\x00%s\x00%s\x00%s\x00%d\x00%d\x00%x", s.baseURL, keyHash, plan.Fingerprint(), req.Platform, req.Profile, prio, req.TimeoutSeconds, certsHash)
+	spec, _ := json.Marshal(req.Spec)
+	creds, _ := json.Marshal(req.Credentials)
+	specHash, credsHash := sha256.Sum256(spec), sha256.Sum256(creds)
+	fmt.Fprintf(h, "%s\x00%x\x00%s\x00%s\x00%s\x00%d\x00%d\x00%x\x00%x\x00%x", s.baseURL, keyHash, plan.Fingerprint(), req.Platform, req.Profile, prio, req.TimeoutSeconds, certsHash, specHash, credsHash)
 	return hex.EncodeToString(h.Sum(nil))
 }
 

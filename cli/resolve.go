@@ -1,0 +1,265 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/freeagent-build/freeagent/cli/appconfig"
+	"github.com/freeagent-build/freeagent/cli/credentials"
+	"github.com/freeagent-build/freeagent/cli/easjson"
+	proj "github.com/freeagent-build/freeagent/cli/project"
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// resolved is a build decided on the developer's machine: what the
+// controller stores and the VM applies, the credentials that travel
+// sealed beside it, and what the archive must hold.
+type resolved struct {
+	spec        api.BuildSpec
+	credentials *api.BuildCredentials
+	// uploadRoot is the directory packed (the workspace root).
+	uploadRoot string
+	// exclude are paths relative to uploadRoot that must never be
+	// uploaded (credentials.json and the files it names).
+	exclude  []string
+	warnings []string
+}
+
+// farmCredentials lists the credentials kept on the farm for a project;
+// nil when the build needs none from there.
+type farmCredentials func(ctx context.Context, project string) ([]api.Credential, error)
+
+// resolveBuild decides everything about one build of the app in appRoot:
+// the eas.json profile for the platform, the app's identity, the layout
+// and package manager, the credentials. Every problem is an error before
+// anything is uploaded.
+func resolveBuild(ctx context.Context, appRoot, platform, profileName string, getenv func(string) string, farm farmCredentials) (*resolved, error) {
+	r := &resolved{}
+	profile, err := resolveProfile(appRoot, platform, profileName, &r.warnings)
+	if err != nil {
+		return nil, err
+	}
+	if profileName == "" {
+		profileName = "production"
+	}
+	if err := checkApplicable(profile, platform, &r.warnings); err != nil {
+		return nil, err
+	}
+	layout, err := proj.Detect(appRoot, proj.Options{Corepack: profile.Corepack, Yarn: profile.Yarn, Pnpm: profile.Pnpm, Bun: profile.Bun})
+	if err != nil {
+		return nil, &cliError{code: ExitUsage, msg: "decide the package manager", err: err}
+	}
+	r.uploadRoot = layout.WorkspaceRoot
+	spec := api.BuildSpec{
+		Version: api.SpecVersion, Platform: platform, ProfileName: profileName, Profile: profile,
+		Environment: easjson.Environment(profile), Project: layout.Project,
+	}
+	if platform == api.PlatformAndroid {
+		spec.Android = easjson.Android(profile)
+	}
+
+	// The app config sees the profile's env, as EAS evaluates it.
+	env := append(os.Environ(), "EAS_BUILD_PROFILE="+profileName, "EAS_BUILD_PLATFORM="+platform)
+	for k, v := range profile.Env {
+		env = append(env, k+"="+v)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	spec.App, err = appconfig.Read(cctx, appRoot, env)
+	cancel()
+	if err != nil {
+		return nil, &cliError{code: ExitUsage, msg: "read the app config", err: err}
+	}
+	if spec.App.Slug == "" {
+		return nil, usageErr("the app config has no slug: set expo.slug in app.json (it names the project whose variables and credentials the build uses)")
+	}
+	if platform == api.PlatformAndroid && spec.App.AndroidPackage == "" && !fileExists(filepath.Join(appRoot, "android")) {
+		return nil, usageErr("the app config has no android.package: set expo.android.package in app.json (e.g. com.example.app); expo prebuild needs it")
+	}
+
+	// Relative paths from the upload root to the app.
+	relApp, err := filepath.Rel(r.uploadRoot, mustEval(appRoot))
+	if err != nil || relApp == ".." || strings.HasPrefix(relApp, ".."+string(filepath.Separator)) {
+		return nil, fmt.Errorf("the app %s is outside its workspace root %s", appRoot, r.uploadRoot)
+	}
+	toUpload := func(rel string) string { return path.Join(filepath.ToSlash(relApp), rel) }
+
+	if err := r.resolveCredentials(ctx, &spec, appRoot, farm, toUpload); err != nil {
+		return nil, err
+	}
+	spec.GitCommit = gitCommit(ctx, appRoot)
+	r.spec = spec
+	return r, nil
+}
+
+// resolveProfile loads eas.json and resolves the profile. A project
+// without eas.json builds with EAS's defaults, as an empty profile.
+func resolveProfile(appRoot, platform, name string, warnings *[]string) (api.BuildProfile, error) {
+	f, err := easjson.Load(appRoot)
+	if errors.Is(err, easjson.ErrMissing) {
+		if name != "" {
+			return api.BuildProfile{}, usageErr("--profile %s: there is no eas.json in %s to define it", name, appRoot)
+		}
+		*warnings = append(*warnings, "no eas.json: building with EAS's defaults (store distribution, remote credentials)")
+		f, err = easjson.Parse([]byte(`{"build":{"production":{}}}`))
+	}
+	if err != nil {
+		return api.BuildProfile{}, &cliError{code: ExitUsage, msg: "eas.json", err: err}
+	}
+	p, err := f.Resolve(platform, name)
+	if err != nil {
+		return api.BuildProfile{}, &cliError{code: ExitUsage, msg: "eas.json", err: err}
+	}
+	if src := f.AppVersionSource(); p.AutoIncrement != nil && (p.AutoIncrement.Bool == nil || *p.AutoIncrement.Bool) {
+		why := "the farm keeps no app versions (cli.appVersionSource \"remote\")"
+		if src != "remote" {
+			why = "expo-build does not change app.json for you"
+		}
+		return api.BuildProfile{}, usageErr("eas.json: build.%s.autoIncrement is not supported: %s; set the version (android.versionCode / ios.buildNumber) in the app config and remove autoIncrement", profileOr(name), why)
+	}
+	return p, nil
+}
+
+func profileOr(name string) string {
+	if name == "" {
+		return "production"
+	}
+	return name
+}
+
+// checkApplicable refuses the profile keys this farm cannot honour, each
+// with why, and warns about those that change nothing here.
+func checkApplicable(p api.BuildProfile, platform string, warnings *[]string) error {
+	var refused []string
+	refuse := func(key, why string) { refused = append(refused, fmt.Sprintf("%s: %s", key, why)) }
+	if p.ResourceClass != "" && p.ResourceClass != "default" {
+		refuse("resourceClass", "each worker Mac's own CPU and memory build it; remove the key (or set \"default\")")
+	}
+	if p.Image != "" && p.Image != "default" && p.Image != "latest" {
+		refuse("image", "the worker's VM template decides the build image; remove the key (or set \"default\")")
+	}
+	for key, v := range map[string]string{"ndk": p.Ndk, "bundler": p.Bundler, "fastlane": p.Fastlane, "cocoapods": p.Cocoapods, "expoCli": p.ExpoCli} {
+		if v != "" {
+			refuse(key, "the worker's VM template provides this tool's version; remove the key")
+		}
+	}
+	if p.Config != "" {
+		refuse("config", "custom build YAML (.eas/build) is not supported; define a \"freeagent:build\" script in package.json instead")
+	}
+	if p.WithoutCredentials != nil && *p.WithoutCredentials && platform == api.PlatformAndroid {
+		// Honoured: the credentials step is skipped (debug signing).
+		*warnings = append(*warnings, "withoutCredentials: the build is signed as the project's Gradle files say (the debug key in Expo's template)")
+	}
+	if p.ReleaseChannel != "" {
+		refuse("releaseChannel", "classic updates' release channels ended with SDK 49; use channel (EAS Update)")
+	}
+	if p.Node != "" {
+		*warnings = append(*warnings, fmt.Sprintf("node %s: the worker's VM template provides Node.js; the build checks that its version is %s", p.Node, p.Node))
+	}
+	if p.Cache != nil {
+		*warnings = append(*warnings, "cache: dependency caching is not applied by this farm yet; builds install from scratch")
+	}
+	if p.UploadSourceMaps != nil && *p.UploadSourceMaps {
+		*warnings = append(*warnings, "uploadSourceMaps: source maps are not uploaded by this farm; add them to buildArtifactPaths to keep them")
+	}
+	if len(refused) > 0 {
+		slices.Sort(refused)
+		return usageErr("the build profile has settings this farm cannot apply:\n  - %s", strings.Join(refused, "\n  - "))
+	}
+	return nil
+}
+
+// resolveCredentials decides which credentials sign the build: the local
+// credentials.json, the farm's for the project, or none (debug signing,
+// with a warning: never refused for that alone).
+func (r *resolved) resolveCredentials(ctx context.Context, spec *api.BuildSpec, appRoot string, farm farmCredentials, toUpload func(string) string) error {
+	spec.Credentials = api.CredentialsInfo{Source: api.CredentialsNone}
+	// credentials.json never travels in the archive, whichever source is used.
+	local, err := credentials.Load(appRoot)
+	switch {
+	case err == nil:
+		for _, p := range local.Paths() {
+			r.exclude = append(r.exclude, toUpload(p))
+		}
+	case errors.Is(err, credentials.ErrNoFile):
+		local = nil
+	case spec.Profile.CredentialsSource == api.CredentialsLocal:
+		return &cliError{code: ExitUsage, msg: "credentials.json", err: err}
+	default:
+		r.exclude = append(r.exclude, toUpload(credentials.FileName))
+		r.warnings = append(r.warnings, fmt.Sprintf("credentials.json is not used (credentialsSource is %q) and could not be read: %v", spec.Profile.CredentialsSource, err))
+		local = nil
+	}
+	if spec.Platform != api.PlatformAndroid || (spec.Profile.WithoutCredentials != nil && *spec.Profile.WithoutCredentials) {
+		return nil
+	}
+	noneHint := "the build is signed with the debug key; for a store build add credentials.json (android.keystore) with credentialsSource \"local\", or run `expo-build credentials set --platform android`"
+	if spec.Profile.CredentialsSource == api.CredentialsLocal {
+		if local == nil || !local.HasAndroid() {
+			return usageErr("eas.json: credentialsSource is \"local\" but %s has no credentials.json with android.keystore (https://docs.expo.dev/app-signing/local-credentials/)", appRoot)
+		}
+		ks, info, err := local.Android()
+		if err != nil {
+			return &cliError{code: ExitUsage, msg: "credentials.json", err: err}
+		}
+		spec.Credentials = api.CredentialsInfo{Source: api.CredentialsLocal, Android: &info}
+		r.credentials = &api.BuildCredentials{Android: &ks}
+		return nil
+	}
+	// Remote: the farm's keystore for the project.
+	name := spec.Profile.KeystoreName
+	if name == "" {
+		name = "default"
+	}
+	list, err := farm(ctx, spec.App.Slug)
+	if err != nil {
+		return err
+	}
+	for _, c := range list {
+		if c.Platform == api.PlatformAndroid && c.Name == name && c.Android != nil {
+			info := *c.Android
+			info.Name = name
+			spec.Credentials = api.CredentialsInfo{Source: api.CredentialsRemote, Android: &info}
+			return nil
+		}
+	}
+	if spec.Profile.KeystoreName != "" {
+		return usageErr("eas.json: keystoreName %q: the farm has no Android keystore of that name for project %q; add it with `expo-build credentials set --platform android --name %s`", name, spec.App.Slug, name)
+	}
+	r.warnings = append(r.warnings, fmt.Sprintf("no Android keystore on the farm for project %q: %s", spec.App.Slug, noneHint))
+	return nil
+}
+
+// gitCommit is the project's HEAD commit, or "" outside a git checkout.
+func gitCommit(ctx context.Context, dir string) string {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, "git", "-C", dir, "rev-parse", "--verify", "-q", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(out))
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// mustEval resolves symbolic links where it can (Detect's root is resolved).
+func mustEval(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		p = abs
+	}
+	if r, err := filepath.EvalSymlinks(p); err == nil {
+		return r
+	}
+	return p
+}
