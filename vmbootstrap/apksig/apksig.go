@@ -39,7 +39,7 @@ type Scheme string
 const (
 	SchemeV3 Scheme = "APK Signature Scheme v3"
 	SchemeV2 Scheme = "APK Signature Scheme v2"
-	SchemeV1 Scheme = "JAR signature (v1)"
+	SchemeV1 Scheme = "v1 JAR signature"
 )
 
 // Signer is one signer's certificate.
