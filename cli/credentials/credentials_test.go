@@ -310,6 +310,32 @@ func TestAndroid(t *testing.T) {
 	})
 }
 
+// A PKCS12 keystore that also trusts a certificate: go-pkcs12 cannot read
+// it; the error says so and how to convert it, and the JKS it converts to
+// (trusted entry included) opens.
+func TestPKCS12WithTrustedCertificate(t *testing.T) {
+	jks := fixtures(t)[0]
+	dir := t.TempDir()
+	cert, p12, converted := filepath.Join(dir, "c.der"), filepath.Join(dir, "t.p12"), filepath.Join(dir, "t.jks")
+	keytool(t, "-genkeypair", "-keystore", p12, "-storetype", "PKCS12", "-storepass", "p12-pass", "-alias", "k", "-keyalg", "EC", "-dname", "CN=k")
+	keytool(t, "-exportcert", "-keystore", jks.file, "-storepass", jks.storePw, "-alias", "second", "-file", cert)
+	keytool(t, "-importcert", "-noprompt", "-keystore", p12, "-storepass", "p12-pass", "-alias", "ca", "-file", cert)
+	raw, _ := os.ReadFile(p12)
+	_, err := ValidateKeystore(raw, "p12-pass", "k", "")
+	var ke *KeystoreError
+	if !errors.As(err, &ke) || ke.Problem != Unsupported || !strings.Contains(err.Error(), "trusted-certificate entries") || !strings.Contains(err.Error(), "keytool -importkeystore") {
+		t.Fatalf("err = %v", err)
+	}
+	keytool(t, "-importkeystore", "-srckeystore", p12, "-srcstorepass", "p12-pass", "-destkeystore", converted, "-deststoretype", "JKS", "-deststorepass", "p12-pass")
+	raw, _ = os.ReadFile(converted)
+	if _, err := ValidateKeystore(raw, "p12-pass", "k", ""); err != nil {
+		t.Fatalf("the converted JKS: %v", err)
+	}
+	if _, err := ValidateKeystore(raw, "p12-pass", "ca", ""); err == nil || !strings.Contains(err.Error(), `which holds only "k"`) {
+		t.Fatalf("a trusted certificate is not a key entry: %v", err)
+	}
+}
+
 func TestLoad(t *testing.T) {
 	write := func(t *testing.T, content string) string {
 		dir := t.TempDir()

@@ -391,10 +391,13 @@ func openPKCS12(raw []byte, storePassword, alias, keyPassword string) (*x509.Cer
 		// protected with a password other than the store password.
 		return nil, &KeystoreError{Problem: Unsupported, Detail: "a PKCS12 keystore whose entries are protected with a password other than the store password"}
 	}
+	if err != nil && strings.Contains(err.Error(), "unknown attribute") {
+		// Java marks trusted-certificate entries with an attribute
+		// go-pkcs12 does not know; upload keystores have none.
+		return nil, &KeystoreError{Problem: Unsupported, Detail: "a PKCS12 keystore with trusted-certificate entries besides its keys (" + err.Error() + ")"}
+	}
 	var notImpl pkcs12.NotImplementedError
-	if errors.As(err, &notImpl) || (err != nil && strings.Contains(err.Error(), "unknown attribute")) {
-		// Trusted-certificate entries carry a Java attribute go-pkcs12
-		// does not know; upload keystores have none.
+	if errors.As(err, &notImpl) {
 		return nil, &KeystoreError{Problem: Unsupported, Detail: err.Error()}
 	}
 	if err != nil {

@@ -1,0 +1,297 @@
+package vmbootstrap
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// requireAndroidTools fails the test when the JDK, zipalign or apksigner
+// is missing: CI installs them (.ci/run). FREEAGENT_TEST_NO_JAVA=1 skips
+// instead, for machines without them.
+func requireAndroidTools(t *testing.T) {
+	t.Helper()
+	for _, tool := range []string{"keytool", "jar", "jarsigner", "zipalign", "apksigner"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			if os.Getenv("FREEAGENT_TEST_NO_JAVA") == "1" {
+				t.Skipf("%s not installed and FREEAGENT_TEST_NO_JAVA=1", tool)
+			}
+			t.Fatalf("%s is not installed (apt-get install openjdk-17-jdk-headless apksigner zipalign; or set FREEAGENT_TEST_NO_JAVA=1 to skip): %v", tool, err)
+		}
+	}
+}
+
+// androidApp copies testdata/android-app (its gradlew writes build
+// outputs) and appends lines to its android/gradle.properties.
+func androidApp(t *testing.T, properties ...string) string {
+	t.Helper()
+	dst := filepath.Join(t.TempDir(), "project")
+	err := filepath.WalkDir("testdata/android-app", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel("testdata/android-app", p)
+		if d.IsDir() {
+			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		info, _ := d.Info()
+		return os.WriteFile(filepath.Join(dst, rel), b, info.Mode().Perm())
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(properties) > 0 {
+		f, err := os.OpenFile(filepath.Join(dst, "android/gradle.properties"), os.O_APPEND|os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintln(f, strings.Join(properties, "\n"))
+		f.Close()
+	}
+	return dst
+}
+
+type teamKey struct {
+	ks   api.AndroidKeystore
+	info api.KeystoreInfo
+}
+
+var keytoolSHA256 = regexp.MustCompile(`(?m)^\s*SHA256: ([0-9A-F:]+)$`)
+
+// newTeamKey makes an upload keystore with keytool and identifies it the
+// way keytool does (the CLI's credentials package does the same, checked
+// against keytool in its own tests).
+func newTeamKey(t *testing.T, dir, storetype, alias, storePw, keyPw, dname string) teamKey {
+	t.Helper()
+	file := filepath.Join(dir, alias+".keystore")
+	out, err := exec.Command("keytool", "-genkeypair", "-keystore", file, "-storetype", storetype, "-storepass", storePw, "-keypass", keyPw,
+		"-alias", alias, "-keyalg", "RSA", "-keysize", "2048", "-validity", "10000", "-dname", dname).CombinedOutput()
+	if err != nil {
+		t.Fatalf("keytool: %v\n%s", err, out)
+	}
+	out, err = exec.Command("keytool", "-list", "-v", "-keystore", file, "-storepass", storePw, "-alias", alias).CombinedOutput()
+	m := keytoolSHA256.FindStringSubmatch(string(out))
+	if err != nil || m == nil {
+		t.Fatalf("keytool -list: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return teamKey{
+		ks:   api.AndroidKeystore{Keystore: raw, KeystorePassword: storePw, KeyAlias: alias, KeyPassword: keyPw},
+		info: api.KeystoreInfo{Type: storetype, KeyAlias: alias, Subject: strings.ReplaceAll(dname, ", ", ","), CertificateSHA256: strings.ToLower(strings.ReplaceAll(m[1], ":", ""))},
+	}
+}
+
+// gradle runs the project's gradlew as the pipeline runs steps, with env
+// added to the step's environment, and returns the log.
+func gradle(t *testing.T, project string, env []string, tasks ...string) (string, error) {
+	t.Helper()
+	var out syncBuffer
+	r := &stepRunner{env: append(os.Environ(), env...), out: &out, grace: 5 * time.Second, drain: time.Second}
+	dir := filepath.Join(project, "android")
+	err := r.run(context.Background(), Step{Argv: append([]string{filepath.Join(dir, "gradlew")}, tasks...), Dir: dir})
+	return out.String(), err
+}
+
+func TestWriteKeystoreAndEnv(t *testing.T) {
+	work := filepath.Join(t.TempDir(), "work", "signing")
+	ks := api.AndroidKeystore{Keystore: []byte{0xFE, 0xED, 0xFE, 0xED, 1, 2, 3}, KeystorePassword: "store pw", KeyAlias: "upload"}
+	path, err := writeKeystore(work, ks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o600 || filepath.Dir(path) != work {
+		t.Errorf("keystore at %s with mode %v, want 0600 in %s", path, st.Mode().Perm(), work)
+	}
+	if b, _ := os.ReadFile(path); string(b) != string(ks.Keystore) {
+		t.Errorf("keystore content %x", b)
+	}
+	if dst, _ := os.Stat(work); dst.Mode().Perm() != 0o700 {
+		t.Errorf("work dir mode %v, want 0700", dst.Mode().Perm())
+	}
+	want := []string{
+		"ORG_GRADLE_PROJECT_android.injected.signing.store.file=" + path,
+		"ORG_GRADLE_PROJECT_android.injected.signing.store.password=store pw",
+		"ORG_GRADLE_PROJECT_android.injected.signing.key.alias=upload",
+		"ORG_GRADLE_PROJECT_android.injected.signing.key.password=store pw", // absent: the store password
+		"ORG_GRADLE_PROJECT_android.injected.signing.store.type=jks",
+	}
+	if got := gradleSigningEnv(path, ks); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("gradleSigningEnv =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if _, err := writeKeystore(work, api.AndroidKeystore{}); err == nil {
+		t.Error("writeKeystore accepted an empty keystore")
+	}
+}
+
+// TestAndroidSigning runs the stand-in Gradle (testdata/android-app) the
+// way the pipeline will: the keystore written outside the project, its
+// properties in the gradle step's environment only; then checks the
+// artifacts with verifyAndroidArtifact.
+func TestAndroidSigning(t *testing.T) {
+	requireAndroidTools(t)
+	keys := t.TempDir()
+	team := newTeamKey(t, keys, "JKS", "upload", "team-store-pw", "team-key-pw", "CN=Team Upload, O=Acme, C=US")
+	teamP12 := newTeamKey(t, keys, "PKCS12", "release", "p12-store-pw", "p12-store-pw", "CN=Team Release, O=Acme")
+	// The project's own key, for the re-signing switch.
+	own := newTeamKey(t, keys, "JKS", "own", "own-store-pw", "own-store-pw", "CN=Someone Else")
+	const debugSHA256 = "bf53d1080b02563010eeaf175b58e3c76298b9d1b0879a3d89bc94276af24fdb" // testdata/android-app/android/app/debug.keystore
+
+	inject := func(t *testing.T, k teamKey) []string {
+		path, err := writeKeystore(filepath.Join(t.TempDir(), "signing"), k.ks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return gradleSigningEnv(path, k.ks)
+	}
+	noSecrets := func(t *testing.T, log string, k teamKey) {
+		t.Helper()
+		for _, s := range []string{k.ks.KeystorePassword, k.ks.KeyPassword} {
+			if strings.Contains(log, s) {
+				t.Errorf("the gradle log shows a password:\n%s", log)
+			}
+		}
+	}
+
+	t.Run("injected keystore signs every output", func(t *testing.T) {
+		project := androidApp(t)
+		for _, k := range []teamKey{team, teamP12} {
+			log, err := gradle(t, project, inject(t, k), "clean", ":app:assembleRelease", ":app:bundleRelease", "assembleFreeRelease")
+			if err != nil {
+				t.Fatalf("%v\n%s", err, log)
+			}
+			noSecrets(t, log, k)
+			for _, artifact := range []string{"apk/release/app-release.apk", "bundle/release/app-release.aab", "apk/free/release/app-free-release.apk"} {
+				if err := verifyAndroidArtifact(filepath.Join(project, "android/app/build/outputs", artifact), k.info); err != nil {
+					t.Errorf("%s (%s): %v", artifact, k.info.Type, err)
+				}
+			}
+		}
+		if _, err := os.Stat(filepath.Join(project, "android/app/build/outputs/apk/release/app-release.apk")); err != nil {
+			t.Fatal(err)
+		}
+		// Nothing of the keystore in the project.
+		filepath.WalkDir(project, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && strings.HasSuffix(p, ".keystore") && !strings.HasSuffix(p, "android/app/debug.keystore") {
+				t.Errorf("keystore inside the project: %s", p)
+			}
+			return nil
+		})
+	})
+
+	t.Run("without injection Expo's template signs release with the debug key", func(t *testing.T) {
+		project := androidApp(t)
+		log, err := gradle(t, project, nil, ":app:assembleRelease", "bundleRelease")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, log)
+		}
+		for _, artifact := range []string{"apk/release/app-release.apk", "bundle/release/app-release.aab"} {
+			err := verifyAndroidArtifact(filepath.Join(project, "android/app/build/outputs", artifact), team.info)
+			var mismatch *SigningMismatchError
+			if !errors.As(err, &mismatch) {
+				t.Fatalf("%s: err = %v, want a SigningMismatchError", artifact, err)
+			}
+			msg := err.Error()
+			t.Log(msg)
+			for _, want := range []string{
+				filepath.Base(artifact) + " is signed",
+				"CN=Android Debug,O=Android,C=US (SHA-256 " + debugSHA256 + ")",
+				`key "upload": CN=Team Upload,O=Acme,C=US, SHA-256 ` + team.info.CertificateSHA256,
+				"A release build signed with the debug key: the project's signingConfig overrides",
+			} {
+				if !strings.Contains(msg, want) {
+					t.Errorf("%s: error %q\nlacks %q", artifact, msg, want)
+				}
+			}
+		}
+	})
+
+	t.Run("a project that re-signs with its own key", func(t *testing.T) {
+		ownFile := filepath.Join(keys, "own.keystore")
+		project := androidApp(t, "releaseResign.storeFile="+ownFile, "releaseResign.storePassword=own-store-pw", "releaseResign.keyAlias=own")
+		log, err := gradle(t, project, inject(t, team), ":app:assembleRelease", ":app:bundleRelease", ":app:assembleDebug")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, log)
+		}
+		for _, artifact := range []string{"apk/release/app-release.apk", "bundle/release/app-release.aab"} {
+			err := verifyAndroidArtifact(filepath.Join(project, "android/app/build/outputs", artifact), team.info)
+			if err == nil || !strings.Contains(err.Error(), "CN=Someone Else (SHA-256 "+own.info.CertificateSHA256+")") ||
+				!strings.Contains(err.Error(), "re-signs its outputs with a key of its own") {
+				t.Errorf("%s: err = %v", artifact, err)
+			}
+			t.Log(err)
+		}
+		// The debug variant is not re-signed: the team's key.
+		if err := verifyAndroidArtifact(filepath.Join(project, "android/app/build/outputs/apk/debug/app-debug.apk"), team.info); err != nil {
+			t.Errorf("debug APK: %v", err)
+		}
+	})
+
+	t.Run("a release build type without signingConfig", func(t *testing.T) {
+		project := androidApp(t, "releaseSigningConfig=none")
+		log, err := gradle(t, project, nil, "assembleRelease", "bundleRelease")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, log)
+		}
+		for _, artifact := range []string{"apk/release/app-release-unsigned.apk", "bundle/release/app-release.aab"} {
+			err := verifyAndroidArtifact(filepath.Join(project, "android/app/build/outputs", artifact), team.info)
+			var mismatch *SigningMismatchError
+			if !errors.As(err, &mismatch) || mismatch.Got != nil || !strings.Contains(err.Error(), "is not signed") {
+				t.Errorf("%s: err = %v", artifact, err)
+			}
+			t.Log(err)
+		}
+		// With the injection the same project is signed by the team's key.
+		if log, err := gradle(t, project, inject(t, team), "assembleRelease"); err != nil {
+			t.Fatalf("%v\n%s", err, log)
+		}
+		if err := verifyAndroidArtifact(filepath.Join(project, "android/app/build/outputs/apk/release/app-release.apk"), team.info); err != nil {
+			t.Error(err)
+		}
+	})
+
+	t.Run("unknown task fails as Gradle does", func(t *testing.T) {
+		project := androidApp(t)
+		log, err := gradle(t, project, nil, ":app:assembleRelease", "assembleStaging")
+		var stepErr *StepError
+		if !errors.As(err, &stepErr) || stepErr.Code != 1 {
+			t.Fatalf("err = %v\n%s", err, log)
+		}
+		if !strings.Contains(log, "Task 'assembleStaging' not found in root project 'android-app'.") || !strings.Contains(log, "BUILD FAILED") {
+			t.Errorf("log:\n%s", log)
+		}
+		if _, err := os.Stat(filepath.Join(project, "android/app/build")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("a task ran before the unknown one failed the build: %v", err)
+		}
+	})
+
+	t.Run("not an artifact", func(t *testing.T) {
+		file := filepath.Join(t.TempDir(), "app-release.apk")
+		os.WriteFile(file, []byte("<html>502 Bad Gateway</html>"), 0o644)
+		err := verifyAndroidArtifact(file, team.info)
+		var mismatch *SigningMismatchError
+		if err == nil || errors.As(err, &mismatch) || !strings.Contains(err.Error(), "not a zip") {
+			t.Errorf("err = %v", err)
+		}
+	})
+}
