@@ -228,7 +228,9 @@ func printVariables(u *ui, project string, vars []api.Variable) {
 		case v.Visibility == api.VisibilitySecret:
 			value = "*****"
 		case v.Type == api.VariableFile:
-			value = fmt.Sprintf("(file, %d bytes)", base64.StdEncoding.DecodedLen(len(v.Value)))
+			n := len(v.Value) / 4 * 3
+			n -= strings.Count(v.Value[max(0, len(v.Value)-2):], "=")
+			value = fmt.Sprintf("(file, %d bytes)", n)
 		case len(value) > 40:
 			value = value[:37] + "…"
 		}

@@ -50,7 +50,7 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName string, ge
 	if profileName == "" {
 		profileName = "production"
 	}
-	if err := checkApplicable(profile, platform, &r.warnings); err != nil {
+	if err := checkApplicable(profile, profileOr(profileName), platform, &r.warnings); err != nil {
 		return nil, err
 	}
 	layout, err := proj.Detect(appRoot, proj.Options{Corepack: profile.Corepack, Yarn: profile.Yarn, Pnpm: profile.Pnpm, Bun: profile.Bun})
@@ -136,7 +136,7 @@ func profileOr(name string) string {
 
 // checkApplicable refuses the profile keys this farm cannot honour, each
 // with why, and warns about those that change nothing here.
-func checkApplicable(p api.BuildProfile, platform string, warnings *[]string) error {
+func checkApplicable(p api.BuildProfile, profileName, platform string, warnings *[]string) error {
 	var refused []string
 	refuse := func(key, why string) { refused = append(refused, fmt.Sprintf("%s: %s", key, why)) }
 	if p.ResourceClass != "" && p.ResourceClass != "default" {
@@ -171,7 +171,7 @@ func checkApplicable(p api.BuildProfile, platform string, warnings *[]string) er
 	}
 	if len(refused) > 0 {
 		slices.Sort(refused)
-		return usageErr("the build profile has settings this farm cannot apply:\n  - %s", strings.Join(refused, "\n  - "))
+		return usageErr("eas.json: build profile %q has settings this farm cannot apply (remove them from the profile or the profiles it extends):\n  - %s", profileName, strings.Join(refused, "\n  - "))
 	}
 	return nil
 }
@@ -186,7 +186,9 @@ func (r *resolved) resolveCredentials(ctx context.Context, spec *api.BuildSpec, 
 	switch {
 	case err == nil:
 		for _, p := range local.Paths() {
-			r.exclude = append(r.exclude, toUpload(p))
+			if rel := toUpload(p); rel != ".." && !strings.HasPrefix(rel, "../") {
+				r.exclude = append(r.exclude, rel)
+			}
 		}
 	case errors.Is(err, credentials.ErrNoFile):
 		local = nil

@@ -365,9 +365,10 @@ func (f *File) abs(p string) string {
 }
 
 // Paths are credentials.json and every file it names, relative to the app
-// with forward slashes, sorted: what the source archive must leave out.
-// A named file outside the app (absolute, or above it) is not in the
-// archive anyway and is not listed.
+// with forward slashes ("../secrets/upload.jks" for one above it: in a
+// monorepo the archive holds the whole workspace), sorted: what the
+// source archive must leave out. Absolute paths are not listed: the
+// caller decides whether they fall inside what it uploads.
 func (f *File) Paths() []string {
 	named := []string{FileName}
 	if f.android != nil {
@@ -378,8 +379,11 @@ func (f *File) Paths() []string {
 	}
 	var out []string
 	for _, p := range named {
+		if filepath.IsAbs(p) {
+			continue
+		}
 		rel, err := filepath.Rel(f.dir, f.abs(p))
-		if err != nil || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
+		if err != nil {
 			continue
 		}
 		rel = filepath.ToSlash(rel)

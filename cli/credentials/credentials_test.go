@@ -390,7 +390,7 @@ func TestLoad(t *testing.T) {
 		}
 		want := []string{"credentials.json", "ios/certs/app.mobileprovision", "ios/certs/dist.p12", "ios/certs/widget.mobileprovision"}
 		if got := f.Paths(); !slices.Equal(got, want) {
-			t.Errorf("Paths() = %q, want %q (the keystore outside the app is not listed)", got, want)
+			t.Errorf("Paths() = %q, want %q (the absolute keystore path is not listed)", got, want)
 		}
 		single, err := Load(write(t, `{"ios": {"provisioningProfilePath": "p.mobileprovision", "distributionCertificate": {"path": "../d.p12", "password": "x"}}}`))
 		if err != nil {
@@ -399,7 +399,7 @@ func TestLoad(t *testing.T) {
 		if t1, ok := single.IOS()[""]; !ok || t1.ProvisioningProfilePath != "p.mobileprovision" {
 			t.Errorf("single-target IOS() = %+v", single.IOS())
 		}
-		if got := single.Paths(); !slices.Equal(got, []string{"credentials.json", "p.mobileprovision"}) {
+		if got := single.Paths(); !slices.Equal(got, []string{"../d.p12", "credentials.json", "p.mobileprovision"}) {
 			t.Errorf("Paths() = %q", got)
 		}
 		if single.HasAndroid() {
