@@ -157,11 +157,23 @@ func checkApplicable(p api.BuildProfile, profileName, platform string, warnings 
 		// Honoured: the credentials step is skipped (debug signing).
 		*warnings = append(*warnings, "withoutCredentials: the build is signed as the project's Gradle files say (the debug key in Expo's template)")
 	}
+	if platform == api.PlatformIOS {
+		// The iOS pipeline does not apply these yet (issue 13): refused,
+		// never silently dropped.
+		for key, set := range map[string]bool{"ios.simulator": p.Simulator != nil && *p.Simulator, "ios.scheme": p.Scheme != "",
+			"ios.buildConfiguration": p.BuildConfiguration != "" && p.BuildConfiguration != "Release", "ios.enterpriseProvisioning": p.EnterpriseProvisioning != "",
+			"ios.applicationArchivePath": p.ApplicationArchivePath != "" || p.ArtifactPath != "",
+			"buildArtifactPaths":         len(p.BuildArtifactPaths) > 0} {
+			if set {
+				refuse(key, "iOS builds do not apply this setting yet; remove it from the profile for iOS")
+			}
+		}
+	}
 	if p.ReleaseChannel != "" {
 		refuse("releaseChannel", "classic updates' release channels ended with SDK 49; use channel (EAS Update)")
 	}
 	if p.Node != "" {
-		*warnings = append(*warnings, fmt.Sprintf("node %s: the worker's VM template provides Node.js; the build checks that its version is %s", p.Node, p.Node))
+		*warnings = append(*warnings, fmt.Sprintf("node %s: the worker's VM template provides Node.js; the build fails unless it is %s", p.Node, p.Node))
 	}
 	if p.Cache != nil {
 		*warnings = append(*warnings, "cache: dependency caching is not applied by this farm yet; builds install from scratch")

@@ -191,3 +191,28 @@ func TestSplitCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestNodeVersionIsChecked: the profile's node must be the VM's Node.js.
+func TestNodeVersionIsChecked(t *testing.T) {
+	t.Parallel()
+	bin := t.TempDir()
+	writeExecutable(t, filepath.Join(bin, "node"), "#!/bin/sh\necho v20.11.1\n")
+	for _, c := range []struct {
+		want string
+		ok   bool
+	}{{"", true}, {"20.11.1", true}, {"18.19.0", false}} {
+		p, out, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": `{}`}, nil)
+		p.runner.env = mergeEnv(p.runner.env, "PATH="+bin+":"+envPath(p.runner.env))
+		p.spec.Profile.Node = c.want
+		err := p.checkNode(context.Background())
+		if c.ok != (err == nil) {
+			t.Errorf("node %q: %v", c.want, err)
+		}
+		if !c.ok && (!strings.Contains(err.Error(), "18.19.0") || !strings.Contains(err.Error(), "20.11.1")) {
+			t.Errorf("node %q: the error names not both versions: %v", c.want, err)
+		}
+		if c.want == "20.11.1" && !strings.Contains(out.String(), "Node.js 20.11.1") {
+			t.Errorf("log: %s", out)
+		}
+	}
+}

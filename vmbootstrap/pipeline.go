@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -123,6 +124,9 @@ func (p *pipeline) custom(ctx context.Context) ([]string, error) {
 // install runs the pre-install hook, then the frozen install at the
 // workspace root with the project's package manager, as EAS does.
 func (p *pipeline) install(ctx context.Context) error {
+	if err := p.checkNode(ctx); err != nil {
+		return err
+	}
 	if err := p.hook(ctx, HookPreInstall); err != nil {
 		return err
 	}
@@ -136,6 +140,32 @@ func (p *pipeline) install(ctx context.Context) error {
 			return err
 		}
 	}
+	return nil
+}
+
+// checkNode holds the VM to the profile's "node": EAS installs that
+// version; here the VM template provides Node.js, so a different one is an
+// error naming both, never a build on the wrong runtime.
+func (p *pipeline) checkNode(ctx context.Context) error {
+	want := strings.TrimPrefix(p.spec.Profile.Node, "v")
+	if want == "" {
+		return nil
+	}
+	bin, err := lookPath("node", p.runner.env)
+	if err != nil {
+		return &ToolMissingError{Step: Step{Argv: []string{"node", "--version"}}, Err: err}
+	}
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(cctx, bin, "--version").Output()
+	if err != nil {
+		return fmt.Errorf("run node --version: %w", err)
+	}
+	have := strings.TrimPrefix(strings.TrimSpace(string(out)), "v")
+	if have != want {
+		return fmt.Errorf("%w: eas.json asks for node %s but this VM has Node.js %s; remove \"node\" from the profile or use a VM template with Node.js %s", errConfig, want, have, want)
+	}
+	fmt.Fprintf(p.runner.out, "\n▸ Node.js %s, as eas.json asks\n", have)
 	return nil
 }
 
@@ -234,6 +264,24 @@ func (p *pipeline) android(ctx context.Context) ([]string, error) {
 		return nil, fmt.Errorf("%w: buildArtifactPaths: %v", errConfig, err)
 	}
 	return append(files, slices.DeleteFunc(extra, func(f string) bool { return slices.Contains(files, f) })...), nil
+}
+
+// iosChannel sets the EAS Update channel in the app's Expo.plist when
+// expo-updates is installed, as EAS Build does.
+func (p *pipeline) iosChannel(dir, channel string) error {
+	if !expoUpdatesInstalled(p.tree, p.root) {
+		fmt.Fprintf(p.runner.out, "\n▸ channel %q: expo-updates is not installed, so the channel has no effect\n", channel)
+		return nil
+	}
+	plists, _ := filepath.Glob(filepath.Join(dir, "*", "Supporting", "Expo.plist"))
+	if len(plists) != 1 {
+		return fmt.Errorf("%w: channel %q: expected one ios/<app>/Supporting/Expo.plist to carry it, found %d", errConfig, channel, len(plists))
+	}
+	fmt.Fprintf(p.runner.out, "\n▸ setting the EAS Update channel %q in %s\n", channel, relOrDot(p.tree, plists[0]))
+	if err := setIOSChannel(plists[0], channel); err != nil {
+		return fmt.Errorf("%w: %v", errConfig, err)
+	}
+	return nil
 }
 
 // signatureError: the artifact is not signed with the keystore the build
@@ -349,6 +397,11 @@ func (p *pipeline) ios(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	dir := filepath.Join(p.root, "ios")
+	if ch := p.spec.Profile.Channel; ch != "" {
+		if err := p.iosChannel(dir, ch); err != nil {
+			return nil, err
+		}
+	}
 	if fileExists(filepath.Join(dir, "Podfile")) {
 		p.phase(PhasePrebuild, 45, "pod install")
 		if err := p.runner.run(ctx, p.step(dir, "pod", "install")); err != nil {

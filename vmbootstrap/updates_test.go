@@ -56,3 +56,37 @@ func TestExpoUpdatesInstalled(t *testing.T) {
 		t.Fatal("hoisted expo-updates not found")
 	}
 }
+
+func TestSetIOSChannel(t *testing.T) {
+	t.Parallel()
+	plist := filepath.Join(t.TempDir(), "Expo.plist")
+	os.WriteFile(plist, []byte(`<?xml version="1.0" encoding="UTF-8"?>
+<plist version="1.0">
+<dict>
+	<key>EXUpdatesURL</key>
+	<string>https://u.expo.dev/x</string>
+</dict>
+</plist>
+`), 0o644)
+	if err := setIOSChannel(plist, "production"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(plist)
+	v, err := parsePlist(b)
+	d, _ := v.(map[string]any)
+	h, _ := d["EXUpdatesRequestHeaders"].(map[string]any)
+	if err != nil || h["expo-channel-name"] != "production" || d["EXUpdatesURL"] != "https://u.expo.dev/x" {
+		t.Fatalf("%v %v:\n%s", d, err, b)
+	}
+	// Again: replaced, other headers kept, one entry.
+	os.WriteFile(plist, []byte(strings.Replace(string(b), "<key>expo-channel-name</key>", "<key>x-team</key><string>a</string><key>expo-channel-name</key>", 1)), 0o644)
+	if err := setIOSChannel(plist, "preview"); err != nil {
+		t.Fatal(err)
+	}
+	b, _ = os.ReadFile(plist)
+	v, _ = parsePlist(b)
+	h, _ = v.(map[string]any)["EXUpdatesRequestHeaders"].(map[string]any)
+	if h["expo-channel-name"] != "preview" || h["x-team"] != "a" || strings.Count(string(b), "EXUpdatesRequestHeaders") != 1 {
+		t.Fatalf("%v:\n%s", h, b)
+	}
+}
