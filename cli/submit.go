@@ -212,6 +212,9 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 		return nil, failErr("check .easignore / .gitignore", "nothing to upload: every file of %s is excluded", r.uploadRoot)
 	}
 	describePlan(inv.ui, plan, appConfig)
+	if len(r.exclude) > 0 {
+		inv.ui.info("Sent sealed, never in the archive: %s", strings.Join(r.exclude, ", "))
+	}
 	describeSpec(inv.ui, r.spec)
 
 	spec := r.spec

@@ -58,10 +58,11 @@ cat <<MSG
     curl -s -H "X-API-Key: $key" $url/api/builds
     $controller keys create --name my-mac --role worker --data-dir $data_dir
 
-  Submit a project (any folder with a package.json whose "freeagent:build" script
-  writes files into \$FREEAGENT_ARTIFACTS_DIR):
+  Submit an Expo project (app.json with a slug; eas.json profiles and
+  credentials.json are honoured; a package.json "freeagent:build" script that
+  writes files into \$FREEAGENT_ARTIFACTS_DIR replaces the default pipeline):
     EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$key \\
-      bin/expo-build submit path/to/project --platform android --wait
+      bin/expo-build submit path/to/project --platform android --profile production --wait
 
   Ctrl-C stops the worker, the controller and its database.
 

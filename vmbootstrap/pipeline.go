@@ -229,7 +229,7 @@ func (p *pipeline) android(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 		step.Env = gradleSigningEnv(path, *p.keystore)
-		fmt.Fprintf(p.runner.out, "\n▸ signing with the upload keystore %s (key %q, certificate SHA-256 %s)\n",
+		fmt.Fprintf(p.runner.out, "\n▸ signing with the %s upload keystore (key %q, certificate SHA-256 %s)\n",
 			p.spec.Credentials.Source, p.keystore.KeyAlias, keystoreFingerprint(p.spec))
 	} else {
 		fmt.Fprintf(p.runner.out, "\n▸ warning: no Android credentials: the app is signed as the project's Gradle files say (the debug key in Expo's template); add credentials.json or run `expo-build credentials set --platform android` for a store build\n")
