@@ -159,6 +159,10 @@ func TestExpoTeamAndroidBuilds(t *testing.T) {
 	if b.Status != api.StatusFailed || b.ErrorMessage == nil || !strings.Contains(*b.ErrorMessage, upload) || !strings.Contains(*b.ErrorMessage, debug) || len(b.Artifacts) != 0 {
 		t.Fatalf("want a failed build naming %s and %s, no artifact; got %s %v %d artifact(s)", upload, debug, b.Status, deref(b.ErrorMessage), len(b.Artifacts))
 	}
+	// The project's fault: not retried.
+	if b.Attempts != 1 || deref(b.ErrorCode) != "signing_mismatch" {
+		t.Fatalf("want one attempt ending signing_mismatch, got %d attempt(s), code %s", b.Attempts, deref(b.ErrorCode))
+	}
 }
 
 // androidProject copies the stand-in Android project and makes it an EAS

@@ -477,6 +477,8 @@ func (r *buildRun) classify(ctx context.Context, err error) *failure {
 		return fail(CodeDiskFull, true, err, "the VM's disk is full")
 	case errors.Is(err, ErrBadArchive), errors.Is(err, ErrNoProject):
 		return fail(CodeInvalidSource, false, err, "unusable source")
+	case errors.As(err, new(*signatureError)):
+		return fail(CodeSigningMismatch, false, nil, "%s", err.Error())
 	case errors.Is(err, ErrNoArtifacts):
 		return fail(CodeNoArtifacts, false, err, "no artifact")
 	case errors.Is(err, errConfig):

@@ -55,6 +55,7 @@ const (
 	CodeDiskFull        = "disk_full"
 	CodeToolMissing     = "tool_missing" // npm, xcodebuild, … not installed in the VM
 	CodeNoArtifacts     = "no_artifacts"
+	CodeSigningMismatch = "signing_mismatch" // the artifact is not signed with the build's keystore
 	CodeUploadFailed    = "artifact_upload_failed"
 	CodeInternalFailure = "internal"
 )
