@@ -671,3 +671,34 @@ func TestWorkspaceCredentialsStayHome(t *testing.T) {
 		w.finish(job, false, "", nil)
 	}
 }
+
+// TestDynamicConfigSeesFarmVariables: app.config.js is evaluated (by the
+// project's own expo CLI; here a stand-in printing what its environment
+// holds) with the farm's plaintext and sensitive variables of the build's
+// environment under the profile's env, never with secret ones.
+func TestDynamicConfigSeesFarmVariables(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dir := project(t, map[string]string{
+		"app.json":      "",
+		"app.config.js": "module.exports = () => ({})",
+		"eas.json":      `{"build":{"production":{"env":{"FROM_PROFILE":"p"}}}}`,
+		// A stand-in for `expo config --json --type public` (@expo/cli does not install here).
+		"node_modules/.bin/expo": `#!/bin/sh
+printf '{"name":"n-%s-%s","slug":"dyn","version":"1.0.0","android":{"package":"com.example.%s"}}' "${SECRET_X:-nosecret}" "${FROM_PROFILE:-none}" "${APP_VARIANT:-none}"
+`,
+	})
+	os.Remove(filepath.Join(dir, "app.json"))
+	os.Chmod(filepath.Join(dir, "node_modules/.bin/expo"), 0o755)
+	e.mustRunApp(t, stdin("preview\n"), 0, "env", "set", "APP_VARIANT", "--visibility", "sensitive", "--environment", "production", "--project", "dyn")
+	e.mustRunApp(t, stdin("hidden\n"), 0, "env", "set", "SECRET_X", "--visibility", "secret", "--environment", "production", "--project", "dyn")
+	e.mustRunApp(t, stdin("p-from-farm\n"), 0, "env", "set", "FROM_PROFILE", "--visibility", "plaintext", "--environment", "production", "--project", "dyn")
+	r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json")
+	spec := e.storedSpec(t, submitted(t, r))
+	if spec.App.AndroidPackage != "com.example.preview" || spec.App.Name != "n-nosecret-p" || spec.App.ConfigSource != "expo config" {
+		t.Fatalf("app %+v: want the farm's APP_VARIANT, the profile's FROM_PROFILE over the farm's, no secret", spec.App)
+	}
+	if !strings.Contains(r.stderr, "APP_VARIANT") {
+		t.Errorf("the farm's variables used are not named:\n%s", r.stderr)
+	}
+}

@@ -33,15 +33,18 @@ type resolved struct {
 	warnings []string
 }
 
-// farmCredentials lists the credentials kept on the farm for a project;
-// nil when the build needs none from there.
-type farmCredentials func(ctx context.Context, project string) ([]api.Credential, error)
+// farm is what resolving a build asks the controller: a project's
+// credentials, and its variables of one environment.
+type farm struct {
+	credentials func(ctx context.Context, project string) ([]api.Credential, error)
+	variables   func(ctx context.Context, project, environment string) ([]api.Variable, error)
+}
 
 // resolveBuild decides everything about one build of the app in appRoot:
 // the eas.json profile for the platform, the app's identity, the layout
 // and package manager, the credentials. Every problem is an error before
 // anything is uploaded.
-func resolveBuild(ctx context.Context, appRoot, platform, profileName string, getenv func(string) string, farm farmCredentials) (*resolved, error) {
+func resolveBuild(ctx context.Context, appRoot, platform, profileName string, farm farm) (*resolved, error) {
 	r := &resolved{}
 	profile, err := resolveProfile(appRoot, platform, profileName, &r.warnings)
 	if err != nil {
@@ -68,14 +71,34 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName string, ge
 
 	// The app config sees the profile's env, as EAS evaluates it.
 	env := append(os.Environ(), "EAS_BUILD_PROFILE="+profileName, "EAS_BUILD_PLATFORM="+platform)
+	profileEnv := make([]string, 0, len(profile.Env))
 	for k, v := range profile.Env {
-		env = append(env, k+"="+v)
+		profileEnv = append(profileEnv, k+"="+v)
 	}
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	spec.App, err = appconfig.Read(cctx, appRoot, env)
-	cancel()
-	if err != nil {
-		return nil, &cliError{code: ExitUsage, msg: "read the app config", err: err}
+	if spec.App, err = readAppConfig(ctx, appRoot, append(env, profileEnv...)); err != nil {
+		return nil, err
+	}
+	// A dynamic config also sees the farm's plaintext and sensitive
+	// variables of the build's environment, under the profile's env (as
+	// eas-cli evaluates it; secret ones never leave the farm). Its slug
+	// names the project, so it is read once more with them.
+	if spec.App.ConfigSource == appconfig.SourceExpoConfig && spec.App.Slug != "" {
+		vars, err := farm.variables(ctx, spec.App.Slug, spec.Environment)
+		if err != nil {
+			return nil, err
+		}
+		var farmEnv, names []string
+		for _, v := range vars {
+			if v.Visibility != api.VisibilitySecret && v.Type == api.VariableString {
+				farmEnv, names = append(farmEnv, v.Name+"="+v.Value), append(names, v.Name)
+			}
+		}
+		if len(farmEnv) > 0 {
+			r.warnings = append(r.warnings, fmt.Sprintf("the app config is evaluated with the farm's variables of %q: %s", spec.Environment, strings.Join(names, ", ")))
+			if spec.App, err = readAppConfig(ctx, appRoot, append(append(env, farmEnv...), profileEnv...)); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if spec.App.Slug == "" {
 		return nil, usageErr("the app config has no slug: set expo.slug in app.json (it names the project whose variables and credentials the build uses)")
@@ -97,6 +120,16 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName string, ge
 	spec.GitCommit = gitCommit(ctx, appRoot)
 	r.spec = spec
 	return r, nil
+}
+
+func readAppConfig(ctx context.Context, appRoot string, env []string) (api.App, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	app, err := appconfig.Read(ctx, appRoot, env)
+	if err != nil {
+		return api.App{}, &cliError{code: ExitUsage, msg: "read the app config", err: err}
+	}
+	return app, nil
 }
 
 // resolveProfile loads eas.json and resolves the profile. A project
@@ -191,7 +224,7 @@ func checkApplicable(p api.BuildProfile, profileName, platform string, warnings 
 // resolveCredentials decides which credentials sign the build: the local
 // credentials.json, the farm's for the project, or none (debug signing,
 // with a warning: never refused for that alone).
-func (r *resolved) resolveCredentials(ctx context.Context, spec *api.BuildSpec, appRoot string, farm farmCredentials, toUpload func(string) string) error {
+func (r *resolved) resolveCredentials(ctx context.Context, spec *api.BuildSpec, appRoot string, farm farm, toUpload func(string) string) error {
 	spec.Credentials = api.CredentialsInfo{Source: api.CredentialsNone}
 	// credentials.json never travels in the archive, whichever source is used.
 	local, err := credentials.Load(appRoot)
@@ -232,7 +265,7 @@ func (r *resolved) resolveCredentials(ctx context.Context, spec *api.BuildSpec, 
 	if name == "" {
 		name = "default"
 	}
-	list, err := farm(ctx, spec.App.Slug)
+	list, err := farm.credentials(ctx, spec.App.Slug)
 	if err != nil {
 		return err
 	}

@@ -148,20 +148,34 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	}
 	// Everything is decided (and every problem reported) before any upload.
 	builds := make([]*resolved, len(platforms))
-	farm := func(ctx context.Context, project string) ([]api.Credential, error) {
-		var list api.CredentialList
-		err := s.retry(ctx, "list the farm's credentials", true, func(ctx context.Context) error {
-			var err error
-			list, err = c.ListCredentials(ctx, project)
-			return err
-		})
-		if err != nil {
-			return nil, wrapOp("list the farm's credentials", err)
-		}
-		return list.Credentials, nil
+	lookups := farm{
+		credentials: func(ctx context.Context, project string) ([]api.Credential, error) {
+			var list api.CredentialList
+			err := s.retry(ctx, "list the farm's credentials", true, func(ctx context.Context) error {
+				var err error
+				list, err = c.ListCredentials(ctx, project)
+				return err
+			})
+			if err != nil {
+				return nil, wrapOp("list the farm's credentials", err)
+			}
+			return list.Credentials, nil
+		},
+		variables: func(ctx context.Context, project, environment string) ([]api.Variable, error) {
+			var list api.VariableList
+			err := s.retry(ctx, "list the farm's variables", true, func(ctx context.Context) error {
+				var err error
+				list, err = c.ListVariables(ctx, project, environment)
+				return err
+			})
+			if err != nil {
+				return nil, wrapOp("list the farm's variables", err)
+			}
+			return list.Variables, nil
+		},
 	}
 	for i, platform := range platforms {
-		r, err := resolveBuild(ctx, root, platform, o.profileName, a.getenv, farm)
+		r, err := resolveBuild(ctx, root, platform, o.profileName, lookups)
 		if err != nil {
 			return err
 		}
