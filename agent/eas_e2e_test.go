@@ -68,18 +68,7 @@ func TestExpoTeamAndroidBuilds(t *testing.T) {
 	f.startAgent()
 	dir := androidProject(t)
 	upload := keystoreSHA256(t, filepath.Join(dir, "android", "keystores", "upload.jks"), "upload", "store-pass-1")
-	cfg := filepath.Join(t.TempDir(), "expo-build.json")
-	expoBuild := func(stdin string, args ...string) (int, string, string) {
-		var stdout, stderr bytes.Buffer
-		vars := map[string]string{"EXPO_BUILD_CONFIG": cfg, "EXPO_CONTROLLER_URL": f.url, "EXPO_CONTROLLER_API_KEY": f.dev.APIKey}
-		app := &cli.App{Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr, Env: func(k string) string { return vars[k] },
-			Retry: cli.RetryPolicy{Attempts: 3, Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}, PollInterval: 200 * time.Millisecond,
-			StallTimeout: 30 * time.Second, Version: "test"}
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-		defer cancel()
-		code := app.Run(ctx, args)
-		return code, stdout.String(), stderr.String()
-	}
+	expoBuild := f.expoBuild(t)
 
 	const secret = "s3cr3t-Value/with+chars=93f1"
 	if code, out, errOut := expoBuild(secret+"\n", "env", "set", "MY_SECRET", "--visibility", "secret", "--environment", "production", "--project", "android-app"); code != 0 ||
@@ -162,6 +151,23 @@ func TestExpoTeamAndroidBuilds(t *testing.T) {
 	// The project's fault: not retried.
 	if b.Attempts != 1 || deref(b.ErrorCode) != "signing_mismatch" {
 		t.Fatalf("want one attempt ending signing_mismatch, got %d attempt(s), code %s", b.Attempts, deref(b.ErrorCode))
+	}
+}
+
+// expoBuild returns a runner of the real expo-build, in-process, against
+// the farm's controller with a developer key and its own config file.
+func (f *farm) expoBuild(t *testing.T) func(stdin string, args ...string) (code int, stdout, stderr string) {
+	cfg := filepath.Join(t.TempDir(), "expo-build.json")
+	vars := map[string]string{"EXPO_BUILD_CONFIG": cfg, "EXPO_CONTROLLER_URL": f.url, "EXPO_CONTROLLER_API_KEY": f.dev.APIKey}
+	return func(stdin string, args ...string) (int, string, string) {
+		var stdout, stderr bytes.Buffer
+		app := &cli.App{Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr, Env: func(k string) string { return vars[k] },
+			Retry: cli.RetryPolicy{Attempts: 3, Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}, PollInterval: 200 * time.Millisecond,
+			StallTimeout: 60 * time.Second, Version: "test"}
+		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		defer cancel()
+		code := app.Run(ctx, args)
+		return code, stdout.String(), stderr.String()
 	}
 }
 
