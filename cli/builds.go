@@ -164,7 +164,10 @@ func statusLine(u *ui, b api.Build) string {
 		parts = append(parts, "cancel requested")
 	}
 	if b.Status.Terminal() && b.ErrorMessage != nil && *b.ErrorMessage != "" {
-		parts = append(parts, *b.ErrorMessage)
+		// One line: the log tail the worker appends is shown once, by the
+		// command's final error or by `status`'s Error row.
+		first, _, _ := strings.Cut(*b.ErrorMessage, "\n")
+		parts = append(parts, first)
 	}
 	return strings.Join(parts, " · ")
 }
