@@ -53,7 +53,7 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName string, fa
 	if profileName == "" {
 		profileName = "production"
 	}
-	if err := checkApplicable(profile, profileOr(profileName), platform, &r.warnings); err != nil {
+	if err := checkApplicable(profile, profileName, platform, &r.warnings); err != nil {
 		return nil, err
 	}
 	layout, err := proj.Detect(appRoot, proj.Options{Corepack: profile.Corepack, Yarn: profile.Yarn, Pnpm: profile.Pnpm, Bun: profile.Bun})
@@ -75,7 +75,7 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName string, fa
 	for k, v := range profile.Env {
 		profileEnv = append(profileEnv, k+"="+v)
 	}
-	if spec.App, err = readAppConfig(ctx, appRoot, append(env, profileEnv...)); err != nil {
+	if spec.App, err = readAppConfig(ctx, appRoot, slices.Concat(env, profileEnv)); err != nil {
 		return nil, err
 	}
 	// A dynamic config also sees the farm's plaintext and sensitive
@@ -95,7 +95,7 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName string, fa
 		}
 		if len(farmEnv) > 0 {
 			r.warnings = append(r.warnings, fmt.Sprintf("the app config is evaluated with the farm's variables of %q: %s", spec.Environment, strings.Join(names, ", ")))
-			if spec.App, err = readAppConfig(ctx, appRoot, append(append(env, farmEnv...), profileEnv...)); err != nil {
+			if spec.App, err = readAppConfig(ctx, appRoot, slices.Concat(env, farmEnv, profileEnv)); err != nil {
 				return nil, err
 			}
 		}
