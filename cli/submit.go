@@ -215,7 +215,7 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 			return nil, err
 		}
 	}
-	plan, err := pack.ScanWith(ctx, r.uploadRoot, pack.Options{AppDir: r.spec.Project.AppDir, Exclude: r.exclude})
+	plan, err := pack.Scan(ctx, r.uploadRoot, pack.Options{AppDir: r.spec.Project.AppDir, Exclude: r.exclude})
 	if err != nil {
 		return nil, &cliError{code: ExitFailed, msg: "read the project", err: err}
 	}

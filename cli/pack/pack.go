@@ -79,7 +79,7 @@ type Entry struct {
 	Link    string // symlink target
 }
 
-// Options shape what ScanWith packs.
+// Options shape what Scan packs.
 type Options struct {
 	// AppDir is the app's directory inside the root (slash-separated; ""
 	// when the app is the root), for a monorepo packed from its workspace
@@ -133,15 +133,10 @@ func cleanRel(rel, what string) (string, error) {
 // maxExcludedSamples bounds ExcludedAt.
 const maxExcludedSamples = 20
 
-// Scan walks root, the app's own directory, and decides what to pack.
+// Scan walks root (the app's directory, or a workspace root holding the
+// app at opts.AppDir) and decides what to pack, leaving opts.Exclude out.
 // Only names and metadata are read; file contents are read by Write.
-func Scan(ctx context.Context, root string) (*Plan, error) {
-	return ScanWith(ctx, root, Options{})
-}
-
-// ScanWith is Scan of a root that may hold the app deeper down (a
-// workspace root), with paths that must stay out.
-func ScanWith(ctx context.Context, root string, opts Options) (*Plan, error) {
+func Scan(ctx context.Context, root string, opts Options) (*Plan, error) {
 	appDir, err := cleanRel(opts.AppDir, "the app directory")
 	if err != nil {
 		return nil, err

@@ -67,7 +67,7 @@ func unpack(t *testing.T, archive []byte) map[string]string {
 
 func packTree(t *testing.T, root string) (*Plan, map[string]string) {
 	t.Helper()
-	p, err := Scan(context.Background(), root)
+	p, err := Scan(context.Background(), root, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +186,7 @@ func TestSymlinks(t *testing.T) {
 func TestFingerprintFollowsChanges(t *testing.T) {
 	root := tree(t, map[string]string{"app.json": "{}", "a.ts": "1"})
 	fp := func() string {
-		p, err := Scan(context.Background(), root)
+		p, err := Scan(context.Background(), root, Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +204,7 @@ func TestFingerprintFollowsChanges(t *testing.T) {
 
 func TestShrunkFileFailsClearly(t *testing.T) {
 	root := tree(t, map[string]string{"app.json": "{}", "big.bin": strings.Repeat("x", 1000)})
-	p, err := Scan(context.Background(), root)
+	p, err := Scan(context.Background(), root, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestShrunkFileFailsClearly(t *testing.T) {
 
 func scanWith(t *testing.T, root string, opts Options) (*Plan, map[string]string) {
 	t.Helper()
-	p, err := ScanWith(context.Background(), root, opts)
+	p, err := Scan(context.Background(), root, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,7 +314,7 @@ func TestExcludeBeatsIgnoreFiles(t *testing.T) {
 	}
 }
 
-func TestScanWithRejectsPathsOutsideTheRoot(t *testing.T) {
+func TestScanRejectsPathsOutsideTheRoot(t *testing.T) {
 	root := tree(t, map[string]string{"package.json": "{}"})
 	for _, opts := range []Options{
 		{Exclude: []string{"../credentials.json"}},
@@ -323,8 +323,8 @@ func TestScanWithRejectsPathsOutsideTheRoot(t *testing.T) {
 		{AppDir: "../app"},
 		{Exclude: []string{`keys\upload.jks`}},
 	} {
-		if _, err := ScanWith(context.Background(), root, opts); err == nil {
-			t.Errorf("ScanWith(%+v) accepted it", opts)
+		if _, err := Scan(context.Background(), root, opts); err == nil {
+			t.Errorf("Scan(%+v) accepted it", opts)
 		}
 	}
 }
