@@ -214,7 +214,7 @@ func Template(ctx context.Context, d *tart.Driver) Result {
 		return r
 	}
 	r.Severity, r.Message = Fail, fmt.Sprintf("template VM %q is missing", d.Template)
-	r.Fix = "build it with scripts/build-template.sh, or set the template to an image (e.g. ghcr.io/…) in Preferences…"
+	r.Fix = "build it with scripts/build-vm-template.sh, or set the template to an image (e.g. ghcr.io/…) in Preferences…"
 	return r
 }
 

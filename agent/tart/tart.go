@@ -174,7 +174,7 @@ func (d *Driver) EnsureTemplate(ctx context.Context) error {
 	}
 	if !strings.Contains(d.Template, "/") {
 		return &agent.StartError{Retryable: true, Code: "template_missing",
-			Err: fmt.Errorf("the VM template %q does not exist: build it with scripts/build-template.sh or set --template to an image", d.Template)}
+			Err: fmt.Errorf("the VM template %q does not exist: build it with scripts/build-vm-template.sh or set --template to an image", d.Template)}
 	}
 	// A remote image: clone would pull it implicitly; pulling first shows progress.
 	d.Log.WithField("image", d.Template).Info("pulling the VM template (this can take a while)")

@@ -161,7 +161,8 @@ func TestStartErrorsAreClassified(t *testing.T) {
 	missing := &Driver{Tart: d.Tart, Template: "no-such-template", LogDir: d.LogDir, Log: d.Log, Env: d.Env}
 	_, err := missing.Start(ctx, "fa-x-1", t.TempDir(), agent.Resources{})
 	var se *agent.StartError
-	if !errors.As(err, &se) || se.Code != "template_missing" || !se.Retryable || !strings.Contains(se.Error(), "no-such-template") {
+	if !errors.As(err, &se) || se.Code != "template_missing" || !se.Retryable || !strings.Contains(se.Error(), "no-such-template") ||
+		!strings.Contains(se.Error(), "scripts/build-vm-template.sh") {
 		t.Fatalf("missing template: %#v", err)
 	}
 	absent := &Driver{Tart: filepath.Join(t.TempDir(), "tart"), Template: d.Template, LogDir: d.LogDir, Log: d.Log, Env: d.Env}

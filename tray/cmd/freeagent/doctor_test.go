@@ -74,7 +74,7 @@ func TestDoctor(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	code := run(args, strings.NewReader(""), &stdout, &stderr)
 	if code != 1 || !strings.Contains(stdout.String(), `✗ template    template VM "macos-expo" is missing`) ||
-		!strings.Contains(stdout.String(), "fix: build it with scripts/build-template.sh") ||
+		!strings.Contains(stdout.String(), "fix: build it with scripts/build-vm-template.sh") ||
 		!strings.Contains(stdout.String(), "✓ controller") || !strings.Contains(stdout.String(), "✓ tart        Tart 2.32.0") {
 		t.Fatalf("missing template: %d\n%s%s", code, stdout.String(), stderr.String())
 	}
