@@ -526,7 +526,9 @@ func TestAppWithoutADesktop(t *testing.T) {
 		t.Fatal(err)
 	}
 	home := t.TempDir()
-	for _, argv := range [][]string{{appBin, "app", "--data-dir", t.TempDir()}, {bundled}} {
+	// Finder's first launch of a quarantined app (after the Gatekeeper
+	// dialog) passes a process serial number: still `app`.
+	for _, argv := range [][]string{{appBin, "app", "--data-dir", t.TempDir()}, {bundled}, {bundled, "-psn_0_1234567"}} {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = []string{"PATH=/nonexistent", "HOME=" + home, "XDG_DATA_HOME=" + home, "XDG_RUNTIME_DIR=" + t.TempDir()}
 		out, err := cmd.CombinedOutput()

@@ -47,6 +47,7 @@ func main() {
 }
 
 func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	args = withoutProcessSerialNumber(args)
 	if len(args) == 0 && inAppBundle() {
 		args = []string{"app"}
 	}
@@ -88,6 +89,43 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 }
 
 type usageError struct{ error }
+
+// withoutProcessSerialNumber drops the -psn_<high>_<low> argument that
+// macOS's Launch Services still passes to an app opened from Finder on its
+// first launch (after the Gatekeeper dialog). It is not ours to parse, and
+// taken as a command it would make the app exit with a usage error.
+func withoutProcessSerialNumber(args []string) []string {
+	var out []string
+	for _, a := range args {
+		if !isProcessSerialNumber(a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// isProcessSerialNumber reports whether a is "-psn_" followed by two
+// decimal numbers joined by "_", e.g. "-psn_0_1234567".
+func isProcessSerialNumber(a string) bool {
+	rest, ok := strings.CutPrefix(a, "-psn_")
+	if !ok {
+		return false
+	}
+	high, low, ok := strings.Cut(rest, "_")
+	return ok && isDigits(high) && isDigits(low)
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return true
+}
 
 // quietError ends the command with status 1 without a message: the output
 // already says what went wrong (e.g. `doctor --json`, which keeps stderr clean).

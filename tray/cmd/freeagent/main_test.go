@@ -78,3 +78,25 @@ func TestSetupStoresURLAndKey(t *testing.T) {
 		t.Fatal("a loopback controller must be rewritten for the VMs")
 	}
 }
+
+// TestProcessSerialNumberIsIgnored: macOS adds -psn_0_N to an app's
+// arguments on its first Finder launch; it is neither a command nor a flag.
+func TestProcessSerialNumberIsIgnored(t *testing.T) {
+	for _, c := range []struct{ in, want []string }{
+		{[]string{"-psn_0_1234567"}, nil},
+		{[]string{"app", "-psn_0_42", "--solo"}, []string{"app", "--solo"}},
+		{[]string{"-psn_12_3", "doctor"}, []string{"doctor"}},
+		// Only the exact shape is dropped.
+		{[]string{"-psn_0_", "-psn_x_1", "-psn_0", "--psn_0_1", "-psn_0_1x"}, []string{"-psn_0_", "-psn_x_1", "-psn_0", "--psn_0_1", "-psn_0_1x"}},
+	} {
+		if got := withoutProcessSerialNumber(c.in); strings.Join(got, " ") != strings.Join(c.want, " ") || len(got) != len(c.want) {
+			t.Errorf("%q: got %q, want %q", c.in, got, c.want)
+		}
+	}
+	// Outside an app bundle the bare serial number leaves no command: usage, not "unknown command".
+	var stderr bytes.Buffer
+	if code := run([]string{"-psn_0_1234567"}, strings.NewReader(""), &bytes.Buffer{}, &stderr); code != 2 ||
+		!strings.Contains(stderr.String(), "Usage:") || strings.Contains(stderr.String(), "unknown command") {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+}
