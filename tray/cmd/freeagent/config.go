@@ -206,7 +206,14 @@ func defaultBootstrap() string {
 // bootstrapNear is freeagent-vm next to exe or, when exe is the app
 // bundle's (FreeAgent.app/Contents/MacOS), in the bundle's Resources: the
 // guest binary is data to the host app, not one of its executables.
+// Symlinks in exe are resolved first, as launchd.CurrentApp does: the
+// Homebrew cask links /opt/homebrew/bin/freeagent into the bundle, and
+// os.Executable on macOS returns the link, next to which there is no
+// freeagent-vm.
 func bootstrapNear(exe string) string {
+	if real, err := filepath.EvalSymlinks(exe); err == nil {
+		exe = real
+	}
 	next := filepath.Join(filepath.Dir(exe), "freeagent-vm")
 	if _, err := os.Stat(next); err != nil && filepath.Base(filepath.Dir(exe)) == "MacOS" {
 		inBundle := filepath.Join(filepath.Dir(filepath.Dir(exe)), "Resources", "freeagent-vm")

@@ -52,3 +52,38 @@ func TestBootstrapNear(t *testing.T) {
 		t.Fatalf("bin: %s", got)
 	}
 }
+
+// TestBootstrapThroughASymlink: the Homebrew cask links
+// /opt/homebrew/bin/freeagent to FreeAgent.app/Contents/MacOS/freeagent,
+// and os.Executable on macOS returns the link's path. The bootstrap is the
+// bundle's, not a freeagent-vm next to the link.
+func TestBootstrapThroughASymlink(t *testing.T) {
+	dir := t.TempDir()
+	contents := filepath.Join(dir, "Caskroom", "freeagent", "1.0", "FreeAgent.app", "Contents")
+	exe := filepath.Join(contents, "MacOS", "freeagent")
+	os.MkdirAll(filepath.Join(contents, "MacOS"), 0o755)
+	os.MkdirAll(filepath.Join(contents, "Resources"), 0o755)
+	os.WriteFile(exe, nil, 0o755)
+	os.WriteFile(filepath.Join(contents, "Resources", "freeagent-vm"), nil, 0o755)
+	bin := filepath.Join(dir, "homebrew", "bin")
+	os.MkdirAll(bin, 0o755)
+	link := filepath.Join(bin, "freeagent")
+	if err := os.Symlink(exe, link); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := bootstrapNear(link), filepath.Join(contents, "Resources", "freeagent-vm"); got != want {
+		t.Fatalf("through the link: %s, want %s", got, want)
+	}
+	// A relative link (as `brew link` makes) resolves the same way.
+	rel, err := filepath.Rel(bin, exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relLink := filepath.Join(bin, "freeagent-rel")
+	if err := os.Symlink(rel, relLink); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := bootstrapNear(relLink), filepath.Join(contents, "Resources", "freeagent-vm"); got != want {
+		t.Fatalf("through a relative link: %s, want %s", got, want)
+	}
+}
