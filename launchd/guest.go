@@ -30,7 +30,7 @@ func GuestJob() Job {
 		StandardErrorPath:      GuestLogPath,
 		EnvironmentVariables: map[string]string{
 			// launchd's own PATH lacks Homebrew, where node, npm and pod live.
-			"PATH": "/opt/homebrew/bin:/opt/homebrew/sbin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+			"PATH": AgentPATH,
 			// CocoaPods refuses to run without a UTF-8 locale.
 			"LANG": "en_US.UTF-8",
 		},

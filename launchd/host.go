@@ -76,6 +76,10 @@ func (h HostAgent) Job() (Job, error) {
 		StandardOutPath:             filepath.Join(h.LogDir(), "agent.out.log"),
 		StandardErrorPath:           filepath.Join(h.LogDir(), "agent.err.log"),
 		AssociatedBundleIdentifiers: []string{BundleID},
+		// launchd's own PATH lacks Homebrew, where tart is installed; the
+		// app also looks there itself (homebrew.LookPath) when opened from
+		// Finder, which gives it the same short PATH.
+		EnvironmentVariables: map[string]string{"PATH": AgentPATH},
 	}, nil
 }
 

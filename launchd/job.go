@@ -11,6 +11,12 @@ import (
 	"howett.net/plist"
 )
 
+// AgentPATH is the PATH of Free Agent's LaunchAgents, host and guest.
+// launchd's own is /usr/bin:/bin:/usr/sbin:/sbin, which lacks Homebrew's
+// bin folders (homebrew.AppleSiliconPrefix, then homebrew.IntelPrefix),
+// where tart, node, npm and pod are installed.
+const AgentPATH = "/opt/homebrew/bin:/opt/homebrew/sbin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin"
+
 // Job holds the launchd.plist(5) keys Free Agent writes.
 type Job struct {
 	Label                       string            `plist:"Label"`

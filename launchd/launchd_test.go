@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -74,6 +75,11 @@ func TestHostPlist(t *testing.T) {
 		"StandardOutPath":             "/Users/ann/Library/Logs/FreeAgent/agent.out.log",
 		"StandardErrorPath":           "/Users/ann/Library/Logs/FreeAgent/agent.err.log",
 		"AssociatedBundleIdentifiers": []any{"build.freeagent.FreeAgent"},
+		// launchd's own PATH (/usr/bin:/bin:/usr/sbin:/sbin) has no Homebrew,
+		// where tart is: Homebrew's bin folders come first.
+		"EnvironmentVariables": map[string]any{
+			"PATH": "/opt/homebrew/bin:/opt/homebrew/sbin:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+		},
 	})
 	if back, err := Parse(b); err != nil || !reflect.DeepEqual(back, j) {
 		t.Fatalf("Parse(Render(j)) = %+v, %v; want %+v", back, err, j)
@@ -126,6 +132,11 @@ func TestLoginItem(t *testing.T) {
 	got := parseGeneric(t, b)
 	if got["ProgramArguments"].([]any)[0] != h.Executable || got["RunAtLoad"] != true {
 		t.Fatalf("installed plist: %v", got)
+	}
+	// The app's tart is in Homebrew's bin, not on launchd's own PATH.
+	env, _ := got["EnvironmentVariables"].(map[string]any)
+	if p, _ := env["PATH"].(string); !slices.Contains(filepath.SplitList(p), "/opt/homebrew/bin") {
+		t.Fatalf("installed plist's PATH %q lacks /opt/homebrew/bin", p)
 	}
 
 	// The app moved: enabling again rewrites the path.

@@ -190,7 +190,8 @@ func Tart(ctx context.Context, d *tart.Driver) Result {
 	case err != nil:
 		return Result{ID: IDTart, Severity: Fail, Message: fmt.Sprintf("Tart does not run: %v", err), Fix: "reinstall it: brew reinstall cirruslabs/cli/tart"}
 	}
-	return Result{ID: IDTart, Severity: OK, Message: "Tart " + v}
+	// Which tart: the worker may find one PATH would not (Homebrew's bin).
+	return Result{ID: IDTart, Severity: OK, Message: fmt.Sprintf("Tart %s (%s)", v, d.Tart)}
 }
 
 // Template checks that the VM template exists locally. A remote image not

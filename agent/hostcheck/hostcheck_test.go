@@ -82,7 +82,7 @@ func TestTartTemplateAndVMLimit(t *testing.T) {
 	}
 
 	d, home := fakeTart(t, "macos-expo")
-	if r := hostcheck.Tart(ctx, d); r.Severity != hostcheck.OK || r.Message != "Tart 2.32.0" {
+	if r := hostcheck.Tart(ctx, d); r.Severity != hostcheck.OK || r.Message != "Tart 2.32.0 ("+d.Tart+")" {
 		t.Fatalf("tart version: %+v", r)
 	}
 	if r := hostcheck.Template(ctx, d); r.Severity != hostcheck.Fail || !strings.Contains(r.Message, `"macos-expo" is missing`) || r.Fix == "" {

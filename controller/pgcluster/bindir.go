@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/freeagent-build/freeagent/launchd/homebrew"
 )
 
 // ErrNoBinaries is wrapped by the error FindBinDir (and Start) return when no
@@ -26,8 +28,9 @@ const installHint = "install them: Debian/Ubuntu `sudo apt-get install -y postgr
 //
 //   - the directories of PATH (so an explicit choice by the user wins),
 //   - /usr/lib/postgresql/*/bin (Debian/Ubuntu; the server is not on PATH there),
-//   - /opt/homebrew/opt/postgresql@*/bin and /usr/local/opt/postgresql@*/bin
-//     (Homebrew on Apple silicon / Intel; versioned formulae are keg-only),
+//   - PREFIX/opt/postgresql@*/bin for each Homebrew prefix
+//     (homebrew.Prefixes: $HOMEBREW_PREFIX, /opt/homebrew on Apple
+//     silicon, /usr/local on Intel; versioned formulae are keg-only),
 //   - /Applications/Postgres.app/Contents/Versions/latest/bin,
 //
 // taking the highest version where a pattern matches several.
@@ -58,11 +61,11 @@ func candidateDirs(pathEnv, root string) []string {
 		}
 		dirs = append(dirs, d)
 	}
-	for _, pattern := range []string{
-		"/usr/lib/postgresql/*/bin",
-		"/opt/homebrew/opt/postgresql@*/bin",
-		"/usr/local/opt/postgresql@*/bin",
-	} {
+	patterns := []string{"/usr/lib/postgresql/*/bin"}
+	for _, prefix := range homebrew.Prefixes() {
+		patterns = append(patterns, filepath.Join(prefix, "opt", "postgresql@*", "bin"))
+	}
+	for _, pattern := range patterns {
 		matches, _ := filepath.Glob(filepath.Join(root, pattern)) // only ErrBadPattern, and the patterns are constant
 		sortByVersionDesc(matches)
 		dirs = append(dirs, matches...)

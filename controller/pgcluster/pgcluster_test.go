@@ -21,6 +21,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/freeagent-build/freeagent/launchd/homebrew"
 )
 
 // clusterDir returns a fresh directory for a cluster. As root the server runs
@@ -352,6 +354,18 @@ func TestFindBinDir(t *testing.T) {
 		os.RemoveAll(filepath.Join(root, "usr"))
 		got, err = findBinDir(candidateDirs("", root))
 		if want := filepath.Join(root, "opt/homebrew/opt/postgresql@17/bin"); err != nil || got != want {
+			t.Fatalf("got %q, %v; want %q", got, err, want)
+		}
+	})
+
+	t.Run("HOMEBREW_PREFIX", func(t *testing.T) {
+		// Homebrew outside its default prefixes: brew shellenv names it.
+		t.Setenv(homebrew.PrefixEnv, "/Users/me/brew")
+		root := t.TempDir()
+		fake(filepath.Join(root, "opt/homebrew/opt/postgresql@16/bin"))
+		fake(filepath.Join(root, "Users/me/brew/opt/postgresql@15/bin"))
+		got, err := findBinDir(candidateDirs("", root))
+		if want := filepath.Join(root, "Users/me/brew/opt/postgresql@15/bin"); err != nil || got != want {
 			t.Fatalf("got %q, %v; want %q", got, err, want)
 		}
 	})

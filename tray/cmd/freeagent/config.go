@@ -19,6 +19,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/launchd/homebrew"
 	"github.com/freeagent-build/freeagent/tray/conffile"
 	"github.com/freeagent-build/freeagent/tray/solo"
 )
@@ -85,7 +86,7 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		fs.BoolVar(&cfg.apiKeyStdin, "api-key-stdin", false, "read the API key from standard input and store it")
 	} else {
 		o.str(&cfg.VMDriver, "vm-driver", "FREEAGENT_VM_DRIVER", defaultDriver, "tart (a fresh macOS VM per build) or local (no isolation: a plain process on this host)")
-		o.str(&cfg.Tart, "tart", "FREEAGENT_TART", "tart", "path of the tart binary")
+		o.str(&cfg.Tart, "tart", "FREEAGENT_TART", "tart", "the tart binary: a path, or a name looked up on PATH and then in Homebrew's bin ($HOMEBREW_PREFIX, /opt/homebrew, /usr/local)")
 		o.str(&cfg.Template, "template", "FREEAGENT_TEMPLATE", defaultTemplate, "Tart VM or image that build VMs are cloned from")
 		o.str(&cfg.HostAddress, "host-address", "FREEAGENT_HOST_ADDRESS", "192.168.64.1", "this host's address on Tart's network (replaces a loopback controller URL inside VMs)")
 		o.str(&cfg.Bootstrap, "bootstrap", "FREEAGENT_BOOTSTRAP", defaultBootstrap(), "the freeagent-vm binary copied into every build")
@@ -186,9 +187,24 @@ func (c *Config) hostChecks(store secrets.Store) hostcheck.Config {
 	hc := hostcheck.Config{ControllerURL: c.ControllerURL, APIKey: c.APIKey, KeyStore: store,
 		DataDir: c.DataDir, MinFree: uint64(c.MinFreeGB) << 30}
 	if c.VMDriver == "tart" {
-		hc.Tart = &tart.Driver{Tart: c.Tart, Template: c.Template, Log: logrus.New()}
+		path, _ := c.tartPath() // a missing tart is the Tart check's finding
+		hc.Tart = &tart.Driver{Tart: path, Template: c.Template, Log: logrus.New()}
 	}
 	return hc
+}
+
+// tartPath is the tart binary to run. A bare name (the default, "tart") is
+// looked up on PATH and then in Homebrew's bin folders: an app opened from
+// Finder or started by launchd has PATH=/usr/bin:/bin:/usr/sbin:/sbin,
+// without /opt/homebrew/bin where `brew install cirruslabs/cli/tart` puts
+// it. When there is none the name is kept, with the lookup's error:
+// running it then reports that tart is not installed.
+func (c *Config) tartPath() (string, error) {
+	p, err := homebrew.LookPath(c.Tart)
+	if err != nil {
+		return c.Tart, err
+	}
+	return p, nil
 }
 
 // logPath is the agent's log file ("Open Logs" in the menu bar).

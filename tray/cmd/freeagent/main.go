@@ -268,7 +268,14 @@ func newDriver(cfg *Config, log logrus.FieldLogger) (agent.Driver, error) {
 			return nil, usageError{fmt.Errorf("--max-builds %d: macOS allows at most %d VMs per host", cfg.MaxBuilds, agent.MaxMacOSVMs)}
 		}
 		logDir := filepath.Join(cfg.DataDir, "logs")
-		return &tart.Driver{Tart: cfg.Tart, Template: cfg.Template, LogDir: logDir, Log: log.WithField("driver", "tart")}, nil
+		path, err := cfg.tartPath()
+		if err != nil {
+			// Not fatal: the worker stays up (and says why builds fail) until tart is installed.
+			log.WithError(err).Warn("tart not found: builds will fail until it is installed (brew install cirruslabs/cli/tart) or --tart names it")
+		} else {
+			log.WithField("tart", path).Info("using tart")
+		}
+		return &tart.Driver{Tart: path, Template: cfg.Template, LogDir: logDir, Log: log.WithField("driver", "tart")}, nil
 	case "local":
 		log.Warn("the local driver runs builds as plain processes on this machine, with no isolation; use it only for trusted projects")
 		return &local.Driver{Root: filepath.Join(cfg.DataDir, "local-vms")}, nil
