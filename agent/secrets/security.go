@@ -11,7 +11,8 @@ import (
 // SecurityStore keeps secrets in the login Keychain through the
 // /usr/bin/security tool: the Keychain path for binaries built without cgo.
 // Secrets go to security on standard input (-w with no value makes it
-// prompt), never on its command line, where any process could read them.
+// prompt, and with no controlling terminal the prompt reads stdin), never
+// on its command line, where any process could read them.
 type SecurityStore struct {
 	Tool    string // path of the security tool; "" → /usr/bin/security
 	Service string // "" → Service
@@ -34,10 +35,21 @@ func (s *SecurityStore) service() string {
 // Where implements Store.
 func (s *SecurityStore) Where() string { return "the macOS login Keychain" }
 
-// run calls the tool; op says what for, in error messages ("read").
-func (s *SecurityStore) run(op, stdin string, args ...string) (string, error) {
+// command is the tool with args, stdin as its standard input, and no
+// controlling terminal: security reads a -w password from /dev/tty when it
+// can open it (a `freeagent setup` typed in Terminal, say), and would wait
+// there for someone to type the secret instead of reading the stdin it was
+// given.
+func (s *SecurityStore) command(stdin string, args ...string) *exec.Cmd {
 	cmd := exec.Command(s.tool(), args...)
 	cmd.Stdin = strings.NewReader(stdin)
+	withoutTerminal(cmd)
+	return cmd
+}
+
+// run calls the tool; op says what for, in error messages ("read").
+func (s *SecurityStore) run(op, stdin string, args ...string) (string, error) {
+	cmd := s.command(stdin, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
