@@ -94,6 +94,9 @@ func Validate(app string, c Check) error {
 		if !buildVersionRE.MatchString(info.CFBundleVersion) {
 			fail("Info.plist CFBundleVersion %q is not dot-separated numbers", info.CFBundleVersion)
 		}
+		if strings.TrimSpace(info.NSLocalNetworkUsageDescription) == "" {
+			fail("Info.plist has no NSLocalNetworkUsageDescription: on macOS 15 and later a controller on the local network would be refused without a prompt")
+		}
 		if info.CFBundleName == "" || info.CFBundleDisplayName == "" {
 			fail("Info.plist has no CFBundleName or CFBundleDisplayName")
 		}
