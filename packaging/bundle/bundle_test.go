@@ -279,3 +279,58 @@ func TestEntitlements(t *testing.T) {
 	wantErr(t, CheckEntitlements([]byte(bad)), "get-task-allow", "allow-jit")
 	wantErr(t, CheckEntitlements([]byte("<plist><dict></dict></plist>")), "network.client missing")
 }
+
+// withBuildVersion copies the thin Mach-O file in to a new file with its
+// LC_BUILD_VERSION load command edited, as a cgo build linked for another
+// macOS would have it.
+func withBuildVersion(t *testing.T, in string, edit func(order binary.ByteOrder, cmd []byte)) string {
+	t.Helper()
+	f, err := macho.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := os.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, found := 32, false // the 64-bit Mach-O header
+	for _, l := range f.Loads {
+		raw := l.Raw()
+		if f.ByteOrder.Uint32(raw) == loadBuildVersion {
+			edit(f.ByteOrder, b[off:off+len(raw)])
+			found = true
+		}
+		off += len(raw)
+	}
+	if !found {
+		t.Fatalf("%s has no LC_BUILD_VERSION", in)
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(in))
+	if err := os.WriteFile(out, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestMinimumMacOS(t *testing.T) {
+	b := bins(t)
+	for _, arch := range []string{"arm64", "amd64"} {
+		if err := CheckMinimumOS(b[arch]); err != nil {
+			t.Fatalf("the Go linker's own binary: %v", err)
+		}
+	}
+	// Linked by clang on a macOS 15 build Mac without MACOSX_DEPLOYMENT_TARGET.
+	sequoia := withBuildVersion(t, b["arm64"], func(o binary.ByteOrder, cmd []byte) { o.PutUint32(cmd[12:], 15<<16) })
+	wantErr(t, CheckMinimumOS(sequoia), "(arm64) needs macOS 15.0, but the bundle says 13.0", "MACOSX_DEPLOYMENT_TARGET=13.0")
+	wantErr(t, Validate(assemble(t, sequoia), Check{Archs: []string{"arm64"}}), "MacOS/freeagent (arm64) needs macOS 15.0")
+	ventura := withBuildVersion(t, b["arm64"], func(o binary.ByteOrder, cmd []byte) { o.PutUint32(cmd[12:], 13<<16) })
+	if err := CheckMinimumOS(ventura); err != nil {
+		t.Fatalf("built for 13.0: %v", err)
+	}
+	// A binary that does not say which macOS it needs is not waved through.
+	unknown := withBuildVersion(t, b["arm64"], func(o binary.ByteOrder, cmd []byte) { o.PutUint32(cmd, 0x7ff) })
+	wantErr(t, CheckMinimumOS(unknown), "records no minimum macOS")
+	wantErr(t, Validate(assemble(t, unknown), Check{Archs: []string{"arm64"}}), "MacOS/freeagent (arm64) records no minimum macOS")
+	wantErr(t, CheckMinimumOS("bundle_test.go"), "not a Mach-O file")
+}
