@@ -34,7 +34,8 @@ Usage:
                             a second Ctrl-C hands them back; a third exits at once)
   freeagent setup [flags]   store the controller URL and API key (the key is read from stdin)
   freeagent service install|uninstall|status   start at login (macOS LaunchAgent)
-  freeagent doctor [--json] check this host (Tart, VM template, disk, VM limit, controller, key)
+  freeagent doctor [--json] check this host (Tart, VM template, disk, VM limit, DHCP lease time,
+                            controller, key)
                             and print the fix for each problem; exit status 1 when a check fails
 
 Run "freeagent COMMAND -h" for a command's flags. Every flag can also be set
