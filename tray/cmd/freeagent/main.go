@@ -20,6 +20,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent"
 	"github.com/freeagent-build/freeagent/agent/local"
 	"github.com/freeagent-build/freeagent/agent/logfile"
+	"github.com/freeagent-build/freeagent/agent/power"
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/tray/conffile"
@@ -212,6 +213,7 @@ func newAgent(cfg *Config, store secrets.Store, log logrus.FieldLogger) (*agent.
 		BootTimeout:        cfg.BootTimeout,
 		BackoffMin:         cfg.BackoffMin,
 		MaxBuildTimeout:    cfg.BuildTimeout,
+		Awake:              power.ForHost(), // the Mac must not sleep mid-build
 		OnWorkerID: func(id string) {
 			if err := store.Set(secrets.KeyWorkerID, id); err != nil {
 				log.WithError(err).Warn("could not remember the worker id")
