@@ -48,6 +48,8 @@ type Config struct {
 	MaxBuildTimeout time.Duration
 	// OnWorkerID is told the worker id after every registration, to persist it.
 	OnWorkerID func(string)
+	// Awake keeps the host awake while builds run (power.ForHost); nil: nothing.
+	Awake Awake
 }
 
 // Agent is one worker process.
@@ -71,6 +73,7 @@ type Agent struct {
 	paused      bool
 	pollCancel  context.CancelFunc // ends the poll in flight (SetPaused)
 	status      Status
+	awakeMu     sync.Mutex // orders the calls to cfg.Awake (reportBusy)
 }
 
 // New returns an agent; Run starts it.
@@ -185,6 +188,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.finishBuild(b)
 			continue
 		}
+		a.reportBusy()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -340,6 +344,7 @@ func (a *Agent) finishBuild(b *build) {
 	default:
 	}
 	a.setOnline()
+	a.reportBusy()
 }
 
 // tokenHolder keeps the worker token. Answers can arrive out of order, so

@@ -5,6 +5,13 @@ import (
 	"time"
 )
 
+// Awake keeps the host from sleeping while builds run. The agent calls
+// SetBusy(true) when a build starts and SetBusy(false) when none is left;
+// calls that change nothing must do nothing.
+type Awake interface {
+	SetBusy(busy bool) error
+}
+
 // State is the agent's condition as the tray shows it.
 type State string
 
@@ -85,5 +92,22 @@ func (a *Agent) setOnline() {
 		} else {
 			a.setState(StateOnline, "")
 		}
+	}
+}
+
+// reportBusy tells cfg.Awake whether builds are running. Builds start and
+// end on different goroutines: awakeMu makes each call read the count after
+// the change it reports, so the last call always carries the current state.
+func (a *Agent) reportBusy() {
+	if a.cfg.Awake == nil {
+		return
+	}
+	a.awakeMu.Lock()
+	defer a.awakeMu.Unlock()
+	a.mu.Lock()
+	busy := len(a.running) > 0
+	a.mu.Unlock()
+	if err := a.cfg.Awake.SetBusy(busy); err != nil {
+		a.log.WithError(err).Warn("could not keep the host awake for the running builds")
 	}
 }

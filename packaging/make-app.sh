@@ -29,7 +29,14 @@ describe=$(git describe --tags --always --dirty)
 rm -rf "$out"
 mkdir -p "$out"
 
-echo "--- build (cgo, arm64 + amd64)"
+# cgo links through clang, which without a deployment target builds for the
+# build Mac's own macOS: made on macOS 15, the app would refuse to start on 13
+# and 14 (and mkapp validate rejects it). The target is the bundle's
+# LSMinimumSystemVersion, from the constant that writes Info.plist.
+MACOSX_DEPLOYMENT_TARGET=$(go run ./packaging/cmd/mkapp minimum-macos)
+export MACOSX_DEPLOYMENT_TARGET
+
+echo "--- build (cgo, arm64 + amd64, macOS $MACOSX_DEPLOYMENT_TARGET and later)"
 for arch in arm64 amd64; do
 	GOOS=darwin GOARCH=$arch CGO_ENABLED=1 go build -o "$out/$arch/" ./tray/cmd/freeagent
 done

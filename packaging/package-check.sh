@@ -4,7 +4,8 @@
 # assembles one FreeAgent.app per architecture (Linux has no lipo, so no
 # universal binary here: `make app` on a Mac makes that one), ad-hoc signs
 # the bundle's binaries with quill, and validates the bundle, its Info.plist,
-# icon, entitlements and signatures.
+# icon, entitlements and signatures, and the minimum macOS of every binary
+# and of make app's cgo build.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,6 +22,18 @@ for arch in arm64 amd64; do
 	GOOS=darwin GOARCH=$arch CGO_ENABLED=0 go build -o "$out/$arch/bin/" \
 		./controller/cmd/... ./tray/cmd/freeagent ./vmbootstrap/cmd/freeagent-vm ./cli/cmd/expo-build
 done
+
+for arch in arm64 amd64; do
+	echo "--- darwin/$arch: minimum macOS of every binary (LC_BUILD_VERSION)"
+	"$mkapp" minos "$out/$arch"/bin/*
+done
+
+# make app's cgo build links through clang, which targets the build Mac's own
+# macOS unless MACOSX_DEPLOYMENT_TARGET says otherwise. Linux cannot link it,
+# so run make-app.sh with a stand-in uname and go up to that build and check
+# the variable it exports is the bundle's LSMinimumSystemVersion.
+echo "--- make-app.sh: the cgo build's MACOSX_DEPLOYMENT_TARGET is the bundle's minimum macOS"
+go test -count=1 -run '^TestMakeAppBuildsForTheBundlesMinimumMacOS$' ./packaging/bundle
 
 for arch in arm64 amd64; do
 	echo "--- darwin/$arch: FreeAgent.app"

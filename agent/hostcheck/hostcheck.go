@@ -1,7 +1,7 @@
 // Package hostcheck inspects the worker's host: Tart, the VM template, free
-// disk, the macOS VM limit, the controller and the stored credentials. The
-// menu bar shows the failures as "needs attention"; `freeagent doctor`
-// prints them all. Every result says what is wrong and how to fix it.
+// disk, the macOS VM limit, the VM network's DHCP lease time, the controller
+// and the stored credentials. The menu bar shows the failures as "needs
+// attention"; `freeagent doctor` prints them all. Every result says what is wrong and how to fix it.
 package hostcheck
 
 import (
@@ -36,6 +36,7 @@ const (
 	IDTemplate    = "template"
 	IDVMLimit     = "vm_limit"
 	IDDisk        = "disk"
+	IDDHCPLease   = "dhcp_lease"
 )
 
 // Result is one check's outcome.
@@ -52,12 +53,16 @@ type Config struct {
 	APIKey        string        // the key in use (environment or store)
 	KeyStore      secrets.Store // where the key is kept, named in messages
 	// Tart is nil when builds do not run in Tart VMs (the local driver):
-	// the Tart, template and VM-limit checks are then left out.
+	// the Tart, template, VM-limit and DHCP lease checks are then left out.
 	Tart    *tart.Driver
 	DataDir string // the disk that holds build scratch space
 	MinFree uint64 // bytes; less free space fails the disk check
 	HTTP    *http.Client
 	Timeout time.Duration // per network check
+
+	// InternetSharingPlist holds the DHCP lease time of Tart's VM network
+	// (checked with Tart); empty: the system's, InternetSharingPlist.
+	InternetSharingPlist string
 }
 
 // DefaultMinFree is the free space a build needs: the clone of a template is
@@ -72,6 +77,11 @@ func Run(ctx context.Context, cfg Config) []Result {
 		if rs[len(rs)-1].Severity != Fail {
 			rs = append(rs, Template(ctx, cfg.Tart), VMLimit(ctx, cfg.Tart))
 		}
+		plistPath := cfg.InternetSharingPlist
+		if plistPath == "" {
+			plistPath = InternetSharingPlist
+		}
+		rs = append(rs, DHCPLease(plistPath))
 	}
 	return append(rs, Disk(cfg.DataDir, cfg.MinFree))
 }

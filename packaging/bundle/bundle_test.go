@@ -44,22 +44,23 @@ func TestInfoPlist(t *testing.T) {
 		t.Fatalf("Info.plist: format %d, %v\n%s", format, err, b)
 	}
 	want := map[string]any{
-		"CFBundleDevelopmentRegion":     "en",
-		"CFBundleDisplayName":           "Free Agent",
-		"CFBundleExecutable":            "freeagent",
-		"CFBundleIconFile":              "FreeAgent",
-		"CFBundleIdentifier":            "build.freeagent.FreeAgent",
-		"CFBundleInfoDictionaryVersion": "6.0",
-		"CFBundleName":                  "FreeAgent",
-		"CFBundlePackageType":           "APPL",
-		"CFBundleShortVersionString":    "1.4.0",
-		"CFBundleVersion":               "1.4.0.3",
-		"LSApplicationCategoryType":     "public.app-category.developer-tools",
-		"LSMinimumSystemVersion":        "13.0",
-		"LSUIElement":                   true,
-		"NSHighResolutionCapable":       true,
-		"NSHumanReadableCopyright":      "Free Agent contributors",
-		"FreeAgentSourceVersion":        "v1.4.0-3-g1a2b3c4",
+		"CFBundleDevelopmentRegion":      "en",
+		"CFBundleDisplayName":            "Free Agent",
+		"CFBundleExecutable":             "freeagent",
+		"CFBundleIconFile":               "FreeAgent",
+		"CFBundleIdentifier":             "build.freeagent.FreeAgent",
+		"CFBundleInfoDictionaryVersion":  "6.0",
+		"CFBundleName":                   "FreeAgent",
+		"CFBundlePackageType":            "APPL",
+		"CFBundleShortVersionString":     "1.4.0",
+		"CFBundleVersion":                "1.4.0.3",
+		"LSApplicationCategoryType":      "public.app-category.developer-tools",
+		"LSMinimumSystemVersion":         "13.0",
+		"LSUIElement":                    true,
+		"NSHighResolutionCapable":        true,
+		"NSHumanReadableCopyright":       "Free Agent contributors",
+		"NSLocalNetworkUsageDescription": "Free Agent connects to your build controller and to this Mac's build VMs on the local network to receive builds and report their results.",
+		"FreeAgentSourceVersion":         "v1.4.0-3-g1a2b3c4",
 	}
 	if !reflect.DeepEqual(got, want) {
 		for k := range want {
@@ -222,6 +223,7 @@ func TestValidateFindsBrokenBundles(t *testing.T) {
 		{"stray file", func(app string) { os.WriteFile(filepath.Join(app, "Contents", "Resources", ".DS_Store"), nil, 0o644) }, []string{"unexpected Contents/Resources/.DS_Store"}},
 		{"dock icon", func(app string) { rewriteInfo(t, app, func(i *Info) { i.LSUIElement = false }) }, []string{"LSUIElement"}},
 		{"bundle id", func(app string) { rewriteInfo(t, app, func(i *Info) { i.CFBundleIdentifier = "com.example.x" }) }, []string{`CFBundleIdentifier is "com.example.x", want "build.freeagent.FreeAgent"`}},
+		{"local network", func(app string) { rewriteInfo(t, app, func(i *Info) { i.NSLocalNetworkUsageDescription = "" }) }, []string{"NSLocalNetworkUsageDescription"}},
 		{"version", func(app string) { rewriteInfo(t, app, func(i *Info) { i.CFBundleShortVersionString = "v1.0" }) }, []string{"CFBundleShortVersionString"}},
 		{"not executable", func(app string) { os.Chmod(filepath.Join(app, "Contents", "MacOS", "freeagent"), 0o644) }, []string{"MacOS/freeagent is not executable"}},
 		{"guest for Intel", func(app string) { copyFile(t, b["amd64"], filepath.Join(app, "Contents", "Resources", "freeagent-vm")) }, []string{"Resources/freeagent-vm holds amd64, want arm64"}},
@@ -276,4 +278,59 @@ func TestEntitlements(t *testing.T) {
 	bad := strings.Replace(string(b), "<dict>", "<dict><key>com.apple.security.get-task-allow</key><true/><key>com.apple.security.cs.allow-jit</key><true/>", 1)
 	wantErr(t, CheckEntitlements([]byte(bad)), "get-task-allow", "allow-jit")
 	wantErr(t, CheckEntitlements([]byte("<plist><dict></dict></plist>")), "network.client missing")
+}
+
+// withBuildVersion copies the thin Mach-O file in to a new file with its
+// LC_BUILD_VERSION load command edited, as a cgo build linked for another
+// macOS would have it.
+func withBuildVersion(t *testing.T, in string, edit func(order binary.ByteOrder, cmd []byte)) string {
+	t.Helper()
+	f, err := macho.Open(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b, err := os.ReadFile(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	off, found := 32, false // the 64-bit Mach-O header
+	for _, l := range f.Loads {
+		raw := l.Raw()
+		if f.ByteOrder.Uint32(raw) == loadBuildVersion {
+			edit(f.ByteOrder, b[off:off+len(raw)])
+			found = true
+		}
+		off += len(raw)
+	}
+	if !found {
+		t.Fatalf("%s has no LC_BUILD_VERSION", in)
+	}
+	out := filepath.Join(t.TempDir(), filepath.Base(in))
+	if err := os.WriteFile(out, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestMinimumMacOS(t *testing.T) {
+	b := bins(t)
+	for _, arch := range []string{"arm64", "amd64"} {
+		if err := CheckMinimumOS(b[arch]); err != nil {
+			t.Fatalf("the Go linker's own binary: %v", err)
+		}
+	}
+	// Linked by clang on a macOS 15 build Mac without MACOSX_DEPLOYMENT_TARGET.
+	sequoia := withBuildVersion(t, b["arm64"], func(o binary.ByteOrder, cmd []byte) { o.PutUint32(cmd[12:], 15<<16) })
+	wantErr(t, CheckMinimumOS(sequoia), "(arm64) needs macOS 15.0, but the bundle says 13.0", "MACOSX_DEPLOYMENT_TARGET=13.0")
+	wantErr(t, Validate(assemble(t, sequoia), Check{Archs: []string{"arm64"}}), "MacOS/freeagent (arm64) needs macOS 15.0")
+	ventura := withBuildVersion(t, b["arm64"], func(o binary.ByteOrder, cmd []byte) { o.PutUint32(cmd[12:], 13<<16) })
+	if err := CheckMinimumOS(ventura); err != nil {
+		t.Fatalf("built for 13.0: %v", err)
+	}
+	// A binary that does not say which macOS it needs is not waved through.
+	unknown := withBuildVersion(t, b["arm64"], func(o binary.ByteOrder, cmd []byte) { o.PutUint32(cmd, 0x7ff) })
+	wantErr(t, CheckMinimumOS(unknown), "records no minimum macOS")
+	wantErr(t, Validate(assemble(t, unknown), Check{Archs: []string{"arm64"}}), "MacOS/freeagent (arm64) records no minimum macOS")
+	wantErr(t, CheckMinimumOS("bundle_test.go"), "not a Mach-O file")
 }

@@ -22,6 +22,9 @@ const (
 	IconName       = "FreeAgent"    // Contents/Resources/FreeAgent.icns
 	MinimumMacOS   = "13.0"
 	bundleIDPrefix = "build.freeagent."
+	// LocalNetworkUsage is the reason macOS shows when it asks whether the
+	// app may reach devices on the local network.
+	LocalNetworkUsage = "Free Agent connects to your build controller and to this Mac's build VMs on the local network to receive builds and report their results."
 )
 
 // Info is the app's Info.plist.
@@ -42,6 +45,11 @@ type Info struct {
 	LSUIElement              bool   `plist:"LSUIElement"`
 	NSHighResolutionCapable  bool   `plist:"NSHighResolutionCapable"`
 	NSHumanReadableCopyright string `plist:"NSHumanReadableCopyright"`
+	// NSLocalNetworkUsageDescription: from macOS 15 on, a connection to an
+	// address on the LAN (a controller at 192.168.x.y or build.local) needs
+	// the user's consent, and the prompt shows this text. Without it the
+	// connection is refused without a prompt and the worker stays offline.
+	NSLocalNetworkUsageDescription string `plist:"NSLocalNetworkUsageDescription"`
 	// FreeAgentSourceVersion is the full `git describe`, for bug reports.
 	FreeAgentSourceVersion string `plist:"FreeAgentSourceVersion"`
 }
@@ -50,22 +58,23 @@ type Info struct {
 func NewInfo(describe string) Info {
 	short, build := Versions(describe)
 	return Info{
-		CFBundleDevelopmentRegion:     "en",
-		CFBundleDisplayName:           "Free Agent",
-		CFBundleExecutable:            Executable,
-		CFBundleIconFile:              IconName,
-		CFBundleIdentifier:            launchd.BundleID,
-		CFBundleInfoDictionaryVersion: "6.0",
-		CFBundleName:                  "FreeAgent",
-		CFBundlePackageType:           "APPL",
-		CFBundleShortVersionString:    short,
-		CFBundleVersion:               build,
-		LSApplicationCategoryType:     "public.app-category.developer-tools",
-		LSMinimumSystemVersion:        MinimumMacOS,
-		LSUIElement:                   true,
-		NSHighResolutionCapable:       true,
-		NSHumanReadableCopyright:      "Free Agent contributors",
-		FreeAgentSourceVersion:        describe,
+		CFBundleDevelopmentRegion:      "en",
+		CFBundleDisplayName:            "Free Agent",
+		CFBundleExecutable:             Executable,
+		CFBundleIconFile:               IconName,
+		CFBundleIdentifier:             launchd.BundleID,
+		CFBundleInfoDictionaryVersion:  "6.0",
+		CFBundleName:                   "FreeAgent",
+		CFBundlePackageType:            "APPL",
+		CFBundleShortVersionString:     short,
+		CFBundleVersion:                build,
+		LSApplicationCategoryType:      "public.app-category.developer-tools",
+		LSMinimumSystemVersion:         MinimumMacOS,
+		LSUIElement:                    true,
+		NSHighResolutionCapable:        true,
+		NSHumanReadableCopyright:       "Free Agent contributors",
+		NSLocalNetworkUsageDescription: LocalNetworkUsage,
+		FreeAgentSourceVersion:         describe,
 	}
 }
 

@@ -14,13 +14,3 @@ func TestMakeAppRefusesToRunOffMacOS(t *testing.T) {
 		t.Fatalf("exit %d: %s", code, out)
 	}
 }
-
-func exitCode(err error) int {
-	if e, ok := err.(*exec.ExitError); ok {
-		return e.ExitCode()
-	}
-	if err != nil {
-		return -1
-	}
-	return 0
-}

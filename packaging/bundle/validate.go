@@ -94,6 +94,9 @@ func Validate(app string, c Check) error {
 		if !buildVersionRE.MatchString(info.CFBundleVersion) {
 			fail("Info.plist CFBundleVersion %q is not dot-separated numbers", info.CFBundleVersion)
 		}
+		if strings.TrimSpace(info.NSLocalNetworkUsageDescription) == "" {
+			fail("Info.plist has no NSLocalNetworkUsageDescription: on macOS 15 and later a controller on the local network would be refused without a prompt")
+		}
 		if info.CFBundleName == "" || info.CFBundleDisplayName == "" {
 			fail("Info.plist has no CFBundleName or CFBundleDisplayName")
 		}
@@ -134,8 +137,9 @@ func readInfo(path string) (Info, error) {
 var cpus = map[string]macho.Cpu{"arm64": macho.CpuArm64, "amd64": macho.CpuAmd64}
 
 const (
-	loadCodeSignature = 0x1d // LC_CODE_SIGNATURE
-	loadBuildVersion  = 0x32 // LC_BUILD_VERSION
+	loadCodeSignature   = 0x1d // LC_CODE_SIGNATURE
+	loadVersionMinMacOS = 0x24 // LC_VERSION_MIN_MACOSX (older linkers)
+	loadBuildVersion    = 0x32 // LC_BUILD_VERSION
 )
 
 // checkMachO verifies an executable: mode, exactly the wanted
@@ -150,57 +154,25 @@ func checkMachO(path string, archs []string, signed bool) error {
 	if st.Mode().Perm()&0o111 == 0 {
 		return fmt.Errorf("%s is not executable (mode %v)", name, st.Mode().Perm())
 	}
-	var files []*macho.File
-	if fat, err := macho.OpenFat(path); err == nil {
-		defer fat.Close()
-		for _, a := range fat.Arches {
-			files = append(files, a.File)
-		}
-	} else if errors.Is(err, macho.ErrNotFat) {
-		f, err := macho.Open(path)
-		if err != nil {
-			return fmt.Errorf("%s is not a Mach-O file: %w", name, err)
-		}
-		defer f.Close()
-		files = append(files, f)
-	} else {
-		return fmt.Errorf("%s is not a Mach-O file: %w", name, err)
+	files, closeFiles, err := openMachO(path, name)
+	if err != nil {
+		return err
 	}
+	defer closeFiles()
 
 	var got []string
 	var errs []error
 	for _, f := range files {
-		arch := f.Cpu.String()
-		for n, c := range cpus {
-			if c == f.Cpu {
-				arch = n
-			}
-		}
+		arch := archName(f)
 		got = append(got, arch)
 		if f.Type != macho.TypeExec {
 			errs = append(errs, fmt.Errorf("%s (%s) is not an executable (Mach-O type %v)", name, arch, f.Type))
 		}
-		sig, minos := false, ""
-		for _, l := range f.Loads {
-			raw := l.Raw()
-			if len(raw) < 8 {
-				continue
-			}
-			switch f.ByteOrder.Uint32(raw) {
-			case loadCodeSignature:
-				sig = true
-			case loadBuildVersion:
-				if len(raw) >= 16 {
-					v := f.ByteOrder.Uint32(raw[12:16])
-					minos = fmt.Sprintf("%d.%d", v>>16, (v>>8)&0xff)
-				}
-			}
-		}
-		if signed && !sig {
+		if signed && !hasLoad(f, loadCodeSignature) {
 			errs = append(errs, fmt.Errorf("%s (%s) is not signed", name, arch))
 		}
-		if minos != "" && newerThan(minos, MinimumMacOS) {
-			errs = append(errs, fmt.Errorf("%s (%s) needs macOS %s, but the bundle says %s", name, arch, minos, MinimumMacOS))
+		if err := checkMinimumOS(f, name); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	slices.Sort(got)
@@ -209,6 +181,98 @@ func checkMachO(path string, archs []string, signed bool) error {
 		errs = append(errs, fmt.Errorf("%s holds %s, want %s", name, strings.Join(got, "+"), strings.Join(want, "+")))
 	}
 	return errors.Join(errs...)
+}
+
+// CheckMinimumOS verifies that every architecture of the Mach-O file at
+// path records the macOS it needs (LC_BUILD_VERSION's minos) and that it is
+// no newer than MinimumMacOS: a cgo binary linked without
+// MACOSX_DEPLOYMENT_TARGET needs the build Mac's own version.
+func CheckMinimumOS(path string) error {
+	files, closeFiles, err := openMachO(path, path)
+	if err != nil {
+		return err
+	}
+	defer closeFiles()
+	var errs []error
+	for _, f := range files {
+		errs = append(errs, checkMinimumOS(f, path))
+	}
+	return errors.Join(errs...)
+}
+
+func checkMinimumOS(f *macho.File, name string) error {
+	arch := archName(f)
+	minos := minimumOS(f)
+	switch {
+	case minos == "":
+		return fmt.Errorf("%s (%s) records no minimum macOS (no LC_BUILD_VERSION): it cannot be checked against the bundle's %s", name, arch, MinimumMacOS)
+	case newerThan(minos, MinimumMacOS):
+		return fmt.Errorf("%s (%s) needs macOS %s, but the bundle says %s: build it with MACOSX_DEPLOYMENT_TARGET=%s", name, arch, minos, MinimumMacOS, MinimumMacOS)
+	}
+	return nil
+}
+
+// openMachO opens a thin or universal Mach-O file and returns each
+// architecture's part.
+func openMachO(path, name string) ([]*macho.File, func(), error) {
+	fat, err := macho.OpenFat(path)
+	if err == nil {
+		var files []*macho.File
+		for _, a := range fat.Arches {
+			files = append(files, a.File)
+		}
+		return files, func() { fat.Close() }, nil
+	}
+	if !errors.Is(err, macho.ErrNotFat) {
+		return nil, nil, fmt.Errorf("%s is not a Mach-O file: %w", name, err)
+	}
+	f, err := macho.Open(path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s is not a Mach-O file: %w", name, err)
+	}
+	return []*macho.File{f}, func() { f.Close() }, nil
+}
+
+// archName is the GOARCH name of f's CPU, or the Mach-O one.
+func archName(f *macho.File) string {
+	for n, c := range cpus {
+		if c == f.Cpu {
+			return n
+		}
+	}
+	return f.Cpu.String()
+}
+
+func hasLoad(f *macho.File, cmd uint32) bool {
+	for _, l := range f.Loads {
+		if raw := l.Raw(); len(raw) >= 8 && f.ByteOrder.Uint32(raw) == cmd {
+			return true
+		}
+	}
+	return false
+}
+
+// minimumOS is the "major.minor" macOS f needs, from LC_BUILD_VERSION
+// (minos at offset 12) or the older LC_VERSION_MIN_MACOSX (offset 8); ""
+// when neither is there.
+func minimumOS(f *macho.File) string {
+	for _, l := range f.Loads {
+		raw := l.Raw()
+		if len(raw) < 16 {
+			continue
+		}
+		var v uint32
+		switch f.ByteOrder.Uint32(raw) {
+		case loadBuildVersion:
+			v = f.ByteOrder.Uint32(raw[12:16])
+		case loadVersionMinMacOS:
+			v = f.ByteOrder.Uint32(raw[8:12])
+		default:
+			continue
+		}
+		return fmt.Sprintf("%d.%d", v>>16, (v>>8)&0xff)
+	}
+	return ""
 }
 
 // newerThan compares "major.minor" versions.

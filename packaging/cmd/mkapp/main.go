@@ -3,6 +3,12 @@
 //
 //	mkapp assemble --out DIR --version DESCRIBE --freeagent BIN --freeagent-vm BIN
 //	mkapp validate [--arch arm64,amd64] [--signed] [--entitlements FILE] FreeAgent.app
+//	mkapp minimum-macos
+//	mkapp minos BIN...
+//
+// minimum-macos prints the bundle's LSMinimumSystemVersion, which make-app.sh
+// exports as MACOSX_DEPLOYMENT_TARGET for the cgo build; minos checks that
+// each Mach-O file needs no newer macOS than that.
 package main
 
 import (
@@ -19,6 +25,8 @@ import (
 const usage = `usage:
   mkapp assemble --out DIR --version DESCRIBE --freeagent BIN --freeagent-vm BIN
   mkapp validate [--arch arm64,amd64] [--signed] [--entitlements FILE] FreeAgent.app
+  mkapp minimum-macos
+  mkapp minos BIN...
 `
 
 func main() {
@@ -69,6 +77,28 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			if err == nil {
 				fmt.Fprintf(stdout, "%s: layout, Info.plist, icon and binaries (%s) are valid\n", fs.Arg(0), *archs)
+			}
+		}
+	case "minimum-macos":
+		if err = fs.Parse(args[1:]); err == nil {
+			if fs.NArg() != 0 {
+				fmt.Fprint(stderr, usage)
+				return 2
+			}
+			fmt.Fprintln(stdout, bundle.MinimumMacOS)
+		}
+	case "minos":
+		if err = fs.Parse(args[1:]); err == nil {
+			if fs.NArg() == 0 {
+				fmt.Fprint(stderr, usage)
+				return 2
+			}
+			var errs []error
+			for _, bin := range fs.Args() {
+				errs = append(errs, bundle.CheckMinimumOS(bin))
+			}
+			if err = errors.Join(errs...); err == nil {
+				fmt.Fprintf(stdout, "%d binaries need macOS %s or older\n", fs.NArg(), bundle.MinimumMacOS)
 			}
 		}
 	default:

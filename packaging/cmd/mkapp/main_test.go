@@ -34,7 +34,19 @@ func TestAssembleThenValidate(t *testing.T) {
 	if code := run([]string{"validate", "--arch", "arm64", "--entitlements", filepath.Join(dir, "missing"), app}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "missing") {
 		t.Fatalf("missing entitlements: exit %d: %s", code, stderr.String())
 	}
-	for _, args := range [][]string{{}, {"bake"}, {"assemble", "--out", dir}, {"validate"}} {
+	stdout.Reset()
+	if code := run([]string{"minimum-macos"}, &stdout, &stderr); code != 0 || stdout.String() != "13.0\n" {
+		t.Fatalf("minimum-macos: exit %d: %q", code, stdout.String())
+	}
+	stdout.Reset()
+	if code := run([]string{"minos", bin, bin}, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "2 binaries need macOS 13.0 or older") {
+		t.Fatalf("minos: exit %d: %s %s", code, stdout.String(), stderr.String())
+	}
+	stderr.Reset()
+	if code := run([]string{"minos", bin, "main.go"}, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "main.go is not a Mach-O file") {
+		t.Fatalf("minos on a text file: exit %d: %s", code, stderr.String())
+	}
+	for _, args := range [][]string{{}, {"bake"}, {"assemble", "--out", dir}, {"validate"}, {"minos"}, {"minimum-macos", "x"}} {
 		if code := run(args, &stdout, &stderr); code != 2 {
 			t.Errorf("%v: exit %d, want 2", args, code)
 		}

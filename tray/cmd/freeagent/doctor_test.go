@@ -75,7 +75,8 @@ func TestDoctor(t *testing.T) {
 	code := run(args, strings.NewReader(""), &stdout, &stderr)
 	if code != 1 || !strings.Contains(stdout.String(), `✗ template    template VM "macos-expo" is missing`) ||
 		!strings.Contains(stdout.String(), "fix: build it with scripts/build-vm-template.sh") ||
-		!strings.Contains(stdout.String(), "✓ controller") || !strings.Contains(stdout.String(), "✓ tart        Tart 2.32.0") {
+		!strings.Contains(stdout.String(), "✓ controller") || !strings.Contains(stdout.String(), "✓ tart        Tart 2.32.0") ||
+		!strings.Contains(stdout.String(), "dhcp_lease  DHCP leases for Tart VMs last") {
 		t.Fatalf("missing template: %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 
@@ -102,7 +103,7 @@ func TestDoctor(t *testing.T) {
 			t.Fatalf("refused key: %+v", c)
 		}
 	}
-	if len(report.Checks) != 6 {
-		t.Fatalf("want all six checks: %+v", report.Checks)
+	if len(report.Checks) != 7 {
+		t.Fatalf("want all seven checks: %+v", report.Checks)
 	}
 }

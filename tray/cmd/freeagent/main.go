@@ -20,6 +20,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent"
 	"github.com/freeagent-build/freeagent/agent/local"
 	"github.com/freeagent-build/freeagent/agent/logfile"
+	"github.com/freeagent-build/freeagent/agent/power"
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/tray/conffile"
@@ -34,7 +35,8 @@ Usage:
                             a second Ctrl-C hands them back; a third exits at once)
   freeagent setup [flags]   store the controller URL and API key (the key is read from stdin)
   freeagent service install|uninstall|status   start at login (macOS LaunchAgent)
-  freeagent doctor [--json] check this host (Tart, VM template, disk, VM limit, controller, key)
+  freeagent doctor [--json] check this host (Tart, VM template, disk, VM limit, DHCP lease time,
+                            controller, key)
                             and print the fix for each problem; exit status 1 when a check fails
 
 Run "freeagent COMMAND -h" for a command's flags. Every flag can also be set
@@ -249,6 +251,7 @@ func newAgent(cfg *Config, store secrets.Store, log logrus.FieldLogger) (*agent.
 		BootTimeout:        cfg.BootTimeout,
 		BackoffMin:         cfg.BackoffMin,
 		MaxBuildTimeout:    cfg.BuildTimeout,
+		Awake:              power.ForHost(), // the Mac must not sleep mid-build
 		OnWorkerID: func(id string) {
 			if err := store.Set(secrets.KeyWorkerID, id); err != nil {
 				log.WithError(err).Warn("could not remember the worker id")
