@@ -21,7 +21,10 @@ Options:
   --push REF            after building, `tart push NAME REF` (e.g. ghcr.io/you/freeagent-template:1)
   --freeagent-vm PATH   darwin/arm64 freeagent-vm to bake in as the fallback
                         (default: built here with go)
-  --node FORMULA        Homebrew Node.js formula (default node@20)
+  --node FORMULAS       Homebrew Node.js formulae, comma-separated; the first is linked as the
+                        default `node`, the others stay in /opt/homebrew/opt/node@N and a build
+                        whose eas.json names their version uses them (default node@24,node@22:
+                        the maintained LTS lines)
   --android             also install a JDK (openjdk@17) and the Android SDK command-line tools
   --eas-cli             also install eas-cli with npm
   --user NAME           the guest user that logs in automatically and owns Homebrew (default admin)
@@ -41,7 +44,7 @@ base=ghcr.io/cirruslabs/macos-sequoia-xcode:latest
 name=freeagent-template
 push=""
 vm_bin=""
-node=node@20
+node=node@24,node@22
 android=0
 eas=0
 transport="exec"
@@ -53,7 +56,7 @@ while [ $# -gt 0 ]; do
 	--name) name=${2:?--name needs a name}; shift 2 ;;
 	--push) push=${2:?--push needs a registry reference}; shift 2 ;;
 	--freeagent-vm) vm_bin=${2:?--freeagent-vm needs a path}; shift 2 ;;
-	--node) node=${2:?--node needs a formula}; shift 2 ;;
+	--node) node=${2:?--node needs formulae}; shift 2 ;;
 	--android) android=1; shift ;;
 	--eas-cli) eas=1; shift ;;
 	--user) user=${2:?--user needs a name}; shift 2 ;;
@@ -128,8 +131,12 @@ brewenv='eval "$(/opt/homebrew/bin/brew shellenv)" && export HOMEBREW_NO_AUTO_UP
 guest 'sudo -n true' || die "the guest user needs passwordless sudo"
 guest "$brewenv && brew --version" || die "the base image has no Homebrew at /opt/homebrew"
 
-echo "--- Node.js ($node), CocoaPods"
-guest "$brewenv && brew install $node cocoapods && brew link --overwrite --force $node && node --version && npm --version && pod --version"
+node_formulae=${node//,/ }
+node_default=${node%%,*}
+echo "--- Node.js ($node_formulae; $node_default is the default), CocoaPods"
+guest "$brewenv && brew install $node_formulae cocoapods && brew link --overwrite --force $node_default &&
+	for f in $node_formulae; do \"\$(brew --prefix \$f)/bin/node\" --version || exit 1; done &&
+	node --version && npm --version && pod --version"
 if [ "$eas" = 1 ]; then
 	echo "--- eas-cli"
 	guest "$brewenv && npm install -g eas-cli && eas --version"
