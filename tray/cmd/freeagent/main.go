@@ -207,7 +207,7 @@ func newAgent(cfg *Config, store secrets.Store, log logrus.FieldLogger) (*agent.
 		GuestControllerURL: cfg.guestURL(),
 		WorkerID:           workerID,
 		Name:               cfg.Name,
-		Capabilities:       cfg.capabilities(),
+		Capabilities:       cfg.capabilities(log),
 		MaxBuilds:          cfg.MaxBuilds,
 		Resources:          agent.Resources{CPU: cfg.CPU, MemoryMB: cfg.MemoryMB},
 		BootstrapBinary:    cfg.Bootstrap,
