@@ -26,7 +26,7 @@ vet:
 	@if command -v shellcheck >/dev/null; then shellcheck $(SHELL_SCRIPTS); \
 	else echo "shellcheck is not installed: shell scripts not checked (apt-get install shellcheck)"; fi
 
-SHELL_SCRIPTS := scripts/*.sh packaging/*.sh launchd/guest/freeagent-vm-launcher agent/secrets/testdata/security vmbootstrap/testdata/android-app/android/gradlew
+SHELL_SCRIPTS := scripts/*.sh packaging/*.sh launchd/guest/freeagent-vm-launcher launchd/guest/freeagent-toolchain-env agent/secrets/testdata/security vmbootstrap/testdata/android-app/android/gradlew
 
 # Every test, including the fuzz targets' seed corpora, against real Postgres
 # clusters started by the tests themselves.

@@ -196,21 +196,43 @@ func (b *build) execute(ctx context.Context) outcome {
 	return out
 }
 
+// Modes of the shared folder and of what the agent puts in it. The guest's
+// user need not have the host user's uid: Virtualization.framework does the
+// host side of every access as the user running `tart run` and ignores the
+// guest's chown, while the guest's kernel checks the mode bits against the
+// guest user. So the folder must be usable by "others": writable (the guest
+// creates and renames its signal files in it) and its files readable. The
+// folder lives in WorkDir, which is 0700, so no other user of the host can
+// reach it. See agent/README.md, "The shared folder".
+const (
+	sharedDirMode  os.FileMode = 0o777
+	sharedFileMode os.FileMode = 0o644
+	sharedExecMode os.FileMode = 0o755
+)
+
 func (b *build) writeSharedDir(dir string) error {
+	// os.MkdirTemp made it 0700; chmod is not subject to the umask.
+	if err := os.Chmod(dir, sharedDirMode); err != nil {
+		return fmt.Errorf("open the shared folder to the VM's user: %w", err)
+	}
 	cfg := vmbootstrap.BuildConfig{BuildID: b.job.ID, AttemptID: b.job.AttemptID, ControllerURL: b.a.cfg.GuestControllerURL,
 		OTP: b.job.OTP, Platform: b.job.Platform, Profile: b.job.Profile}
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(filepath.Join(dir, vmbootstrap.BuildConfigFile), data, 0o600); err != nil {
+	configPath := filepath.Join(dir, vmbootstrap.BuildConfigFile)
+	if err := os.WriteFile(configPath, data, sharedFileMode); err != nil {
+		return fmt.Errorf("write %s: %w", vmbootstrap.BuildConfigFile, err)
+	}
+	if err := os.Chmod(configPath, sharedFileMode); err != nil {
 		return fmt.Errorf("write %s: %w", vmbootstrap.BuildConfigFile, err)
 	}
 	if b.a.cfg.BootstrapBinary == "" {
 		return nil
 	}
 	// The VM runs the bootstrap of the agent's own version, so the two never drift apart.
-	return copyFile(b.a.cfg.BootstrapBinary, filepath.Join(dir, "freeagent-vm"), 0o755)
+	return copyFile(b.a.cfg.BootstrapBinary, filepath.Join(dir, "freeagent-vm"), sharedExecMode)
 }
 
 // watch waits for vm-ready (within the boot timeout), then for
@@ -358,6 +380,9 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	_, err = io.Copy(out, in)
 	if cerr := out.Close(); err == nil {
 		err = cerr
+	}
+	if err == nil {
+		err = os.Chmod(dst, mode) // OpenFile's mode went through the umask
 	}
 	if err != nil {
 		return fmt.Errorf("copy the bootstrap binary: %w", err)

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/launchd"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -140,8 +142,23 @@ func newFarm(t testing.TB, mod func(*store.Config)) *farm {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The guest starts as the template's LaunchAgent does: launchd's PATH
+	// (the fake's) and the plist's EnvironmentVariables, and nothing of
+	// this process. The launcher then exports the toolchain environment
+	// the template script recorded (freeagent-vm.env): here this host's,
+	// recorded the same way, which is where node, npm and the JDK are.
+	toolchain, err := exec.Command("sh", "../launchd/guest/freeagent-toolchain-env").Output()
+	if err != nil {
+		t.Fatalf("freeagent-toolchain-env: %v", err)
+	}
+	envFile := filepath.Join(t.TempDir(), "freeagent-vm.env")
+	if err := os.WriteFile(envFile, toolchain, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	jobEnv := maps.Clone(launchd.GuestJob().EnvironmentVariables)
+	jobEnv["FREEAGENT_VM_ENV"] = envFile
 	faketarttest.Template(t, f.tartHome, "macos-expo", []string{"/bin/sh", "-c",
-		`FREEAGENT_SHARED_DIR="$TART_FAKE_SHARED_FILES/build-config" FREEAGENT_VM_BAKED=/nonexistent exec "$0" --work-dir "$TART_FAKE_GUEST_ROOT/work"`, launcher}, nil)
+		`FREEAGENT_SHARED_DIR="$TART_FAKE_SHARED_FILES/build-config" FREEAGENT_VM_BAKED=/nonexistent exec "$0" --work-dir "$TART_FAKE_GUEST_ROOT/work"`, launcher}, jobEnv)
 	return f
 }
 

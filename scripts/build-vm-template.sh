@@ -14,6 +14,14 @@ Agent's in-VM launcher, its LaunchAgent and a fallback freeagent-vm, shuts it
 down and optionally pushes it to an OCI registry. Workers then use it with
 `freeagent run --template NAME` (default freeagent-template).
 
+It records the toolchain environment of the guest's login shell (PATH,
+JAVA_HOME, ANDROID_HOME…) in the image's freeagent-vm.env, which the
+launcher exports for every build (a LaunchAgent reads no shell profile),
+and the platforms the template can build (ios with Xcode, android with a JDK
+and the Android SDK) in $TART_HOME/vms/NAME/freeagent-template.json, from
+which workers using NAME advertise them; a pushed image carries them as
+the label build.freeagent.platforms (Tart 2.25+).
+
 Options:
   --base IMAGE          base image to clone (default ghcr.io/cirruslabs/macos-sequoia-xcode:latest,
                         which brings Xcode and Homebrew; iOS builds need Xcode)
@@ -21,7 +29,10 @@ Options:
   --push REF            after building, `tart push NAME REF` (e.g. ghcr.io/you/freeagent-template:1)
   --freeagent-vm PATH   darwin/arm64 freeagent-vm to bake in as the fallback
                         (default: built here with go)
-  --node FORMULA        Homebrew Node.js formula (default node@20)
+  --node FORMULAS       Homebrew Node.js formulae, comma-separated; the first is linked as the
+                        default `node`, the others stay in /opt/homebrew/opt/node@N and a build
+                        whose eas.json names their version uses them (default node@24,node@22:
+                        the maintained LTS lines)
   --android             also install a JDK (openjdk@17) and the Android SDK command-line tools
   --eas-cli             also install eas-cli with npm
   --user NAME           the guest user that logs in automatically and owns Homebrew (default admin)
@@ -41,7 +52,7 @@ base=ghcr.io/cirruslabs/macos-sequoia-xcode:latest
 name=freeagent-template
 push=""
 vm_bin=""
-node=node@20
+node=node@24,node@22
 android=0
 eas=0
 transport="exec"
@@ -53,7 +64,7 @@ while [ $# -gt 0 ]; do
 	--name) name=${2:?--name needs a name}; shift 2 ;;
 	--push) push=${2:?--push needs a registry reference}; shift 2 ;;
 	--freeagent-vm) vm_bin=${2:?--freeagent-vm needs a path}; shift 2 ;;
-	--node) node=${2:?--node needs a formula}; shift 2 ;;
+	--node) node=${2:?--node needs formulae}; shift 2 ;;
 	--android) android=1; shift ;;
 	--eas-cli) eas=1; shift ;;
 	--user) user=${2:?--user needs a name}; shift 2 ;;
@@ -92,8 +103,7 @@ if [ -z "$vm_bin" ]; then
 else
 	cp "$vm_bin" "$stage/freeagent-vm"
 fi
-cp launchd/guest/freeagent-vm-launcher launchd/guest/build.freeagent.vm.plist "$stage/"
-: >"$stage/freeagent-vm.env"
+cp launchd/guest/freeagent-vm-launcher launchd/guest/freeagent-toolchain-env launchd/guest/build.freeagent.vm.plist "$stage/"
 
 echo "--- tart clone $base $name"
 tart clone "$base" "$name"
@@ -128,8 +138,12 @@ brewenv='eval "$(/opt/homebrew/bin/brew shellenv)" && export HOMEBREW_NO_AUTO_UP
 guest 'sudo -n true' || die "the guest user needs passwordless sudo"
 guest "$brewenv && brew --version" || die "the base image has no Homebrew at /opt/homebrew"
 
-echo "--- Node.js ($node), CocoaPods"
-guest "$brewenv && brew install $node cocoapods && brew link --overwrite --force $node && node --version && npm --version && pod --version"
+node_formulae=${node//,/ }
+node_default=${node%%,*}
+echo "--- Node.js ($node_formulae; $node_default is the default), CocoaPods"
+guest "$brewenv && brew install $node_formulae cocoapods && brew link --overwrite --force $node_default &&
+	for f in $node_formulae; do \"\$(brew --prefix \$f)/bin/node\" --version || exit 1; done &&
+	node --version && npm --version && pod --version"
 if [ "$eas" = 1 ]; then
 	echo "--- eas-cli"
 	guest "$brewenv && npm install -g eas-cli && eas --version"
@@ -139,12 +153,20 @@ if [ "$android" = 1 ]; then
 	guest "$brewenv && brew install openjdk@17 && brew install --cask android-commandlinetools &&
 		yes | sdkmanager --sdk_root=\$HOME/Library/Android/sdk --licenses >/dev/null &&
 		sdkmanager --sdk_root=\$HOME/Library/Android/sdk 'platform-tools' 'platforms;android-35' 'build-tools;35.0.0'"
-	# The launcher exports these for every build.
-	guest "printf 'JAVA_HOME=%s\nANDROID_HOME=%s\n' /opt/homebrew/opt/openjdk@17 \$HOME/Library/Android/sdk > '$setup/freeagent-vm.env'"
 fi
-if ! guest 'xcodebuild -version'; then
-	echo "warning: the base image has no Xcode: iOS builds will fail with tool_missing (use a *-xcode base image)" >&2
-fi
+
+# The LaunchAgent that starts builds reads no shell profile, yet images set
+# their toolchain there (the Cirrus Labs images: PATH with the JDK and
+# node, ANDROID_HOME, in ~/.zprofile, linked to the ~/.profile that this
+# login shell reads). Record that environment, whatever was installed, for
+# the launcher to export, and the platforms it can build.
+echo "--- toolchain environment"
+guest "sh '$setup/freeagent-toolchain-env'" >"$stage/freeagent-vm.env"
+cat "$stage/freeagent-vm.env"
+platforms=$(sed -n "s/^FREEAGENT_TEMPLATE_PLATFORMS='\(.*\)'\$/\1/p" "$stage/freeagent-vm.env")
+case ",$platforms," in *,ios,*) ;; *) echo "warning: no working xcodebuild: this template cannot build iOS (use a *-xcode base image)" >&2 ;; esac
+case ",$platforms," in *,android,*) ;; *) echo "warning: no JDK and Android SDK (platform-tools, build-tools): this template cannot build Android (pass --android)" >&2 ;; esac
+[ -n "$platforms" ] || die "the template can build neither iOS nor Android"
 
 echo "--- Free Agent launcher and LaunchAgent"
 guest "sudo -n mkdir -p /usr/local/libexec/freeagent &&
@@ -161,8 +183,15 @@ guest "$brewenv && brew cleanup -s >/dev/null; rm -f /tmp/freeagent-vm.log; sudo
 wait "$run_pid" || true
 run_pid=""
 
+# Workers advertise only what the template builds: they read this marker
+# from the template's Tart directory (Tart ignores other files there;
+# `tart delete` removes it with the VM, `tart rename` moves it along).
+# Images carry no marker: there the worker's owner sets --platforms.
+tart_home=${TART_HOME:-$HOME/.tart}
+printf '{"platforms": ["%s"]}\n' "$(printf '%s' "$platforms" | sed 's/,/", "/g')" >"$tart_home/vms/$name/freeagent-template.json"
+
 if [ -n "$push" ]; then
 	echo "--- tart push $name $push"
-	tart push "$name" "$push"
+	tart push --label "build.freeagent.platforms=$platforms" "$name" "$push"
 fi
-echo "--- template $name is ready: freeagent run --template $name${push:+ (or --template $push)}"
+echo "--- template $name is ready; it builds $platforms: freeagent run --template $name${push:+ (or --template $push --platforms $platforms)}"

@@ -54,11 +54,14 @@ type Config struct {
 	KeyStore      secrets.Store // where the key is kept, named in messages
 	// Tart is nil when builds do not run in Tart VMs (the local driver):
 	// the Tart, template, VM-limit and DHCP lease checks are then left out.
-	Tart    *tart.Driver
-	DataDir string // the disk that holds build scratch space
-	MinFree uint64 // bytes; less free space fails the disk check
-	HTTP    *http.Client
-	Timeout time.Duration // per network check
+	Tart *tart.Driver
+	// Platforms is the owner's choice of what to build (empty: none made),
+	// checked against the template (see Platforms).
+	Platforms []string
+	DataDir   string // the disk that holds build scratch space
+	MinFree   uint64 // bytes; less free space fails the disk check
+	HTTP      *http.Client
+	Timeout   time.Duration // per network check
 
 	// InternetSharingPlist holds the DHCP lease time of Tart's VM network
 	// (checked with Tart); empty: the system's, InternetSharingPlist.
@@ -75,7 +78,8 @@ func Run(ctx context.Context, cfg Config) []Result {
 	if cfg.Tart != nil {
 		rs = append(rs, Tart(ctx, cfg.Tart))
 		if rs[len(rs)-1].Severity != Fail {
-			rs = append(rs, Template(ctx, cfg.Tart), VMLimit(ctx, cfg.Tart))
+			_, platforms := Platforms(cfg.Tart, cfg.Platforms)
+			rs = append(rs, Template(ctx, cfg.Tart), platforms, VMLimit(ctx, cfg.Tart))
 		}
 		plistPath := cfg.InternetSharingPlist
 		if plistPath == "" {

@@ -382,6 +382,10 @@ func TestRunBootsGuestListStopDelete(t *testing.T) {
 	if bytes.Contains(procEnv, []byte("TART_HOME=")) {
 		t.Error("guest inherited the host's TART_HOME")
 	}
+	// A LaunchAgent gets launchd's PATH, never the host's (issue 14).
+	if !bytes.Contains(append([]byte{0}, procEnv...), []byte("\x00PATH=/usr/bin:/bin:/usr/sbin:/sbin\x00")) {
+		t.Errorf("guest PATH is not launchd's: %q", procEnv)
+	}
 	if cwd, _ := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pgid)); cwd != f.vmPath("fa-7-1", ".faketart", "guest", "Users", "admin") {
 		t.Errorf("guest cwd = %s", cwd)
 	}

@@ -18,6 +18,8 @@ import (
 const (
 	automountTag    = "com.apple.virtio-fs.automount"
 	sharedFilesName = "My Shared Files"
+	// launchdPath is the PATH launchd gives the jobs it starts.
+	launchdPath = "/usr/bin:/bin:/usr/sbin:/sbin"
 )
 
 func runSpec() *cmdSpec {
@@ -572,8 +574,11 @@ func (rs *runState) bootGuest(guestRoot, home, poweroff, cpu, mem string) (*gues
 		return nil, nil
 	}
 
+	// What launchd gives a LaunchAgent in the guest: its own PATH (not the
+	// host's, nor a shell profile's) and the user's basics. The spec's env
+	// plays the job's EnvironmentVariables and overrides these.
 	env := []string{
-		"PATH=" + envOr("PATH", "/usr/bin:/bin:/usr/sbin:/sbin"),
+		"PATH=" + launchdPath,
 		"HOME=" + home,
 		"USER=admin",
 		"LOGNAME=admin",

@@ -91,7 +91,7 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		o.str(&cfg.HostAddress, "host-address", "FREEAGENT_HOST_ADDRESS", "192.168.64.1", "this host's address on Tart's network (replaces a loopback controller URL inside VMs)")
 		o.str(&cfg.Bootstrap, "bootstrap", "FREEAGENT_BOOTSTRAP", defaultBootstrap(), "the freeagent-vm binary copied into every build")
 		o.str(&cfg.Name, "name", "FREEAGENT_WORKER_NAME", "", "worker name shown on the controller (default: host name)")
-		o.str(&cfg.Platforms, "platforms", "FREEAGENT_PLATFORMS", "ios,android", "platforms this worker builds")
+		o.str(&cfg.Platforms, "platforms", "FREEAGENT_PLATFORMS", "", "platforms this worker builds, e.g. ios,android (default: what the VM template was built for, else ios,android)")
 		o.intv(&cfg.MaxBuilds, "max-builds", "FREEAGENT_MAX_BUILDS", defaultMaxBuilds, "concurrent builds (at most 2 with tart: Apple's licence)")
 		o.intv(&cfg.CPU, "cpu", "FREEAGENT_CPU", 0, "CPU cores per VM (0: the template's)")
 		o.intv(&cfg.MemoryMB, "memory-mb", "FREEAGENT_MEMORY_MB", 0, "memory per VM in MB (0: the template's)")
@@ -131,14 +131,38 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	return cfg, nil
 }
 
-func (c *Config) capabilities() api.Capabilities {
+// capabilities is what the worker advertises. With Tart, the platforms are
+// limited to what the template builds (hostcheck.Platforms); log hears why
+// when that differs from the setting.
+func (c *Config) capabilities(log logrus.FieldLogger) api.Capabilities {
+	ps := c.platforms()
+	if c.VMDriver == "tart" {
+		var r hostcheck.Result
+		ps, r = hostcheck.Platforms(c.tartDriver(log), ps)
+		if r.Severity != hostcheck.OK {
+			log.WithField("fix", r.Fix).Warn(r.Message)
+		}
+	} else if len(ps) == 0 {
+		ps = hostcheck.DefaultPlatforms
+	}
+	return api.Capabilities{Platforms: ps, CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver}}
+}
+
+// platforms is the owner's --platforms as a list; empty: not set.
+func (c *Config) platforms() []string {
 	var ps []string
 	for _, p := range strings.Split(c.Platforms, ",") {
 		if p = strings.TrimSpace(p); p != "" {
 			ps = append(ps, p)
 		}
 	}
-	return api.Capabilities{Platforms: ps, CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver}}
+	return ps
+}
+
+// tartDriver is the Tart driver for checks and questions about the template.
+func (c *Config) tartDriver(log logrus.FieldLogger) *tart.Driver {
+	path, _ := c.tartPath() // a missing tart is the Tart check's finding
+	return &tart.Driver{Tart: path, Template: c.Template, Log: log}
 }
 
 // guestURL is the controller URL as seen from inside a build VM.
@@ -185,10 +209,9 @@ func soloURL(listen string) string {
 // hostChecks is what `freeagent doctor` and the menu bar check on this host.
 func (c *Config) hostChecks(store secrets.Store) hostcheck.Config {
 	hc := hostcheck.Config{ControllerURL: c.ControllerURL, APIKey: c.APIKey, KeyStore: store,
-		DataDir: c.DataDir, MinFree: uint64(c.MinFreeGB) << 30}
+		DataDir: c.DataDir, MinFree: uint64(c.MinFreeGB) << 30, Platforms: c.platforms()}
 	if c.VMDriver == "tart" {
-		path, _ := c.tartPath() // a missing tart is the Tart check's finding
-		hc.Tart = &tart.Driver{Tart: path, Template: c.Template, Log: logrus.New()}
+		hc.Tart = c.tartDriver(logrus.New())
 	}
 	return hc
 }

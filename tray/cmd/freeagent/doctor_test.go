@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
+	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
@@ -105,5 +108,41 @@ func TestDoctor(t *testing.T) {
 	}
 	if len(report.Checks) != 7 {
 		t.Fatalf("want all seven checks: %+v", report.Checks)
+	}
+}
+
+// TestPlatformsComeFromTheTemplate is defect 4 of issue 14: a template built
+// without Android (its marker says ios) must not make the worker advertise
+// android, whatever the setting, and doctor says so.
+func TestPlatformsComeFromTheTemplate(t *testing.T) {
+	tartBin, home := faketarttest.Build(t), faketarttest.Home(t)
+	t.Setenv("TART_HOME", home)
+	faketarttest.Template(t, home, "macos-expo", nil, nil)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	cfg := &Config{VMDriver: "tart", Tart: tartBin, Template: "macos-expo"}
+	if got := cfg.capabilities(log).Platforms; !slices.Equal(got, hostcheck.DefaultPlatforms) {
+		t.Fatalf("no marker, no setting: advertises %v", got)
+	}
+	marker := filepath.Join(home, "vms", "macos-expo", tart.TemplateInfoFile)
+	if err := os.WriteFile(marker, []byte(`{"platforms": ["ios"]}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range []string{"", "ios,android"} {
+		cfg.Platforms = set
+		if got := cfg.capabilities(log).Platforms; !slices.Equal(got, []string{"ios"}) {
+			t.Errorf("--platforms %q with an iOS-only template: advertises %v", set, got)
+		}
+	}
+	cfg.Platforms = "android"
+	_, r := hostcheck.Platforms(cfg.tartDriver(log), cfg.platforms())
+	if r.Severity != hostcheck.Fail || !strings.Contains(r.Message, "takes no builds") {
+		t.Errorf("android only on an iOS template: %+v", r)
+	}
+	var stdout, stderr bytes.Buffer
+	code := run([]string{"doctor", "--data-dir", t.TempDir(), "--controller-url", "http://127.0.0.1:1", "--vm-driver", "tart", "--tart", tartBin,
+		"--template", "macos-expo", "--platforms", "ios,android"}, strings.NewReader(""), &stdout, &stderr)
+	if code != 1 || !strings.Contains(stdout.String(), `! platforms   template "macos-expo" cannot build android: advertising ios only`) {
+		t.Fatalf("doctor: %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 }

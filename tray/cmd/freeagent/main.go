@@ -233,8 +233,13 @@ func newAgent(cfg *Config, store secrets.Store, log logrus.FieldLogger) (*agent.
 		return nil, err
 	}
 	workDir := filepath.Join(cfg.DataDir, "builds")
+	// 0700 even when it exists: the build folders in it are open to every
+	// uid (the VM's user need not be ours), so this folder is their lock.
 	if err := os.MkdirAll(workDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create %s: %w", workDir, err)
+	}
+	if err := os.Chmod(workDir, 0o700); err != nil {
+		return nil, fmt.Errorf("make %s private: %w", workDir, err)
 	}
 	a, err := agent.New(agent.Config{
 		ControllerURL:      cfg.ControllerURL,
@@ -242,7 +247,7 @@ func newAgent(cfg *Config, store secrets.Store, log logrus.FieldLogger) (*agent.
 		GuestControllerURL: cfg.guestURL(),
 		WorkerID:           workerID,
 		Name:               cfg.Name,
-		Capabilities:       cfg.capabilities(),
+		Capabilities:       cfg.capabilities(log),
 		MaxBuilds:          cfg.MaxBuilds,
 		Resources:          agent.Resources{CPU: cfg.CPU, MemoryMB: cfg.MemoryMB},
 		BootstrapBinary:    cfg.Bootstrap,

@@ -1,0 +1,68 @@
+package tart
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// TemplateInfoFile is the marker scripts/build-vm-template.sh leaves in a
+// local template's Tart directory ($TART_HOME/vms/NAME): what the template
+// was found to build. Tart ignores other files in a VM's directory, deletes
+// them with the VM and moves them on rename; clones and pushes leave them
+// behind, so a pulled image has none.
+const TemplateInfoFile = "freeagent-template.json"
+
+// TemplateInfo is the marker's content.
+type TemplateInfo struct {
+	Platforms []string `json:"platforms"`
+}
+
+// ErrNoTemplateInfo: the template is an image, or was built by hand or by
+// an older script, so what it builds is unknown.
+var ErrNoTemplateInfo = errors.New("the VM template carries no " + TemplateInfoFile)
+
+// TemplateInfo reads the template's marker.
+func (d *Driver) TemplateInfo() (TemplateInfo, error) {
+	var info TemplateInfo
+	if strings.Contains(d.Template, "/") {
+		return info, ErrNoTemplateInfo // an OCI image
+	}
+	home, err := d.home()
+	if err != nil {
+		return info, err
+	}
+	path := filepath.Join(home, "vms", d.Template, TemplateInfoFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return info, ErrNoTemplateInfo
+	}
+	if err != nil {
+		return info, fmt.Errorf("read the template's platforms: %w", err)
+	}
+	if err := json.Unmarshal(data, &info); err != nil {
+		return info, fmt.Errorf("%s: %w: rebuild the template with scripts/build-vm-template.sh", path, err)
+	}
+	return info, nil
+}
+
+// home is Tart's TART_HOME as the tart commands of this driver see it.
+func (d *Driver) home() (string, error) {
+	home := os.Getenv("TART_HOME")
+	for _, kv := range d.Env {
+		if v, ok := strings.CutPrefix(kv, "TART_HOME="); ok {
+			home = v
+		}
+	}
+	if home != "" {
+		return home, nil
+	}
+	h, err := os.UserHomeDir()
+	if err != nil {
+		return "", fmt.Errorf("find Tart's home (~/.tart): %w", err)
+	}
+	return filepath.Join(h, ".tart"), nil
+}

@@ -1,0 +1,82 @@
+package vmbootstrap
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// TestNodeIsChosenAmongInstalledVersions: a template with several Node.js
+// versions (nvm's under HOME, Homebrew's kegs) builds with the one eas.json names,
+// put first on PATH; it fails only when none matches.
+func TestNodeIsChosenAmongInstalledVersions(t *testing.T) {
+	t.Parallel()
+	home := t.TempDir()
+	pathBin := t.TempDir() // the node first on PATH: 24
+	writeExecutable(t, filepath.Join(pathBin, "node"), "#!/bin/sh\necho v24.11.1\n")
+	brew := t.TempDir() // HOMEBREW_PREFIX
+	kegs := filepath.Join(brew, "opt")
+	for v, dir := range map[string]string{
+		"20.19.5": filepath.Join(home, ".nvm", "versions", "node", "v20.19.5", "bin"),
+		"22.9.0":  filepath.Join(home, ".nvm", "versions", "node", "v22.9.0", "bin"),
+		"22.21.1": filepath.Join(kegs, "node@22", "bin"),
+	} {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeExecutable(t, filepath.Join(dir, "node"), "#!/bin/sh\necho v"+v+"\n")
+	}
+	// Homebrew's unversioned node, a link to a keg: seen once.
+	if err := os.Symlink("node@22", filepath.Join(kegs, "node")); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		want, version string // version "": the build fails
+		dir           string // first on PATH afterwards
+	}{
+		{"24.11.1", "24.11.1", pathBin},
+		{"24", "24.11.1", pathBin},
+		{"22", "22.21.1", filepath.Join(kegs, "node@22", "bin")}, // the newest 22, numerically
+		{"22.9.0", "22.9.0", filepath.Join(home, ".nvm/versions/node/v22.9.0/bin")},
+		{"v20.19", "20.19.5", filepath.Join(home, ".nvm/versions/node/v20.19.5/bin")},
+		{"18.19.0", "", ""},
+		{"2", "", ""}, // a prefix of components, not of characters
+	} {
+		p, out, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": `{}`}, nil)
+		p.runner.env = mergeEnv(p.runner.env, "HOME="+home, "HOMEBREW_PREFIX="+brew, "PATH="+pathBin+":"+envPath(p.runner.env))
+		p.spec.Profile.Node = c.want
+		err := p.checkNode(context.Background())
+		if c.version == "" {
+			if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), "20.19.5, 22.9.0, 22.21.1, 24.11.1") {
+				t.Errorf("node %q: want a configuration error listing every installed version, got %v", c.want, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("node %q: %v", c.want, err)
+			continue
+		}
+		if first := strings.SplitN(envPath(p.runner.env), ":", 2)[0]; first != c.dir {
+			t.Errorf("node %q: PATH starts with %s, want %s", c.want, first, c.dir)
+		}
+		if !strings.Contains(out.String(), "Node.js "+c.version) {
+			t.Errorf("node %q: log %q does not name %s", c.want, out, c.version)
+		}
+	}
+}
+
+func TestNodeIsMissing(t *testing.T) {
+	t.Parallel()
+	p, _, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": `{}`}, nil)
+	p.runner.env = mergeEnv(p.runner.env, "HOME="+t.TempDir(), "HOMEBREW_PREFIX="+t.TempDir(), "PATH="+t.TempDir())
+	p.spec.Profile.Node = "22"
+	var tm *ToolMissingError
+	if err := p.checkNode(context.Background()); !errors.As(err, &tm) {
+		t.Fatalf("no node anywhere: %v", err)
+	}
+}
