@@ -106,8 +106,8 @@ func TestDoctor(t *testing.T) {
 			t.Fatalf("refused key: %+v", c)
 		}
 	}
-	if len(report.Checks) != 7 {
-		t.Fatalf("want all seven checks: %+v", report.Checks)
+	if len(report.Checks) != 8 {
+		t.Fatalf("want all eight checks: %+v", report.Checks)
 	}
 }
 
