@@ -161,22 +161,73 @@ func (d *Driver) setOwned(name string, owned bool) {
 	}
 }
 
-// EnsureTemplate pulls the template when it is a remote image not yet cached.
+// EnsureTemplate makes sure the template is on this Mac: a local VM, or a
+// remote image already in Tart's OCI cache. A remote image is pulled only
+// when it is absent: pulling contacts the registry every time (an outage
+// would fail every build) and follows a moved tag (tens of GB mid-build).
+// PullTemplate refreshes it when the owner asks.
 func (d *Driver) EnsureTemplate(ctx context.Context) error {
-	vms, err := d.List(ctx)
+	present, err := d.TemplatePresent(ctx)
 	if err != nil {
 		return err
 	}
-	for _, vm := range vms {
-		if vm.Name == d.Template {
-			return nil
-		}
+	if present {
+		return nil
 	}
-	if !strings.Contains(d.Template, "/") {
+	if !isRemote(d.Template) {
 		return &agent.StartError{Retryable: true, Code: "template_missing",
 			Err: fmt.Errorf("the VM template %q does not exist: build it with scripts/build-template.sh or set --template to an image", d.Template)}
 	}
-	// A remote image: clone would pull it implicitly; pulling first shows progress.
+	return d.PullTemplate(ctx)
+}
+
+// TemplatePresent reports whether the template is on this Mac. `tart list`
+// shows local VMs with Source "local" and pulled images with Source "OCI"
+// (named host/namespace:tag, or @sha256:… for digests), so both are read.
+func (d *Driver) TemplatePresent(ctx context.Context) (bool, error) {
+	out, err := d.run(ctx, "list", "--format", "json")
+	if err != nil {
+		return false, err
+	}
+	var vms []VM
+	if err := json.Unmarshal(out, &vms); err != nil {
+		return false, fmt.Errorf("tart list: undecodable output: %w", err)
+	}
+	remote := isRemote(d.Template)
+	want := d.Template
+	if remote {
+		want = fullRemoteName(d.Template)
+	}
+	for _, vm := range vms {
+		// Older Tart releases printed the source as "oci".
+		if remote == strings.EqualFold(vm.Source, "OCI") && vm.Name == want {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// isRemote: Tart treats a name with a registry host (host/namespace…) as an
+// OCI image; local VM names cannot contain "/".
+func isRemote(name string) bool { return strings.Contains(name, "/") }
+
+// fullRemoteName is name as `tart list` shows it: Tart adds the tag
+// "latest" to a reference with neither a tag nor a digest.
+func fullRemoteName(name string) string {
+	if strings.Contains(name, "@") || strings.LastIndex(name, ":") > strings.LastIndex(name, "/") {
+		return name
+	}
+	return name + ":latest"
+}
+
+// PullTemplate pulls the remote template (again), with Tart's progress in
+// the log: what the owner asks for to follow a moved tag. A local template
+// has nothing to pull.
+func (d *Driver) PullTemplate(ctx context.Context) error {
+	if !isRemote(d.Template) {
+		return nil
+	}
+	// Pulled here rather than implicitly by clone, so the progress reaches the log.
 	d.Log.WithField("image", d.Template).Info("pulling the VM template (this can take a while)")
 	cmd := exec.CommandContext(ctx, d.Tart, "pull", d.Template)
 	cmd.Env = append(os.Environ(), append(d.Env, "CI=1")...) // line-oriented progress

@@ -186,3 +186,67 @@ func TestStartErrorsAreClassified(t *testing.T) {
 		t.Fatalf("failed starts left VMs: %s", b)
 	}
 }
+
+// TestRemoteTemplateIsPulledOnlyWhenAbsent: a pulled image is listed with
+// Source "OCI" (and a tagless reference as …:latest); the second build must
+// use the cached image without contacting the registry, so a registry
+// outage does not fail it.
+func TestRemoteTemplateIsPulledOnlyWhenAbsent(t *testing.T) {
+	if os.Getenv("FREEAGENT_TEST_REAL_TART") == "1" {
+		t.Skip("needs the fake registry")
+	}
+	e := newTartEnv(t)
+	registry := t.TempDir()
+	faketarttest.RegistryImage(t, registry, "ghcr.io/acme/macos-xcode:latest", faketarttest.VM{Argv: []string{"/bin/sh", "-c", "sleep 3600"}})
+	d := e.driver
+	d.Template = "ghcr.io/acme/macos-xcode" // no tag: Tart means :latest
+	d.Env = append(d.Env, "FAKETART_REGISTRY="+registry, "FAKETART_PULL_DELAY=0")
+	ctx := context.Background()
+	if ok, err := d.TemplatePresent(ctx); err != nil || ok {
+		t.Fatalf("before the pull: present %v, %v", ok, err)
+	}
+	build := func(name string) {
+		t.Helper()
+		inst, err := d.Start(ctx, name, t.TempDir(), agent.Resources{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inst.Destroy(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build("fa-pull-1")
+	if ok, err := d.TemplatePresent(ctx); err != nil || !ok {
+		t.Fatalf("after the pull: present %v, %v", ok, err)
+	}
+	// The registry is down now: a pull would fail the build.
+	d.Env = append(d.Env, "FAKETART_FAIL_PULL=1:Error: UnexpectedHTTPStatusCode(when: \"pulling manifest\", code: 503)")
+	build("fa-pull-2")
+	pulls := 0
+	for _, entry := range faketarttest.ReadLog(t, e.log) {
+		if entry.Event == "exit" && entry.Cmd == "pull" {
+			pulls++
+		}
+	}
+	if pulls != 1 {
+		t.Fatalf("tart pull ran %d times for two builds; want once", pulls)
+	}
+	// The owner can still ask for a fresh pull.
+	if err := d.PullTemplate(ctx); err == nil {
+		t.Fatal("PullTemplate did not pull (the registry is down, so it must fail)")
+	}
+}
+
+func TestFullRemoteName(t *testing.T) {
+	for in, want := range map[string]string{
+		"ghcr.io/cirruslabs/macos-sequoia-xcode":         "ghcr.io/cirruslabs/macos-sequoia-xcode:latest",
+		"ghcr.io/cirruslabs/macos-sequoia-xcode:16":      "ghcr.io/cirruslabs/macos-sequoia-xcode:16",
+		"localhost:5000/macos":                           "localhost:5000/macos:latest",
+		"localhost:5000/macos:1":                         "localhost:5000/macos:1",
+		"ghcr.io/acme/macos@sha256:0123456789abcdef0123": "ghcr.io/acme/macos@sha256:0123456789abcdef0123",
+	} {
+		if got := fullRemoteName(in); got != want {
+			t.Errorf("fullRemoteName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
