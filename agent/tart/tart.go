@@ -92,6 +92,17 @@ func notInstalled(err error) bool {
 	return errors.Is(err, exec.ErrNotFound) || (errors.As(err, &pe) && errors.Is(pe.Err, os.ErrNotExist))
 }
 
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(s, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			return l
+		}
+	}
+	return ""
+}
+
 func firstLine(s string) string {
 	for _, l := range strings.Split(s, "\n") {
 		if l = strings.TrimSpace(l); l != "" {
@@ -316,20 +327,30 @@ func (d *Driver) Start(ctx context.Context, name, sharedDir string, res agent.Re
 	return &runningVM{Process: p, logPath: logPath}, nil
 }
 
-// runningVM adds the first line of `tart run`'s output to its exit error,
-// which is where Tart explains a failed boot (e.g. the 2-VM limit).
+// runningVM explains the exit of `tart run` with the last line of its
+// output, which is where Tart prints why the VM stopped or failed to start.
 type runningVM struct {
 	*agent.Process
 	logPath string
 }
+
+// limitMessage is how Tart reports Virtualization.framework's refusal of
+// another VM (RuntimeError.VirtualMachineLimitExceeded, exit 1), printed
+// once the VM has failed to start.
+const limitMessage = "The number of VMs exceeds the system limit"
 
 func (v *runningVM) Err() error {
 	err := v.Process.Err()
 	if err == nil {
 		return nil
 	}
-	if out, _ := os.ReadFile(v.logPath); len(out) > 0 {
-		return fmt.Errorf("%w: %s", err, firstLine(string(out)))
+	out, _ := os.ReadFile(v.logPath)
+	if len(bytes.TrimSpace(out)) == 0 {
+		return err
+	}
+	err = fmt.Errorf("%w: %s", err, lastLine(string(out)))
+	if bytes.Contains(out, []byte(limitMessage)) {
+		return &agent.StartError{Retryable: true, Code: agent.CodeVMLimit, Err: err}
 	}
 	return err
 }
@@ -378,8 +399,8 @@ func classify(err error) error {
 	switch {
 	case errors.Is(err, ErrNotInstalled):
 		return &agent.StartError{Retryable: true, Code: "tart_missing", Err: err}
-	case errors.As(err, &te) && strings.Contains(te.Line, "exceeds the system limit"):
-		return &agent.StartError{Retryable: true, Code: "vm_limit", Err: err}
+	case errors.As(err, &te) && strings.Contains(te.Line, limitMessage):
+		return &agent.StartError{Retryable: true, Code: agent.CodeVMLimit, Err: err}
 	case errors.As(err, &te) && te.ExitCode == 64:
 		return &agent.StartError{Retryable: true, Code: "tart_usage", Err: fmt.Errorf("bug: tart rejected our command line: %w", err)}
 	}

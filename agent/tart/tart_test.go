@@ -250,3 +250,36 @@ func TestFullRemoteName(t *testing.T) {
 		}
 	}
 }
+
+// TestVMLimitAfterStartIsClassified: Tart reports the host's VM limit from
+// `tart run` after Start returned (the VM fails to start); the instance's
+// error must say vm_limit, not a VM that exited.
+func TestVMLimitAfterStartIsClassified(t *testing.T) {
+	if os.Getenv("FREEAGENT_TEST_REAL_TART") == "1" {
+		t.Skip("needs two other running macOS VMs on a real Mac")
+	}
+	e := newTartEnv(t)
+	d := e.driver
+	d.Env = append(d.Env, "FAKETART_MAX_MACOS_VMS=0") // the host is full
+	ctx := context.Background()
+	inst, err := d.Start(ctx, "fa-limit-1", t.TempDir(), agent.Resources{})
+	if err != nil {
+		t.Fatalf("Start reports a VM that has not failed yet: %v", err)
+	}
+	defer inst.Destroy(ctx)
+	select {
+	case <-inst.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("tart run did not fail")
+	}
+	var se *agent.StartError
+	if err := inst.Err(); !errors.As(err, &se) || se.Code != agent.CodeVMLimit || !strings.Contains(se.Error(), "The number of VMs exceeds the system limit") {
+		t.Fatalf("exit of a VM refused by the limit: %#v", err)
+	}
+	if err := inst.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.names(t)["fa-limit-1"]; ok {
+		t.Fatal("the refused VM was not deleted")
+	}
+}

@@ -507,7 +507,15 @@ func TestMacOSVMLimitAcrossHomesWithSlotsDir(t *testing.T) {
 	faketarttest.Template(t, f2.home, "two", nil, nil)
 	r1 := f1.start("--no-graphics", "one")
 	faketarttest.WaitFor(5*time.Second, func() bool { return f1.state("one") == "running" })
-	f2.fails(1, "The number of VMs exceeds the system limit (other running VMs: one)\n", "run", "--no-graphics", "two")
+	// Tart names only the running VMs of its own TART_HOME: none here.
+	f2.fails(1, "The number of VMs exceeds the system limit\n", "run", "--no-graphics", "two")
+	// A running Linux VM of this home is named, although it does not count.
+	f2.ok("create", "--linux", "lin")
+	rl := f2.start("--no-graphics", "lin")
+	faketarttest.WaitFor(5*time.Second, func() bool { return f2.state("lin") == "running" })
+	f2.fails(1, "The number of VMs exceeds the system limit (other running VMs: lin)\n", "run", "--no-graphics", "two")
+	f2.ok("stop", "lin")
+	rl.wait(t, 5*time.Second)
 	// The slot is freed even when the holder is SIGKILLed.
 	_ = r1.cmd.Process.Kill()
 	r1.wait(t, 5*time.Second)

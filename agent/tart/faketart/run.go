@@ -488,18 +488,18 @@ func (rs *runState) acquireSlot() error {
 		}
 	}
 	slots := os.Getenv("FAKETART_SLOTS_DIR")
-	var others []string
 	if slots == "" {
+		darwin := 0
 		for _, v := range rs.a.home.listLocal() {
 			if v.name == rs.vm.name || !v.running() {
 				continue
 			}
 			if c, err := readConfig(v.config()); err == nil && c.OS == "darwin" {
-				others = append(others, v.name)
+				darwin++
 			}
 		}
-		if len(others) >= max {
-			return runtimeErr(1, "The number of VMs exceeds the system limit (other running VMs: %s)", strings.Join(others, ", "))
+		if darwin >= max {
+			return rs.limitExceeded()
 		}
 		return nil
 	}
@@ -512,6 +512,7 @@ func (rs *runState) acquireSlot() error {
 	}
 	defer l.Close()
 	entries, _ := os.ReadDir(slots)
+	held := 0
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".slot") {
 			continue
@@ -521,12 +522,10 @@ func (rs *runState) acquireSlot() error {
 			_ = os.Remove(p) // stale: its VM died
 			continue
 		}
-		data, _ := os.ReadFile(p)
-		others = append(others, strings.TrimSpace(string(data)))
+		held++
 	}
-	sort.Strings(others)
-	if len(others) >= max {
-		return runtimeErr(1, "The number of VMs exceeds the system limit (other running VMs: %s)", strings.Join(others, ", "))
+	if held >= max {
+		return rs.limitExceeded()
 	}
 	p := filepath.Join(slots, fmt.Sprintf("%d-%s.slot", os.Getpid(), newUUID()))
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
@@ -544,6 +543,25 @@ func (rs *runState) acquireSlot() error {
 	heldSlot = f
 	rs.slotPath = p
 	return nil
+}
+
+// limitExceeded is Tart's RuntimeError.VirtualMachineLimitExceeded, thrown
+// when Virtualization.framework refuses to start the VM (exit 1). Its hint
+// names the running VMs of this TART_HOME only, whatever their OS, and is
+// left out when there are none: VMs of other homes, users or apps count
+// towards the host's limit but are not named.
+func (rs *runState) limitExceeded() error {
+	var running []string
+	for _, v := range rs.a.home.listLocal() {
+		if v.name != rs.vm.name && v.running() {
+			running = append(running, v.name)
+		}
+	}
+	hint := ""
+	if len(running) > 0 {
+		hint = " (other running VMs: " + strings.Join(running, ", ") + ")"
+	}
+	return runtimeErr(1, "The number of VMs exceeds the system limit%s", hint)
 }
 
 // bootGuest starts the guest program described by fake-guest.json (copied
