@@ -9,8 +9,10 @@ import (
 type Driver interface {
 	// Name identifies the driver in logs and diagnostics.
 	Name() string
-	// Cleanup removes environments a previous run of this agent left
-	// behind (a crash mid-build). It never touches anything it did not make.
+	// Cleanup removes environments whose agent is gone (a crash
+	// mid-build). It never touches the environments of another agent that
+	// still runs on this host (the menu-bar app and `freeagent run` can
+	// share one Mac), nor anything no agent made.
 	Cleanup(ctx context.Context) error
 	// Start boots an environment named name for one build attempt, with
 	// sharedDir visible inside it as the "build-config" share, running the

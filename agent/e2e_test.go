@@ -337,8 +337,9 @@ echo "done"
 // artifact, with logs live, orphans swept, and nothing left behind.
 func TestEndToEndBuild(t *testing.T) {
 	f := newFarm(t, nil)
-	// A VM left by a crashed earlier run, and the user's own VM.
-	for _, name := range []string{"fa-stale-1", "my-own-vm"} {
+	// A VM left by a crashed earlier agent (its owner lock is gone), and the
+	// user's own VM.
+	for _, name := range []string{"fa-0123456789ab-stale-1", "my-own-vm"} {
 		if r := faketarttest.Run(t, f.tart, faketarttest.Env(f.tartHome), "clone", "macos-expo", name); r.Code != 0 {
 			t.Fatalf("clone %s: %+v", name, r)
 		}

@@ -54,6 +54,7 @@ type Driver struct {
 
 	mu    sync.Mutex
 	owned map[string]bool // VMs started by this process
+	self  *owner          // this process's claim on its VMs (owner.go)
 }
 
 // Name implements agent.Driver.
@@ -133,19 +134,48 @@ func (d *Driver) List(ctx context.Context) ([]VM, error) {
 	return vms, nil
 }
 
-// Cleanup implements agent.Driver: it stops and deletes every fa-* VM this
-// process did not start (left by a crashed run), and nothing else.
+// Cleanup implements agent.Driver: it stops and deletes the VMs whose
+// owning agent process is gone (a crash mid-build), and nothing else: not
+// the VMs of another live agent on this Mac, not VMs it did not name.
 func (d *Driver) Cleanup(ctx context.Context) error {
+	self, err := d.instance()
+	if err != nil {
+		return err
+	}
+	dir, err := d.ownersDir()
+	if err != nil {
+		return err
+	}
 	vms, err := d.List(ctx)
 	if err != nil {
 		return err
 	}
 	var errs []error
+	dead := map[string]bool{} // instance id → its owner is gone (and we hold its lock)
 	for _, vm := range vms {
-		if !strings.HasPrefix(vm.Name, VMPrefix) || d.isOwned(vm.Name) {
+		if d.isOwned(vm.Name) {
 			continue
 		}
-		d.Log.WithField("vm", vm.Name).Warn("removing a VM left behind by an earlier run")
+		if m := ownerVM.FindStringSubmatch(vm.Name); m != nil && m[1] != self {
+			isDead, seen := dead[m[1]]
+			if !seen {
+				var release func()
+				isDead, release, err = deadOwner(dir, m[1])
+				if err != nil {
+					errs = append(errs, err)
+				}
+				if isDead {
+					defer release()
+				}
+				dead[m[1]] = isDead
+			}
+			if !isDead {
+				continue // another agent's live VM
+			}
+		} else if m == nil && !legacyVM.MatchString(vm.Name) {
+			continue // not a name an agent gives its VMs
+		}
+		d.Log.WithField("vm", vm.Name).Warn("removing a VM whose agent is gone")
 		if err := d.destroy(ctx, vm.Name); err != nil {
 			errs = append(errs, err)
 		}
@@ -269,11 +299,17 @@ func (d *Driver) PullTemplate(ctx context.Context) error {
 }
 
 // Start implements agent.Driver: clone, size, and boot a VM with sharedDir
-// mounted as "build-config".
+// mounted as "build-config". The VM is named fa-<instance>-<rest of name>,
+// owned by this process (owner.go).
 func (d *Driver) Start(ctx context.Context, name, sharedDir string, res agent.Resources) (agent.Instance, error) {
 	if !strings.HasPrefix(name, VMPrefix) {
 		return nil, fmt.Errorf("VM name %q lacks the %q prefix", name, VMPrefix)
 	}
+	self, err := d.instance()
+	if err != nil {
+		return nil, &agent.StartError{Retryable: true, Code: "worker_disk", Err: err}
+	}
+	name = vmName(self, name)
 	if err := d.EnsureTemplate(ctx); err != nil {
 		return nil, classify(err)
 	}
