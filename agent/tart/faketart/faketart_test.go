@@ -956,3 +956,36 @@ func TestParseDirShare(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftnetMustBeOnPath: Tart runs Softnet as a child found on its own
+// PATH (a LaunchAgent's PATH lacks /opt/homebrew/bin); --net-softnet-allow,
+// -block and -expose imply --net-softnet, and exclude the other modes.
+func TestSoftnetMustBeOnPath(t *testing.T) {
+	f := newFixture(t)
+	faketarttest.Template(t, f.home, "vm", nil, nil)
+	bare := f.with("PATH=/usr/bin:/bin:/usr/sbin:/sbin")
+	const missing = "Error: InitializationFailed(why: \"softnet not found in PATH\")\n"
+	for _, args := range [][]string{
+		{"run", "--no-graphics", "--net-softnet", "vm"},
+		{"run", "--no-graphics", "--net-softnet-allow", "192.168.64.0/24", "vm"},
+		{"run", "--no-graphics", "--net-host", "vm"},
+	} {
+		bare.fails(1, missing, args...)
+	}
+	if r := bare.tart("run", "--no-graphics", "--net-softnet-expose", "2222:22", "--net-bridged", "en0", "vm"); r.Code != 64 ||
+		!strings.HasPrefix(r.Stderr, "Error: --net-bridged, --net-softnet and --net-host are mutually exclusive\n") {
+		t.Fatalf("implied --net-softnet with --net-bridged: %+v", r)
+	}
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "softnet"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	withSoftnet := f.with("PATH=/usr/bin:/bin:" + bin)
+	r := withSoftnet.start("--no-graphics", "--net-softnet", "vm")
+	faketarttest.WaitFor(5*time.Second, func() bool { return f.state("vm") == "running" || r.exited() })
+	if r.exited() {
+		t.Fatalf("run with softnet on PATH: %q", r.err.String())
+	}
+	f.ok("stop", "vm")
+	r.wait(t, 5*time.Second)
+}

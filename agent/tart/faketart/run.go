@@ -300,6 +300,16 @@ func runRun(a *app, p *parsed) error {
 		}
 	}
 
+	// Softnet (--net-softnet, implied by --net-softnet-allow/-block/-expose,
+	// and --net-host) is a separate program Tart looks up on its own PATH
+	// when it configures the VM's network, before the shares.
+	if p.flag["net-softnet"] || p.flag["net-host"] || p.has("net-softnet-allow") || p.has("net-softnet-block") || p.has("net-softnet-expose") {
+		if !onPath("softnet") {
+			global.Close()
+			return genericErr(`InitializationFailed(why: "softnet not found in PATH")`)
+		}
+	}
+
 	// Directory shares (VM configuration happens before locking in tart).
 	var shares []dirShare
 	for _, raw := range p.vals["dir"] {
@@ -451,6 +461,20 @@ func runRun(a *app, p *parsed) error {
 			return rs.exit(runtimeErr(1, "%s", failMsg))
 		}
 	}
+}
+
+// onPath is Tart's resolveBinaryPath: a file of that name in a directory
+// of $PATH (existence only, as Tart checks).
+func onPath(name string) bool {
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if dir == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
 }
 
 // exit powers the VM off (SIGKILL to the guest's process group, waiting until
