@@ -74,6 +74,10 @@ type Agent struct {
 	pollCancel  context.CancelFunc // ends the poll in flight (SetPaused)
 	status      Status
 	awakeMu     sync.Mutex // orders the calls to cfg.Awake (reportBusy)
+	// After the host refused a VM (CodeVMLimit), no build is taken until
+	// hostFullUntil, or until one of this agent's own VMs ends.
+	vmLimit       *backoff
+	hostFullUntil time.Time
 }
 
 // New returns an agent; Run starts it.
@@ -115,6 +119,7 @@ func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
 		draining:    make(chan struct{}),
 		cancelBuild: make(chan struct{}),
 		status:      Status{State: StateConnecting},
+		vmLimit:     newBackoff(cfg.BackoffMin, cfg.BackoffMax),
 	}, nil
 }
 
@@ -315,15 +320,21 @@ func (a *Agent) isDraining() bool {
 	}
 }
 
-// waitForSlot blocks while the agent is full or paused. It returns false
-// when it was interrupted (drain, ctx) and the loop should re-check.
+// waitForSlot blocks while the agent is full, paused, or waiting after the
+// host refused a VM. It returns false when it was interrupted (drain, ctx)
+// and the loop should re-check.
 func (a *Agent) waitForSlot(ctx context.Context) bool {
 	for {
 		a.mu.Lock()
-		free := len(a.running) < a.cfg.MaxBuilds && !a.paused
+		hostFull := time.Until(a.hostFullUntil)
+		free := len(a.running) < a.cfg.MaxBuilds && !a.paused && hostFull <= 0
 		a.mu.Unlock()
 		if free {
 			return true
+		}
+		var retry <-chan time.Time // nil: no wait for the host
+		if hostFull > 0 {
+			retry = time.After(hostFull)
 		}
 		select {
 		case <-ctx.Done():
@@ -331,13 +342,38 @@ func (a *Agent) waitForSlot(ctx context.Context) bool {
 		case <-a.draining:
 			return false
 		case <-a.slotFreed:
+		case <-retry:
 		}
 	}
 }
 
+// vmLimitHit starts (or lengthens, exponentially) the wait after the host
+// refused a VM, and returns it.
+func (a *Agent) vmLimitHit() time.Duration {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	d := a.vmLimit.next()
+	a.hostFullUntil = time.Now().Add(d)
+	return d
+}
+
+// vmStarted: a VM booted, so the host had room; the next refusal starts
+// from the shortest wait.
+func (a *Agent) vmStarted() {
+	a.mu.Lock()
+	a.vmLimit.reset()
+	a.mu.Unlock()
+}
+
 func (a *Agent) finishBuild(b *build) {
+	b.mu.Lock()
+	freedVM := b.ranVM
+	b.mu.Unlock()
 	a.mu.Lock()
 	delete(a.running, b.job.ID)
+	if freedVM { // one of our VMs is gone: the host has room again
+		a.hostFullUntil = time.Time{}
+	}
 	a.mu.Unlock()
 	select {
 	case a.slotFreed <- struct{}{}:

@@ -37,6 +37,7 @@ type build struct {
 	phase    string
 	progress int
 	started  time.Time
+	ranVM    bool // its VM started (and so held one of the host's VM slots)
 }
 
 // outcome is what the worker reports.
@@ -173,11 +174,17 @@ func (b *build) execute(ctx context.Context) outcome {
 			return b.interrupted(ctx)
 		}
 		var se *StartError
+		if errors.As(err, &se) && se.Code == CodeVMLimit {
+			return b.hostFull(err)
+		}
 		if errors.As(err, &se) {
 			return outcome{retryable: se.Retryable, code: se.Code, message: se.Error()}
 		}
 		return outcome{retryable: true, code: "vm_start_failed", message: err.Error()}
 	}
+	b.mu.Lock()
+	b.ranVM = true
+	b.mu.Unlock()
 	defer func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
 		defer cancel()
@@ -267,6 +274,7 @@ func (b *build) watch(ctx context.Context, dir string, inst Instance) outcome {
 			if _, err := os.Stat(filepath.Join(dir, vmbootstrap.ReadyFile)); err == nil {
 				ready = true
 				boot.Stop()
+				b.a.vmStarted()
 				b.log.Info("environment ready")
 			}
 		}
@@ -286,13 +294,33 @@ func (b *build) watch(ctx context.Context, dir string, inst Instance) outcome {
 			if _, err := os.Stat(filepath.Join(dir, vmbootstrap.BuildErrorFile)); err == nil {
 				continue
 			}
-			return outcome{retryable: true, code: "vm_exited", message: fmt.Sprintf("the build environment stopped before the build finished: %v", inst.Err())}
+			err := inst.Err()
+			var se *StartError
+			if errors.As(err, &se) && se.Code == CodeVMLimit {
+				return b.hostFull(err)
+			}
+			return outcome{retryable: true, code: "vm_exited", message: fmt.Sprintf("the build environment stopped before the build finished: %v", err)}
 		case <-boot.C:
 			return outcome{retryable: true, code: "vm_boot_timeout",
 				message: fmt.Sprintf("the build environment did not signal ready within %s", b.a.cfg.BootTimeout)}
 		case <-tick.C:
 		}
 	}
+}
+
+// hostFull is the outcome of a VM the host refused (macOS's limit of two
+// running VMs, counting other apps' and users' VMs): not the build's fault,
+// so the build goes back to the queue without consuming an attempt, and the
+// agent takes no new build for a while.
+func (b *build) hostFull(err error) outcome {
+	b.mu.Lock()
+	b.ranVM = false
+	b.mu.Unlock()
+	wait := b.a.vmLimitHit()
+	b.log.WithError(err).WithField("retry_in", wait.Round(time.Millisecond)).
+		Warn("macOS refused another VM (two may run at a time, other apps' included); the build is handed back")
+	return outcome{code: api.CodeReleased, message: fmt.Sprintf("%s: the Mac refused another VM (macOS runs two at a time): %v; "+
+		"handed back without consuming an attempt", CodeVMLimit, err)}
 }
 
 // timeout is the build's own timeout, capped by the worker's MaxBuildTimeout.

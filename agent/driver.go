@@ -9,8 +9,10 @@ import (
 type Driver interface {
 	// Name identifies the driver in logs and diagnostics.
 	Name() string
-	// Cleanup removes environments a previous run of this agent left
-	// behind (a crash mid-build). It never touches anything it did not make.
+	// Cleanup removes environments whose agent is gone (a crash
+	// mid-build). It never touches the environments of another agent that
+	// still runs on this host (the menu-bar app and `freeagent run` can
+	// share one Mac), nor anything no agent made.
 	Cleanup(ctx context.Context) error
 	// Start boots an environment named name for one build attempt, with
 	// sharedDir visible inside it as the "build-config" share, running the
@@ -27,13 +29,21 @@ type Resources struct {
 // Instance is one running environment.
 type Instance interface {
 	// Exited is closed when the environment's process has ended (the VM
-	// powered off or crashed); Err then says how.
+	// powered off or crashed); Err then says how: a *StartError when the
+	// environment never started (e.g. CodeVMLimit).
 	Exited() <-chan struct{}
 	Err() error
 	// Destroy stops and deletes the environment. It is safe to call more
 	// than once and after the process exited.
 	Destroy(ctx context.Context) error
 }
+
+// CodeVMLimit is a StartError's code when the host refused another VM
+// (macOS allows two at a time). Tart reports it only after Start returned,
+// so it also comes from Instance.Err. It is not the build's fault: the build
+// is handed back without consuming an attempt, and the agent waits before
+// taking another.
+const CodeVMLimit = "vm_limit"
 
 // StartError classifies a failure to start an environment.
 type StartError struct {

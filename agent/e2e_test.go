@@ -354,8 +354,9 @@ echo "done"
 // artifact, with logs live, orphans swept, and nothing left behind.
 func TestEndToEndBuild(t *testing.T) {
 	f := newFarm(t, nil)
-	// A VM left by a crashed earlier run, and the user's own VM.
-	for _, name := range []string{"fa-stale-1", "my-own-vm"} {
+	// A VM left by a crashed earlier agent (its owner lock is gone), and the
+	// user's own VM.
+	for _, name := range []string{"fa-0123456789ab-stale-1", "my-own-vm"} {
 		if r := faketarttest.Run(t, f.tart, faketarttest.Env(f.tartHome), "clone", "macos-expo", name); r.Code != 0 {
 			t.Fatalf("clone %s: %+v", name, r)
 		}
@@ -478,7 +479,8 @@ func TestEndToEndVMFailuresAreRetried(t *testing.T) {
 }
 
 // TestEndToEndVMLimit: with the host's VM limit reached, the second build's
-// VM fails to boot; the build goes back to the queue and completes later.
+// VM fails to start (Tart says so after `tart run` began); the build goes
+// back to the queue without consuming an attempt and completes later.
 func TestEndToEndVMLimit(t *testing.T) {
 	f := newFarm(t, nil)
 	f.startAgent("FAKETART_MAX_MACOS_VMS=1")
@@ -494,9 +496,16 @@ func TestEndToEndVMLimit(t *testing.T) {
 	for _, id := range []string{first, second} {
 		b, _ := f.dev.GetBuild(context.Background(), id)
 		for _, a := range b.AttemptHistory {
-			if a.ErrorMessage != nil && strings.Contains(*a.ErrorMessage, "exceeds the system limit") {
-				limited = true
+			if a.ErrorMessage == nil || !strings.Contains(*a.ErrorMessage, "exceeds the system limit") {
+				continue
 			}
+			limited = true
+			if a.Status != "released" || !strings.Contains(*a.ErrorMessage, "vm_limit") {
+				t.Fatalf("a VM refused by the limit must hand the build back as vm_limit: %+v (%s)", a, *a.ErrorMessage)
+			}
+		}
+		if b.Attempts != 1 {
+			t.Fatalf("build %s consumed %d attempts; the VM limit must not consume any: %+v", id, b.Attempts, b.AttemptHistory)
 		}
 	}
 	if !limited {

@@ -212,16 +212,14 @@ func Tart(ctx context.Context, d *tart.Driver) Result {
 // yet pulled is a warning: the first build pulls it.
 func Template(ctx context.Context, d *tart.Driver) Result {
 	r := Result{ID: IDTemplate}
-	vms, err := d.List(ctx)
+	present, err := d.TemplatePresent(ctx)
 	if err != nil {
 		r.Severity, r.Message, r.Fix = Fail, fmt.Sprintf("cannot list Tart VMs: %v", err), "run `tart list` to see what is wrong"
 		return r
 	}
-	for _, vm := range vms {
-		if vm.Name == d.Template {
-			r.Severity, r.Message = OK, fmt.Sprintf("template %q present", d.Template)
-			return r
-		}
+	if present {
+		r.Severity, r.Message = OK, fmt.Sprintf("template %q present", d.Template)
+		return r
 	}
 	if strings.Contains(d.Template, "/") {
 		r.Severity, r.Message = Warn, fmt.Sprintf("template image %q not pulled yet; the first build will pull it (tens of GB)", d.Template)

@@ -54,6 +54,7 @@ type Driver struct {
 
 	mu    sync.Mutex
 	owned map[string]bool // VMs started by this process
+	self  *owner          // this process's claim on its VMs (owner.go)
 }
 
 // Name implements agent.Driver.
@@ -92,6 +93,17 @@ func notInstalled(err error) bool {
 	return errors.Is(err, exec.ErrNotFound) || (errors.As(err, &pe) && errors.Is(pe.Err, os.ErrNotExist))
 }
 
+// lastLine is the last non-empty line of s.
+func lastLine(s string) string {
+	lines := strings.Split(s, "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if l := strings.TrimSpace(lines[i]); l != "" {
+			return l
+		}
+	}
+	return ""
+}
+
 func firstLine(s string) string {
 	for _, l := range strings.Split(s, "\n") {
 		if l = strings.TrimSpace(l); l != "" {
@@ -122,19 +134,48 @@ func (d *Driver) List(ctx context.Context) ([]VM, error) {
 	return vms, nil
 }
 
-// Cleanup implements agent.Driver: it stops and deletes every fa-* VM this
-// process did not start (left by a crashed run), and nothing else.
+// Cleanup implements agent.Driver: it stops and deletes the VMs whose
+// owning agent process is gone (a crash mid-build), and nothing else: not
+// the VMs of another live agent on this Mac, not VMs it did not name.
 func (d *Driver) Cleanup(ctx context.Context) error {
+	self, err := d.instance()
+	if err != nil {
+		return err
+	}
+	dir, err := d.ownersDir()
+	if err != nil {
+		return err
+	}
 	vms, err := d.List(ctx)
 	if err != nil {
 		return err
 	}
 	var errs []error
+	dead := map[string]bool{} // instance id → its owner is gone (and we hold its lock)
 	for _, vm := range vms {
-		if !strings.HasPrefix(vm.Name, VMPrefix) || d.isOwned(vm.Name) {
+		if d.isOwned(vm.Name) {
 			continue
 		}
-		d.Log.WithField("vm", vm.Name).Warn("removing a VM left behind by an earlier run")
+		if m := ownerVM.FindStringSubmatch(vm.Name); m != nil && m[1] != self {
+			isDead, seen := dead[m[1]]
+			if !seen {
+				var release func()
+				isDead, release, err = deadOwner(dir, m[1])
+				if err != nil {
+					errs = append(errs, err)
+				}
+				if isDead {
+					defer release()
+				}
+				dead[m[1]] = isDead
+			}
+			if !isDead {
+				continue // another agent's live VM
+			}
+		} else if m == nil && !legacyVM.MatchString(vm.Name) {
+			continue // not a name an agent gives its VMs
+		}
+		d.Log.WithField("vm", vm.Name).Warn("removing a VM whose agent is gone")
 		if err := d.destroy(ctx, vm.Name); err != nil {
 			errs = append(errs, err)
 		}
@@ -161,22 +202,73 @@ func (d *Driver) setOwned(name string, owned bool) {
 	}
 }
 
-// EnsureTemplate pulls the template when it is a remote image not yet cached.
+// EnsureTemplate makes sure the template is on this Mac: a local VM, or a
+// remote image already in Tart's OCI cache. A remote image is pulled only
+// when it is absent: pulling contacts the registry every time (an outage
+// would fail every build) and follows a moved tag (tens of GB mid-build).
+// PullTemplate refreshes it when the owner asks.
 func (d *Driver) EnsureTemplate(ctx context.Context) error {
-	vms, err := d.List(ctx)
+	present, err := d.TemplatePresent(ctx)
 	if err != nil {
 		return err
 	}
-	for _, vm := range vms {
-		if vm.Name == d.Template {
-			return nil
-		}
+	if present {
+		return nil
 	}
-	if !strings.Contains(d.Template, "/") {
+	if !isRemote(d.Template) {
 		return &agent.StartError{Retryable: true, Code: "template_missing",
 			Err: fmt.Errorf("the VM template %q does not exist: build it with scripts/build-vm-template.sh or set --template to an image", d.Template)}
 	}
-	// A remote image: clone would pull it implicitly; pulling first shows progress.
+	return d.PullTemplate(ctx)
+}
+
+// TemplatePresent reports whether the template is on this Mac. `tart list`
+// shows local VMs with Source "local" and pulled images with Source "OCI"
+// (named host/namespace:tag, or @sha256:… for digests), so both are read.
+func (d *Driver) TemplatePresent(ctx context.Context) (bool, error) {
+	out, err := d.run(ctx, "list", "--format", "json")
+	if err != nil {
+		return false, err
+	}
+	var vms []VM
+	if err := json.Unmarshal(out, &vms); err != nil {
+		return false, fmt.Errorf("tart list: undecodable output: %w", err)
+	}
+	remote := isRemote(d.Template)
+	want := d.Template
+	if remote {
+		want = fullRemoteName(d.Template)
+	}
+	for _, vm := range vms {
+		// Older Tart releases printed the source as "oci".
+		if remote == strings.EqualFold(vm.Source, "OCI") && vm.Name == want {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// isRemote: Tart treats a name with a registry host (host/namespace…) as an
+// OCI image; local VM names cannot contain "/".
+func isRemote(name string) bool { return strings.Contains(name, "/") }
+
+// fullRemoteName is name as `tart list` shows it: Tart adds the tag
+// "latest" to a reference with neither a tag nor a digest.
+func fullRemoteName(name string) string {
+	if strings.Contains(name, "@") || strings.LastIndex(name, ":") > strings.LastIndex(name, "/") {
+		return name
+	}
+	return name + ":latest"
+}
+
+// PullTemplate pulls the remote template (again), with Tart's progress in
+// the log: what the owner asks for to follow a moved tag. A local template
+// has nothing to pull.
+func (d *Driver) PullTemplate(ctx context.Context) error {
+	if !isRemote(d.Template) {
+		return nil
+	}
+	// Pulled here rather than implicitly by clone, so the progress reaches the log.
 	d.Log.WithField("image", d.Template).Info("pulling the VM template (this can take a while)")
 	cmd := exec.CommandContext(ctx, d.Tart, "pull", d.Template)
 	cmd.Env = append(os.Environ(), append(d.Env, "CI=1")...) // line-oriented progress
@@ -207,11 +299,17 @@ func (d *Driver) EnsureTemplate(ctx context.Context) error {
 }
 
 // Start implements agent.Driver: clone, size, and boot a VM with sharedDir
-// mounted as "build-config".
+// mounted as "build-config". The VM is named fa-<instance>-<rest of name>,
+// owned by this process (owner.go).
 func (d *Driver) Start(ctx context.Context, name, sharedDir string, res agent.Resources) (agent.Instance, error) {
 	if !strings.HasPrefix(name, VMPrefix) {
 		return nil, fmt.Errorf("VM name %q lacks the %q prefix", name, VMPrefix)
 	}
+	self, err := d.instance()
+	if err != nil {
+		return nil, &agent.StartError{Retryable: true, Code: "worker_disk", Err: err}
+	}
+	name = vmName(self, name)
 	if err := d.EnsureTemplate(ctx); err != nil {
 		return nil, classify(err)
 	}
@@ -265,20 +363,30 @@ func (d *Driver) Start(ctx context.Context, name, sharedDir string, res agent.Re
 	return &runningVM{Process: p, logPath: logPath}, nil
 }
 
-// runningVM adds the first line of `tart run`'s output to its exit error,
-// which is where Tart explains a failed boot (e.g. the 2-VM limit).
+// runningVM explains the exit of `tart run` with the last line of its
+// output, which is where Tart prints why the VM stopped or failed to start.
 type runningVM struct {
 	*agent.Process
 	logPath string
 }
+
+// limitMessage is how Tart reports Virtualization.framework's refusal of
+// another VM (RuntimeError.VirtualMachineLimitExceeded, exit 1), printed
+// once the VM has failed to start.
+const limitMessage = "The number of VMs exceeds the system limit"
 
 func (v *runningVM) Err() error {
 	err := v.Process.Err()
 	if err == nil {
 		return nil
 	}
-	if out, _ := os.ReadFile(v.logPath); len(out) > 0 {
-		return fmt.Errorf("%w: %s", err, firstLine(string(out)))
+	out, _ := os.ReadFile(v.logPath)
+	if len(bytes.TrimSpace(out)) == 0 {
+		return err
+	}
+	err = fmt.Errorf("%w: %s", err, lastLine(string(out)))
+	if bytes.Contains(out, []byte(limitMessage)) {
+		return &agent.StartError{Retryable: true, Code: agent.CodeVMLimit, Err: err}
 	}
 	return err
 }
@@ -327,8 +435,8 @@ func classify(err error) error {
 	switch {
 	case errors.Is(err, ErrNotInstalled):
 		return &agent.StartError{Retryable: true, Code: "tart_missing", Err: err}
-	case errors.As(err, &te) && strings.Contains(te.Line, "exceeds the system limit"):
-		return &agent.StartError{Retryable: true, Code: "vm_limit", Err: err}
+	case errors.As(err, &te) && strings.Contains(te.Line, limitMessage):
+		return &agent.StartError{Retryable: true, Code: agent.CodeVMLimit, Err: err}
 	case errors.As(err, &te) && te.ExitCode == 64:
 		return &agent.StartError{Retryable: true, Code: "tart_usage", Err: fmt.Errorf("bug: tart rejected our command line: %w", err)}
 	}

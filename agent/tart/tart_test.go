@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -48,6 +49,16 @@ func newTartEnv(t *testing.T) *tartEnv {
 	return e
 }
 
+// vm is the name the driver gives the VM of environment name.
+func (e *tartEnv) vm(t *testing.T, name string) string {
+	t.Helper()
+	self, err := e.driver.instance()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return vmName(self, name)
+}
+
 type testWriter struct{ t *testing.T }
 
 func (w testWriter) Write(p []byte) (int, error) {
@@ -76,8 +87,9 @@ func TestStartAndDestroy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	vm := e.vm(t, "fa-contract-1")
 	deadline := time.Now().Add(10 * time.Second)
-	for e.names(t)["fa-contract-1"] != "running" {
+	for e.names(t)[vm] != "running" {
 		if time.Now().After(deadline) {
 			t.Fatalf("VM not running: %v", e.names(t))
 		}
@@ -91,7 +103,7 @@ func TestStartAndDestroy(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("tart run still running after Destroy")
 	}
-	if _, ok := e.names(t)["fa-contract-1"]; ok {
+	if _, ok := e.names(t)[vm]; ok {
 		t.Fatal("VM still exists after Destroy")
 	}
 	if err := inst.Destroy(ctx); err != nil {
@@ -105,11 +117,11 @@ func TestStartAndDestroy(t *testing.T) {
 			}
 		}
 		want := []string{
-			"clone clone macos-template fa-contract-1",
-			"set set fa-contract-1 --random-mac --cpu 4 --memory 8192",
-			"run run --no-graphics --no-audio --no-clipboard --dir build-config:" + shared + " fa-contract-1",
-			"stop stop --timeout 30 fa-contract-1",
-			"delete delete fa-contract-1",
+			"clone clone macos-template " + vm,
+			"set set " + vm + " --random-mac --cpu 4 --memory 8192",
+			"run run --no-graphics --no-audio --no-clipboard --dir build-config:" + shared + " " + vm,
+			"stop stop --timeout 30 " + vm,
+			"delete delete " + vm,
 		}
 		for _, w := range want {
 			if !slices.ContainsFunc(seq, func(s string) bool { return strings.HasSuffix(s, strings.SplitN(w, " ", 2)[1]) }) {
@@ -119,39 +131,188 @@ func TestStartAndDestroy(t *testing.T) {
 	}
 }
 
+// TestCleanupRemovesOnlyItsOwnVMs: a sweep removes the VMs of an agent that
+// is gone (a lock file nobody holds, or none) and of earlier versions'
+// naming, whether running or not, and keeps the user's VMs and any fa-*
+// name no agent gives (a script's template).
 func TestCleanupRemovesOnlyItsOwnVMs(t *testing.T) {
 	e := newTartEnv(t)
 	ctx := context.Background()
-	for _, name := range []string{"fa-orphan-1", "fa-orphan-2", "users-vm"} {
+	legacy := "fa-06h0yqgrxbqra8qgqfq2bx27nc-06h0yqgrse9rn5a5kzjkxa2mn0"
+	orphans := []string{"fa-0123456789ab-b1-a1", "fa-0123456789ab-b2-a2", legacy}
+	kept := []string{"users-vm", "fa-contract-template-42"}
+	for _, name := range append(slices.Clone(orphans), kept...) {
 		if _, err := e.driver.run(ctx, "clone", e.driver.Template, name); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// One orphan is still running, as after an agent crash.
-	cmd := exec.Command(e.driver.Tart, "run", "--no-graphics", "fa-orphan-2")
+	cmd := exec.Command(e.driver.Tart, "run", "--no-graphics", orphans[1])
 	cmd.Env = append(os.Environ(), e.driver.Env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer cmd.Process.Kill()
 	deadline := time.Now().Add(10 * time.Second)
-	for e.names(t)["fa-orphan-2"] != "running" && time.Now().Before(deadline) {
+	for e.names(t)[orphans[1]] != "running" && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	if err := e.driver.Cleanup(ctx); err != nil {
 		t.Fatal(err)
 	}
 	names := e.names(t)
-	if _, ok := names["fa-orphan-1"]; ok {
-		t.Fatalf("orphan left: %v", names)
+	for _, n := range orphans {
+		if _, ok := names[n]; ok {
+			t.Fatalf("orphan %s left: %v", n, names)
+		}
 	}
-	if _, ok := names["fa-orphan-2"]; ok {
-		t.Fatalf("running orphan left: %v", names)
+	for _, n := range kept {
+		if _, ok := names[n]; !ok {
+			t.Fatalf("%s was touched: %v", n, names)
+		}
+		e.driver.run(ctx, "delete", n) //nolint:errcheck
 	}
-	if _, ok := names["users-vm"]; !ok {
-		t.Fatalf("the user's VM was touched: %v", names)
+}
+
+// TestTwoAgentsShareOneTartHome: the menu-bar app and `freeagent run` on
+// one Mac (one TART_HOME). Neither one's sweep deletes the other's live
+// VM; once an agent is gone, the other's sweep removes its VMs.
+func TestTwoAgentsShareOneTartHome(t *testing.T) {
+	if os.Getenv("FREEAGENT_TEST_REAL_TART") == "1" {
+		t.Skip("shares the contract template's home with any agent running on this Mac")
 	}
-	e.driver.run(ctx, "delete", "users-vm") //nolint:errcheck
+	e := newTartEnv(t)
+	ctx := context.Background()
+	app := e.driver
+	cli := &Driver{Tart: app.Tart, Template: app.Template, LogDir: t.TempDir(), Log: app.Log, Env: app.Env}
+	defer cli.Close()
+	appVM, err := app.Start(ctx, "fa-b1-a1", t.TempDir(), agent.Resources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer appVM.Destroy(ctx)
+	cliVM, err := cli.Start(ctx, "fa-b2-a2", t.TempDir(), agent.Resources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cliVM.Destroy(ctx)
+	appName, cliName := e.vm(t, "fa-b1-a1"), vmName(mustInstance(t, cli), "fa-b2-a2")
+	if appName == cliName {
+		t.Fatalf("two agents named their VMs alike: %s", appName)
+	}
+	waitRunning := func(names ...string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for _, n := range names {
+			for e.names(t)[n] != "running" {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s not running: %v", n, e.names(t))
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+		}
+	}
+	waitRunning(appName, cliName)
+	// A restart of either (its start-up sweep) leaves the other's VM alone.
+	for _, d := range []*Driver{app, cli} {
+		if err := d.Cleanup(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	second := &Driver{Tart: app.Tart, Template: app.Template, LogDir: t.TempDir(), Log: app.Log, Env: app.Env}
+	defer second.Close()
+	if err := second.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names := e.names(t)
+	if names[appName] != "running" || names[cliName] != "running" {
+		t.Fatalf("a sweep touched a live agent's VM: %v", names)
+	}
+	// `freeagent run` goes away (its process would exit; its VM is left).
+	if err := cli.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := app.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	names = e.names(t)
+	if _, ok := names[cliName]; ok {
+		t.Fatalf("the gone agent's VM was not swept: %v", names)
+	}
+	if names[appName] != "running" {
+		t.Fatalf("the sweeping agent's own VM: %v", names)
+	}
+}
+
+// TestDeadAgentsVMsAreSwept: an agent process killed with SIGKILL leaves
+// its VM running; the kernel drops its owner lock, so another agent's
+// sweep removes the VM, which it left alone while that agent lived.
+func TestDeadAgentsVMsAreSwept(t *testing.T) {
+	if os.Getenv("FREEAGENT_TEST_REAL_TART") == "1" {
+		t.Skip("fake only")
+	}
+	e := newTartEnv(t)
+	ctx := context.Background()
+	helper := exec.Command(os.Args[0], "-test.run=^TestHelperAgent$")
+	helper.Env = append(os.Environ(), "FREEAGENT_TEST_HELPER_AGENT=1", "FREEAGENT_TEST_HELPER_TART="+e.driver.Tart,
+		"FREEAGENT_TEST_HELPER_ENV="+strings.Join(e.driver.Env, "\n"))
+	out, err := helper.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := helper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer helper.Process.Kill()
+	var name string
+	if _, err := fmt.Fscanln(out, &name); err != nil || !strings.HasPrefix(name, VMPrefix) {
+		t.Fatalf("helper agent: %q, %v", name, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); e.names(t)[name] != "running"; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("helper's VM not running: %v", e.names(t))
+		}
+	}
+	if err := e.driver.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if e.names(t)[name] != "running" {
+		t.Fatalf("a live agent's VM was swept: %v", e.names(t))
+	}
+	helper.Process.Kill()
+	helper.Wait()
+	if err := e.driver.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.names(t)[name]; ok {
+		t.Fatalf("a dead agent's VM was not swept: %v", e.names(t))
+	}
+}
+
+// TestHelperAgent is the agent process of TestDeadAgentsVMsAreSwept: it
+// starts a VM, prints its name and waits to be killed.
+func TestHelperAgent(t *testing.T) {
+	if os.Getenv("FREEAGENT_TEST_HELPER_AGENT") != "1" {
+		t.Skip("run by TestDeadAgentsVMsAreSwept")
+	}
+	log := logrus.New()
+	log.SetOutput(os.Stderr)
+	d := &Driver{Tart: os.Getenv("FREEAGENT_TEST_HELPER_TART"), Template: "macos-template", LogDir: t.TempDir(), Log: log,
+		Env: strings.Split(os.Getenv("FREEAGENT_TEST_HELPER_ENV"), "\n")}
+	if _, err := d.Start(context.Background(), "fa-b9-a9", t.TempDir(), agent.Resources{}); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Println(vmName(mustInstance(t, d), "fa-b9-a9"))
+	select {}
+}
+
+func mustInstance(t *testing.T, d *Driver) string {
+	t.Helper()
+	id, err := d.instance()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }
 
 func TestStartErrorsAreClassified(t *testing.T) {
@@ -183,7 +344,104 @@ func TestStartErrorsAreClassified(t *testing.T) {
 		t.Fatal("a VM name without the fa- prefix was accepted")
 	}
 	b, _ := json.Marshal(e.names(t))
-	if strings.Contains(string(b), "fa-x") {
+	if strings.Contains(string(b), "-x-") {
 		t.Fatalf("failed starts left VMs: %s", b)
+	}
+}
+
+// TestRemoteTemplateIsPulledOnlyWhenAbsent: a pulled image is listed with
+// Source "OCI" (and a tagless reference as …:latest); the second build must
+// use the cached image without contacting the registry, so a registry
+// outage does not fail it.
+func TestRemoteTemplateIsPulledOnlyWhenAbsent(t *testing.T) {
+	if os.Getenv("FREEAGENT_TEST_REAL_TART") == "1" {
+		t.Skip("needs the fake registry")
+	}
+	e := newTartEnv(t)
+	registry := t.TempDir()
+	faketarttest.RegistryImage(t, registry, "ghcr.io/acme/macos-xcode:latest", faketarttest.VM{Argv: []string{"/bin/sh", "-c", "sleep 3600"}})
+	d := e.driver
+	d.Template = "ghcr.io/acme/macos-xcode" // no tag: Tart means :latest
+	d.Env = append(d.Env, "FAKETART_REGISTRY="+registry, "FAKETART_PULL_DELAY=0")
+	ctx := context.Background()
+	if ok, err := d.TemplatePresent(ctx); err != nil || ok {
+		t.Fatalf("before the pull: present %v, %v", ok, err)
+	}
+	build := func(name string) {
+		t.Helper()
+		inst, err := d.Start(ctx, name, t.TempDir(), agent.Resources{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := inst.Destroy(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	build("fa-pull-1")
+	if ok, err := d.TemplatePresent(ctx); err != nil || !ok {
+		t.Fatalf("after the pull: present %v, %v", ok, err)
+	}
+	// The registry is down now: a pull would fail the build.
+	d.Env = append(d.Env, "FAKETART_FAIL_PULL=1:Error: UnexpectedHTTPStatusCode(when: \"pulling manifest\", code: 503)")
+	build("fa-pull-2")
+	pulls := 0
+	for _, entry := range faketarttest.ReadLog(t, e.log) {
+		if entry.Event == "exit" && entry.Cmd == "pull" {
+			pulls++
+		}
+	}
+	if pulls != 1 {
+		t.Fatalf("tart pull ran %d times for two builds; want once", pulls)
+	}
+	// The owner can still ask for a fresh pull.
+	if err := d.PullTemplate(ctx); err == nil {
+		t.Fatal("PullTemplate did not pull (the registry is down, so it must fail)")
+	}
+}
+
+func TestFullRemoteName(t *testing.T) {
+	for in, want := range map[string]string{
+		"ghcr.io/cirruslabs/macos-sequoia-xcode":         "ghcr.io/cirruslabs/macos-sequoia-xcode:latest",
+		"ghcr.io/cirruslabs/macos-sequoia-xcode:16":      "ghcr.io/cirruslabs/macos-sequoia-xcode:16",
+		"localhost:5000/macos":                           "localhost:5000/macos:latest",
+		"localhost:5000/macos:1":                         "localhost:5000/macos:1",
+		"ghcr.io/acme/macos@sha256:0123456789abcdef0123": "ghcr.io/acme/macos@sha256:0123456789abcdef0123",
+	} {
+		if got := fullRemoteName(in); got != want {
+			t.Errorf("fullRemoteName(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestVMLimitAfterStartIsClassified: Tart reports the host's VM limit from
+// `tart run` after Start returned (the VM fails to start); the instance's
+// error must say vm_limit, not a VM that exited.
+func TestVMLimitAfterStartIsClassified(t *testing.T) {
+	if os.Getenv("FREEAGENT_TEST_REAL_TART") == "1" {
+		t.Skip("needs two other running macOS VMs on a real Mac")
+	}
+	e := newTartEnv(t)
+	d := e.driver
+	d.Env = append(d.Env, "FAKETART_MAX_MACOS_VMS=0") // the host is full
+	ctx := context.Background()
+	inst, err := d.Start(ctx, "fa-limit-1", t.TempDir(), agent.Resources{})
+	if err != nil {
+		t.Fatalf("Start reports a VM that has not failed yet: %v", err)
+	}
+	defer inst.Destroy(ctx)
+	select {
+	case <-inst.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("tart run did not fail")
+	}
+	var se *agent.StartError
+	if err := inst.Err(); !errors.As(err, &se) || se.Code != agent.CodeVMLimit || !strings.Contains(se.Error(), "The number of VMs exceeds the system limit") {
+		t.Fatalf("exit of a VM refused by the limit: %#v", err)
+	}
+	if err := inst.Destroy(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.names(t)[e.vm(t, "fa-limit-1")]; ok {
+		t.Fatal("the refused VM was not deleted")
 	}
 }

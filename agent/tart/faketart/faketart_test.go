@@ -511,7 +511,15 @@ func TestMacOSVMLimitAcrossHomesWithSlotsDir(t *testing.T) {
 	faketarttest.Template(t, f2.home, "two", nil, nil)
 	r1 := f1.start("--no-graphics", "one")
 	faketarttest.WaitFor(5*time.Second, func() bool { return f1.state("one") == "running" })
-	f2.fails(1, "The number of VMs exceeds the system limit (other running VMs: one)\n", "run", "--no-graphics", "two")
+	// Tart names only the running VMs of its own TART_HOME: none here.
+	f2.fails(1, "The number of VMs exceeds the system limit\n", "run", "--no-graphics", "two")
+	// A running Linux VM of this home is named, although it does not count.
+	f2.ok("create", "--linux", "lin")
+	rl := f2.start("--no-graphics", "lin")
+	faketarttest.WaitFor(5*time.Second, func() bool { return f2.state("lin") == "running" })
+	f2.fails(1, "The number of VMs exceeds the system limit (other running VMs: lin)\n", "run", "--no-graphics", "two")
+	f2.ok("stop", "lin")
+	rl.wait(t, 5*time.Second)
 	// The slot is freed even when the holder is SIGKILLed.
 	_ = r1.cmd.Process.Kill()
 	r1.wait(t, 5*time.Second)
@@ -951,4 +959,37 @@ func TestParseDirShare(t *testing.T) {
 			t.Errorf("parseDirShare(%q) = %+v, %v; want %+v", c.in, got, err, c.want)
 		}
 	}
+}
+
+// TestSoftnetMustBeOnPath: Tart runs Softnet as a child found on its own
+// PATH (a LaunchAgent's PATH lacks /opt/homebrew/bin); --net-softnet-allow,
+// -block and -expose imply --net-softnet, and exclude the other modes.
+func TestSoftnetMustBeOnPath(t *testing.T) {
+	f := newFixture(t)
+	faketarttest.Template(t, f.home, "vm", nil, nil)
+	bare := f.with("PATH=/usr/bin:/bin:/usr/sbin:/sbin")
+	const missing = "Error: InitializationFailed(why: \"softnet not found in PATH\")\n"
+	for _, args := range [][]string{
+		{"run", "--no-graphics", "--net-softnet", "vm"},
+		{"run", "--no-graphics", "--net-softnet-allow", "192.168.64.0/24", "vm"},
+		{"run", "--no-graphics", "--net-host", "vm"},
+	} {
+		bare.fails(1, missing, args...)
+	}
+	if r := bare.tart("run", "--no-graphics", "--net-softnet-expose", "2222:22", "--net-bridged", "en0", "vm"); r.Code != 64 ||
+		!strings.HasPrefix(r.Stderr, "Error: --net-bridged, --net-softnet and --net-host are mutually exclusive\n") {
+		t.Fatalf("implied --net-softnet with --net-bridged: %+v", r)
+	}
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "softnet"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	withSoftnet := f.with("PATH=/usr/bin:/bin:" + bin)
+	r := withSoftnet.start("--no-graphics", "--net-softnet", "vm")
+	faketarttest.WaitFor(5*time.Second, func() bool { return f.state("vm") == "running" || r.exited() })
+	if r.exited() {
+		t.Fatalf("run with softnet on PATH: %q", r.err.String())
+	}
+	f.ok("stop", "vm")
+	r.wait(t, 5*time.Second)
 }

@@ -302,6 +302,16 @@ func runRun(a *app, p *parsed) error {
 		}
 	}
 
+	// Softnet (--net-softnet, implied by --net-softnet-allow/-block/-expose,
+	// and --net-host) is a separate program Tart looks up on its own PATH
+	// when it configures the VM's network, before the shares.
+	if p.flag["net-softnet"] || p.flag["net-host"] || p.has("net-softnet-allow") || p.has("net-softnet-block") || p.has("net-softnet-expose") {
+		if !onPath("softnet") {
+			global.Close()
+			return genericErr(`InitializationFailed(why: "softnet not found in PATH")`)
+		}
+	}
+
 	// Directory shares (VM configuration happens before locking in tart).
 	var shares []dirShare
 	for _, raw := range p.vals["dir"] {
@@ -455,6 +465,20 @@ func runRun(a *app, p *parsed) error {
 	}
 }
 
+// onPath is Tart's resolveBinaryPath: a file of that name in a directory
+// of $PATH (existence only, as Tart checks).
+func onPath(name string) bool {
+	for _, dir := range filepath.SplitList(os.Getenv("PATH")) {
+		if dir == "" {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, name)); err == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // exit powers the VM off (SIGKILL to the guest's process group, waiting until
 // no member is left) and returns err. The config.json lock is released by the
 // kernel when the process exits.
@@ -490,18 +514,18 @@ func (rs *runState) acquireSlot() error {
 		}
 	}
 	slots := os.Getenv("FAKETART_SLOTS_DIR")
-	var others []string
 	if slots == "" {
+		darwin := 0
 		for _, v := range rs.a.home.listLocal() {
 			if v.name == rs.vm.name || !v.running() {
 				continue
 			}
 			if c, err := readConfig(v.config()); err == nil && c.OS == "darwin" {
-				others = append(others, v.name)
+				darwin++
 			}
 		}
-		if len(others) >= max {
-			return runtimeErr(1, "The number of VMs exceeds the system limit (other running VMs: %s)", strings.Join(others, ", "))
+		if darwin >= max {
+			return rs.limitExceeded()
 		}
 		return nil
 	}
@@ -514,6 +538,7 @@ func (rs *runState) acquireSlot() error {
 	}
 	defer l.Close()
 	entries, _ := os.ReadDir(slots)
+	held := 0
 	for _, e := range entries {
 		if !strings.HasSuffix(e.Name(), ".slot") {
 			continue
@@ -523,12 +548,10 @@ func (rs *runState) acquireSlot() error {
 			_ = os.Remove(p) // stale: its VM died
 			continue
 		}
-		data, _ := os.ReadFile(p)
-		others = append(others, strings.TrimSpace(string(data)))
+		held++
 	}
-	sort.Strings(others)
-	if len(others) >= max {
-		return runtimeErr(1, "The number of VMs exceeds the system limit (other running VMs: %s)", strings.Join(others, ", "))
+	if held >= max {
+		return rs.limitExceeded()
 	}
 	p := filepath.Join(slots, fmt.Sprintf("%d-%s.slot", os.Getpid(), newUUID()))
 	f, err := os.OpenFile(p, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
@@ -546,6 +569,25 @@ func (rs *runState) acquireSlot() error {
 	heldSlot = f
 	rs.slotPath = p
 	return nil
+}
+
+// limitExceeded is Tart's RuntimeError.VirtualMachineLimitExceeded, thrown
+// when Virtualization.framework refuses to start the VM (exit 1). Its hint
+// names the running VMs of this TART_HOME only, whatever their OS, and is
+// left out when there are none: VMs of other homes, users or apps count
+// towards the host's limit but are not named.
+func (rs *runState) limitExceeded() error {
+	var running []string
+	for _, v := range rs.a.home.listLocal() {
+		if v.name != rs.vm.name && v.running() {
+			running = append(running, v.name)
+		}
+	}
+	hint := ""
+	if len(running) > 0 {
+		hint = " (other running VMs: " + strings.Join(running, ", ") + ")"
+	}
+	return runtimeErr(1, "The number of VMs exceeds the system limit%s", hint)
 }
 
 // bootGuest starts the guest program described by fake-guest.json (copied
