@@ -11,6 +11,10 @@ cask "free-agent" do
   homepage "https://github.com/freeagent-build/freeagent"
 
   depends_on macos: ">= :ventura"
+  # Tart (macOS VMs through Virtualization.framework) runs on Apple silicon
+  # only, and its formula refuses Intel: say so here, not halfway through
+  # the install. The bundle stays universal for the local driver.
+  depends_on arch: :arm64
   depends_on formula: "cirruslabs/cli/tart"
 
   app "FreeAgent.app"
