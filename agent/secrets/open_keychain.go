@@ -48,7 +48,10 @@ func (k keychainStore) Set(key, value string) error {
 	item.SetData([]byte(value))
 	item.SetLabel("Free Agent worker " + key)
 	item.SetSynchronizable(keychain.SynchronizableNo)
-	item.SetAccessible(keychain.AccessibleAfterFirstUnlockThisDeviceOnly)
+	// No kSecAttrAccessible: it applies to the data protection keychain
+	// only, which a Developer ID app without a provisioning profile cannot
+	// use; the item goes to the login keychain, whose ACL is what decides
+	// (see the package comment).
 	err := keychain.AddItem(item)
 	if errors.Is(err, keychain.ErrorDuplicateItem) {
 		update := keychain.NewItem()

@@ -3,10 +3,16 @@
 //
 // Keychain items are generic passwords with service Service
 // ("build.freeagent.worker"), account KeyAPIKey ("api-key") or KeyWorkerID
-// ("worker-id") and label "Free Agent worker <account>". The cgo build
-// makes them accessible after first unlock, on this device only (never
-// synced); the no-cgo build goes through /usr/bin/security, which has no
-// such flag and writes to the login keychain file (never synced either).
+// ("worker-id") and label "Free Agent worker <account>", in the login
+// keychain (file-based: never synced; readable while it is unlocked, from
+// login on). Both builds write there: the cgo one through the Security
+// framework, the no-cgo one through /usr/bin/security. An accessibility
+// class (kSecAttrAccessible) would have no effect on that keychain, so none
+// is set. Who may read an item is its ACL: the program that created it,
+// recorded by its code signature's designated requirement, so an update
+// signed with the same Developer ID reads it without a prompt, while an
+// unsigned or ad-hoc signed build (make build, a development copy) asks
+// once per new binary: "Always Allow" answers it for that binary.
 // A refusal (locked keychain, Deny, wrong password) wraps ErrDenied and
 // says how to fix it.
 package secrets

@@ -80,11 +80,8 @@ func (s *SecurityStore) Get(key string) (string, error) {
 }
 
 // Set implements Store. -U updates an existing item; the password is read
-// from standard input (typed twice, as security's prompt asks). The tool has
-// no flag for kSecAttrAccessible: its items go to the login keychain file,
-// which never syncs to iCloud and is readable while that keychain is
-// unlocked (from login on), close to the cgo build's
-// AfterFirstUnlockThisDeviceOnly.
+// from standard input (typed twice, as security's prompt asks). The item goes
+// to the login keychain, as the cgo build's does (see the package comment).
 func (s *SecurityStore) Set(key, value string) error {
 	_, err := s.run("store", value+"\n"+value+"\n", "add-generic-password", "-U", "-s", s.service(), "-a", key, "-l", "Free Agent worker "+key, "-w")
 	return err
