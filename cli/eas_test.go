@@ -702,3 +702,18 @@ printf '{"name":"n-%s-%s","slug":"dyn","version":"1.0.0","android":{"package":"c
 		t.Errorf("the farm's variables used are not named:\n%s", r.stderr)
 	}
 }
+
+// TestAndroidPackageNeededUnlessCustomBuild: expo prebuild needs
+// android.package, so an Android submit without one is refused before any
+// upload, unless the project builds itself with a freeagent:build script.
+func TestAndroidPackageNeededUnlessCustomBuild(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	app := `{"expo":{"name":"x","slug":"x"}}`
+	r := e.mustRun(ExitUsage, nil, "submit", project(t, map[string]string{"app.json": app}), "--platform", "android")
+	if !strings.Contains(r.stderr, "android.package") || e.buildCount(t) != 0 {
+		t.Fatalf("no android.package: %s", r)
+	}
+	custom := project(t, map[string]string{"app.json": app, "package.json": `{"name":"x","scripts":{"freeagent:build":"true"}}`})
+	e.mustRun(0, nil, "submit", custom, "--platform", "android", "--json")
+}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -103,7 +104,7 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName string, fa
 	if spec.App.Slug == "" {
 		return nil, usageErr("the app config has no slug: set expo.slug in app.json (it names the project whose variables and credentials the build uses)")
 	}
-	if platform == api.PlatformAndroid && spec.App.AndroidPackage == "" && !fileExists(filepath.Join(appRoot, "android")) {
+	if platform == api.PlatformAndroid && spec.App.AndroidPackage == "" && !fileExists(filepath.Join(appRoot, "android")) && !hasCustomBuild(appRoot) {
 		return nil, usageErr("the app config has no android.package: set expo.android.package in app.json (e.g. com.example.app); expo prebuild needs it")
 	}
 
@@ -282,6 +283,20 @@ func (r *resolved) resolveCredentials(ctx context.Context, spec *api.BuildSpec, 
 	}
 	r.warnings = append(r.warnings, fmt.Sprintf("no Android keystore on the farm for project %q: %s", spec.App.Slug, noneHint))
 	return nil
+}
+
+// hasCustomBuild reports whether the app's package.json defines the
+// script that replaces the default pipeline (which then needs no
+// android.package: expo prebuild does not run).
+func hasCustomBuild(appRoot string) bool {
+	b, err := os.ReadFile(filepath.Join(appRoot, "package.json"))
+	if err != nil {
+		return false
+	}
+	var pkg struct {
+		Scripts map[string]any `json:"scripts"`
+	}
+	return json.Unmarshal(b, &pkg) == nil && pkg.Scripts[api.CustomBuildScript] != nil
 }
 
 // gitCommit is the project's HEAD commit, or "" outside a git checkout.

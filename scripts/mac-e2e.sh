@@ -98,7 +98,7 @@ cat >"$project/package.json" <<'JSON'
   }
 }
 JSON
-echo '{"expo": {"name": "mac-e2e", "slug": "mac-e2e"}}' >"$project/app.json"
+echo '{"expo": {"name": "mac-e2e", "slug": "mac-e2e", "android": {"package": "build.freeagent.mace2e"}}}' >"$project/app.json"
 
 EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$dev_key \
 	"$work/bin/expo-build" submit "$project" --platform android --wait --output "$work/out"

@@ -7,10 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 // CustomBuildScript is the npm script that replaces the default pipeline.
-const CustomBuildScript = "freeagent:build"
+const CustomBuildScript = api.CustomBuildScript
 
 // maxProjectDepth bounds the search for the project root.
 const maxProjectDepth = 8

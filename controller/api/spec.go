@@ -9,6 +9,11 @@ import (
 // SpecVersion is the format of BuildSpec this code writes and reads.
 const SpecVersion = 1
 
+// CustomBuildScript is the package.json script that replaces the default
+// pipeline: it owns installing, building and leaving its outputs in
+// FREEAGENT_ARTIFACTS_DIR.
+const CustomBuildScript = "freeagent:build"
+
 // BuildSpec is what a build is: decided once, by expo-build on the
 // developer's machine (eas.json resolved, the app config read, the package
 // manager and credentials chosen), sent with the submit, stored with the
