@@ -28,7 +28,7 @@ func TestCaskMatchesTheBundle(t *testing.T) {
 		`depends_on macos: ">= :ventura"`, // macOS 13, as LSMinimumSystemVersion
 		// Before the Tart formula, which refuses Intel Macs.
 		"depends_on arch: :arm64\n  depends_on formula: \"cirruslabs/cli/tart\"",
-		`FreeAgent-#{version}.dmg`,        // the name make-app.sh gives the dmg
+		`FreeAgent-#{version}.dmg`, // the name make-app.sh gives the dmg
 	} {
 		if !strings.Contains(cask, want) {
 			t.Errorf("the cask lacks %s", want)
