@@ -108,12 +108,8 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName string, fa
 		return nil, usageErr("the app config has no android.package: set expo.android.package in app.json (e.g. com.example.app); expo prebuild needs it")
 	}
 
-	// Relative paths from the upload root to the app.
-	relApp, err := filepath.Rel(r.uploadRoot, mustEval(appRoot))
-	if err != nil || relApp == ".." || strings.HasPrefix(relApp, ".."+string(filepath.Separator)) {
-		return nil, fmt.Errorf("the app %s is outside its workspace root %s", appRoot, r.uploadRoot)
-	}
-	toUpload := func(rel string) string { return path.Join(filepath.ToSlash(relApp), rel) }
+	// A path relative to the app, as a path in the archive.
+	toUpload := func(rel string) string { return path.Join(layout.Project.AppDir, rel) }
 
 	if err := r.resolveCredentials(ctx, &spec, appRoot, farm, toUpload); err != nil {
 		return nil, err
@@ -313,15 +309,4 @@ func gitCommit(ctx context.Context, dir string) string {
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
-}
-
-// mustEval resolves symbolic links where it can (Detect's root is resolved).
-func mustEval(p string) string {
-	if abs, err := filepath.Abs(p); err == nil {
-		p = abs
-	}
-	if r, err := filepath.EvalSymlinks(p); err == nil {
-		return r
-	}
-	return p
 }

@@ -364,11 +364,6 @@ func (r *buildRun) job(ctx context.Context) (api.BuildJob, error) {
 	if job.Spec != nil && job.Spec.Version != api.SpecVersion {
 		return job, fail(CodeInternalFailure, false, nil, "the build spec has version %d; this freeagent-vm reads version %d (update the worker)", job.Spec.Version, api.SpecVersion)
 	}
-	for _, v := range job.Variables {
-		if v.Visibility != api.VisibilityPlaintext {
-			r.logs.AddSecret(v.Value)
-		}
-	}
 	return job, nil
 }
 
