@@ -285,6 +285,21 @@ func TestAndroidSigning(t *testing.T) {
 		}
 	})
 
+	t.Run("a wrong injected password fails as AGP does", func(t *testing.T) {
+		project := androidApp(t)
+		bad := team
+		bad.ks.KeyPassword = "not-the-key-password"
+		log, err := gradle(t, project, inject(t, bad), ":app:assembleRelease")
+		var stepErr *StepError
+		if !errors.As(err, &stepErr) || stepErr.Code != 1 {
+			t.Fatalf("err = %v\n%s", err, log)
+		}
+		if !strings.Contains(log, "KeytoolException: Failed to read key upload from store") || !strings.Contains(log, "BUILD FAILED") {
+			t.Errorf("log:\n%s", log)
+		}
+		noSecrets(t, log, bad)
+	})
+
 	t.Run("not an artifact", func(t *testing.T) {
 		file := filepath.Join(t.TempDir(), "app-release.apk")
 		os.WriteFile(file, []byte("<html>502 Bad Gateway</html>"), 0o644)
