@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -246,7 +247,7 @@ func (e *env) alive() error {
 // state: no leftovers in flight (builds, parked workers) and no history
 // whose size would change what the next run measures.
 func (e *env) resetQueue(ctx context.Context) error {
-	if _, err := e.db.Exec(ctx, `TRUNCATE builds, build_attempts, artifacts, build_logs, workers`); err != nil {
+	if err := e.truncate(ctx); err != nil {
 		return err
 	}
 	dir := filepath.Join(e.dataDir, "files", "builds")
@@ -265,6 +266,24 @@ func (e *env) resetQueue(ctx context.Context) error {
 	// above) now, rather than as fsync stalls in the next measurement.
 	syscall.Sync()
 	return nil
+}
+
+// truncate empties the queue's tables. The controller keeps running while
+// it does (its sweeper, a worker's last heartbeat), and TRUNCATE takes its
+// exclusive locks table by table, so Postgres may pick it as a deadlock's
+// victim; the victim's work is undone, and trying again is safe.
+func (e *env) truncate(ctx context.Context) error {
+	const tries = 5
+	for i := 1; ; i++ {
+		_, err := e.db.Exec(ctx, `TRUNCATE builds, build_attempts, artifacts, build_logs, workers`)
+		var pgErr *pgconn.PgError
+		if err == nil || i == tries || !errors.As(err, &pgErr) || pgErr.Code != "40P01" { // deadlock_detected
+			return err
+		}
+		if err := sleep(ctx, time.Duration(i)*50*time.Millisecond); err != nil {
+			return err
+		}
+	}
 }
 
 // checkpoint flushes dirty buffers, so that a checkpoint caused by the
