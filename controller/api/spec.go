@@ -35,7 +35,10 @@ type BuildSpec struct {
 	App         App     `json:"app"`
 	Project     Project `json:"project"`
 	// Android is set for Android builds: the decisions taken from Profile.
-	Android     *AndroidBuild   `json:"android,omitempty"`
+	Android *AndroidBuild `json:"android,omitempty"`
+	// IOS is set for iOS builds: the decisions taken from Profile and
+	// the Xcode project (or, before prebuild, the app config).
+	IOS         *IOSBuild       `json:"ios,omitempty"`
 	Credentials CredentialsInfo `json:"credentials"`
 	// Message is the submitter's note (expo-build submit --message).
 	Message string `json:"message,omitempty"`
@@ -200,6 +203,49 @@ type AndroidBuild struct {
 	BuildArtifactPaths []string `json:"build_artifact_paths,omitempty"`
 }
 
+// iOS export methods (ExportOptions.plist's method), decided by the
+// application target's provisioning profile as EAS does: one that
+// provisions all devices is enterprise, one with devices is development
+// when it allows debugging (get-task-allow) else ad-hoc, and one without
+// devices is app-store.
+const (
+	ExportAppStore    = "app-store"
+	ExportAdHoc       = "ad-hoc"
+	ExportEnterprise  = "enterprise"
+	ExportDevelopment = "development"
+)
+
+// IOSBuild is what the VM runs for an iOS build.
+type IOSBuild struct {
+	// Scheme is the profile's scheme, else the one EAS picks: the
+	// sanitized app name before prebuild, else the Xcode project's only
+	// shared scheme (of several, the first by name that is not tvOS).
+	Scheme string `json:"scheme"`
+	// BuildConfiguration is the profile's buildConfiguration, else the
+	// scheme's archive configuration in a native project, else Debug for
+	// a development client and Release otherwise.
+	BuildConfiguration string `json:"build_configuration"`
+	// Simulator: an iphonesimulator build of the .app, with no
+	// credentials, packed as .tar.gz.
+	Simulator bool `json:"simulator,omitempty"`
+	// Targets are the targets that are signed: the application target
+	// first, then the app extensions it embeds. Empty for a simulator
+	// build.
+	Targets []IOSTarget `json:"targets,omitempty"`
+	// ApplicationArchivePaths are the globs (relative to the app) of the
+	// application archive: applicationArchivePath, else ios/build/*.ipa
+	// (simulator: ios/build/Build/Products/*simulator/*.app).
+	ApplicationArchivePaths []string `json:"application_archive_paths"`
+	// BuildArtifactPaths are the profile's buildArtifactPaths, uploaded too.
+	BuildArtifactPaths []string `json:"build_artifact_paths,omitempty"`
+}
+
+// IOSTarget is a target of the app's Xcode project that is signed.
+type IOSTarget struct {
+	Name     string `json:"name"`
+	BundleID string `json:"bundle_identifier"`
+}
+
 // Credentials sources.
 const (
 	CredentialsLocal  = "local"  // credentials.json, sent sealed with the submit
@@ -212,6 +258,34 @@ const (
 type CredentialsInfo struct {
 	Source  string        `json:"source"`
 	Android *KeystoreInfo `json:"android,omitempty"`
+	IOS     *IOSSigning   `json:"ios,omitempty"`
+}
+
+// IOSSigning identifies the signing of an iOS build, one entry per
+// target in IOSBuild.Targets' order.
+type IOSSigning struct {
+	// ExportMethod is app-store, ad-hoc, enterprise or development: the
+	// application target's profile type.
+	ExportMethod string             `json:"export_method"`
+	TeamID       string             `json:"team_id"`
+	Targets      []IOSTargetSigning `json:"targets"`
+}
+
+// IOSTargetSigning identifies one target's provisioning profile and
+// distribution certificate.
+type IOSTargetSigning struct {
+	Target      string    `json:"target"`
+	BundleID    string    `json:"bundle_identifier"`
+	ProfileUUID string    `json:"profile_uuid"`
+	ProfileName string    `json:"profile_name"`
+	ProfileType string    `json:"profile_type"` // an export method
+	Expires     time.Time `json:"profile_expires"`
+	// CertificateSHA1 is the uppercase hex SHA-1 of the distribution
+	// certificate (DER), as Keychain Access and codesign show it.
+	CertificateSHA1 string `json:"certificate_sha1"`
+	// CertificateName is the certificate's common name ("Apple
+	// Distribution: Example Ltd (TEAM123456)").
+	CertificateName string `json:"certificate_name"`
 }
 
 // KeystoreInfo identifies an Android upload keystore.
@@ -240,6 +314,16 @@ type AndroidKeystore struct {
 // answer of GET /api/builds/:id/credentials (X-VM-Token).
 type BuildCredentials struct {
 	Android *AndroidKeystore `json:"android,omitempty"`
+	// IOS maps a target's name to its credentials.
+	IOS map[string]IOSTargetCredentials `json:"ios,omitempty"`
+}
+
+// IOSTargetCredentials is the secret part of one target's iOS
+// credentials: sealed at rest, sent only to the build's VM.
+type IOSTargetCredentials struct {
+	ProvisioningProfile []byte `json:"provisioning_profile"` // the .mobileprovision
+	Certificate         []byte `json:"certificate"`          // the distribution certificate's .p12
+	CertificatePassword string `json:"certificate_password"`
 }
 
 // Variable visibilities (as EAS names them).
