@@ -2020,7 +2020,20 @@ func TestBadSpecAndCredentials(t *testing.T) {
 		b, _ := json.Marshal(api.BuildCredentials{Android: k})
 		return b
 	}
+	iosSpecJSON := func(edit func(*api.BuildSpec)) string {
+		s := iosSpec("good-app", "preview")
+		edit(s)
+		b, _ := json.Marshal(s)
+		return string(b)
+	}
+	iosCredsJSON := func(edit func(map[string]api.IOSTargetCredentials)) []byte {
+		m := testIOSCredentials()
+		edit(m)
+		b, _ := json.Marshal(api.BuildCredentials{IOS: m})
+		return b
+	}
 	android := biField("platform", "android")
+	ios := biField("platform", "ios")
 	before := biFingerprint(t, e)
 	for _, c := range []struct {
 		name   string
@@ -2059,7 +2072,30 @@ func TestBadSpecAndCredentials(t *testing.T) {
 		{"no alias", []biPart{android, biFile("credentials", "c.json", credsJSON(func(k *api.AndroidKeystore) { k.KeyAlias = "" }))}, 422, "key_alias"},
 		{"no key password", []biPart{android, biFile("credentials", "c.json", credsJSON(func(k *api.AndroidKeystore) { k.KeyPassword = "" }))}, 422, "key_password"},
 		{"keystore not base64", []biPart{android, biFile("credentials", "c.json", []byte(`{"android":{"keystore":"!!!","keystore_password":"a","key_alias":"b","key_password":"c"}}`))}, 400, "credentials"},
-		{"credentials for iOS", []biPart{biField("platform", "ios"), biFile("credentials", "c.json", credsJSON(func(*api.AndroidKeystore) {}))}, 422, "certs"},
+		{"credentials for iOS", []biPart{biField("platform", "ios"), biFile("credentials", "c.json", credsJSON(func(*api.AndroidKeystore) {}))}, 422, "ios"},
+		{"iOS credentials for Android", []biPart{android, biFile("credentials", "c.json", iosCredsJSON(func(map[string]api.IOSTargetCredentials) {}))}, 422, "android"},
+		{"both platforms' credentials", []biPart{android, biFile("credentials", "c.json", func() []byte {
+			b, _ := json.Marshal(api.BuildCredentials{Android: testKeystore(), IOS: testIOSCredentials()})
+			return b
+		}())}, 422, "both"},
+		{"iOS target without profile", []biPart{ios, biFile("credentials", "c.json", iosCredsJSON(func(m map[string]api.IOSTargetCredentials) {
+			t := m["App"]
+			t.ProvisioningProfile = nil
+			m["App"] = t
+		}))}, 422, "ios.App.provisioning_profile"},
+		{"iOS target without certificate", []biPart{ios, biFile("credentials", "c.json", iosCredsJSON(func(m map[string]api.IOSTargetCredentials) {
+			t := m["Widget"]
+			t.Certificate = nil
+			m["Widget"] = t
+		}))}, 422, "ios.Widget.certificate"},
+		{"iOS target name with slash", []biPart{ios, biFile("credentials", "c.json", iosCredsJSON(func(m map[string]api.IOSTargetCredentials) {
+			m["../App"] = m["App"]
+		}))}, 422, "../App"},
+		{"iOS credentials and certs zip", []biPart{ios, biFile("credentials", "c.json", iosCredsJSON(func(map[string]api.IOSTargetCredentials) {})),
+			biFile("certs", "certs.zip", biValidCerts(t, "zip"))}, 422, "certs"},
+		{"iOS spec on Android", []biPart{android, biField("spec", specJSON(func(s *api.BuildSpec) { s.IOS = &api.IOSBuild{Scheme: "App"} }))}, 422, "ios"},
+		{"iOS export method", []biPart{ios, biField("spec", iosSpecJSON(func(s *api.BuildSpec) { s.Credentials.IOS.ExportMethod = "store" }))}, 422, "export_method"},
+		{"iOS target without bundle id", []biPart{ios, biField("spec", iosSpecJSON(func(s *api.BuildSpec) { s.IOS.Targets[1].BundleID = "" }))}, 422, "targets[1]"},
 		{"two credentials", []biPart{android, biFile("credentials", "a.json", credsJSON(func(*api.AndroidKeystore) {})), biFile("credentials", "b.json", credsJSON(func(*api.AndroidKeystore) {}))}, 400, "credentials"},
 	} {
 		t.Run(c.name, func(t *testing.T) { submit(t, c.parts...).wantFieldError(t, c.status, c.field) })
@@ -2082,6 +2118,8 @@ func TestBadSpecAndCredentials(t *testing.T) {
 	if got := biFiles(t, biBuildsDir(e)); !slices.Equal(got, []string{out.ID + "/credentials.sealed", out.ID + "/source"}) {
 		t.Errorf("files after a valid submit: %v", got)
 	}
+	submit(t, ios, biField("spec", iosSpecJSON(func(*api.BuildSpec) {})), biFile("credentials", "c.json", iosCredsJSON(func(map[string]api.IOSTargetCredentials) {}))).
+		wantOK(t, http.StatusCreated, &out)
 }
 
 func TestBadProjectRequests(t *testing.T) {

@@ -154,6 +154,10 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 			return
 		}
 	}
+	if certs != nil && creds != nil {
+		fail(fmt.Errorf("%w: both a \"certs\" zip and a \"credentials\" file were sent; send the iOS targets' credentials in one of them (expo-build sends \"credentials\")", store.ErrInvalid))
+		return
+	}
 	if creds, err = s.submitCredentials(r, nb.Platform, spec, creds); err != nil {
 		fail(err)
 		return

@@ -8,6 +8,8 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
@@ -77,12 +79,47 @@ func checkSpec(spec *api.BuildSpec, platform string) error {
 			}
 		}
 	}
+	if err := checkIOSSpec(spec, platform); err != nil {
+		return err
+	}
 	if c.Source == api.CredentialsRemote && platform == api.PlatformAndroid && (c.Android == nil || c.Android.CertificateSHA256 == "") {
 		return invalid("credentials.source is remote but credentials.android.certificate_sha256 is missing; re-run expo-build submit so it reads the farm's keystore")
 	}
 	// Postgres's jsonb cannot hold a NUL character in a string.
 	if b, err := json.Marshal(spec); err != nil || bytes.Contains(b, []byte(`\u0000`)) {
 		return invalid("a value contains a NUL character")
+	}
+	return nil
+}
+
+// exportMethods are the iOS export methods a spec may name.
+var exportMethods = []string{api.ExportAppStore, api.ExportAdHoc, api.ExportEnterprise, api.ExportDevelopment}
+
+// checkIOSSpec validates the iOS parts of a spec: present only for iOS,
+// and naming export methods and targets the VM can apply.
+func checkIOSSpec(spec *api.BuildSpec, platform string) error {
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("%w: field \"spec\": "+format, append([]any{store.ErrInvalid}, args...)...)
+	}
+	b, sig := spec.IOS, spec.Credentials.IOS
+	if platform != api.PlatformIOS {
+		if b != nil || sig != nil {
+			return invalid("ios settings in a %s build; send them only with platform ios", platform)
+		}
+		return nil
+	}
+	if b != nil {
+		if len(b.Targets) > maxIOSTargets {
+			return invalid("ios.targets has %d targets, at most %d are accepted", len(b.Targets), maxIOSTargets)
+		}
+		for i, t := range b.Targets {
+			if t.Name == "" || t.BundleID == "" {
+				return invalid("ios.targets[%d] needs a name and a bundle_identifier", i)
+			}
+		}
+	}
+	if sig != nil && !slices.Contains(exportMethods, sig.ExportMethod) {
+		return invalid("credentials.ios.export_method must be one of %s, got %q", strings.Join(exportMethods, ", "), sig.ExportMethod)
 	}
 	return nil
 }
@@ -100,13 +137,48 @@ func readCredentials(p *multipart.Part, limit int64) (*api.BuildCredentials, err
 	if err := json.Unmarshal(raw, &c); err != nil {
 		return nil, badRequest("file \"credentials\" is not valid credentials JSON: %v", err)
 	}
-	if c.Android == nil {
-		return nil, fmt.Errorf("%w: file \"credentials\" holds no credentials; send {\"android\": {keystore, keystore_password, key_alias, key_password}} or leave the file out", store.ErrInvalid)
+	switch {
+	case c.Android == nil && len(c.IOS) == 0:
+		return nil, fmt.Errorf("%w: file \"credentials\" holds no credentials; send {\"android\": {keystore, keystore_password, key_alias, key_password}} or {\"ios\": {TARGET: {provisioning_profile, certificate, certificate_password}}}, or leave the file out", store.ErrInvalid)
+	case c.Android != nil && len(c.IOS) > 0:
+		return nil, fmt.Errorf("%w: file \"credentials\" holds both Android and iOS credentials; a build has one platform: send only its credentials", store.ErrInvalid)
+	case c.Android != nil:
+		if err := validateKeystore(`file "credentials": `, "android", c.Android); err != nil {
+			return nil, err
+		}
 	}
-	if err := validateKeystore(`file "credentials": `, "android", c.Android); err != nil {
+	if err := validateIOSCredentials(c.IOS); err != nil {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// maxIOSTargets bounds the targets of an iOS build's credentials (an app
+// and its extensions).
+const maxIOSTargets = 32
+
+// validateIOSCredentials checks the iOS part of a credentials file: every
+// target named, with a profile, a certificate and its password.
+func validateIOSCredentials(targets map[string]api.IOSTargetCredentials) error {
+	bad := func(target, sub, format string, args ...any) error {
+		return fmt.Errorf("%w: file \"credentials\": field %q "+format, append([]any{store.ErrInvalid, "ios." + target + sub}, args...)...)
+	}
+	if len(targets) > maxIOSTargets {
+		return fmt.Errorf("%w: file \"credentials\": ios has %d targets, at most %d are accepted", store.ErrInvalid, len(targets), maxIOSTargets)
+	}
+	for name, t := range targets {
+		switch {
+		case name == "" || len(name) > 255 || strings.ContainsAny(name, "\x00/"):
+			return bad(name, "", "is not a target name: use the Xcode target's name (at most 255 characters, no NUL or slash)")
+		case len(t.ProvisioningProfile) == 0:
+			return bad(name, ".provisioning_profile", "is empty; send the .mobileprovision file's bytes (base64 in JSON)")
+		case len(t.Certificate) == 0:
+			return bad(name, ".certificate", "is empty; send the distribution certificate's .p12 bytes (base64 in JSON)")
+		case len(t.CertificatePassword) > 1000 || strings.ContainsRune(t.CertificatePassword, 0):
+			return bad(name, ".certificate_password", "must be text of at most 1000 characters without NUL")
+		}
+	}
+	return nil
 }
 
 // submitCredentials decides a submit's credentials: the file sent, or for
@@ -115,8 +187,10 @@ func readCredentials(p *multipart.Part, limit int64) (*api.BuildCredentials, err
 func (s *Server) submitCredentials(r *http.Request, platform string, spec *api.BuildSpec, sent *api.BuildCredentials) (*api.BuildCredentials, error) {
 	remote := spec != nil && spec.Credentials.Source == api.CredentialsRemote
 	switch {
-	case sent != nil && platform != api.PlatformAndroid:
-		return nil, fmt.Errorf("%w: file \"credentials\" holds an Android keystore, but this is an %s build; iOS builds take the \"certs\" zip", store.ErrInvalid, platform)
+	case sent != nil && sent.Android != nil && platform != api.PlatformAndroid:
+		return nil, fmt.Errorf("%w: file \"credentials\" holds an Android keystore, but this is an %s build; send the iOS targets' credentials (\"ios\")", store.ErrInvalid, platform)
+	case sent != nil && len(sent.IOS) > 0 && platform != api.PlatformIOS:
+		return nil, fmt.Errorf("%w: file \"credentials\" holds iOS credentials, but this is an %s build; send the Android keystore (\"android\")", store.ErrInvalid, platform)
 	case sent != nil && remote:
 		return nil, fmt.Errorf("%w: the spec's credentials.source is remote, so the farm's keystore signs the build; leave out the \"credentials\" file, or build with credentialsSource local", store.ErrInvalid)
 	case remote && platform == api.PlatformAndroid:

@@ -38,6 +38,35 @@ func androidSpec(slug, env string) *api.BuildSpec {
 	}
 }
 
+// iosSpec is a spec as expo-build sends it for a signed ad hoc iOS build
+// of an app with a widget extension.
+func iosSpec(slug, env string) *api.BuildSpec {
+	return &api.BuildSpec{
+		Version: api.SpecVersion, Platform: api.PlatformIOS, ProfileName: "preview", Environment: env,
+		Profile: api.BuildProfile{Distribution: "internal", Environment: env},
+		App:     api.App{Name: "My App", Slug: slug, Version: "1.2.3", IOSBundleID: "com.example.myapp", ConfigSource: "app.json"},
+		Project: api.Project{PackageManager: api.PackageManagerNPM},
+		IOS: &api.IOSBuild{Scheme: "MyApp", BuildConfiguration: "Release",
+			Targets:                 []api.IOSTarget{{Name: "MyApp", BundleID: "com.example.myapp"}, {Name: "Widget", BundleID: "com.example.myapp.widget"}},
+			ApplicationArchivePaths: []string{"ios/build/*.ipa"}},
+		Credentials: api.CredentialsInfo{Source: api.CredentialsLocal, IOS: &api.IOSSigning{ExportMethod: api.ExportAdHoc, TeamID: "TEAM123456",
+			Targets: []api.IOSTargetSigning{
+				{Target: "MyApp", BundleID: "com.example.myapp", ProfileUUID: "9F2B3C4D-1111-2222-3333-444455556666", ProfileName: "MyApp Ad Hoc", ProfileType: api.ExportAdHoc, CertificateSHA1: strings.Repeat("AB", 20)},
+				{Target: "Widget", BundleID: "com.example.myapp.widget", ProfileUUID: "9F2B3C4D-1111-2222-3333-444455557777", ProfileName: "Widget Ad Hoc", ProfileType: api.ExportAdHoc, CertificateSHA1: strings.Repeat("AB", 20)},
+			}}},
+	}
+}
+
+// testIOSCredentials are an app's and its widget's credentials with
+// recognisable secrets.
+func testIOSCredentials() map[string]api.IOSTargetCredentials {
+	p12, pw := append([]byte("P12-BYTES-"), randomBytes(64)...), "p12-pass-"+randomID()
+	return map[string]api.IOSTargetCredentials{
+		"App":    {ProvisioningProfile: append([]byte("APP-PROFILE-"), randomBytes(32)...), Certificate: p12, CertificatePassword: pw},
+		"Widget": {ProvisioningProfile: append([]byte("WIDGET-PROFILE-"), randomBytes(32)...), Certificate: p12, CertificatePassword: pw},
+	}
+}
+
 func randomBytes(n int) []byte {
 	b := make([]byte, n)
 	rand.Read(b)
@@ -268,6 +297,48 @@ func TestBuildCredentialsSealedServedAndDeleted(t *testing.T) {
 	}
 	if n := biCount(t, e, `SELECT count(*) FROM builds`); n != 1 {
 		t.Fatalf("a refused retry left %d builds", n)
+	}
+}
+
+// TestIOSCredentialsSealedAndServed: an iOS build's per-target credentials
+// are sealed at rest and reach its VM, with the spec, intact.
+func TestIOSCredentialsSealedAndServed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	creds := testIOSCredentials()
+	spec := iosSpec("signed-ios-app", "preview")
+	sub, err := e.submitSpec(spec, &api.BuildCredentials{IOS: creds})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sealed, err := os.ReadFile(e.credentialsFile(sub.ID))
+	if err != nil {
+		t.Fatalf("sealed credentials missing: %v", err)
+	}
+	for _, c := range creds {
+		for _, secret := range [][]byte{c.Certificate, []byte(base64.StdEncoding.EncodeToString(c.Certificate)), []byte(c.CertificatePassword)} {
+			if bytes.Contains(sealed, secret) {
+				t.Fatalf("the credentials file holds %q in the clear", secret)
+			}
+		}
+	}
+	w := e.register("mac", api.Capabilities{Platforms: []string{"ios"}})
+	_, vmToken := e.startVM(w, sub.ID)
+	vm := &api.Client{BaseURL: e.URL}
+	got, err := vm.BuildCredentials(ctx, sub.ID, vmToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.IOS, creds) || got.Android != nil {
+		t.Fatalf("VM credentials %+v, want %+v", got, creds)
+	}
+	job, err := vm.BuildJob(ctx, sub.ID, vmToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if job.Spec == nil || !reflect.DeepEqual(job.Spec.IOS, spec.IOS) || !reflect.DeepEqual(job.Spec.Credentials.IOS, spec.Credentials.IOS) {
+		t.Fatalf("VM spec %+v, want the submitted iOS settings %+v", job.Spec, spec.IOS)
 	}
 }
 
