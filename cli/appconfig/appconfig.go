@@ -326,10 +326,75 @@ func fromConfig(config map[string]any, where, prefix string) (api.App, error) {
 		app.IOSBundleID = str(ios, path, "bundleIdentifier", false)
 		app.IOSBuildNumber = str(ios, path, "buildNumber", false)
 	}
+	app.IOSAppExtensions = appExtensions(config, prefix, &problems)
 	if len(problems) > 0 {
 		return api.App{}, fmt.Errorf("%s: %s", where, strings.Join(problems, "; "))
 	}
 	return app, nil
+}
+
+// appExtensions reads extra.eas.build.experimental.ios.appExtensions, the
+// app extensions of a managed project, validated as eas-cli does: each
+// needs targetName and bundleIdentifier, may have parentBundleIdentifier
+// and entitlements, and nothing else.
+func appExtensions(config map[string]any, prefix string, problems *[]string) []api.IOSTarget {
+	var v any = config
+	at := strings.TrimSuffix(prefix, ".")
+	for _, key := range []string{"extra", "eas", "build", "experimental", "ios", "appExtensions"} {
+		m, ok := v.(map[string]any)
+		if !ok {
+			if v != nil {
+				*problems = append(*problems, fmt.Sprintf("%s must be an object, not %s", at, jsonType(v)))
+			}
+			return nil
+		}
+		if v, ok = m[key]; !ok || v == nil {
+			return nil
+		}
+		at = strings.TrimPrefix(at+"."+key, ".")
+	}
+	list, ok := v.([]any)
+	if !ok {
+		*problems = append(*problems, fmt.Sprintf("%s must be an array of {targetName, bundleIdentifier}, not %s", at, jsonType(v)))
+		return nil
+	}
+	var out []api.IOSTarget
+	for i, item := range list {
+		where := fmt.Sprintf("%s[%d]", at, i)
+		m, ok := item.(map[string]any)
+		if !ok {
+			*problems = append(*problems, fmt.Sprintf("%s must be an object with targetName and bundleIdentifier, not %s", where, jsonType(item)))
+			continue
+		}
+		var t api.IOSTarget
+		for key, val := range m {
+			switch key {
+			case "targetName", "bundleIdentifier", "parentBundleIdentifier":
+				s, ok := val.(string)
+				if !ok {
+					*problems = append(*problems, fmt.Sprintf("%s.%s must be a string, not %s", where, key, jsonType(val)))
+				}
+				switch key {
+				case "targetName":
+					t.Name = s
+				case "bundleIdentifier":
+					t.BundleID = s
+				}
+			case "entitlements":
+				if _, ok := val.(map[string]any); !ok {
+					*problems = append(*problems, fmt.Sprintf("%s.entitlements must be an object, not %s", where, jsonType(val)))
+				}
+			default:
+				*problems = append(*problems, fmt.Sprintf("%s.%s is not allowed (allowed: targetName, bundleIdentifier, parentBundleIdentifier, entitlements)", where, key))
+			}
+		}
+		if t.Name == "" || t.BundleID == "" {
+			*problems = append(*problems, fmt.Sprintf("%s needs targetName and bundleIdentifier", where))
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
 }
 
 func jsonType(v any) string {

@@ -37,6 +37,12 @@ func TestAppJSON(t *testing.T) {
 			api.App{Name: "Root", Slug: "root", Version: "1.0.0", AndroidPackage: "com.r", ConfigSource: "app.json"}},
 		{"package.json defaults", map[string]string{"app.json": `{"expo": {"slug": "pkg"}}`, "package.json": `{"name": "from-pkg", "version": "3.4.5"}`},
 			api.App{Name: "from-pkg", Slug: "pkg", Version: "3.4.5", ConfigSource: "app.json"}},
+		{"app extensions", map[string]string{"app.json": `{"expo": {"name": "Shop", "slug": "shop", "ios": {"bundleIdentifier": "com.acme.shop"},
+			"extra": {"eas": {"build": {"experimental": {"ios": {"appExtensions": [
+				{"targetName": "ShopWidget", "bundleIdentifier": "com.acme.shop.widget", "entitlements": {"com.apple.security.application-groups": ["group.shop"]}},
+				{"targetName": "NotificationService", "bundleIdentifier": "com.acme.shop.notifications", "parentBundleIdentifier": "com.acme.shop"}]}}}}}}}`},
+			api.App{Name: "Shop", Slug: "shop", Version: "1.0.0", IOSBundleID: "com.acme.shop", ConfigSource: "app.json",
+				IOSAppExtensions: []api.IOSTarget{{Name: "ShopWidget", BundleID: "com.acme.shop.widget"}, {Name: "NotificationService", BundleID: "com.acme.shop.notifications"}}}},
 		{"app.config.json first", map[string]string{"app.config.json": `{"expo": {"name": "A", "slug": "a"}}`, "app.json": `{"expo": {"name": "B", "slug": "b"}}`},
 			api.App{Name: "A", Slug: "a", Version: "1.0.0", ConfigSource: "app.json"}},
 	} {
@@ -73,6 +79,10 @@ func TestAppJSONErrors(t *testing.T) {
 				"expo.android.versionCode must be a whole number", "expo.ios must be an object, not an array"}},
 		{"fractional versionCode", `{"expo": {"name": "x", "slug": "s", "android": {"versionCode": 1.5}}}`, []string{"expo.android.versionCode must be a whole number"}},
 		{"expo not object", `{"expo": "x"}`, []string{"app.json: expo must be an object"}},
+		{"app extensions not a list", `{"expo": {"name": "x", "slug": "s", "extra": {"eas": {"build": {"experimental": {"ios": {"appExtensions": {}}}}}}}}`,
+			[]string{"expo.extra.eas.build.experimental.ios.appExtensions must be an array"}},
+		{"app extension incomplete", `{"expo": {"name": "x", "slug": "s", "extra": {"eas": {"build": {"experimental": {"ios": {"appExtensions": [{"targetName": "W", "bundleId": "com.x.w"}]}}}}}}}`,
+			[]string{"appExtensions[0].bundleId is not allowed", "appExtensions[0] needs targetName and bundleIdentifier"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()

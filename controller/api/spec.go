@@ -147,6 +147,9 @@ type App struct {
 	AndroidVersionCode int    `json:"android_version_code,omitempty"`
 	IOSBundleID        string `json:"ios_bundle_identifier,omitempty"`
 	IOSBuildNumber     string `json:"ios_build_number,omitempty"`
+	// IOSAppExtensions are extra.eas.build.experimental.ios.appExtensions:
+	// a managed project's app extensions, which eas-cli signs with the app.
+	IOSAppExtensions []IOSTarget `json:"ios_app_extensions,omitempty"`
 	// ConfigSource says where these came from: "app.json", or
 	// "expo config" for a dynamic app.config.js/ts.
 	ConfigSource string `json:"config_source"`
