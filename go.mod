@@ -15,6 +15,7 @@ require (
 	github.com/prometheus/common v0.63.0
 	github.com/sirupsen/logrus v1.10.2
 	golang.org/x/sys v0.34.0
+	golang.org/x/text v0.41.0
 	gopkg.in/yaml.v3 v3.0.1
 	howett.net/plist v1.0.1
 	rsc.io/qr v0.2.0
@@ -112,7 +113,6 @@ require (
 	golang.org/x/net v0.35.0 // indirect
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/term v0.29.0 // indirect
-	golang.org/x/text v0.41.0 // indirect
 	golang.org/x/xerrors v0.0.0-20220907171357-04be3eba64a2 // indirect
 	google.golang.org/protobuf v1.36.5 // indirect
 	gopkg.in/ini.v1 v1.67.0 // indirect
