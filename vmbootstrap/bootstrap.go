@@ -161,7 +161,7 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 	var sign *signing
 	if r.bc.Platform == api.PlatformIOS {
 		r.progress(PhaseCertificates, 5, "installing signing certificates")
-		s, cleanup, err := r.certificates(ctx)
+		s, cleanup, err := r.certificates(ctx, job.Spec)
 		if cleanup != nil {
 			defer func() {
 				cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -275,24 +275,47 @@ func (r *buildRun) auth(ctx context.Context) error {
 	}
 }
 
-func (r *buildRun) certificates(ctx context.Context) (*signing, func(context.Context) error, error) {
-	var certs api.CertsResponse
-	err := retry(ctx, r.cfg.RetryFor, func(ctx context.Context) error {
-		var err error
-		certs, err = r.client.CertsSecure(ctx, r.bc.BuildID, r.token)
-		return err
-	}, r.retrying("certificate download"))
-	switch {
-	case api.StatusOf(err) == http.StatusNotFound:
-		r.logs.Printf("▸ this build has no signing certificates")
-		return nil, nil, nil
-	case err != nil && isAttemptEnded(err):
-		return nil, nil, fmt.Errorf("%w: fetch certificates: %w", ErrAttemptEnded, err)
-	case err != nil:
-		return nil, nil, fail(CodeUnreachable, true, err, "fetch the signing certificates")
+// certificates installs an iOS build's signing material: the per-target
+// credentials its spec names, or (raw API) its certs zip. A build with
+// neither (a simulator build, a custom script) gets none.
+func (r *buildRun) certificates(ctx context.Context, spec *api.BuildSpec) (*signing, func(context.Context) error, error) {
+	var m signingMaterial
+	if spec != nil {
+		if spec.Credentials.IOS == nil {
+			r.logs.Printf("▸ this build has no signing credentials")
+			return nil, nil, nil
+		}
+		creds, err := r.buildCredentials(ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		if len(creds.IOS) == 0 {
+			return nil, nil, fail(CodeCertificates, false, nil, "the build's spec names iOS credentials but the controller holds none for it")
+		}
+		for _, c := range creds.IOS {
+			r.logs.AddSecret(c.CertificatePassword)
+		}
+		m = materialFromCredentials(creds.IOS)
+	} else {
+		var certs api.CertsResponse
+		err := retry(ctx, r.cfg.RetryFor, func(ctx context.Context) error {
+			var err error
+			certs, err = r.client.CertsSecure(ctx, r.bc.BuildID, r.token)
+			return err
+		}, r.retrying("certificate download"))
+		switch {
+		case api.StatusOf(err) == http.StatusNotFound:
+			r.logs.Printf("▸ this build has no signing certificates")
+			return nil, nil, nil
+		case err != nil && isAttemptEnded(err):
+			return nil, nil, fmt.Errorf("%w: fetch certificates: %w", ErrAttemptEnded, err)
+		case err != nil:
+			return nil, nil, fail(CodeUnreachable, true, err, "fetch the signing certificates")
+		}
+		r.logs.AddSecret(certs.P12Password)
+		r.logs.AddSecret(certs.KeychainPassword)
+		m = materialFromCerts(certs)
 	}
-	r.logs.AddSecret(certs.P12Password)
-	r.logs.AddSecret(certs.KeychainPassword)
 	path := filepath.Join(r.cfg.WorkDir, "keychains", "freeagent-"+safeName(r.bc.BuildID)+".keychain-db")
 	var kc Keychain
 	if r.b.NewKeychain != nil {
@@ -300,7 +323,7 @@ func (r *buildRun) certificates(ctx context.Context) (*signing, func(context.Con
 	} else {
 		kc = NewSecurityKeychain(r.cfg.SecurityTool, path)
 	}
-	s, cleanup, err := installSigning(ctx, kc, certs, r.cfg.HomeDir, r.logs)
+	s, cleanup, err := installSigning(ctx, kc, m, r.cfg.HomeDir, r.logs)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
 			return nil, cleanup, fail(CodeToolMissing, true, err, "install the signing certificates")
@@ -369,6 +392,20 @@ func (r *buildRun) job(ctx context.Context) (api.BuildJob, error) {
 
 // androidCredentials fetches the build's upload keystore.
 func (r *buildRun) androidCredentials(ctx context.Context) (*api.AndroidKeystore, error) {
+	creds, err := r.buildCredentials(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if creds.Android == nil {
+		return nil, fail(CodeCertificates, false, nil, "the build's spec names Android credentials but the controller holds none for it")
+	}
+	r.logs.AddSecret(creds.Android.KeystorePassword)
+	r.logs.AddSecret(creds.Android.KeyPassword)
+	return creds.Android, nil
+}
+
+// buildCredentials fetches the credentials the build's spec names.
+func (r *buildRun) buildCredentials(ctx context.Context) (api.BuildCredentials, error) {
 	var creds api.BuildCredentials
 	err := retry(ctx, r.cfg.RetryFor, func(ctx context.Context) error {
 		var err error
@@ -376,16 +413,14 @@ func (r *buildRun) androidCredentials(ctx context.Context) (*api.AndroidKeystore
 		return err
 	}, r.retrying("credentials download"))
 	switch {
-	case api.StatusOf(err) == http.StatusNotFound || err == nil && creds.Android == nil:
-		return nil, fail(CodeCertificates, false, err, "the build's spec names Android credentials but the controller holds none for it")
+	case api.StatusOf(err) == http.StatusNotFound:
+		return creds, fail(CodeCertificates, false, err, "the build's spec names credentials but the controller holds none for it")
 	case err != nil && isAttemptEnded(err):
-		return nil, fmt.Errorf("%w: fetch credentials: %w", ErrAttemptEnded, err)
+		return creds, fmt.Errorf("%w: fetch credentials: %w", ErrAttemptEnded, err)
 	case err != nil:
-		return nil, fail(CodeUnreachable, true, err, "fetch the Android credentials")
+		return creds, fail(CodeUnreachable, true, err, "fetch the build's credentials")
 	}
-	r.logs.AddSecret(creds.Android.KeystorePassword)
-	r.logs.AddSecret(creds.Android.KeyPassword)
-	return creds.Android, nil
+	return creds, nil
 }
 
 // layout returns the spec the build follows and the app's directory in
@@ -434,9 +469,14 @@ func defaultSpec(platform, profile, root string) api.BuildSpec {
 			spec.Project.Lockfile = lock
 		}
 	}
-	if platform == api.PlatformAndroid {
+	switch platform {
+	case api.PlatformAndroid:
 		spec.Android = &api.AndroidBuild{GradleCommand: ":app:bundleRelease", BuildType: api.AndroidAppBundle,
 			ApplicationArchivePaths: []string{"android/app/build/outputs/**/*.{apk,aab}"}}
+	case api.PlatformIOS:
+		// The scheme and the signed targets are read from the project
+		// once prebuild has made it.
+		spec.IOS = &api.IOSBuild{BuildConfiguration: "Release", ApplicationArchivePaths: []string{api.IOSArchivePath}}
 	}
 	return spec
 }

@@ -20,6 +20,12 @@ const maxBraceExpansions = 64
 // Symlinks are neither followed nor returned, hidden files only match a
 // pattern that names them, and nothing outside dir is ever matched.
 func globFiles(dir string, patterns []string) ([]string, error) {
+	return globPaths(dir, patterns, false)
+}
+
+// globPaths is globFiles that, withDirs, also returns the directories
+// that match (and then not what they hold): an iOS .app is a directory.
+func globPaths(dir string, patterns []string, withDirs bool) ([]string, error) {
 	var split [][]string
 	for _, p := range patterns {
 		expanded, err := expandBraces(p)
@@ -48,7 +54,8 @@ func globFiles(dir string, patterns []string) ([]string, error) {
 			}
 			return err
 		}
-		if p == dir || !d.Type().IsRegular() {
+		isDir := d.IsDir()
+		if p == dir || !d.Type().IsRegular() && !(withDirs && isDir) {
 			return nil
 		}
 		rel, err := filepath.Rel(dir, p)
@@ -59,6 +66,9 @@ func globFiles(dir string, patterns []string) ([]string, error) {
 		for _, pat := range split {
 			if matchElems(pat, elems) {
 				out = append(out, p)
+				if isDir {
+					return fs.SkipDir
+				}
 				break
 			}
 		}

@@ -6,16 +6,20 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/provisioning"
 )
 
 // Keychain is the temporary keychain holding a build's signing identity.
@@ -127,7 +131,7 @@ func (k *SecurityKeychain) SigningIdentity(ctx context.Context) (string, error) 
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && strings.HasSuffix(f[0], ")") && len(f[1]) == 40 && validUUID(f[1]) {
+		if len(f) >= 2 && strings.HasSuffix(f[0], ")") && isSHA1Hex(f[1]) {
 			return f[1], nil
 		}
 	}
@@ -167,9 +171,91 @@ func (k *SecurityKeychain) security(ctx context.Context, args ...string) ([]byte
 // signing is the installed signing material of an iOS build.
 type signing struct {
 	keychain Keychain
-	identity string
-	profiles []ProvisioningProfile
+	identity string // the first signing identity's SHA-1
+	profiles []installedProfile
 	files    []string // installed profile files
+}
+
+// installedProfile is an installed provisioning profile and the target
+// it was sent for ("" when it came in a certs zip, for whichever target
+// its application identifier fits).
+type installedProfile struct {
+	target  string
+	profile provisioning.Profile
+}
+
+// profileFor returns the profile that signs target: the one sent for it,
+// else the certs zip's profile for its bundle identifier (exact before
+// wildcard, the most specific wildcard first).
+func (s *signing) profileFor(target, bundleID string) (provisioning.Profile, error) {
+	var best *provisioning.Profile
+	for i := range s.profiles {
+		ip := &s.profiles[i]
+		switch {
+		case ip.target == target:
+			return ip.profile, nil
+		case ip.target != "" || !ip.profile.Matches(bundleID):
+		case best == nil || ip.profile.BundleID == bundleID || (best.BundleID != bundleID && len(ip.profile.BundleID) > len(best.BundleID)):
+			best = &ip.profile
+		}
+	}
+	if best != nil {
+		return *best, nil
+	}
+	var have []string
+	for _, ip := range s.profiles {
+		have = append(have, fmt.Sprintf("%q for %s", ip.profile.Name, orAny(ip.target, ip.profile.BundleID)))
+	}
+	return provisioning.Profile{}, fmt.Errorf("%w: no provisioning profile for target %q (bundle identifier %s); the credentials hold %s: add the target's profile to credentials.json (ios.%s)",
+		errConfig, target, bundleID, strings.Join(have, ", "), target)
+}
+
+func orAny(target, bundleID string) string {
+	if target != "" {
+		return "target " + target
+	}
+	return bundleID
+}
+
+// signingMaterial is an iOS build's credentials as they arrive: per
+// target from the build's credentials, or one certs zip (raw API).
+type signingMaterial struct {
+	keychainPassword string
+	identities       []identityFile
+	profiles         []targetProfile
+}
+
+type identityFile struct {
+	p12      []byte
+	password string
+}
+
+type targetProfile struct {
+	target string // "": any target whose bundle identifier the profile fits
+	raw    []byte
+}
+
+// materialFromCredentials takes a spec's per-target credentials; a
+// certificate shared by several targets is imported once.
+func materialFromCredentials(creds map[string]api.IOSTargetCredentials) signingMaterial {
+	var m signingMaterial
+	for _, name := range slices.Sorted(maps.Keys(creds)) {
+		c := creds[name]
+		m.profiles = append(m.profiles, targetProfile{target: name, raw: c.ProvisioningProfile})
+		if !slices.ContainsFunc(m.identities, func(id identityFile) bool { return bytes.Equal(id.p12, c.Certificate) }) {
+			m.identities = append(m.identities, identityFile{p12: c.Certificate, password: c.CertificatePassword})
+		}
+	}
+	return m
+}
+
+// materialFromCerts takes a certs zip: one identity, profiles for any target.
+func materialFromCerts(c api.CertsResponse) signingMaterial {
+	m := signingMaterial{keychainPassword: c.KeychainPassword, identities: []identityFile{{p12: c.P12, password: c.P12Password}}}
+	for _, raw := range c.ProvisioningProfiles {
+		m.profiles = append(m.profiles, targetProfile{raw: raw})
+	}
+	return m
 }
 
 // profileDirs are where Xcode looks for provisioning profiles: the
@@ -181,10 +267,11 @@ func profileDirs(home string) []string {
 	}
 }
 
-// installSigning creates the keychain, imports the identity and installs
-// the profiles. The returned cleanup deletes the keychain and the profiles;
-// it must run on every path, and is returned (non-nil) even with an error.
-func installSigning(ctx context.Context, kc Keychain, certs api.CertsResponse, home string, log io.Writer) (*signing, func(context.Context) error, error) {
+// installSigning creates the keychain, imports the identities and
+// installs the profiles. The returned cleanup deletes the keychain and the
+// profiles; it must run on every path, and is returned (non-nil) even with
+// an error.
+func installSigning(ctx context.Context, kc Keychain, m signingMaterial, home string, log io.Writer) (*signing, func(context.Context) error, error) {
 	s := &signing{keychain: kc}
 	created := false
 	cleanup := func(ctx context.Context) error {
@@ -203,7 +290,16 @@ func installSigning(ctx context.Context, kc Keychain, certs api.CertsResponse, h
 		}
 		return errors.Join(errs...)
 	}
-	password := certs.KeychainPassword
+	// Profiles are read first: a bad one fails the build before the
+	// keychain exists.
+	for _, tp := range m.profiles {
+		p, err := provisioning.Parse(tp.raw)
+		if err != nil {
+			return nil, cleanup, fmt.Errorf("the provisioning profile of %s: %w", orAny(tp.target, "the certs zip"), err)
+		}
+		s.profiles = append(s.profiles, installedProfile{target: tp.target, profile: p})
+	}
+	password := m.keychainPassword
 	if password == "" {
 		b := make([]byte, 24)
 		rand.Read(b) //nolint:errcheck // crypto/rand does not fail on supported platforms
@@ -213,8 +309,10 @@ func installSigning(ctx context.Context, kc Keychain, certs api.CertsResponse, h
 	if err := kc.Create(ctx, password); err != nil {
 		return nil, cleanup, fmt.Errorf("create the temporary keychain: %w", err)
 	}
-	if err := kc.Import(ctx, certs.P12, certs.P12Password, password); err != nil {
-		return nil, cleanup, fmt.Errorf("import the signing certificate: %w", err)
+	for _, id := range m.identities {
+		if err := kc.Import(ctx, id.p12, id.password, password); err != nil {
+			return nil, cleanup, fmt.Errorf("import the signing certificate: %w", err)
+		}
 	}
 	if err := kc.AddToSearchList(ctx); err != nil {
 		return nil, cleanup, fmt.Errorf("add the keychain to the search list: %w", err)
@@ -225,20 +323,28 @@ func installSigning(ctx context.Context, kc Keychain, certs api.CertsResponse, h
 	}
 	s.identity = id
 	fmt.Fprintf(log, "▸ signing identity %s imported into a temporary keychain\n", id)
-	for _, raw := range certs.ProvisioningProfiles {
-		p := ParseProvisioningProfile(raw)
+	for _, ip := range s.profiles {
+		p := ip.profile
 		for _, dir := range profileDirs(home) {
 			if err := os.MkdirAll(dir, 0o755); err != nil {
 				return nil, cleanup, fmt.Errorf("install provisioning profile: %w", err)
 			}
 			f := filepath.Join(dir, p.UUID+".mobileprovision")
-			if err := os.WriteFile(f, raw, 0o644); err != nil {
+			if err := os.WriteFile(f, p.Raw, 0o644); err != nil {
 				return nil, cleanup, fmt.Errorf("install provisioning profile: %w", err)
 			}
 			s.files = append(s.files, f)
 		}
-		s.profiles = append(s.profiles, p)
-		fmt.Fprintf(log, "▸ installed provisioning profile %q (%s, %s, %s)\n", p.Name, p.UUID, p.BundleID, p.Method)
+		fmt.Fprintf(log, "▸ installed provisioning profile %q (%s, %s, %s) for %s\n", p.Name, p.UUID, p.BundleID, p.Type, orAny(ip.target, "the targets it fits"))
 	}
 	return s, cleanup, nil
+}
+
+// isSHA1Hex reports whether s is a SHA-1 in hex, as find-identity prints it.
+func isSHA1Hex(s string) bool {
+	if len(s) != 40 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
 }

@@ -8,8 +8,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/provisioning"
+	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
 )
 
 const fakeIdentity = "0123456789ABCDEF0123456789ABCDEF01234567"
@@ -72,60 +75,31 @@ func readCalls(t testing.TB, log string) [][]string {
 	return calls
 }
 
-// testProfile is a provisioning profile as Apple ships it: a DER (CMS)
-// envelope around an XML plist.
-func testProfile(uuid, bundle string, devices bool) []byte {
-	devicesXML := ""
-	if devices {
-		devicesXML = "<key>ProvisionedDevices</key><array><string>00008101-000A1B2C3D4E5F6A</string></array>"
-	}
-	plist := `<?xml version="1.0" encoding="UTF-8"?>
-<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
-<plist version="1.0">
-<dict>
-	<key>AppIDName</key><string>Example</string>
-	<key>ApplicationIdentifierPrefix</key><array><string>TEAM123456</string></array>
-	<key>CreationDate</key><date>2025-01-01T00:00:00Z</date>
-	<key>DeveloperCertificates</key><array><data>
-	MIIBszCCAVmgAwIBAgIUT
-	</data></array>
-	<key>Entitlements</key>
-	<dict>
-		<key>application-identifier</key><string>TEAM123456.` + bundle + `</string>
-		<key>get-task-allow</key><false/>
-		<key>keychain-access-groups</key><array><string>TEAM123456.*</string></array>
-	</dict>
-	<key>Name</key><string>Example App Store &amp; Co</string>` + devicesXML + `
-	<key>TeamIdentifier</key><array><string>TEAM123456</string></array>
-	<key>TimeToLive</key><integer>365</integer>
-	<key>UUID</key><string>` + uuid + `</string>
-	<key>Version</key><integer>1</integer>
-</dict>
-</plist>`
-	return append(append([]byte{0x30, 0x80, 0x06, 0x09, 0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x07, 0x02, 0xa0, 0x80}, plist...), 0x00, 0x00, 0xa0, 0x82, 0x01)
+// testProfile is a provisioning profile as Apple ships it: an
+// indefinite-length CMS envelope around an XML plist; with devices it is
+// an ad hoc profile, else an App Store one.
+// testProfileFor is an ad hoc profile named name for bundle.
+func testProfileFor(uuid, name, bundle string) []byte {
+	p := provisioningtest.Profile{UUID: uuid, Name: name, TeamID: "TEAM123456", TeamName: "Example Ltd", AppID: "TEAM123456." + bundle,
+		Devices: []string{"00008101-000A1B2C3D4E5F6A"}, Created: time.Now().Add(-24 * time.Hour), Expires: time.Now().Add(365 * 24 * time.Hour)}
+	return provisioningtest.WrapBER(p.Plist(), 512)
 }
 
-func TestParseProvisioningProfile(t *testing.T) {
-	t.Parallel()
-	p := ParseProvisioningProfile(testProfile("9F2B3C4D-1111-2222-3333-444455556666", "com.example.app", false))
-	if p.UUID != "9F2B3C4D-1111-2222-3333-444455556666" || p.Name != "Example App Store & Co" || p.TeamID != "TEAM123456" ||
-		p.BundleID != "com.example.app" || p.Method != "app-store" {
-		t.Fatalf("parsed %+v", p)
+func mustParse(raw []byte) provisioning.Profile {
+	p, err := provisioning.Parse(raw)
+	if err != nil {
+		panic(err)
 	}
-	if p := ParseProvisioningProfile(testProfile("9F2B3C4D-1111-2222-3333-444455556666", "com.example.app", true)); p.Method != "ad-hoc" {
-		t.Fatalf("a profile with devices is ad-hoc, got %s", p.Method)
+	return p
+}
+
+func testProfile(uuid, bundle string, devices bool) []byte {
+	p := provisioningtest.Profile{UUID: uuid, Name: "Example App Store & Co", TeamID: "TEAM123456", TeamName: "Example Ltd",
+		AppID: "TEAM123456." + bundle, Created: time.Now().Add(-24 * time.Hour), Expires: time.Now().Add(365 * 24 * time.Hour)}
+	if devices {
+		p.Name, p.Devices = "Example Ad Hoc", []string{"00008101-000A1B2C3D4E5F6A"}
 	}
-	// Broken XML: the UUID is still found by its text.
-	broken := []byte("junk<?xml version=\"1.0\"?><plist><dict><key>UUID</key>\n  <string>AAAABBBB-0000-1111-2222-333344445555</string><key>x</plist>junk")
-	if p := ParseProvisioningProfile(broken); p.UUID != "AAAABBBB-0000-1111-2222-333344445555" {
-		t.Fatalf("fallback UUID %q", p.UUID)
-	}
-	// A UUID that could form a path, or none at all: a sha256 name.
-	for _, raw := range [][]byte{testProfile("../../../etc/evil", "x", false), []byte("not a profile")} {
-		if p := ParseProvisioningProfile(raw); !strings.HasPrefix(p.UUID, "sha256-") || strings.ContainsAny(p.UUID, "/.") {
-			t.Fatalf("unsafe or missing UUID became %q", p.UUID)
-		}
-	}
+	return provisioningtest.WrapBER(p.Plist(), 512)
 }
 
 // TestSecurityKeychainSequence drives the real SecurityKeychain against a
@@ -140,11 +114,11 @@ func TestSecurityKeychainSequence(t *testing.T) {
 	certs := api.CertsResponse{P12: []byte("P12-BYTES"), P12Password: "p12-secret", KeychainPassword: "kc-secret-123",
 		ProvisioningProfiles: [][]byte{testProfile("9F2B3C4D-1111-2222-3333-444455556666", "com.example.app", false)}}
 	var out bytes.Buffer
-	s, cleanup, err := installSigning(context.Background(), NewSecurityKeychain(tool, kcPath), certs, home, &out)
+	s, cleanup, err := installSigning(context.Background(), NewSecurityKeychain(tool, kcPath), materialFromCerts(certs), home, &out)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.identity != fakeIdentity || len(s.profiles) != 1 || s.profiles[0].BundleID != "com.example.app" {
+	if s.identity != fakeIdentity || len(s.profiles) != 1 || s.profiles[0].profile.BundleID != "com.example.app" {
 		t.Fatalf("signing %+v", s)
 	}
 	var installed []string
@@ -203,7 +177,7 @@ func TestSecurityKeychainDeletedOnFailure(t *testing.T) {
 			tool, log := fakeSecurity(t, dir, failOn)
 			kcPath := filepath.Join(dir, "k.keychain-db")
 			certs := api.CertsResponse{P12: []byte("P12"), P12Password: "p12-secret", KeychainPassword: "kc-secret-123"}
-			_, cleanup, err := installSigning(context.Background(), NewSecurityKeychain(tool, kcPath), certs, dir, &bytes.Buffer{})
+			_, cleanup, err := installSigning(context.Background(), NewSecurityKeychain(tool, kcPath), materialFromCerts(certs), dir, &bytes.Buffer{})
 			if err == nil {
 				t.Fatal("no error")
 			}
@@ -231,14 +205,14 @@ func flatten(calls [][]string) []string {
 
 func TestExportOptionsPlist(t *testing.T) {
 	t.Parallel()
-	got := string(exportOptionsPlist("app-store", "TEAM123456", fakeIdentity, map[string]string{"com.example.app": "UUID-1", "com.example.app.widget": "UUID-2"}))
-	m, err := parsePlist([]byte(got))
+	got := string(exportOptionsPlist("app-store", "TEAM123456", map[string]string{"com.example.app": "UUID-1", "com.example.app.widget": "UUID-2"}))
+	m, err := provisioning.ParsePlist([]byte(got))
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := m.(map[string]any)
 	profiles := d["provisioningProfiles"].(map[string]any)
-	if d["method"] != "app-store" || d["signingStyle"] != "manual" || d["teamID"] != "TEAM123456" || d["signingCertificate"] != fakeIdentity ||
+	if d["method"] != "app-store" || d["signingStyle"] != "manual" || d["teamID"] != "TEAM123456" ||
 		profiles["com.example.app"] != "UUID-1" || profiles["com.example.app.widget"] != "UUID-2" {
 		t.Fatalf("ExportOptions.plist:\n%s", got)
 	}

@@ -1,11 +1,16 @@
 package vmbootstrap
 
 import (
+	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +19,8 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/provisioning"
+	"github.com/freeagent-build/freeagent/internal/xcode"
 )
 
 // syncBuffer is a Buffer safe for the step's writes and the test's reads.
@@ -153,6 +160,8 @@ func TestStepToolMissing(t *testing.T) {
 func fakeTools(t *testing.T) []string {
 	t.Helper()
 	bin := t.TempDir()
+	iosTemplate, _ := filepath.Abs("testdata/ios-app/ios")
+	podsTemplate, _ := filepath.Abs("testdata/ios-pods")
 	tools := map[string]string{
 		"npm": `echo "fake npm $*"`,
 		"npx": `echo "fake npx $*"
@@ -172,16 +181,17 @@ echo not-an-aab > app/build/outputs/bundle/release/output-metadata.json
 EOF
 	;;
 ios)
-	mkdir -p ios/App.xcworkspace ios/Pods.xcworkspace
-	echo "platform :ios" > ios/Podfile
+	cp -R "` + iosTemplate + `" ios
 	;;
 esac`,
-		"pod": `echo "fake pod $* in $(basename "$PWD")"`,
+		"pod": `echo "fake pod $* in $(basename "$PWD")"
+cp -R "` + podsTemplate + `"/. .`,
 		"xcodebuild": `echo "fake xcodebuild $*"
 while [ $# -gt 0 ]; do
 	case "$1" in
 	-archivePath) mkdir -p "$2/Products/Applications"; shift ;;
-	-exportPath) mkdir -p "$2"; echo IPA > "$2/App.ipa"; echo log > "$2/Packaging.log"; shift ;;
+	-exportPath) mkdir -p "$2"; echo IPA > "$2/MyApp.ipa"; echo log > "$2/Packaging.log"; shift ;;
+	-derivedDataPath) mkdir -p "$2/Build/Products/Release-iphonesimulator/MyApp.app"; echo APP > "$2/Build/Products/Release-iphonesimulator/MyApp.app/MyApp"; shift ;;
 	esac
 	shift
 done`,
@@ -256,39 +266,110 @@ func TestDefaultAndroidPipeline(t *testing.T) {
 	}
 }
 
+// iosSigning is the installed signing of the fixture app's two targets,
+// each with its own ad hoc profile.
+func iosSigning() *signing {
+	return &signing{keychain: fakeKeychain{"/tmp/k.keychain-db"}, identity: fakeIdentity, profiles: []installedProfile{
+		{target: "MyApp", profile: mustParse(testProfileFor("9F2B3C4D-1111-2222-3333-444455556666", "MyApp Ad Hoc", "com.example.myapp"))},
+		{target: "MyAppWidget", profile: mustParse(testProfileFor("9F2B3C4D-1111-2222-3333-444455557777", "Widget Ad Hoc", "com.example.myapp.widget"))},
+	}}
+}
+
 // TestDefaultIOSPipeline: npm install (no lockfile) → expo prebuild → pod
-// install → xcodebuild archive → -exportArchive with manual signing.
+// install → per-target signing in the Xcode project → xcodebuild archive
+// with no global signing settings → -exportArchive mapping both targets.
 func TestDefaultIOSPipeline(t *testing.T) {
 	t.Parallel()
-	prof := ParseProvisioningProfile(testProfile("9F2B3C4D-1111-2222-3333-444455556666", "com.example.app", false))
-	sign := &signing{keychain: fakeKeychain{"/tmp/k.keychain-db"}, identity: fakeIdentity, profiles: []ProvisioningProfile{prof}}
-	p, out, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`, "app.json": "{}"}, sign)
+	p, out, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`, "app.json": "{}"}, iosSigning())
+	p.spec.IOS = &api.IOSBuild{Scheme: "MyApp", BuildConfiguration: "Release", ApplicationArchivePaths: []string{api.IOSArchivePath},
+		Targets: []api.IOSTarget{{Name: "MyApp", BundleID: "com.example.myapp"}, {Name: "MyAppWidget", BundleID: "com.example.myapp.widget"}}}
 	arts, err := p.run(context.Background())
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	if len(arts) != 1 || filepath.Base(arts[0]) != "App.ipa" {
+	if len(arts) != 1 || arts[0] != filepath.Join(p.root, "ios", "build", "MyApp.ipa") {
 		t.Fatalf("artifacts %v", arts)
 	}
-	archive := filepath.Join(p.workDir, "App.xcarchive")
+	archive := filepath.Join(p.workDir, "MyApp.xcarchive")
 	options := filepath.Join(p.workDir, "ExportOptions.plist")
 	assertInOrder(t, out.String(),
 		"▸ npm install --include=dev\n",
 		"▸ npx expo prebuild --no-install --platform ios\n",
 		"▸ cd ios && pod install\n", "fake pod install in ios\n",
-		"fake xcodebuild archive -workspace "+filepath.Join(p.root, "ios", "App.xcworkspace")+" -scheme App -configuration Release -destination generic/platform=iOS -archivePath "+archive+
-			" CODE_SIGN_STYLE=Manual CODE_SIGN_IDENTITY="+fakeIdentity+" PROVISIONING_PROFILE_SPECIFIER=9F2B3C4D-1111-2222-3333-444455556666 OTHER_CODE_SIGN_FLAGS=--keychain /tmp/k.keychain-db DEVELOPMENT_TEAM=TEAM123456\n",
-		"fake xcodebuild -exportArchive -archivePath "+archive+" -exportPath "+filepath.Join(p.workDir, "export")+" -exportOptionsPlist "+options+"\n")
+		"▸ target MyApp (com.example.myapp, Release): provisioning profile \"MyApp Ad Hoc\" (ad-hoc, team TEAM123456)\n",
+		"▸ target MyAppWidget (com.example.myapp.widget, Release): provisioning profile \"Widget Ad Hoc\" (ad-hoc, team TEAM123456)\n",
+		"fake xcodebuild archive -workspace "+filepath.Join(p.root, "ios", "MyApp.xcworkspace")+" -scheme MyApp -configuration Release -destination generic/platform=iOS -archivePath "+archive+"\n",
+		"fake xcodebuild -exportArchive -archivePath "+archive+" -exportPath "+filepath.Join(p.root, "ios", "build")+" -exportOptionsPlist "+options+"\n")
+	// Each target carries its own profile, for Release only.
+	proj, err := xcode.LoadProject(filepath.Join(p.root, "ios", "MyApp.xcodeproj"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for target, profile := range map[string]string{"MyApp": "MyApp Ad Hoc", "MyAppWidget": "Widget Ad Hoc"} {
+		set, err := proj.BuildSettings(target, "Release")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if set["CODE_SIGN_STYLE"] != "Manual" || set["PROVISIONING_PROFILE_SPECIFIER"] != profile || set["DEVELOPMENT_TEAM"] != "TEAM123456" || set["CODE_SIGN_IDENTITY"] != "iPhone Distribution" {
+			t.Errorf("%s Release: %v", target, set)
+		}
+		if debug, _ := proj.BuildSettings(target, "Debug"); debug["PROVISIONING_PROFILE_SPECIFIER"] != "" {
+			t.Errorf("%s Debug was given a profile: %v", target, debug)
+		}
+	}
 	b, _ := os.ReadFile(options)
-	if !bytes.Contains(b, []byte("<key>com.example.app</key>\n\t\t<string>9F2B3C4D-1111-2222-3333-444455556666</string>")) ||
-		!bytes.Contains(b, []byte("<string>app-store</string>")) {
+	m, err := provisioning.ParsePlist(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := m.(map[string]any)
+	want := map[string]any{"com.example.myapp": "9F2B3C4D-1111-2222-3333-444455556666", "com.example.myapp.widget": "9F2B3C4D-1111-2222-3333-444455557777"}
+	if opts["method"] != api.ExportAdHoc || opts["teamID"] != "TEAM123456" || !reflect.DeepEqual(opts["provisioningProfiles"], want) {
 		t.Fatalf("ExportOptions.plist:\n%s", b)
 	}
 
-	// Without certificates the default iOS pipeline cannot sign: a clear error.
+	// Without credentials a device build cannot sign: a clear error.
 	p2, _, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`}, nil)
-	if _, err := p2.run(context.Background()); !errors.Is(err, errConfig) || !strings.Contains(err.Error(), "certificates") {
-		t.Fatalf("iOS without certificates: %v", err)
+	if _, err := p2.run(context.Background()); !errors.Is(err, errConfig) || !strings.Contains(err.Error(), "credentials.json") {
+		t.Fatalf("iOS without credentials: %v", err)
+	}
+}
+
+// TestIOSPipelineProfileMismatch: a target whose bundle identifier its
+// profile does not cover fails before xcodebuild runs, naming both.
+func TestIOSPipelineProfileMismatch(t *testing.T) {
+	t.Parallel()
+	sign := iosSigning()
+	sign.profiles[1].profile = mustParse(testProfileFor("9F2B3C4D-1111-2222-3333-444455558888", "Other Ad Hoc", "com.example.other"))
+	p, out, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`}, sign)
+	p.spec.IOS.Scheme = "MyApp"
+	_, err := p.run(context.Background())
+	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), `target "MyAppWidget" has bundle identifier com.example.myapp.widget`) || !strings.Contains(err.Error(), "com.example.other") {
+		t.Fatalf("error %v", err)
+	}
+	if strings.Contains(out.String(), "fake xcodebuild") {
+		t.Fatalf("xcodebuild ran:\n%s", out)
+	}
+}
+
+// TestIOSSimulatorPipeline: a simulator build needs no credentials and
+// yields the .app packed as .tar.gz.
+func TestIOSSimulatorPipeline(t *testing.T) {
+	t.Parallel()
+	p, out, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`}, nil)
+	p.spec.IOS = &api.IOSBuild{Scheme: "MyApp", BuildConfiguration: "Release", Simulator: true, ApplicationArchivePaths: []string{api.IOSSimulatorArchivePath}}
+	arts, err := p.run(context.Background())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	assertInOrder(t, out.String(), "fake xcodebuild build -workspace "+filepath.Join(p.root, "ios", "MyApp.xcworkspace")+
+		" -scheme MyApp -configuration Release -destination generic/platform=iOS Simulator -derivedDataPath "+filepath.Join(p.root, "ios", "build")+"\n")
+	if len(arts) != 1 || filepath.Base(arts[0]) != "MyApp.app.tar.gz" {
+		t.Fatalf("artifacts %v", arts)
+	}
+	names := tarNames(t, arts[0])
+	if !slices.Equal(names, []string{"MyApp.app/", "MyApp.app/MyApp"}) {
+		t.Fatalf("the archive holds %v", names)
 	}
 }
 
@@ -308,5 +389,31 @@ func TestCustomScriptArtifacts(t *testing.T) {
 	arts, err := p.run(context.Background())
 	if err != nil || len(arts) != 2 || filepath.Base(arts[0]) != "a.aab" || filepath.Base(arts[1]) != "b.apk" {
 		t.Fatalf("artifacts %v %v", arts, err)
+	}
+}
+
+// tarNames lists the entries of a .tar.gz.
+func tarNames(t *testing.T, file string) []string {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	var names []string
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return names
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, h.Name)
 	}
 }

@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/freeagent-build/freeagent/internal/provisioning"
 )
 
 // requestHeadersKey is the AndroidManifest meta-data expo-updates reads
@@ -88,7 +90,7 @@ func setIOSChannel(plistPath, channel string) error {
 	text := string(b)
 	headers := map[string]string{}
 	if m := plistHeadersEntry.FindStringSubmatchIndex(text); m != nil {
-		if v, err := parsePlist([]byte(text[m[2]:m[3]])); err == nil {
+		if v, err := provisioning.ParsePlist([]byte(text[m[2]:m[3]])); err == nil {
 			if d, ok := v.(map[string]any); ok {
 				for k, v := range d {
 					if s, ok := v.(string); ok {

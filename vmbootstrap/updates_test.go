@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/freeagent-build/freeagent/internal/provisioning"
 )
 
 func TestSetAndroidChannel(t *testing.T) {
@@ -72,7 +74,7 @@ func TestSetIOSChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(plist)
-	v, err := parsePlist(b)
+	v, err := provisioning.ParsePlist(b)
 	d, _ := v.(map[string]any)
 	h, _ := d["EXUpdatesRequestHeaders"].(map[string]any)
 	if err != nil || h["expo-channel-name"] != "production" || d["EXUpdatesURL"] != "https://u.expo.dev/x" {
@@ -84,7 +86,7 @@ func TestSetIOSChannel(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ = os.ReadFile(plist)
-	v, _ = parsePlist(b)
+	v, _ = provisioning.ParsePlist(b)
 	h, _ = v.(map[string]any)["EXUpdatesRequestHeaders"].(map[string]any)
 	if h["expo-channel-name"] != "preview" || h["x-team"] != "a" || strings.Count(string(b), "EXUpdatesRequestHeaders") != 1 {
 		t.Fatalf("%v:\n%s", h, b)

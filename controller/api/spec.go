@@ -243,6 +243,14 @@ type IOSBuild struct {
 	BuildArtifactPaths []string `json:"build_artifact_paths,omitempty"`
 }
 
+// Where an iOS build leaves its application archive, relative to the app:
+// EAS's default applicationArchivePath. The VM exports the .ipa to
+// ios/build, and a simulator build's derived data is ios/build too.
+const (
+	IOSArchivePath          = "ios/build/*.ipa"
+	IOSSimulatorArchivePath = "ios/build/Build/Products/*simulator/*.app"
+)
+
 // IOSTarget is a target of the app's Xcode project that is signed.
 type IOSTarget struct {
 	Name     string `json:"name"`
