@@ -2,6 +2,7 @@
 # Opt-in end-to-end run on a real Mac (never in CI): what Linux CI can only
 # do against fakes. See --help.
 set -euo pipefail
+caller_dir=$PWD
 cd "$(dirname "$0")/.."
 
 usage() {
@@ -77,6 +78,7 @@ else
 	[ -z "$bundle_id" ] || [[ $bundle_id =~ ^[A-Za-z0-9][A-Za-z0-9.-]*$ ]] ||
 		die "--bundle-id $bundle_id is not a bundle identifier (letters, digits, dots and hyphens)"
 	if [ -n "$credentials" ]; then
+		case $credentials in /*) ;; *) credentials=$caller_dir/$credentials ;; esac
 		[ -f "$credentials/credentials.json" ] || die "--credentials $credentials: no credentials.json in it"
 		credentials=$(cd "$credentials" && pwd)
 	fi
@@ -185,7 +187,11 @@ show() { echo "  $1:"; printf '%s\n' "$2" | sed 's/^/    /'; }
 # plist FILE KEYPATH prints a value (an array's length), or nothing.
 plist() { plutil -extract "$2" raw -o - "$1" 2>/dev/null || true; }
 # names DIR lists what a folder holds, on one line.
-names() { find "$1" -mindepth 1 -maxdepth 1 2>&1 | sed 's|.*/||' | tr '\n' ' '; }
+names() {
+	local list
+	list=$(find "$1" -mindepth 1 -maxdepth 1 2>&1 | sed 's|.*/||' | tr '\n' ' ') || true
+	echo "${list:-nothing}"
+}
 # only_one GLOB-RESULTS... is the single match of a glob, or nothing.
 only_one() { if [ $# = 1 ] && [ -e "$1" ]; then echo "$1"; fi; }
 # covers APP-IDENTIFIER BUNDLE-ID: a profile's application-identifier
@@ -201,13 +207,14 @@ covers() {
 credential_files() {
 	node -e '
 const fs = require("fs");
+const fail = (msg) => { console.error("credentials.json: " + msg); process.exit(1); };
 const ios = (JSON.parse(fs.readFileSync(process.argv[1], "utf8")) || {}).ios;
-if (!ios || typeof ios !== "object") throw new Error("credentials.json has no ios section");
+if (!ios || typeof ios !== "object") fail("no ios section");
 const targets = typeof ios.provisioningProfilePath === "string" ? {"-": ios} : ios;
 for (const [name, t] of Object.entries(targets)) {
   const cert = (t && t.distributionCertificate) || {};
-  if (typeof t.provisioningProfilePath !== "string" || typeof cert.path !== "string")
-    throw new Error("target " + name + ": provisioningProfilePath or distributionCertificate.path missing");
+  if (typeof (t || {}).provisioningProfilePath !== "string" || typeof cert.path !== "string")
+    fail("ios target " + name + " lacks provisioningProfilePath or distributionCertificate.path");
   console.log([name, t.provisioningProfilePath, cert.path].join("|"));
 }' "$1"
 }
@@ -276,7 +283,7 @@ verify_bundle() {
 UUID: $uuid
 application-identifier: $appid
 ProvisionedDevices: $bundle_devices
-ProvisionsAllDevices: $(plist "$decoded" ProvisionsAllDevices)"
+ProvisionsAllDevices: $(plist "$decoded" ProvisionsAllDevices | grep . || echo false)"
 	if covers "$appid" "$id"; then
 		pass "$what's profile application-identifier $appid matches its bundle id $id"
 	else
@@ -424,7 +431,7 @@ JSON
 				case $f in /*) continue ;; esac
 				mkdir -p "$project/$(dirname "$f")"
 				cp "$credentials/$f" "$project/$f"
-				echo "/$f" >>"$project/.gitignore"
+				grep -qxF "/$f" "$project/.gitignore" || echo "/$f" >>"$project/.gitignore"
 			done
 		done <"$work/credential-files"
 	fi
