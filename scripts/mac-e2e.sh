@@ -184,13 +184,17 @@ expect() {
 }
 # show TITLE TEXT prints a tool's output, indented, for the owner to read.
 show() { echo "  $1:"; printf '%s\n' "$2" | sed 's/^/    /'; }
-# plist FILE KEYPATH prints a value (an array's length), or nothing.
+# plist FILE KEYPATH prints a string, number or boolean value, or nothing.
 plist() { plutil -extract "$2" raw -o - "$1" 2>/dev/null || true; }
 # names DIR lists what a folder holds, on one line.
 names() {
 	local list
 	list=$(find "$1" -mindepth 1 -maxdepth 1 2>&1 | sed 's|.*/||' | tr '\n' ' ') || true
 	echo "${list:-nothing}"
+}
+# devices PROFILE-PLIST counts a decoded profile's ProvisionedDevices.
+devices() {
+	{ plutil -extract ProvisionedDevices xml1 -o - "$1" 2>/dev/null || true; } | grep -c '<string>' || true
 }
 # only_one GLOB-RESULTS... is the single match of a glob, or nothing.
 only_one() { if [ $# = 1 ] && [ -e "$1" ]; then echo "$1"; fi; }
@@ -203,7 +207,7 @@ covers() {
 }
 
 # credential_files prints "target|profile|certificate" per target of
-# credentials.json (target "-" for the single-target form).
+# credentials.json (target "-" for the single-target form: the app's).
 credential_files() {
 	node -e '
 const fs = require("fs");
@@ -277,8 +281,7 @@ verify_bundle() {
 	appid=$(plist "$decoded" Entitlements.application-identifier)
 	uuid=$(plist "$decoded" UUID)
 	bundle_team=$(plist "$decoded" TeamIdentifier.0)
-	bundle_devices=$(plist "$decoded" ProvisionedDevices)
-	[ -n "$bundle_devices" ] || bundle_devices=0
+	bundle_devices=$(devices "$decoded")
 	show "security cms -D -i $what/embedded.mobileprovision" "Name: $(plist "$decoded" Name)
 UUID: $uuid
 application-identifier: $appid
@@ -374,6 +377,7 @@ ios_mode() {
 			die "cannot read $credentials/credentials.json (see the error above)"
 		mkdir -p "$work/profiles"
 		while IFS='|' read -r target profile cert; do
+			[ "$target" != - ] || target=$app_name
 			case $profile in /*) ;; *) profile=$credentials/$profile ;; esac
 			decoded=$work/profiles/$(basename "$profile").plist
 			security cms -D -i "$profile" >"$decoded" 2>/dev/null ||
@@ -381,7 +385,7 @@ ios_mode() {
 			supplied_uuids="$supplied_uuids $(plist "$decoded" UUID)"
 			appid=$(plist "$decoded" Entitlements.application-identifier)
 			echo "  target $target: $(plist "$decoded" Name) ($(plist "$decoded" UUID)), $appid, certificate $cert"
-			if [ -z "$bundle_id" ] && { [ "$target" = - ] || [ "$target" = "$app_name" ]; }; then
+			if [ -z "$bundle_id" ] && [ "$target" = "$app_name" ]; then
 				bundle_id=${appid#*.}
 				case $bundle_id in *'*'*) die "target $target's profile is a wildcard ($appid): pass --bundle-id" ;; esac
 			fi
