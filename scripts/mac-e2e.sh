@@ -2,11 +2,13 @@
 # Opt-in end-to-end run on a real Mac (never in CI): what Linux CI can only
 # do against fakes. See --help.
 set -euo pipefail
+caller_dir=$PWD
 cd "$(dirname "$0")/.."
 
 usage() {
 	cat <<'USAGE'
 Usage: scripts/mac-e2e.sh [--template NAME] [--skip-build]
+       scripts/mac-e2e.sh ios [--template NAME] [--credentials DIR] [--bundle-id ID] [--name NAME]
 
 On a Mac with Tart, in order:
   1. the Tart driver's contract tests against the real tart (FREEAGENT_TEST_REAL_TART=1),
@@ -19,77 +21,140 @@ On a Mac with Tart, in order:
      (default freeagent-template, made by scripts/build-vm-template.sh), and expo-build
      submitting a project whose freeagent:build script writes an artifact, downloaded and
      compared. --skip-build stops after step 2.
+
+The ios mode proves the default iOS pipeline on a real Expo app instead (the template must
+build iOS: a *-xcode base image). It creates an app with `npx create-expo-app@latest
+--template blank` (named NAME, default FreeAgentE2E; bundle id ID, else the one of the
+credentials' provisioning profile, else build.freeagent.mace2e), with an eas.json holding a
+`simulator` profile (ios.simulator) and a `preview` profile (internal distribution, local
+credentials), starts the farm of step 3 and:
+  - builds `simulator` without credentials and checks the .tar.gz: NAME.app, its bundle id,
+    an executable built for the iOS simulator (lipo, file, vtool);
+  - with --credentials DIR (a credentials.json and the files it names, paths relative to
+    DIR), copies them into the app, builds `preview` and checks the .ipa: codesign's
+    authority and team, every bundle's embedded profile (name, UUID, application
+    identifier, devices), the bundle ids of the app and its extensions, and
+    `codesign --verify --deep --strict`.
+It prints PASS or FAIL for each check, then the list, and exits 1 when any failed.
+FREEAGENT_E2E_IOS_TIMEOUT sets each iOS build's time limit (default 60m).
+
 Work files go to a temp folder, kept (and named) when a step fails. The controller
 listens on port FREEAGENT_E2E_PORT (default 8787) of every address, for the VM.
 USAGE
 }
 
+mode=all
+if [ "${1:-}" = ios ]; then
+	mode=ios
+	shift
+fi
 template=freeagent-template
 skip_build=0
+credentials=""
+bundle_id=""
+app_name=FreeAgentE2E
 while [ $# -gt 0 ]; do
 	case $1 in
 	--template) template=${2:?--template needs a VM name}; shift 2 ;;
 	--skip-build) skip_build=1; shift ;;
+	--credentials) credentials=${2:?--credentials needs a directory}; shift 2 ;;
+	--bundle-id) bundle_id=${2:?--bundle-id needs a bundle identifier}; shift 2 ;;
+	--name) app_name=${2:?--name needs an app name}; shift 2 ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "mac-e2e.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
 	esac
 done
 
 die() { echo "mac-e2e.sh: $*" >&2; exit 1; }
+if [ "$mode" = all ]; then
+	if [ -n "$credentials$bundle_id" ] || [ "$app_name" != FreeAgentE2E ]; then
+		die "--credentials, --bundle-id and --name belong to the ios mode: scripts/mac-e2e.sh ios ..."
+	fi
+else
+	[ "$skip_build" = 0 ] || die "--skip-build has no meaning in the ios mode, which is a build"
+	# Prebuild names the Xcode target, the scheme and the .app after the
+	# name with everything but letters and digits removed: keep it intact.
+	[[ $app_name =~ ^[A-Za-z][A-Za-z0-9]*$ ]] || die "--name $app_name: use letters and digits only, starting with a letter"
+	[ -z "$bundle_id" ] || [[ $bundle_id =~ ^[A-Za-z0-9][A-Za-z0-9.-]*$ ]] ||
+		die "--bundle-id $bundle_id is not a bundle identifier (letters, digits, dots and hyphens)"
+	if [ -n "$credentials" ]; then
+		case $credentials in /*) ;; *) credentials=$caller_dir/$credentials ;; esac
+		[ -f "$credentials/credentials.json" ] || die "--credentials $credentials: no credentials.json in it"
+		credentials=$(cd "$credentials" && pwd)
+	fi
+fi
 [ "$(uname -s)" = Darwin ] || die "this runs on a Mac with Tart; on Linux, make test covers the same code against fakes"
 command -v tart >/dev/null || die "tart is not installed: brew install cirruslabs/cli/tart"
+if [ "$mode" = ios ]; then
+	for tool in node npx plutil security codesign lipo vtool file unzip tar; do
+		command -v "$tool" >/dev/null || die "$tool is not installed: the ios mode needs Node.js (brew install node) and Xcode's command-line tools (xcode-select --install)"
+	done
+fi
 
 work=$(mktemp -d -t freeagent-e2e)
 pids=()
 contract_vm=fa-contract-template-$$
+summary=""
 finish() {
 	status=$?
-	for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+	# ${a[@]+...}: bash 3.2 (macOS's) calls an empty array unbound under set -u.
+	for p in ${pids[@]+"${pids[@]}"}; do kill -TERM "$p" 2>/dev/null || true; done
+	for p in ${pids[@]+"${pids[@]}"}; do wait "$p" 2>/dev/null || true; done
 	tart delete "$contract_vm" >/dev/null 2>&1 || true
+	if [ -n "$summary" ]; then
+		echo "--- what the real Mac verified"
+		printf '%s' "$summary"
+	fi
 	if [ "$status" = 0 ]; then rm -rf "$work"; else echo "mac-e2e.sh: failed; logs and files in $work" >&2; fi
 }
 trap finish EXIT
 
-echo "--- 1. Tart driver contract tests against the real tart"
-tart create --linux "$contract_vm"
-FREEAGENT_TEST_REAL_TART=1 FREEAGENT_TEST_TART_TEMPLATE=$contract_vm go test -count=1 ./agent/tart/
+# start_farm starts a controller on its own PostgreSQL and a worker whose
+# tart driver clones $template, and sets url and dev_key for expo-build.
+start_farm() {
+	tart list --source local --format json | grep -q "\"Name\" *: *\"$template\"" ||
+		die "no local VM $template: make one with scripts/build-vm-template.sh (or pass --template)"
+	go build -o "$work/bin/" ./controller/cmd/freeagent-controller ./tray/cmd/freeagent ./cli/cmd/expo-build
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build -o "$work/guest/" ./vmbootstrap/cmd/freeagent-vm
 
-echo "--- 2. Keychain, launchd and packaging on macOS"
-FREEAGENT_TEST_REAL_KEYCHAIN=1 CGO_ENABLED=1 go test -count=1 ./agent/secrets/ ./launchd/ ./packaging/... ./tray/...
-FREEAGENT_TEST_REAL_KEYCHAIN=1 CGO_ENABLED=0 go test -count=1 ./agent/secrets/
-[ "$skip_build" = 1 ] && { echo "--- passed (build skipped)"; exit 0; }
+	# The guest reaches the controller at the host's address on Tart's network
+	# (the agent rewrites the loopback URL for it), so listen on every address.
+	local port=${FREEAGENT_E2E_PORT:-8787} i worker_key
+	"$work/bin/freeagent-controller" serve --data-dir "$work/controller" --listen "0.0.0.0:$port" >"$work/controller.log" 2>&1 &
+	pids+=($!)
+	url=http://127.0.0.1:$port
+	for i in $(seq 1 300); do
+		grep -q "listening on" "$work/controller.log" && break
+		kill -0 "${pids[0]}" 2>/dev/null || die "the controller exited; see $work/controller.log"
+		[ "$i" = 300 ] && die "the controller did not start within 30 s; see $work/controller.log"
+		sleep 0.1
+	done
+	worker_key=$(keys mac-e2e-worker worker)
+	dev_key=$(keys mac-e2e-developer developer)
 
-echo "--- 3. a whole build in a Tart VM cloned from $template"
-tart list --source local --format json | grep -q "\"Name\" *: *\"$template\"" ||
-	die "no local VM $template: make one with scripts/build-vm-template.sh (or pass --template)"
-go build -o "$work/bin/" ./controller/cmd/freeagent-controller ./tray/cmd/freeagent ./cli/cmd/expo-build
-GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build -o "$work/guest/" ./vmbootstrap/cmd/freeagent-vm
-
-# The guest reaches the controller at the host's address on Tart's network
-# (the agent rewrites the loopback URL for it), so listen on every address.
-port=${FREEAGENT_E2E_PORT:-8787}
-"$work/bin/freeagent-controller" serve --data-dir "$work/controller" --listen "0.0.0.0:$port" >"$work/controller.log" 2>&1 &
-pids+=($!)
-url=http://127.0.0.1:$port
-for i in $(seq 1 300); do
-	grep -q "listening on" "$work/controller.log" && break
-	kill -0 "${pids[0]}" 2>/dev/null || die "the controller exited; see $work/controller.log"
-	[ "$i" = 300 ] && die "the controller did not start within 30 s; see $work/controller.log"
-	sleep 0.1
-done
+	FREEAGENT_API_KEY=$worker_key "$work/bin/freeagent" run --controller-url "$url" --vm-driver tart \
+		--template "$template" --bootstrap "$work/guest/freeagent-vm" --data-dir "$work/agent" \
+		--name mac-e2e >"$work/agent.log" 2>&1 &
+	pids+=($!)
+}
 keys() { "$work/bin/freeagent-controller" keys create --name "$1" --role "$2" --data-dir "$work/controller"; }
-worker_key=$(keys mac-e2e-worker worker)
-dev_key=$(keys mac-e2e-developer developer)
 
-FREEAGENT_API_KEY=$worker_key "$work/bin/freeagent" run --controller-url "$url" --vm-driver tart \
-	--template "$template" --bootstrap "$work/guest/freeagent-vm" --data-dir "$work/agent" \
-	--name mac-e2e >"$work/agent.log" 2>&1 &
-pids+=($!)
+# all_mode: the real Tart, the real Keychain, and a scripted build in a VM.
+all_mode() {
+	echo "--- 1. Tart driver contract tests against the real tart"
+	tart create --linux "$contract_vm"
+	FREEAGENT_TEST_REAL_TART=1 FREEAGENT_TEST_TART_TEMPLATE=$contract_vm go test -count=1 ./agent/tart/
 
-project=$work/project
-mkdir -p "$project"
-cat >"$project/package.json" <<'JSON'
+	echo "--- 2. Keychain, launchd and packaging on macOS"
+	FREEAGENT_TEST_REAL_KEYCHAIN=1 CGO_ENABLED=1 go test -count=1 ./agent/secrets/ ./launchd/ ./packaging/... ./tray/...
+	FREEAGENT_TEST_REAL_KEYCHAIN=1 CGO_ENABLED=0 go test -count=1 ./agent/secrets/
+	[ "$skip_build" = 1 ] && { echo "--- passed (build skipped)"; exit 0; }
+
+	echo "--- 3. a whole build in a Tart VM cloned from $template"
+	start_farm
+	local project=$work/project got
+	mkdir -p "$project"
+	cat >"$project/package.json" <<'JSON'
 {
   "name": "mac-e2e",
   "version": "1.0.0",
@@ -98,10 +163,307 @@ cat >"$project/package.json" <<'JSON'
   }
 }
 JSON
-echo '{"expo": {"name": "mac-e2e", "slug": "mac-e2e", "android": {"package": "build.freeagent.mace2e"}}}' >"$project/app.json"
+	echo '{"expo": {"name": "mac-e2e", "slug": "mac-e2e", "android": {"package": "build.freeagent.mace2e"}}}' >"$project/app.json"
 
-EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$dev_key \
-	"$work/bin/expo-build" submit "$project" --platform android --wait --output "$work/out"
-got=$(cat "$work/out/hello.txt")
-[ "$got" = "built in darwin" ] || die "artifact says '$got', want 'built in darwin' (a build in the VM)"
-echo "--- passed: a build ran in a Tart VM and its artifact came back"
+	# -o with a trailing slash is a directory even for a single artifact.
+	EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$dev_key \
+		"$work/bin/expo-build" submit "$project" --platform android --wait --output "$work/out/"
+	got=$(cat "$work/out/hello.txt")
+	[ "$got" = "built in darwin" ] || die "artifact says '$got', want 'built in darwin' (a build in the VM)"
+	echo "--- passed: a build ran in a Tart VM and its artifact came back"
+}
+
+# The ios mode's checks: each prints a PASS or FAIL line and joins the
+# summary that finish prints; any FAIL makes the run exit 1.
+failed=0
+pass() { echo "PASS  $*"; summary="${summary}PASS  $*"$'\n'; }
+fail() { echo "FAIL  $*"; summary="${summary}FAIL  $*"$'\n'; failed=1; }
+# expect DESCRIPTION GOT WANT
+expect() {
+	if [ "$2" = "$3" ]; then pass "$1: $2"; else fail "$1: got '$2', want '$3'"; fi
+}
+# show TITLE TEXT prints a tool's output, indented, for the owner to read.
+show() { echo "  $1:"; printf '%s\n' "$2" | sed 's/^/    /'; }
+# plist FILE KEYPATH prints a string, number or boolean value, or nothing.
+plist() { plutil -extract "$2" raw -o - "$1" 2>/dev/null || true; }
+# names DIR lists what a folder holds, on one line.
+names() {
+	local list
+	list=$(find "$1" -mindepth 1 -maxdepth 1 2>&1 | sed 's|.*/||' | tr '\n' ' ') || true
+	echo "${list:-nothing}"
+}
+# devices PROFILE-PLIST counts a decoded profile's ProvisionedDevices.
+devices() {
+	{ plutil -extract ProvisionedDevices xml1 -o - "$1" 2>/dev/null || true; } | grep -c '<string>' || true
+}
+# only_one GLOB-RESULTS... is the single match of a glob, or nothing.
+only_one() { if [ $# = 1 ] && [ -e "$1" ]; then echo "$1"; fi; }
+# covers APP-IDENTIFIER BUNDLE-ID: a profile's application-identifier
+# (TEAM.id, TEAM.prefix.* or TEAM.*) covers the bundle id.
+covers() {
+	local pattern=${1#*.}
+	# shellcheck disable=SC2053 # the profile's * is a glob on purpose
+	[[ $2 == $pattern ]]
+}
+
+# credential_files prints "target|profile|certificate" per target of
+# credentials.json (target "-" for the single-target form: the app's).
+credential_files() {
+	node -e '
+const fs = require("fs");
+const fail = (msg) => { console.error("credentials.json: " + msg); process.exit(1); };
+const ios = (JSON.parse(fs.readFileSync(process.argv[1], "utf8")) || {}).ios;
+if (!ios || typeof ios !== "object") fail("no ios section");
+const targets = typeof ios.provisioningProfilePath === "string" ? {"-": ios} : ios;
+for (const [name, t] of Object.entries(targets)) {
+  const cert = (t && t.distributionCertificate) || {};
+  if (typeof (t || {}).provisioningProfilePath !== "string" || typeof cert.path !== "string")
+    fail("ios target " + name + " lacks provisioningProfilePath or distributionCertificate.path");
+  console.log([name, t.provisioningProfilePath, cert.path].join("|"));
+}' "$1"
+}
+
+# verify_simulator OUT-DIR checks the simulator build's artifact.
+verify_simulator() {
+	local tgz dir app exe platforms
+	tgz=$(only_one "$1"/*.tar.gz)
+	if [ -z "$tgz" ]; then
+		fail "simulator artifact: want one .tar.gz, the build gave: $(names "$1")"
+		return
+	fi
+	pass "simulator artifact is a .tar.gz: $(basename "$tgz")"
+	dir=$work/simulator
+	mkdir -p "$dir"
+	if ! tar -xzf "$tgz" -C "$dir"; then
+		fail "$(basename "$tgz") unpacks with tar -xz"
+		return
+	fi
+	app=$dir/$app_name.app
+	if [ ! -d "$app" ]; then
+		fail "the archive holds $app_name.app: it holds $(names "$dir")"
+		return
+	fi
+	pass "the archive holds $app_name.app"
+	expect "simulator app CFBundleIdentifier" "$(plist "$app/Info.plist" CFBundleIdentifier)" "$bundle_id"
+	expect "simulator app CFBundleSupportedPlatforms" "$(plist "$app/Info.plist" CFBundleSupportedPlatforms.0)" iPhoneSimulator
+	exe=$app/$(plist "$app/Info.plist" CFBundleExecutable)
+	if [ ! -f "$exe" ]; then
+		fail "the app's CFBundleExecutable exists: no $exe"
+		return
+	fi
+	show "lipo -info" "$(lipo -info "$exe" 2>&1)"
+	show "file" "$(file -b "$exe" 2>&1)"
+	show "vtool -show-build" "$(vtool -show-build "$exe" 2>&1)"
+	# Every architecture's LC_BUILD_VERSION names the platform (7 is
+	# PLATFORM_IOSSIMULATOR, for a vtool that prints numbers).
+	platforms=$(vtool -show-build "$exe" 2>/dev/null | awk '$1 == "platform" { print ($2 == "7" ? "IOSSIMULATOR" : $2) }' | sort -u | tr '\n' ' ') || true
+	expect "executable's build platform (vtool)" "$platforms" "IOSSIMULATOR "
+}
+
+# verify_bundle BUNDLE WHAT checks a signed bundle's embedded profile against
+# its bundle id and the profiles the owner supplied, and prints the profile.
+# It sets bundle_team and bundle_devices for the caller.
+verify_bundle() {
+	local bundle=$1 what=$2 id decoded appid uuid
+	bundle_team="" bundle_devices=""
+	id=$(plist "$bundle/Info.plist" CFBundleIdentifier)
+	echo "  $what bundle id: $id"
+	if [ ! -f "$bundle/embedded.mobileprovision" ]; then
+		fail "$what ($id) has its own embedded.mobileprovision"
+		return
+	fi
+	decoded=$work/ipa-profiles/$(basename "$bundle").plist
+	mkdir -p "$work/ipa-profiles"
+	if ! security cms -D -i "$bundle/embedded.mobileprovision" >"$decoded" 2>/dev/null; then
+		fail "$what's embedded.mobileprovision decodes with security cms -D"
+		return
+	fi
+	appid=$(plist "$decoded" Entitlements.application-identifier)
+	uuid=$(plist "$decoded" UUID)
+	bundle_team=$(plist "$decoded" TeamIdentifier.0)
+	bundle_devices=$(devices "$decoded")
+	show "security cms -D -i $what/embedded.mobileprovision" "Name: $(plist "$decoded" Name)
+UUID: $uuid
+application-identifier: $appid
+ProvisionedDevices: $bundle_devices
+ProvisionsAllDevices: $(plist "$decoded" ProvisionsAllDevices | grep . || echo false)"
+	if covers "$appid" "$id"; then
+		pass "$what's profile application-identifier $appid matches its bundle id $id"
+	else
+		fail "$what's profile application-identifier $appid matches its bundle id $id"
+	fi
+	case " $supplied_uuids " in
+	*" $uuid "*) pass "$what embeds a profile from credentials.json: $uuid" ;;
+	*) fail "$what embeds a profile from credentials.json: $uuid is none of$supplied_uuids" ;;
+	esac
+}
+
+# verify_ipa OUT-DIR checks the signed build's .ipa.
+verify_ipa() {
+	local ipa dir app sig authority team appex appex_id
+	ipa=$(only_one "$1"/*.ipa)
+	if [ -z "$ipa" ]; then
+		fail "signed artifact: want one .ipa, the build gave: $(names "$1")"
+		return
+	fi
+	pass "signed artifact is an .ipa: $(basename "$ipa")"
+	dir=$work/ipa
+	if ! unzip -q "$ipa" -d "$dir"; then
+		fail "$(basename "$ipa") unzips"
+		return
+	fi
+	app=$(only_one "$dir"/Payload/*.app)
+	if [ -z "$app" ]; then
+		fail "the IPA holds one Payload/*.app: it holds $(names "$dir/Payload")"
+		return
+	fi
+	expect "the IPA's app" "$(basename "$app")" "$app_name.app"
+
+	sig=$(codesign -dv --verbose=4 "$app" 2>&1) || true
+	show "codesign -dv --verbose=4 Payload/$(basename "$app")" "$sig"
+	authority=$(printf '%s\n' "$sig" | sed -n 's/^Authority=//p' | sed -n 1p)
+	team=$(printf '%s\n' "$sig" | sed -n 's/^TeamIdentifier=//p')
+	case $authority in
+	*Distribution:*) pass "signed by a distribution certificate: $authority" ;;
+	*) fail "signed by a distribution certificate: the leaf authority is '$authority'" ;;
+	esac
+
+	expect "app CFBundleIdentifier" "$(plist "$app/Info.plist" CFBundleIdentifier)" "$bundle_id"
+	verify_bundle "$app" app
+	expect "codesign TeamIdentifier is the profile's team" "$team" "$bundle_team"
+	# Internal distribution installs on the profile's devices (ad hoc) or on
+	# any device (enterprise); a store profile cannot be installed.
+	if [ "$bundle_devices" -gt 0 ] 2>/dev/null; then
+		pass "ad hoc profile: $bundle_devices provisioned devices"
+	elif [ "$(plist "$work/ipa-profiles/$(basename "$app").plist" ProvisionsAllDevices)" = true ]; then
+		pass "enterprise profile: provisions all devices"
+	else
+		fail "internal distribution profile: no ProvisionedDevices and no ProvisionsAllDevices (a store profile?)"
+	fi
+
+	for appex in "$app"/PlugIns/*.appex; do
+		[ -d "$appex" ] || { echo "  no app extensions (PlugIns/*.appex) in the IPA"; break; }
+		appex_id=$(plist "$appex/Info.plist" CFBundleIdentifier)
+		case $appex_id in
+		"$bundle_id".*) pass "extension $(basename "$appex") bundle id $appex_id is under the app's" ;;
+		*) fail "extension $(basename "$appex") bundle id $appex_id is under the app's $bundle_id" ;;
+		esac
+		verify_bundle "$appex" "PlugIns/$(basename "$appex")"
+	done
+
+	if sig=$(codesign --verify --deep --strict --verbose=2 "$app" 2>&1); then
+		pass "codesign --verify --deep --strict"
+	else
+		fail "codesign --verify --deep --strict"
+	fi
+	show "codesign --verify --deep --strict --verbose=2" "$sig"
+}
+
+# submit PROFILE OUT-DIR builds the app with an eas.json profile and
+# downloads its artifacts; false when the build did not complete.
+submit() {
+	EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$dev_key \
+		"$work/bin/expo-build" submit "$project" --platform ios --profile "$1" --non-interactive \
+		--build-timeout "${FREEAGENT_E2E_IOS_TIMEOUT:-60m}" --wait --output "$2/"
+}
+
+# ios_mode: a create-expo-app app through the default iOS pipeline.
+ios_mode() {
+	local target profile cert decoded appid marker f
+	supplied_uuids=""
+	if [ -n "$credentials" ]; then
+		echo "--- the provisioning profiles of $credentials/credentials.json"
+		credential_files "$credentials/credentials.json" >"$work/credential-files" ||
+			die "cannot read $credentials/credentials.json (see the error above)"
+		mkdir -p "$work/profiles"
+		while IFS='|' read -r target profile cert; do
+			[ "$target" != - ] || target=$app_name
+			case $profile in /*) ;; *) profile=$credentials/$profile ;; esac
+			decoded=$work/profiles/$(basename "$profile").plist
+			security cms -D -i "$profile" >"$decoded" 2>/dev/null ||
+				die "$profile (target $target) is not a provisioning profile security cms -D can decode"
+			supplied_uuids="$supplied_uuids $(plist "$decoded" UUID)"
+			appid=$(plist "$decoded" Entitlements.application-identifier)
+			echo "  target $target: $(plist "$decoded" Name) ($(plist "$decoded" UUID)), $appid, certificate $cert"
+			if [ -z "$bundle_id" ] && [ "$target" = "$app_name" ]; then
+				bundle_id=${appid#*.}
+				case $bundle_id in *'*'*) die "target $target's profile is a wildcard ($appid): pass --bundle-id" ;; esac
+			fi
+		done <"$work/credential-files"
+		[ -n "$bundle_id" ] || die "credentials.json names no target $app_name (the app's): pass --name with its target's name, or --bundle-id"
+	fi
+	bundle_id=${bundle_id:-build.freeagent.mace2e}
+
+	marker=${TART_HOME:-$HOME/.tart}/vms/$template/freeagent-template.json
+	if [ -f "$marker" ]; then
+		grep -q '"ios"' "$marker" || die "the template $template cannot build iOS ($marker: $(cat "$marker")): make one from a *-xcode base image with scripts/build-vm-template.sh"
+	else
+		echo "warning: $marker is missing: the worker may not advertise ios (rebuild the template with scripts/build-vm-template.sh)" >&2
+	fi
+
+	echo "--- 1. a fresh Expo app: $app_name ($bundle_id), npx create-expo-app@latest --template blank"
+	project=$work/$app_name
+	(cd "$work" && CI=1 npx --yes create-expo-app@latest "$app_name" --template blank --yes)
+	[ -f "$project/app.json" ] || die "create-expo-app made no $project/app.json"
+	node -e '
+const fs = require("fs");
+const [file, name, id] = process.argv.slice(1);
+const doc = JSON.parse(fs.readFileSync(file, "utf8"));
+const expo = doc.expo || {};
+doc.expo = {...expo, name, slug: name.toLowerCase(), ios: {...(expo.ios || {}), bundleIdentifier: id}};
+fs.writeFileSync(file, JSON.stringify(doc, null, 2) + "\n");' "$project/app.json" "$app_name" "$bundle_id"
+	cat >"$project/eas.json" <<'JSON'
+{
+  "build": {
+    "simulator": {
+      "ios": { "simulator": true }
+    },
+    "preview": {
+      "distribution": "internal",
+      "credentialsSource": "local"
+    }
+  }
+}
+JSON
+	if [ -n "$credentials" ]; then
+		# As EAS advises, the credentials stay out of git; expo-build reads
+		# them anyway and never uploads them.
+		cp "$credentials/credentials.json" "$project/"
+		echo credentials.json >>"$project/.gitignore"
+		while IFS='|' read -r target profile cert; do
+			for f in "$profile" "$cert"; do
+				case $f in /*) continue ;; esac
+				mkdir -p "$project/$(dirname "$f")"
+				cp "$credentials/$f" "$project/$f"
+				grep -qxF "/$f" "$project/.gitignore" || echo "/$f" >>"$project/.gitignore"
+			done
+		done <"$work/credential-files"
+	fi
+
+	echo "--- 2. the farm: a controller and a worker cloning $template"
+	start_farm
+
+	echo "--- 3. simulator build (profile simulator, no credentials)"
+	if submit simulator "$work/out-simulator"; then
+		pass "the simulator build completed"
+		verify_simulator "$work/out-simulator"
+	else
+		fail "the simulator build completed (see expo-build's output above and $work/agent.log)"
+	fi
+
+	if [ -z "$credentials" ]; then
+		echo "--- 4. signed build skipped: no --credentials"
+	else
+		echo "--- 4. signed internal build (profile preview, credentials.json)"
+		if submit preview "$work/out-preview"; then
+			pass "the signed build completed"
+			verify_ipa "$work/out-preview"
+		else
+			fail "the signed build completed (see expo-build's output above and $work/agent.log)"
+		fi
+	fi
+	[ "$failed" = 0 ] || exit 1
+	echo "--- passed: every check"
+}
+
+if [ "$mode" = ios ]; then ios_mode; else all_mode; fi
