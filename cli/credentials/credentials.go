@@ -1,9 +1,11 @@
 // Package credentials reads EAS's local credentials file, credentials.json
 // (https://docs.expo.dev/app-signing/local-credentials/), and checks on the
 // developer's machine, before anything is uploaded, that the Android
-// keystore it names opens with its passwords and holds its key: a wrong
-// password found here costs a second, found by Gradle in a VM it costs a
-// build.
+// keystore it names opens with its passwords and holds its key, and that
+// each iOS target's provisioning profile and distribution certificate
+// open, match one another and the target, are unexpired and suit the
+// build's distribution: a wrong password found here costs a second, found
+// by Gradle or xcodebuild in a VM it costs a build.
 //
 // The file's shape is eas-cli's (packages/eas-cli/src/credentials/
 // credentialsJson): android.keystore.{keystorePath, keystorePassword,
@@ -56,7 +58,7 @@ type androidKeystore struct {
 }
 
 // IOSTarget is one target's iOS credentials, as written (paths relative to
-// the app). Issue 13 validates them.
+// the app); IOSCredentials reads and validates them.
 type IOSTarget struct {
 	ProvisioningProfilePath string
 	DistributionCertificate struct {

@@ -1,6 +1,7 @@
 package xcode
 
 import (
+	"bytes"
 	"fmt"
 	"strconv"
 	"strings"
@@ -135,7 +136,7 @@ func (p *parser) skip() error {
 		case c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v':
 			p.pos++
 		case c == '/' && p.pos+1 < len(p.data) && p.data[p.pos+1] == '*':
-			end := strings.Index(string(p.data[p.pos+2:]), "*/")
+			end := bytes.Index(p.data[p.pos+2:], []byte("*/"))
 			if end < 0 {
 				return p.errorf(p.pos, "unterminated /* comment")
 			}
