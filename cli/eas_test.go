@@ -240,7 +240,7 @@ const easJSON5 = `// Build profiles: production extends base.
       "extends": "base",
       "env": {"B": "from-production", "C": "from-production"},
       "android": {"image": "latest"},
-      "ios": {"buildConfiguration": "Release"},
+      "ios": {"buildConfiguration": "Release", "simulator": true},
     },
     "apk": {"extends": "production", "android": {"buildType": "apk"}},
     "internal": {"distribution": "internal"},
@@ -288,7 +288,7 @@ func TestSubmitResolvesEASProfile(t *testing.T) {
 		if spec.Environment != c.environment {
 			t.Errorf("%s: environment %q, want %q", c.profile, spec.Environment, c.environment)
 		}
-		if spec.App != wantApp {
+		if !reflect.DeepEqual(spec.App, wantApp) {
 			t.Errorf("%s: app %+v, want %+v", c.profile, spec.App, wantApp)
 		}
 		sameJSON(t, c.profile+": spec.android", spec.Android, `{"gradle_command":"`+c.gradle+`","build_type":"`+c.buildType+
@@ -304,10 +304,15 @@ func TestSubmitResolvesEASProfile(t *testing.T) {
 	id := submitted(t, e.mustRun(0, nil, "submit", dir, "--platform", "ios", "--json"))
 	spec := e.storedSpec(t, id)
 	sameJSON(t, "ios production", spec.Profile, `{"env":{"A":"from-base","B":"from-production","C":"from-production"},"channel":"main",
-		"buildConfiguration":"Release","distribution":"store","credentialsSource":"remote"}`)
+		"buildConfiguration":"Release","simulator":true,"distribution":"store","credentialsSource":"remote"}`)
 	if spec.ProfileName != "production" || spec.Android != nil || spec.Environment != "production" {
 		t.Errorf("ios spec: profile %q android %+v environment %q", spec.ProfileName, spec.Android, spec.Environment)
 	}
+	// Before prebuild the app config decides: the scheme is the sanitized
+	// app name, and a simulator build signs nothing.
+	sameJSON(t, "ios build", spec.IOS, `{"scheme":"DemoApp","build_configuration":"Release","simulator":true,
+		"application_archive_paths":["ios/build/Build/Products/*simulator/*.app"]}`)
+	sameJSON(t, "ios credentials", spec.Credentials, `{"source":"none"}`)
 }
 
 // TestLocalCredentials: with credentialsSource "local" the keystore of
@@ -469,7 +474,7 @@ func TestSubmitAllMessageAndStatus(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	dir := project(t, map[string]string{"app.json": appJSON("both"),
-		"eas.json": `{"build":{"production":{"env":{"API":"https://api"},"android":{"buildType":"apk"},"ios":{"simulator":false}}}}`})
+		"eas.json": `{"build":{"production":{"env":{"API":"https://api"},"android":{"buildType":"apk"},"ios":{"simulator":true}}}}`})
 	r := e.mustRun(0, nil, "submit", dir, "--platform", "all", "--message", "hello", "--json")
 	type submittedBuild struct {
 		ID       string `json:"id"`
@@ -490,7 +495,7 @@ func TestSubmitAllMessageAndStatus(t *testing.T) {
 	}
 	android, ios := e.storedSpec(t, ids["android"]), e.storedSpec(t, ids["ios"])
 	sameJSON(t, "android profile", android.Profile, `{"env":{"API":"https://api"},"buildType":"apk","distribution":"store","credentialsSource":"remote"}`)
-	sameJSON(t, "ios profile", ios.Profile, `{"env":{"API":"https://api"},"simulator":false,"distribution":"store","credentialsSource":"remote"}`)
+	sameJSON(t, "ios profile", ios.Profile, `{"env":{"API":"https://api"},"simulator":true,"distribution":"store","credentialsSource":"remote"}`)
 	if android.Platform != "android" || android.Android == nil || android.Android.GradleCommand != ":app:assembleRelease" {
 		t.Errorf("android spec: %+v", android)
 	}

@@ -167,7 +167,12 @@ func project(t *testing.T, files map[string]string) string {
 		files["package.json"] = `{"name":"demo"}`
 	}
 	if _, ok := files["app.json"]; !ok {
-		files["app.json"] = `{"expo":{"name":"demo","slug":"demo","android":{"package":"com.example.demo"}}}`
+		files["app.json"] = `{"expo":{"name":"demo","slug":"demo","android":{"package":"com.example.demo"},"ios":{"bundleIdentifier":"com.example.demo"}}}`
+	}
+	// A device build of iOS needs signing; the machinery's tests build
+	// for the simulator unless they bring their own eas.json.
+	if _, ok := files["eas.json"]; !ok {
+		files["eas.json"] = `{"build":{"production":{"ios":{"simulator":true}}}}`
 	}
 	for name, body := range files {
 		p := filepath.Join(root, filepath.FromSlash(name))

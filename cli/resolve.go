@@ -108,6 +108,12 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName string, fa
 		return nil, usageErr("the app config has no android.package: set expo.android.package in app.json (e.g. com.example.app); expo prebuild needs it")
 	}
 
+	if platform == api.PlatformIOS && !hasCustomBuild(appRoot) {
+		if spec.IOS, err = resolveIOS(appRoot, profile, spec.App); err != nil {
+			return nil, err
+		}
+	}
+
 	// A path relative to the app, as a path in the archive.
 	toUpload := func(rel string) string { return path.Join(layout.Project.AppDir, rel) }
 
@@ -187,18 +193,6 @@ func checkApplicable(p api.BuildProfile, profileName, platform string, warnings 
 		// Honoured: the credentials step is skipped (debug signing).
 		*warnings = append(*warnings, "withoutCredentials: the build is signed as the project's Gradle files say (the debug key in Expo's template)")
 	}
-	if platform == api.PlatformIOS {
-		// The iOS pipeline does not apply these yet (issue 13): refused,
-		// never silently dropped.
-		for key, set := range map[string]bool{"ios.simulator": p.Simulator != nil && *p.Simulator, "ios.scheme": p.Scheme != "",
-			"ios.buildConfiguration": p.BuildConfiguration != "" && p.BuildConfiguration != "Release", "ios.enterpriseProvisioning": p.EnterpriseProvisioning != "",
-			"ios.applicationArchivePath": p.ApplicationArchivePath != "" || p.ArtifactPath != "",
-			"buildArtifactPaths":         len(p.BuildArtifactPaths) > 0} {
-			if set {
-				refuse(key, "iOS builds do not apply this setting yet; remove it from the profile for iOS")
-			}
-		}
-	}
 	if p.ReleaseChannel != "" {
 		refuse("releaseChannel", "classic updates' release channels ended with SDK 49; use channel (EAS Update)")
 	}
@@ -235,13 +229,16 @@ func (r *resolved) resolveCredentials(ctx context.Context, spec *api.BuildSpec, 
 	case errors.Is(err, credentials.ErrNoFile):
 		local = nil
 	case spec.Profile.CredentialsSource == api.CredentialsLocal:
-		return &cliError{code: ExitUsage, msg: "credentials.json", err: err}
+		return &cliError{code: ExitUsage, err: err}
 	default:
 		r.exclude = append(r.exclude, toUpload(credentials.FileName))
 		r.warnings = append(r.warnings, fmt.Sprintf("credentials.json is not used (credentialsSource is %q) and could not be read: %v", spec.Profile.CredentialsSource, err))
 		local = nil
 	}
-	if spec.Platform != api.PlatformAndroid || (spec.Profile.WithoutCredentials != nil && *spec.Profile.WithoutCredentials) {
+	if spec.Platform == api.PlatformIOS {
+		return r.resolveIOSCredentials(spec, appRoot, local)
+	}
+	if spec.Profile.WithoutCredentials != nil && *spec.Profile.WithoutCredentials {
 		return nil
 	}
 	noneHint := "the build is signed with the debug key; for a store build add credentials.json (android.keystore) with credentialsSource \"local\", or run `expo-build credentials set --platform android`"
@@ -251,7 +248,7 @@ func (r *resolved) resolveCredentials(ctx context.Context, spec *api.BuildSpec, 
 		}
 		ks, info, err := local.Android()
 		if err != nil {
-			return &cliError{code: ExitUsage, msg: "credentials.json", err: err}
+			return &cliError{code: ExitUsage, err: err}
 		}
 		spec.Credentials = api.CredentialsInfo{Source: api.CredentialsLocal, Android: &info}
 		r.credentials = &api.BuildCredentials{Android: &ks}

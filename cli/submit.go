@@ -205,13 +205,13 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 	for _, w := range r.warnings {
 		inv.ui.warn("%s", w)
 	}
-	if platform == api.PlatformIOS && !o.sign.any() {
-		inv.ui.info("%s no signing material (--p12 with --provisioning-profile, or --certs): the build can only produce an unsigned or simulator app", inv.ui.e(cYellow, "note:"))
-	}
 	var certs []byte
 	if platform == api.PlatformIOS {
 		var err error
 		if certs, err = a.certsZip(&o.sign); err != nil {
+			return nil, err
+		}
+		if err := requireIOSSigning(r, certs); err != nil {
 			return nil, err
 		}
 	}

@@ -276,15 +276,12 @@ func (r *buildRun) auth(ctx context.Context) error {
 }
 
 // certificates installs an iOS build's signing material: the per-target
-// credentials its spec names, or (raw API) its certs zip. A build with
-// neither (a simulator build, a custom script) gets none.
+// credentials its spec names, else its certs zip (expo-build --p12 or
+// --certs, or the raw API), whose profiles fit targets by bundle
+// identifier. A build with neither (a simulator build) gets none.
 func (r *buildRun) certificates(ctx context.Context, spec *api.BuildSpec) (*signing, func(context.Context) error, error) {
 	var m signingMaterial
-	if spec != nil {
-		if spec.Credentials.IOS == nil {
-			r.logs.Printf("▸ this build has no signing credentials")
-			return nil, nil, nil
-		}
+	if spec != nil && spec.Credentials.IOS != nil {
 		creds, err := r.buildCredentials(ctx)
 		if err != nil {
 			return nil, nil, err
