@@ -286,9 +286,9 @@ func (p *Project) BuildSettings(target, configuration string) (map[string]string
 	return settingsMap(c.get("buildSettings")), nil
 }
 
-// projectSettings returns the project-level buildSettings of the
-// configuration, empty when there is none.
-func (p *Project) projectSettings(configuration string) map[string]string {
+// ProjectBuildSettings returns the project-level buildSettings of the
+// configuration (what every target inherits), empty when there is none.
+func (p *Project) ProjectBuildSettings(configuration string) map[string]string {
 	_, proj := p.rootProject()
 	if proj == nil {
 		return map[string]string{}
@@ -315,7 +315,7 @@ func (p *Project) BundleID(target, configuration string) (string, error) {
 	if raw == "" {
 		return "", fmt.Errorf("target %q has no PRODUCT_BUNDLE_IDENTIFIER in its %q configuration; set the bundle identifier in Xcode", target, configuration)
 	}
-	projectLevel := p.projectSettings(configuration)
+	projectLevel := p.ProjectBuildSettings(configuration)
 	lookup := func(name string) string {
 		if v, ok := settings[name]; ok {
 			return v

@@ -1,0 +1,368 @@
+package main
+
+import (
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/freeagent-build/freeagent/internal/xcode"
+	"howett.net/plist"
+)
+
+// workspace is what the fake needs of an .xcworkspace.
+type workspace struct {
+	name     string
+	appProj  string // path of the app's .xcodeproj
+	podsProj string // path of Pods.xcodeproj, "" when absent
+}
+
+func loadWorkspace(path string) (workspace, error) {
+	data, err := os.ReadFile(filepath.Join(path, "contents.xcworkspacedata"))
+	if err != nil {
+		return workspace{}, fmt.Errorf("'%s' does not exist.", path)
+	}
+	var x struct {
+		FileRefs []struct {
+			Location string `xml:"location,attr"`
+		} `xml:"FileRef"`
+	}
+	if err := xml.Unmarshal(data, &x); err != nil {
+		return workspace{}, fmt.Errorf("the workspace file at '%s' is corrupted: %v", path, err)
+	}
+	w := workspace{name: strings.TrimSuffix(filepath.Base(path), ".xcworkspace")}
+	base := filepath.Dir(path)
+	for _, ref := range x.FileRefs {
+		kind, loc, _ := strings.Cut(ref.Location, ":")
+		if kind != "absolute" {
+			loc = filepath.Join(base, loc)
+		}
+		if !strings.HasSuffix(loc, ".xcodeproj") {
+			continue
+		}
+		if filepath.Base(loc) == "Pods.xcodeproj" {
+			w.podsProj = loc
+		} else if w.appProj == "" {
+			w.appProj = loc
+		}
+	}
+	if w.appProj == "" {
+		return workspace{}, fmt.Errorf("the workspace named \"%s\" contains no project", w.name)
+	}
+	return w, nil
+}
+
+// signedTarget is a target of the archive with its resolved signing.
+type signedTarget struct {
+	target   xcode.Target
+	bundleID string
+	settings map[string]string
+	profile  profile
+}
+
+// effectiveSettings layers the project level, the target and the
+// command line, as Xcode resolves them (xcconfig files aside). Within a
+// level, a setting conditional on the device SDK ("KEY[sdk=iphoneos*]")
+// wins over the plain one, as it does in a device archive.
+func effectiveSettings(p *xcode.Project, target, configuration string, overrides map[string]string) (map[string]string, error) {
+	own, err := p.BuildSettings(target, configuration)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, level := range []map[string]string{p.ProjectBuildSettings(configuration), own, overrides} {
+		for k, v := range level {
+			out[k] = v
+		}
+		for k, v := range level {
+			if base, ok := strings.CutSuffix(k, "[sdk=iphoneos*]"); ok {
+				out[base] = v
+			}
+		}
+	}
+	return out, nil
+}
+
+// loadBuild reads the workspace, scheme and project of an archive or a
+// build and returns the app target with its dependencies.
+func loadBuild(inv invocation) (workspace, *xcode.Project, xcode.Scheme, []xcode.Target, string, error) {
+	wsPath := inv.flags["-workspace"]
+	if wsPath == "" {
+		return workspace{}, nil, xcode.Scheme{}, nil, "", errors.New("the fake xcodebuild needs -workspace")
+	}
+	ws, err := loadWorkspace(wsPath)
+	if err != nil {
+		return ws, nil, xcode.Scheme{}, nil, "", err
+	}
+	name := inv.flags["-scheme"]
+	if name == "" {
+		return ws, nil, xcode.Scheme{}, nil, "", fmt.Errorf("The workspace named \"%s\" does not contain a scheme named \"\". The \"-list\" option can be used to find the names of the schemes in the workspace.", ws.name)
+	}
+	scheme, err := xcode.LoadScheme(ws.appProj, name)
+	if err != nil {
+		return ws, nil, xcode.Scheme{}, nil, "", fmt.Errorf("The workspace named \"%s\" does not contain a scheme named \"%s\". The \"-list\" option can be used to find the names of the schemes in the workspace.", ws.name, name)
+	}
+	p, err := xcode.LoadProject(ws.appProj)
+	if err != nil {
+		return ws, nil, scheme, nil, "", err
+	}
+	targets, err := xcode.AppTargets(p, scheme)
+	if err != nil {
+		return ws, nil, scheme, nil, "", err
+	}
+	configuration := inv.flags["-configuration"]
+	if configuration == "" {
+		configuration = scheme.ArchiveConfiguration
+	}
+	return ws, p, scheme, targets, configuration, nil
+}
+
+func archive(inv invocation, stdout, stderr io.Writer) int {
+	fail := func(msgs ...string) int {
+		for _, m := range msgs {
+			fmt.Fprintf(stderr, "error: %s\n", m)
+		}
+		fmt.Fprintln(stdout, "\n** ARCHIVE FAILED **")
+		return exitFailed
+	}
+	if d := inv.flags["-destination"]; d != "generic/platform=iOS" {
+		return fail(fmt.Sprintf("the fake xcodebuild archives only for -destination generic/platform=iOS, not %q", d))
+	}
+	archivePath := inv.flags["-archivePath"]
+	if archivePath == "" {
+		return fail("the fake xcodebuild needs -archivePath")
+	}
+	ws, p, scheme, targets, configuration, err := loadBuild(inv)
+	if err != nil {
+		fmt.Fprintf(stderr, "xcodebuild: error: %v\n", err)
+		return exitFailed
+	}
+	// Global signing settings reach every target, CocoaPods' too.
+	if ws.podsProj != "" {
+		for _, key := range []string{"PROVISIONING_PROFILE_SPECIFIER", "PROVISIONING_PROFILE", "CODE_SIGN_STYLE"} {
+			if _, ok := inv.overrides[key]; !ok {
+				continue
+			}
+			pods, err := xcode.LoadProject(ws.podsProj)
+			if err != nil {
+				return fail(err.Error())
+			}
+			name := inv.overrides["PROVISIONING_PROFILE_SPECIFIER"]
+			if name == "" {
+				name = inv.overrides["PROVISIONING_PROFILE"]
+			}
+			var msgs []string
+			for _, t := range pods.Targets() {
+				msgs = append(msgs, fmt.Sprintf("%s does not support provisioning profiles, but provisioning profile %s has been manually specified. Set the provisioning profile value to \"Automatic\" in the build settings editor. (in target '%s' from project 'Pods')", t.Name, name, t.Name))
+			}
+			if len(msgs) > 0 {
+				return fail(msgs...)
+			}
+			break
+		}
+	}
+	project := strings.TrimSuffix(filepath.Base(ws.appProj), ".xcodeproj")
+	installed := installedProfiles()
+	var signed []signedTarget
+	var msgs []string
+	for _, t := range targets {
+		in := fmt.Sprintf("(in target '%s' from project '%s')", t.Name, project)
+		settings, err := effectiveSettings(p, t.Name, configuration, inv.overrides)
+		if err != nil {
+			msgs = append(msgs, fmt.Sprintf("%v %s", err, in))
+			continue
+		}
+		bundleID, err := p.BundleID(t.Name, configuration)
+		if err != nil {
+			msgs = append(msgs, fmt.Sprintf("%v %s", err, in))
+			continue
+		}
+		if settings["CODE_SIGN_STYLE"] != "Manual" {
+			msgs = append(msgs, fmt.Sprintf("No profiles for '%s' were found: Xcode couldn't find any iOS App Development provisioning profiles matching '%s'. Automatic signing is disabled and unable to generate a profile. To enable automatic signing, pass -allowProvisioningUpdates to xcodebuild. %s", bundleID, bundleID, in))
+			continue
+		}
+		team := settings["DEVELOPMENT_TEAM"]
+		if team == "" {
+			msgs = append(msgs, fmt.Sprintf("Signing for \"%s\" requires a development team. Select a development team in the Signing & Capabilities editor. %s", t.Name, in))
+			continue
+		}
+		spec := settings["PROVISIONING_PROFILE_SPECIFIER"]
+		if spec == "" {
+			msgs = append(msgs, fmt.Sprintf("\"%s\" requires a provisioning profile. Select a provisioning profile in the Signing & Capabilities editor. %s", t.Name, in))
+			continue
+		}
+		var found *profile
+		for _, pr := range installed {
+			if (pr.Name == spec || strings.EqualFold(pr.UUID, spec)) && pr.team() == team {
+				found = &pr
+				break
+			}
+		}
+		if found == nil {
+			msgs = append(msgs, fmt.Sprintf("No profile for team '%s' matching '%s' found: Xcode couldn't find any provisioning profiles matching '%s/%s'. Install the profile (by dragging and dropping it onto Xcode's dock item) or select a different one in the Signing & Capabilities tab of the target editor. %s", team, spec, team, spec, in))
+			continue
+		}
+		if !found.matches(bundleID) {
+			msgs = append(msgs, fmt.Sprintf("Provisioning profile \"%s\" has app ID \"%s\", which does not match the bundle ID \"%s\". %s", found.Name, found.appID(), bundleID, in))
+			continue
+		}
+		signed = append(signed, signedTarget{target: t, bundleID: bundleID, settings: settings, profile: *found})
+	}
+	if len(msgs) > 0 {
+		return fail(msgs...)
+	}
+	if err := writeArchive(archivePath, scheme.Name, signed); err != nil {
+		return fail(err.Error())
+	}
+	fmt.Fprintln(stdout, "** ARCHIVE SUCCEEDED **")
+	return 0
+}
+
+// writeBundle writes an .app or .appex: Info.plist, a stand-in
+// executable and, when signed, embedded.mobileprovision.
+func writeBundle(dir, name, bundleID, packageType, profilePath string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	info, err := plist.MarshalIndent(map[string]any{
+		"CFBundleIdentifier":         bundleID,
+		"CFBundleName":               name,
+		"CFBundleExecutable":         name,
+		"CFBundlePackageType":        packageType,
+		"CFBundleShortVersionString": "1.0",
+		"CFBundleVersion":            "1",
+	}, plist.XMLFormat, "\t")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, "Info.plist"), info, 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dir, name), []byte("fake Mach-O executable of "+name+"\n"), 0o755); err != nil {
+		return err
+	}
+	if profilePath == "" {
+		return nil
+	}
+	data, err := os.ReadFile(profilePath)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(dir, "embedded.mobileprovision"), data, 0o644)
+}
+
+func writeArchive(path, scheme string, targets []signedTarget) error {
+	if err := os.RemoveAll(path); err != nil {
+		return err
+	}
+	app := targets[0]
+	appDir := filepath.Join(path, "Products", "Applications", scheme+".app")
+	if err := writeBundle(appDir, scheme, app.bundleID, "APPL", app.profile.Path); err != nil {
+		return err
+	}
+	for _, ext := range targets[1:] {
+		dir := filepath.Join(appDir, "PlugIns", ext.target.Name+".appex")
+		if err := writeBundle(dir, ext.target.Name, ext.bundleID, "XPC!", ext.profile.Path); err != nil {
+			return err
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(path, "dSYMs"), 0o755); err != nil {
+		return err
+	}
+	identity := app.settings["CODE_SIGN_IDENTITY"]
+	info, err := plist.MarshalIndent(map[string]any{
+		"ApplicationProperties": map[string]any{
+			"ApplicationPath":            "Applications/" + scheme + ".app",
+			"CFBundleIdentifier":         app.bundleID,
+			"CFBundleShortVersionString": "1.0",
+			"CFBundleVersion":            "1",
+			"SigningIdentity":            identity,
+			"Team":                       app.profile.team(),
+		},
+		"ArchiveVersion": 2,
+		"CreationDate":   time.Now().UTC(),
+		"Name":           scheme,
+		"SchemeName":     scheme,
+	}, plist.XMLFormat, "\t")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(path, "Info.plist"), info, 0o644)
+}
+
+// buildSimulator is EAS's simulator build: no signing.
+func buildSimulator(inv invocation, stdout, stderr io.Writer) int {
+	dest, sdk := inv.flags["-destination"], inv.flags["-sdk"]
+	if dest != "generic/platform=iOS Simulator" && sdk != "iphonesimulator" && !strings.Contains(dest, "platform=iOS Simulator") {
+		fmt.Fprintf(stderr, "xcodebuild: error: the fake xcodebuild builds only for the simulator (-destination 'generic/platform=iOS Simulator' or -sdk iphonesimulator)\n")
+		return exitUsage
+	}
+	_, p, scheme, targets, configuration, err := loadBuild(inv)
+	if err != nil {
+		fmt.Fprintf(stderr, "xcodebuild: error: %v\n", err)
+		return exitFailed
+	}
+	derived := inv.flags["-derivedDataPath"]
+	if derived == "" {
+		fmt.Fprintln(stderr, "xcodebuild: error: the fake xcodebuild needs -derivedDataPath")
+		return exitUsage
+	}
+	bundleID, err := p.BundleID(targets[0].Name, configuration)
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %v\n\n** BUILD FAILED **\n", err)
+		return exitFailed
+	}
+	dir := filepath.Join(derived, "Build", "Products", configuration+"-iphonesimulator", scheme.Name+".app")
+	if err := os.RemoveAll(dir); err == nil {
+		err = writeBundle(dir, scheme.Name, bundleID, "APPL", "")
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "error: %v\n\n** BUILD FAILED **\n", err)
+		return exitFailed
+	}
+	fmt.Fprintln(stdout, "** BUILD SUCCEEDED **")
+	return 0
+}
+
+// bundlesOf lists the bundle ids of an archive's app and its plug-ins,
+// with their paths relative to the archive's Products/Applications.
+func bundlesOf(archivePath string) (appName string, bundles map[string]string, err error) {
+	apps, _ := filepath.Glob(filepath.Join(archivePath, "Products", "Applications", "*.app"))
+	if len(apps) != 1 {
+		return "", nil, fmt.Errorf("archive at path '%s' is malformed", archivePath)
+	}
+	bundles = map[string]string{}
+	dirs := []string{apps[0]}
+	exts, _ := filepath.Glob(filepath.Join(apps[0], "PlugIns", "*.appex"))
+	dirs = append(dirs, exts...)
+	for _, d := range dirs {
+		var info struct {
+			ID string `plist:"CFBundleIdentifier"`
+		}
+		data, err := os.ReadFile(filepath.Join(d, "Info.plist"))
+		if err != nil {
+			return "", nil, fmt.Errorf("archive at path '%s' is malformed: %v", archivePath, err)
+		}
+		if _, err := plist.Unmarshal(data, &info); err != nil {
+			return "", nil, err
+		}
+		rel, _ := filepath.Rel(filepath.Dir(apps[0]), d)
+		bundles[info.ID] = rel
+	}
+	return filepath.Base(apps[0]), bundles, nil
+}
+
+// sortedKeys returns a map's keys in order.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

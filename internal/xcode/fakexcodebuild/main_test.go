@@ -1,0 +1,458 @@
+package main
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/freeagent-build/freeagent/internal/xcode"
+	"howett.net/plist"
+)
+
+var fakeBin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fakexcodebuild")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fakeBin = filepath.Join(dir, "xcodebuild")
+	if out, err := exec.Command("go", "build", "-o", fakeBin, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the fake xcodebuild: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+const team = "ABCDE12345"
+
+// env is a project laid out as `expo prebuild` + `pod install` leave it,
+// with a home directory for installed profiles.
+type env struct {
+	home, ios, workspace, project, log string
+}
+
+const podsProject = `// !$*UTF8*$!
+{
+	archiveVersion = 1;
+	objectVersion = 56;
+	objects = {
+		AAAAAAAAAAAAAAAAAAAAAAA1 /* Pods-Shop */ = {
+			isa = PBXNativeTarget;
+			buildConfigurationList = AAAAAAAAAAAAAAAAAAAAAAA3;
+			dependencies = (
+			);
+			name = "Pods-Shop";
+			productType = "com.apple.product-type.library.static";
+		};
+		AAAAAAAAAAAAAAAAAAAAAAA2 /* React-Core */ = {
+			isa = PBXNativeTarget;
+			buildConfigurationList = AAAAAAAAAAAAAAAAAAAAAAA3;
+			dependencies = (
+			);
+			name = "React-Core";
+			productType = "com.apple.product-type.library.static";
+		};
+		AAAAAAAAAAAAAAAAAAAAAAA0 /* Project object */ = {
+			isa = PBXProject;
+			targets = (
+				AAAAAAAAAAAAAAAAAAAAAAA1,
+				AAAAAAAAAAAAAAAAAAAAAAA2,
+			);
+		};
+	};
+	rootObject = AAAAAAAAAAAAAAAAAAAAAAA0 /* Project object */;
+}
+`
+
+const scheme = `<?xml version="1.0" encoding="UTF-8"?>
+<Scheme LastUpgradeVersion = "1500" version = "1.7">
+   <BuildAction parallelizeBuildables = "YES" buildImplicitDependencies = "YES">
+      <BuildActionEntries>
+         <BuildActionEntry buildForTesting = "YES" buildForRunning = "YES" buildForProfiling = "YES" buildForArchiving = "YES" buildForAnalyzing = "YES">
+            <BuildableReference BuildableIdentifier = "primary" BlueprintIdentifier = "13B07F861A680F5B00A75B9A" BuildableName = "Shop.app" BlueprintName = "Shop" ReferencedContainer = "container:Shop.xcodeproj">
+            </BuildableReference>
+         </BuildActionEntry>
+      </BuildActionEntries>
+   </BuildAction>
+   <ArchiveAction buildConfiguration = "Release" revealArchiveInOrganizer = "YES">
+   </ArchiveAction>
+</Scheme>
+`
+
+func newEnv(t *testing.T) env {
+	t.Helper()
+	root := t.TempDir()
+	e := env{home: filepath.Join(root, "home"), ios: filepath.Join(root, "ios"), log: filepath.Join(root, "xcodebuild.jsonl")}
+	e.workspace = filepath.Join(e.ios, "Shop.xcworkspace")
+	e.project = filepath.Join(e.ios, "Shop.xcodeproj")
+	files := map[string]string{
+		filepath.Join(e.workspace, "contents.xcworkspacedata"): `<?xml version="1.0" encoding="UTF-8"?>
+<Workspace
+   version = "1.0">
+   <FileRef
+      location = "group:Shop.xcodeproj">
+   </FileRef>
+   <FileRef
+      location = "group:Pods/Pods.xcodeproj">
+   </FileRef>
+</Workspace>
+`,
+		filepath.Join(e.project, "xcshareddata", "xcschemes", "Shop.xcscheme"): scheme,
+		filepath.Join(e.ios, "Pods", "Pods.xcodeproj", "project.pbxproj"):      podsProject,
+	}
+	fixture, err := os.ReadFile(filepath.Join("..", "testdata", "app-with-extensions.pbxproj"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files[filepath.Join(e.project, "project.pbxproj")] = string(fixture)
+	for path, text := range files {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(e.home, "Library", "MobileDevice", "Provisioning Profiles"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// installProfile writes a .mobileprovision (a plist inside bytes that
+// stand for the CMS envelope).
+func (e env) installProfile(t *testing.T, name, uuid, appID string, devices []string, allDevices, getTaskAllow bool) {
+	t.Helper()
+	p := map[string]any{
+		"Name": name, "UUID": uuid, "TeamIdentifier": []string{team},
+		"Entitlements": map[string]any{"application-identifier": team + "." + appID, "get-task-allow": getTaskAllow},
+	}
+	if devices != nil {
+		p["ProvisionedDevices"] = devices
+	}
+	if allDevices {
+		p["ProvisionsAllDevices"] = true
+	}
+	data, err := plist.MarshalIndent(p, plist.XMLFormat, "\t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blob := append([]byte("0\x82\x1f\x00\x06\t*\x86H\x86\xf7\r\x01\x07\x02"), data...)
+	blob = append(blob, []byte("\x00\xa0\x82\x0ecms-signature")...)
+	if err := os.WriteFile(filepath.Join(e.home, "Library", "MobileDevice", "Provisioning Profiles", uuid+".mobileprovision"), blob, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+var shopTargets = map[string]string{
+	"Shop":                "com.example.shop",
+	"NotificationService": "com.example.shop.NotificationService",
+	"ShopWidget":          "com.example.shop.ShopWidget",
+	"ShopWidgetIntents":   "com.example.shop.ShopWidget.intents",
+}
+
+// installStoreProfiles installs one App Store profile per target, named
+// "<Target> Store".
+func (e env) installStoreProfiles(t *testing.T) {
+	i := 0
+	for target, id := range shopTargets {
+		i++
+		e.installProfile(t, target+" Store", fmt.Sprintf("00000000-0000-0000-0000-00000000000%d", i), id, nil, false, false)
+	}
+}
+
+// sign sets manual signing on the targets with internal/xcode, as the
+// pipeline does.
+func (e env) sign(t *testing.T, profiles map[string]string) {
+	t.Helper()
+	p, err := xcode.LoadProject(e.project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for target, profile := range profiles {
+		if err := p.SetManualSigning(target, "Release", xcode.Signing{TeamID: team, ProfileName: profile}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := p.Save(e.project); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e env) run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := exec.Command(fakeBin, args...)
+	cmd.Env = append(os.Environ(), "HOME="+e.home, "FAKE_XCODEBUILD_LOG="+e.log)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	default:
+		t.Fatal(err)
+	}
+	return out.String(), errb.String(), code
+}
+
+func (e env) archive(t *testing.T, extra ...string) (string, string, int, string) {
+	path := filepath.Join(filepath.Dir(e.ios), "build", "Shop.xcarchive")
+	args := append([]string{"archive", "-workspace", e.workspace, "-scheme", "Shop", "-configuration", "Release", "-destination", "generic/platform=iOS", "-archivePath", path}, extra...)
+	out, errs, code := e.run(t, args...)
+	return out, errs, code, path
+}
+
+func allSigned() map[string]string {
+	m := map[string]string{}
+	for target := range shopTargets {
+		m[target] = target + " Store"
+	}
+	return m
+}
+
+func TestGlobalSigningSettingsFailOnPodTargets(t *testing.T) {
+	e := newEnv(t)
+	e.installStoreProfiles(t)
+	out, errs, code, _ := e.archive(t, "CODE_SIGN_STYLE=Manual", "PROVISIONING_PROFILE_SPECIFIER=Shop Store", "DEVELOPMENT_TEAM="+team)
+	if code != 65 || !strings.Contains(out, "** ARCHIVE FAILED **") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	want := `error: Pods-Shop does not support provisioning profiles, but provisioning profile Shop Store has been manually specified. Set the provisioning profile value to "Automatic" in the build settings editor. (in target 'Pods-Shop' from project 'Pods')`
+	if !strings.Contains(errs, want) || !strings.Contains(errs, "(in target 'React-Core' from project 'Pods')") {
+		t.Fatalf("stderr:\n%s", errs)
+	}
+}
+
+func TestArchiveWithoutSigningFails(t *testing.T) {
+	e := newEnv(t)
+	e.installStoreProfiles(t)
+	_, errs, code, path := e.archive(t)
+	if code != 65 || !strings.Contains(errs, "error: No profiles for 'com.example.shop' were found: Xcode couldn't find any iOS App Development provisioning profiles matching 'com.example.shop'.") {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	if _, err := os.Stat(path); err == nil {
+		t.Fatal("a failed archive left an archive")
+	}
+}
+
+func TestArchiveWithAnUnsignedExtensionFails(t *testing.T) {
+	e := newEnv(t)
+	e.installStoreProfiles(t)
+	signing := allSigned()
+	delete(signing, "ShopWidgetIntents")
+	e.sign(t, signing)
+	_, errs, code, _ := e.archive(t)
+	if code != 65 || !strings.Contains(errs, "'com.example.shop.ShopWidget.intents'") || strings.Contains(errs, "'com.example.shop'") {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+}
+
+func TestArchiveWithAMissingProfileFails(t *testing.T) {
+	e := newEnv(t)
+	e.installStoreProfiles(t)
+	signing := allSigned()
+	signing["NotificationService"] = "Not Installed"
+	e.sign(t, signing)
+	_, errs, code, _ := e.archive(t)
+	want := "error: No profile for team 'ABCDE12345' matching 'Not Installed' found: Xcode couldn't find any provisioning profiles matching 'ABCDE12345/Not Installed'. Install the profile (by dragging and dropping it onto Xcode's dock item) or select a different one in the Signing & Capabilities tab of the target editor. (in target 'NotificationService' from project 'Shop')"
+	if code != 65 || !strings.Contains(errs, want) {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+}
+
+func TestArchiveWithAnotherAppsProfileFails(t *testing.T) {
+	e := newEnv(t)
+	e.installStoreProfiles(t)
+	signing := allSigned()
+	signing["ShopWidget"] = "Shop Store" // the app's profile on the widget
+	e.sign(t, signing)
+	_, errs, code, _ := e.archive(t)
+	want := `error: Provisioning profile "Shop Store" has app ID "com.example.shop", which does not match the bundle ID "com.example.shop.ShopWidget". (in target 'ShopWidget' from project 'Shop')`
+	if code != 65 || !strings.Contains(errs, want) {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+}
+
+func TestArchiveWithAWildcardProfile(t *testing.T) {
+	e := newEnv(t)
+	e.installStoreProfiles(t)
+	e.installProfile(t, "Wildcard", "11111111-0000-0000-0000-000000000000", "com.example.shop.*", nil, false, false)
+	signing := allSigned()
+	signing["ShopWidget"] = "11111111-0000-0000-0000-000000000000" // by UUID
+	e.sign(t, signing)
+	if out, errs, code, _ := e.archive(t); code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	signing["Shop"] = "Wildcard" // com.example.shop.* does not cover com.example.shop
+	e.sign(t, signing)
+	if _, errs, code, _ := e.archive(t); code != 65 || !strings.Contains(errs, `has app ID "com.example.shop.*"`) {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+}
+
+func readPlist(t *testing.T, data []byte, v any) {
+	t.Helper()
+	if _, err := plist.Unmarshal(data, v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestArchiveAndExport(t *testing.T) {
+	e := newEnv(t)
+	e.installStoreProfiles(t)
+	e.installProfile(t, "Shop AdHoc", "22222222-0000-0000-0000-000000000000", "com.example.shop", []string{"00008030-001A"}, false, false)
+	e.sign(t, allSigned())
+	out, errs, code, archivePath := e.archive(t)
+	if code != 0 || !strings.Contains(out, "** ARCHIVE SUCCEEDED **") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	var info struct {
+		ApplicationProperties struct {
+			ApplicationPath, CFBundleIdentifier, SigningIdentity, Team string
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(archivePath, "Info.plist"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readPlist(t, data, &info)
+	if ap := info.ApplicationProperties; ap.ApplicationPath != "Applications/Shop.app" || ap.CFBundleIdentifier != "com.example.shop" || ap.Team != team || ap.SigningIdentity != "iPhone Distribution" {
+		t.Fatalf("archive Info.plist: %+v", ap)
+	}
+	app := filepath.Join(archivePath, "Products", "Applications", "Shop.app")
+	for _, p := range []string{"Info.plist", "embedded.mobileprovision", "PlugIns/NotificationService.appex/embedded.mobileprovision", "PlugIns/ShopWidget.appex/Info.plist", "PlugIns/ShopWidgetIntents.appex/Info.plist", "../../../dSYMs"} {
+		if _, err := os.Stat(filepath.Join(app, p)); err != nil {
+			t.Errorf("archive: %v", err)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(app, "PlugIns", "ShopKit.appex")); err == nil {
+		t.Error("the framework was archived as an extension")
+	}
+
+	options := func(method string, profiles map[string]string) string {
+		data, err := plist.MarshalIndent(map[string]any{"method": method, "teamID": team, "signingStyle": "manual", "provisioningProfiles": profiles}, plist.XMLFormat, "\t")
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(t.TempDir(), "ExportOptions.plist")
+		os.WriteFile(path, data, 0o644)
+		return path
+	}
+	storeProfiles := map[string]string{}
+	for target, id := range shopTargets {
+		storeProfiles[id] = target + " Store"
+	}
+	export := func(opts string) (string, string, int, string) {
+		dir := filepath.Join(t.TempDir(), "export")
+		out, errs, code := e.run(t, "-exportArchive", "-archivePath", archivePath, "-exportPath", dir, "-exportOptionsPlist", opts)
+		return out, errs, code, dir
+	}
+
+	// A bundle id without a profile.
+	partial := map[string]string{}
+	for k, v := range storeProfiles {
+		partial[k] = v
+	}
+	delete(partial, "com.example.shop.ShopWidget")
+	out, errs, code, _ = export(options("app-store", partial))
+	if code != 70 || !strings.Contains(errs, "error: exportArchive: No profiles for 'com.example.shop.ShopWidget' were found") || !strings.Contains(out, "** EXPORT FAILED **") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	// Store profiles for an ad hoc export.
+	out, errs, code, _ = export(options("ad-hoc", storeProfiles))
+	if code != 70 || !strings.Contains(errs, `error: exportArchive: Provisioning profile "Shop Store" is not an "iOS Ad Hoc" profile.`) {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	// The export profile of the app is re-embedded.
+	out, errs, code, dir := export(options("app-store", storeProfiles))
+	if code != 0 || !strings.Contains(out, "** EXPORT SUCCEEDED **") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	for _, name := range []string{"ExportOptions.plist", "DistributionSummary.plist", "Packaging.log"} {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+			t.Error(err)
+		}
+	}
+	zr, err := zip.OpenReader(filepath.Join(dir, "Shop.ipa"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	names := map[string]bool{}
+	for _, f := range zr.File {
+		names[f.Name] = true
+	}
+	for _, want := range []string{"Payload/Shop.app/Info.plist", "Payload/Shop.app/Shop", "Payload/Shop.app/embedded.mobileprovision", "Payload/Shop.app/PlugIns/ShopWidgetIntents.appex/embedded.mobileprovision"} {
+		if !names[want] {
+			t.Errorf("the ipa has no %s (it has %v)", want, names)
+		}
+	}
+}
+
+func TestSimulatorBuild(t *testing.T) {
+	e := newEnv(t)
+	derived := filepath.Join(t.TempDir(), "derived")
+	for _, dest := range [][]string{{"-destination", "generic/platform=iOS Simulator"}, {"-sdk", "iphonesimulator"}} {
+		args := append([]string{"build", "-workspace", e.workspace, "-scheme", "Shop", "-configuration", "Debug", "-derivedDataPath", derived}, dest...)
+		out, errs, code := e.run(t, args...)
+		if code != 0 || !strings.Contains(out, "** BUILD SUCCEEDED **") {
+			t.Fatalf("exit %d\n%s%s", code, out, errs)
+		}
+		data, err := os.ReadFile(filepath.Join(derived, "Build", "Products", "Debug-iphonesimulator", "Shop.app", "Info.plist"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var info struct{ CFBundleIdentifier string }
+		readPlist(t, data, &info)
+		if info.CFBundleIdentifier != "com.example.shop.debug" {
+			t.Fatalf("CFBundleIdentifier = %q", info.CFBundleIdentifier)
+		}
+	}
+}
+
+func TestBadCommandLinesAndTheLog(t *testing.T) {
+	e := newEnv(t)
+	_, errs, code := e.run(t, "archive", "-x")
+	if code != 64 || errs != "xcodebuild: error: invalid option '-x'\n" {
+		t.Fatalf("exit %d: %q", code, errs)
+	}
+	_, errs, code = e.run(t, "frobnicate")
+	if code != 64 || !strings.Contains(errs, "Unknown build action 'frobnicate'") {
+		t.Fatalf("exit %d: %q", code, errs)
+	}
+	_, errs, code = e.run(t, "archive", "-workspace", e.workspace, "-scheme", "Nope", "-destination", "generic/platform=iOS", "-archivePath", filepath.Join(t.TempDir(), "a.xcarchive"))
+	if code != 65 || !strings.Contains(errs, `does not contain a scheme named "Nope"`) {
+		t.Fatalf("exit %d: %q", code, errs)
+	}
+	f, err := os.Open(e.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines [][]string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		var argv []string
+		if err := json.Unmarshal(sc.Bytes(), &argv); err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, argv)
+	}
+	if len(lines) != 3 || strings.Join(lines[0], " ") != "xcodebuild archive -x" || lines[2][5] != "Nope" {
+		t.Fatalf("log: %q", lines)
+	}
+}
