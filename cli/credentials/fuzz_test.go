@@ -44,3 +44,29 @@ func FuzzValidateKeystore(f *testing.F) {
 		}
 	})
 }
+
+// FuzzValidateIOS feeds arbitrary .p12 bytes (seeded with go-pkcs12's and
+// openssl's encodings and mangled copies) with a valid profile to
+// ValidateIOS: it never panics, and accepts only the real certificate.
+//
+//	go test -run XXX -fuzz FuzzValidateIOS -fuzztime 30s ./cli/credentials/
+func FuzzValidateIOS(f *testing.F) {
+	m := material(f)
+	prof := m.profile(f, profileSpec{name: "fuzz"})
+	for _, raw := range m.p12s {
+		f.Add(raw)
+		f.Add(raw[:len(raw)-1])
+		flipped := append([]byte(nil), raw...)
+		flipped[len(flipped)/2] ^= 0xff
+		f.Add(flipped)
+	}
+	f.Add(m.certOnly)
+	f.Add(m.mismatched)
+	f.Add([]byte{0x30, 0x80, 0, 0})
+	f.Fuzz(func(t *testing.T, p12 []byte) {
+		s, err := ValidateIOS(prof, p12, p12Pass, appTarget, "store", "", now)
+		if err == nil && s.Targets[0].CertificateSHA1 != m.sha1 {
+			t.Fatalf("accepted a certificate the profile does not hold: %+v", s)
+		}
+	})
+}

@@ -55,7 +55,7 @@ var iosOnce struct {
 	m iosMaterial
 }
 
-func material(t *testing.T) iosMaterial {
+func material(t testing.TB) iosMaterial {
 	t.Helper()
 	provisioningtest.RequireOpenSSL(t)
 	iosOnce.Do(func() { iosOnce.m = makeMaterial(t) })
@@ -65,7 +65,7 @@ func material(t *testing.T) iosMaterial {
 	return iosOnce.m
 }
 
-func makeMaterial(t *testing.T) iosMaterial {
+func makeMaterial(t testing.TB) iosMaterial {
 	var m iosMaterial
 	m.apple = provisioningtest.NewECIdentity(t, pkix.Name{CommonName: "Test Apple Worldwide Developer Relations CA"}, validFrom.AddDate(-5, 0, 0), validTo.AddDate(5, 0, 0), nil)
 	m.dist = provisioningtest.NewIdentity(t, pkix.Name{CommonName: "Apple Distribution: Example Ltd (" + team + ")", OrganizationalUnit: []string{team}}, validFrom, validTo, &m.apple)
@@ -135,7 +135,7 @@ type profileSpec struct {
 	stream                    bool
 }
 
-func (m iosMaterial) profile(t *testing.T, s profileSpec) []byte {
+func (m iosMaterial) profile(t testing.TB, s profileSpec) []byte {
 	t.Helper()
 	if s.uuid == "" {
 		s.uuid = "9F2B3C4D-1111-2222-3333-444455556666"

@@ -176,6 +176,8 @@ func TestParseErrors(t *testing.T) {
 		}
 		return provisioningtest.WrapBER(bytes.Replace(plist, []byte(old), []byte(new), 1), 1000)
 	}
+	// One segment, so that cutting 300 bytes always lands inside it.
+	whole := provisioningtest.WrapBER(plist, len(plist))
 	notSigned := bytes.Replace(wrapped, []byte{0x01, 0x07, 0x02}, []byte{0x01, 0x07, 0x03}, 1)
 	huge := make([]byte, provisioning.MaxBytes+1)
 	huge[0] = 0x30
@@ -188,7 +190,7 @@ func TestParseErrors(t *testing.T) {
 		{"bare plist", plist, "a bare property list, not a .mobileprovision"},
 		{"too large", huge, "more than the 4194304 a profile can be"},
 		{"PEM", []byte("-----BEGIN CERTIFICATE-----\nMIIB\n"), "not a provisioning profile"},
-		{"truncated", wrapped[:len(wrapped)-300], "not a provisioning profile (not a CMS envelope: truncated)"},
+		{"truncated", whole[:len(whole)-300], "not a provisioning profile (not a CMS envelope: truncated)"},
 		{"missing end-of-contents", wrapped[:len(wrapped)-2], "not a CMS envelope"},
 		{"trailing garbage", append(slices.Clone(wrapped), "junk"...), "4 bytes after its end"},
 		{"not SignedData", notSigned, "the content type is not 1.2.840.113549.1.7.2"},
@@ -204,7 +206,8 @@ func TestParseErrors(t *testing.T) {
 		{"key without value", replace("<key>Version</key>\n\t<integer>1</integer>", "<key>Version</key>"), "<key>Version</key> has no value"},
 		{"bad integer", replace("<integer>365</integer>", "<integer>a year</integer>"), "<integer>a year</integer> is not an integer"},
 		{"unknown element", replace("<false/>", "<maybe/>"), "unknown element <maybe>"},
-		{"unclosed", provisioningtest.WrapBER(plist[:len(plist)-30], 1000), "not a valid property list: XML syntax error on line 72: unexpected EOF"},
+		{"unclosed", provisioningtest.WrapBER(plist[:len(plist)-30], 1000), "not a valid property list: XML syntax error on line "},
+		{"unclosed, the cause", provisioningtest.WrapBER(plist[:len(plist)-30], 1000), ": unexpected EOF"},
 		{"several problems at once", replace("<key>UUID</key>", "<key>X</key>\n<string/>\n<key>TeamIdentifier</key>\n<array/>\n<key>Y</key>"), "UUID is missing\nTeamIdentifier is missing"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
