@@ -31,12 +31,14 @@ import (
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
-// binDir holds the freeagent-vm binary built once for the end-to-end tests.
+// binDir holds the binaries built once for the tests: freeagent-vm and
+// the stand-in xcodebuild.
 var binDir = struct {
-	once sync.Once
-	dir  string
-	path string
-	err  error
+	once  sync.Once
+	dir   string
+	vm    string
+	xcode string
+	err   error
 }{}
 
 func TestMain(m *testing.M) {
@@ -47,28 +49,44 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+func buildBinaries() {
+	binDir.dir, binDir.err = os.MkdirTemp("", "freeagent-vm-bin-")
+	if binDir.err != nil {
+		return
+	}
+	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	if p, err := exec.LookPath("go"); err == nil {
+		gobin = p
+	}
+	binDir.vm = filepath.Join(binDir.dir, "freeagent-vm")
+	binDir.xcode = filepath.Join(binDir.dir, "xcode", "xcodebuild")
+	for out, pkg := range map[string]string{binDir.vm: "./cmd/freeagent-vm", binDir.xcode: "../internal/xcode/fakexcodebuild"} {
+		if log, err := exec.Command(gobin, "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			binDir.err = &buildError{out: string(log), err: err}
+			return
+		}
+	}
+}
+
 // vmBinary builds ./cmd/freeagent-vm once per test binary.
 func vmBinary(t *testing.T) string {
 	t.Helper()
-	binDir.once.Do(func() {
-		binDir.dir, binDir.err = os.MkdirTemp("", "freeagent-vm-bin-")
-		if binDir.err != nil {
-			return
-		}
-		gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
-		if p, err := exec.LookPath("go"); err == nil {
-			gobin = p
-		}
-		binDir.path = filepath.Join(binDir.dir, "freeagent-vm")
-		out, err := exec.Command(gobin, "build", "-o", binDir.path, "./cmd/freeagent-vm").CombinedOutput()
-		if err != nil {
-			binDir.err = &buildError{out: string(out), err: err}
-		}
-	})
+	binDir.once.Do(buildBinaries)
 	if binDir.err != nil {
-		t.Fatalf("build freeagent-vm: %v", binDir.err)
+		t.Fatalf("build the test binaries: %v", binDir.err)
 	}
-	return binDir.path
+	return binDir.vm
+}
+
+// xcodebuildDir is a directory holding only the stand-in xcodebuild
+// (internal/xcode/fakexcodebuild), built once per test binary.
+func xcodebuildDir(t *testing.T) string {
+	t.Helper()
+	binDir.once.Do(buildBinaries)
+	if binDir.err != nil {
+		t.Fatalf("build the test binaries: %v", binDir.err)
+	}
+	return filepath.Dir(binDir.xcode)
 }
 
 type buildError struct {

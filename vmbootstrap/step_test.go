@@ -2,9 +2,11 @@ package vmbootstrap
 
 import (
 	"archive/tar"
+	"archive/zip"
 	"bytes"
 	"compress/gzip"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/provisioning"
+	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
 	"github.com/freeagent-build/freeagent/internal/xcode"
 )
 
@@ -186,20 +189,15 @@ ios)
 esac`,
 		"pod": `echo "fake pod $* in $(basename "$PWD")"
 cp -R "` + podsTemplate + `"/. .`,
-		"xcodebuild": `echo "fake xcodebuild $*"
-while [ $# -gt 0 ]; do
-	case "$1" in
-	-archivePath) mkdir -p "$2/Products/Applications"; shift ;;
-	-exportPath) mkdir -p "$2"; echo IPA > "$2/MyApp.ipa"; echo log > "$2/Packaging.log"; shift ;;
-	-derivedDataPath) mkdir -p "$2/Build/Products/Release-iphonesimulator/MyApp.app"; echo APP > "$2/Build/Products/Release-iphonesimulator/MyApp.app/MyApp"; shift ;;
-	esac
-	shift
-done`,
 	}
 	for name, body := range tools {
 		writeExecutable(t, filepath.Join(bin, name), "#!/bin/sh\n"+body+"\n")
 	}
-	return mergeEnv(os.Environ(), "PATH="+bin+string(filepath.ListSeparator)+os.Getenv("PATH"),
+	// xcodebuild is the strict stand-in: it reads the installed profiles
+	// from $HOME and records its command lines.
+	home := t.TempDir()
+	return mergeEnv(os.Environ(), "PATH="+bin+string(filepath.ListSeparator)+xcodebuildDir(t)+string(filepath.ListSeparator)+os.Getenv("PATH"),
+		"HOME="+home, "FAKE_XCODEBUILD_LOG="+filepath.Join(home, "xcodebuild.log"),
 		"FREEAGENT_PLATFORM=test", "FREEAGENT_PROFILE=production", "CI=1")
 }
 
@@ -266,23 +264,53 @@ func TestDefaultAndroidPipeline(t *testing.T) {
 	}
 }
 
-// iosSigning is the installed signing of the fixture app's two targets,
-// each with its own ad hoc profile.
-func iosSigning() *signing {
-	return &signing{keychain: fakeKeychain{"/tmp/k.keychain-db"}, identity: fakeIdentity, profiles: []installedProfile{
-		{target: "MyApp", profile: mustParse(testProfileFor("9F2B3C4D-1111-2222-3333-444455556666", "MyApp Ad Hoc", "com.example.myapp"))},
-		{target: "MyAppWidget", profile: mustParse(testProfileFor("9F2B3C4D-1111-2222-3333-444455557777", "Widget Ad Hoc", "com.example.myapp.widget"))},
-	}}
+// installIOSSigning installs the fixture app's two targets' credentials
+// (each its own ad hoc profile, one distribution certificate) where the
+// pipeline's xcodebuild looks, as the bootstrap does.
+func installIOSSigning(t *testing.T, p *pipeline, kit provisioningtest.Kit, profiles map[string]string) {
+	t.Helper()
+	creds := map[string]api.IOSTargetCredentials{}
+	for target, bundle := range profiles {
+		creds[target] = api.IOSTargetCredentials{ProvisioningProfile: kit.Profiles[bundle], Certificate: kit.P12, CertificatePassword: kit.Password}
+	}
+	s, _, err := installSigning(context.Background(), fakeKeychain{"/tmp/k.keychain-db"}, materialFromCredentials(creds), envValue(p.runner.env, "HOME"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.signing = s
 }
+
+// xcodebuildCalls are the command lines the stand-in xcodebuild ran.
+func xcodebuildCalls(t *testing.T, p *pipeline) [][]string {
+	t.Helper()
+	b, err := os.ReadFile(envValue(p.runner.env, "FAKE_XCODEBUILD_LOG"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var calls [][]string
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var argv []string
+		if err := json.Unmarshal([]byte(line), &argv); err != nil {
+			t.Fatal(err)
+		}
+		calls = append(calls, argv)
+	}
+	return calls
+}
+
+var fixtureTargets = []api.IOSTarget{{Name: "MyApp", BundleID: "com.example.myapp"}, {Name: "MyAppWidget", BundleID: "com.example.myapp.widget"}}
 
 // TestDefaultIOSPipeline: npm install (no lockfile) → expo prebuild → pod
 // install → per-target signing in the Xcode project → xcodebuild archive
-// with no global signing settings → -exportArchive mapping both targets.
+// with no global signing settings → -exportArchive mapping both targets,
+// against the strict stand-in xcodebuild (which fails on global signing
+// settings with Pods targets, and on a profile that does not fit).
 func TestDefaultIOSPipeline(t *testing.T) {
 	t.Parallel()
-	p, out, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`, "app.json": "{}"}, iosSigning())
-	p.spec.IOS = &api.IOSBuild{Scheme: "MyApp", BuildConfiguration: "Release", ApplicationArchivePaths: []string{api.IOSArchivePath},
-		Targets: []api.IOSTarget{{Name: "MyApp", BundleID: "com.example.myapp"}, {Name: "MyAppWidget", BundleID: "com.example.myapp.widget"}}}
+	kit := provisioningtest.NewKit(t, "TEAM123456", "p12-pass", true, "com.example.myapp", "com.example.myapp.widget")
+	p, out, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`, "app.json": "{}"}, nil)
+	installIOSSigning(t, p, kit, map[string]string{"MyApp": "com.example.myapp", "MyAppWidget": "com.example.myapp.widget"})
+	p.spec.IOS = &api.IOSBuild{Scheme: "MyApp", BuildConfiguration: "Release", ApplicationArchivePaths: []string{api.IOSArchivePath}, Targets: fixtureTargets}
 	arts, err := p.run(context.Background())
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -296,21 +324,28 @@ func TestDefaultIOSPipeline(t *testing.T) {
 		"▸ npm install --include=dev\n",
 		"▸ npx expo prebuild --no-install --platform ios\n",
 		"▸ cd ios && pod install\n", "fake pod install in ios\n",
-		"▸ target MyApp (com.example.myapp, Release): provisioning profile \"MyApp Ad Hoc\" (ad-hoc, team TEAM123456)\n",
-		"▸ target MyAppWidget (com.example.myapp.widget, Release): provisioning profile \"Widget Ad Hoc\" (ad-hoc, team TEAM123456)\n",
-		"fake xcodebuild archive -workspace "+filepath.Join(p.root, "ios", "MyApp.xcworkspace")+" -scheme MyApp -configuration Release -destination generic/platform=iOS -archivePath "+archive+"\n",
-		"fake xcodebuild -exportArchive -archivePath "+archive+" -exportPath "+filepath.Join(p.root, "ios", "build")+" -exportOptionsPlist "+options+"\n")
+		"▸ target MyApp (com.example.myapp, Release): provisioning profile \"com.example.myapp Ad Hoc\" (ad-hoc, team TEAM123456)\n",
+		"▸ target MyAppWidget (com.example.myapp.widget, Release): provisioning profile \"com.example.myapp.widget Ad Hoc\" (ad-hoc, team TEAM123456)\n",
+		"** ARCHIVE SUCCEEDED **", "** EXPORT SUCCEEDED **")
+	want := [][]string{
+		{"xcodebuild", "archive", "-workspace", filepath.Join(p.root, "ios", "MyApp.xcworkspace"), "-scheme", "MyApp", "-configuration", "Release",
+			"-destination", "generic/platform=iOS", "-archivePath", archive},
+		{"xcodebuild", "-exportArchive", "-archivePath", archive, "-exportPath", filepath.Join(p.root, "ios", "build"), "-exportOptionsPlist", options},
+	}
+	if calls := xcodebuildCalls(t, p); !reflect.DeepEqual(calls, want) {
+		t.Fatalf("xcodebuild ran\n%q\nwant\n%q", calls, want)
+	}
 	// Each target carries its own profile, for Release only.
 	proj, err := xcode.LoadProject(filepath.Join(p.root, "ios", "MyApp.xcodeproj"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for target, profile := range map[string]string{"MyApp": "MyApp Ad Hoc", "MyAppWidget": "Widget Ad Hoc"} {
+	for target, bundle := range map[string]string{"MyApp": "com.example.myapp", "MyAppWidget": "com.example.myapp.widget"} {
 		set, err := proj.BuildSettings(target, "Release")
 		if err != nil {
 			t.Fatal(err)
 		}
-		if set["CODE_SIGN_STYLE"] != "Manual" || set["PROVISIONING_PROFILE_SPECIFIER"] != profile || set["DEVELOPMENT_TEAM"] != "TEAM123456" || set["CODE_SIGN_IDENTITY"] != "iPhone Distribution" {
+		if set["CODE_SIGN_STYLE"] != "Manual" || set["PROVISIONING_PROFILE_SPECIFIER"] != bundle+" Ad Hoc" || set["DEVELOPMENT_TEAM"] != "TEAM123456" || set["CODE_SIGN_IDENTITY"] != "iPhone Distribution" {
 			t.Errorf("%s Release: %v", target, set)
 		}
 		if debug, _ := proj.BuildSettings(target, "Debug"); debug["PROVISIONING_PROFILE_SPECIFIER"] != "" {
@@ -323,9 +358,19 @@ func TestDefaultIOSPipeline(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := m.(map[string]any)
-	want := map[string]any{"com.example.myapp": "9F2B3C4D-1111-2222-3333-444455556666", "com.example.myapp.widget": "9F2B3C4D-1111-2222-3333-444455557777"}
-	if opts["method"] != api.ExportAdHoc || opts["teamID"] != "TEAM123456" || !reflect.DeepEqual(opts["provisioningProfiles"], want) {
+	profiles := map[string]any{}
+	for _, ip := range p.signing.profiles {
+		profiles[ip.profile.BundleID] = ip.profile.UUID
+	}
+	if opts["method"] != api.ExportAdHoc || opts["teamID"] != "TEAM123456" || len(profiles) != 2 || !reflect.DeepEqual(opts["provisioningProfiles"], profiles) {
 		t.Fatalf("ExportOptions.plist:\n%s", b)
+	}
+	// The .ipa holds the app and its extension, each with its own profile.
+	names := zipNames(t, arts[0])
+	for _, want := range []string{"Payload/MyApp.app/embedded.mobileprovision", "Payload/MyApp.app/PlugIns/MyAppWidget.appex/embedded.mobileprovision"} {
+		if !slices.Contains(names, want) {
+			t.Errorf("the .ipa lacks %s: %v", want, names)
+		}
 	}
 
 	// Without credentials a device build cannot sign: a clear error.
@@ -335,21 +380,64 @@ func TestDefaultIOSPipeline(t *testing.T) {
 	}
 }
 
+// TestIOSGlobalSigningFailsLikeXcode: what the old pipeline did, global
+// signing settings on the command line, fails with Xcode's error for the
+// Pods targets; the check that the pipeline no longer does it is worth
+// only as much as the stand-in's strictness.
+func TestIOSGlobalSigningFailsLikeXcode(t *testing.T) {
+	t.Parallel()
+	p, out, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`}, nil)
+	ios := filepath.Join(p.root, "ios")
+	for _, s := range []Step{p.step(p.root, "npx", "expo", "prebuild", "--platform", "ios"), p.step(ios, "pod", "install")} {
+		if err := p.runner.run(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := p.runner.run(context.Background(), p.step(ios, "xcodebuild", "archive", "-workspace", filepath.Join(ios, "MyApp.xcworkspace"), "-scheme", "MyApp",
+		"-configuration", "Release", "-destination", "generic/platform=iOS", "-archivePath", filepath.Join(p.workDir, "a.xcarchive"),
+		"CODE_SIGN_STYLE=Manual", "PROVISIONING_PROFILE_SPECIFIER=9F2B3C4D-1111-2222-3333-444455556666"))
+	var se *StepError
+	if !errors.As(err, &se) || se.Code != 65 || !strings.Contains(out.String(), "does not support provisioning profiles") {
+		t.Fatalf("error %v\n%s", err, out)
+	}
+}
+
 // TestIOSPipelineProfileMismatch: a target whose bundle identifier its
 // profile does not cover fails before xcodebuild runs, naming both.
 func TestIOSPipelineProfileMismatch(t *testing.T) {
 	t.Parallel()
-	sign := iosSigning()
-	sign.profiles[1].profile = mustParse(testProfileFor("9F2B3C4D-1111-2222-3333-444455558888", "Other Ad Hoc", "com.example.other"))
-	p, out, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`}, sign)
-	p.spec.IOS.Scheme = "MyApp"
+	kit := provisioningtest.NewKit(t, "TEAM123456", "p12-pass", true, "com.example.myapp", "com.example.other")
+	p, _, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`}, nil)
+	installIOSSigning(t, p, kit, map[string]string{"MyApp": "com.example.myapp", "MyAppWidget": "com.example.other"})
+	p.spec.IOS = &api.IOSBuild{Scheme: "MyApp", BuildConfiguration: "Release", ApplicationArchivePaths: []string{api.IOSArchivePath}, Targets: fixtureTargets}
 	_, err := p.run(context.Background())
 	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), `target "MyAppWidget" has bundle identifier com.example.myapp.widget`) || !strings.Contains(err.Error(), "com.example.other") {
 		t.Fatalf("error %v", err)
 	}
-	if strings.Contains(out.String(), "fake xcodebuild") {
-		t.Fatalf("xcodebuild ran:\n%s", out)
+	if _, err := os.Stat(envValue(p.runner.env, "FAKE_XCODEBUILD_LOG")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatal("xcodebuild ran")
 	}
+}
+
+// TestIOSCertsZipFitsTargetsByBundleID: a build without a spec (raw API)
+// or with --p12/--certs brings a certs zip whose profiles are not named
+// for targets; each target gets the one for its bundle identifier, read
+// from the scheme's application target and its embedded extension.
+func TestIOSCertsZipFitsTargetsByBundleID(t *testing.T) {
+	t.Parallel()
+	kit := provisioningtest.NewKit(t, "TEAM123456", "p12-pass", true, "com.example.myapp.widget", "com.example.myapp")
+	p, out, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`}, nil)
+	s, _, err := installSigning(context.Background(), fakeKeychain{"/tmp/k.keychain-db"}, materialFromCerts(api.CertsResponse{P12: kit.P12, P12Password: kit.Password,
+		ProvisioningProfiles: [][]byte{kit.Profiles["com.example.myapp.widget"], kit.Profiles["com.example.myapp"]}}), envValue(p.runner.env, "HOME"), io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.signing = s
+	if _, err := p.run(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	assertInOrder(t, out.String(), "▸ target MyApp (com.example.myapp, Release): provisioning profile \"com.example.myapp Ad Hoc\"",
+		"▸ target MyAppWidget (com.example.myapp.widget, Release): provisioning profile \"com.example.myapp.widget Ad Hoc\"", "** EXPORT SUCCEEDED **")
 }
 
 // TestIOSSimulatorPipeline: a simulator build needs no credentials and
@@ -362,13 +450,16 @@ func TestIOSSimulatorPipeline(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
-	assertInOrder(t, out.String(), "fake xcodebuild build -workspace "+filepath.Join(p.root, "ios", "MyApp.xcworkspace")+
-		" -scheme MyApp -configuration Release -destination generic/platform=iOS Simulator -derivedDataPath "+filepath.Join(p.root, "ios", "build")+"\n")
+	want := [][]string{{"xcodebuild", "build", "-workspace", filepath.Join(p.root, "ios", "MyApp.xcworkspace"), "-scheme", "MyApp", "-configuration", "Release",
+		"-destination", "generic/platform=iOS Simulator", "-derivedDataPath", filepath.Join(p.root, "ios", "build")}}
+	if calls := xcodebuildCalls(t, p); !reflect.DeepEqual(calls, want) {
+		t.Fatalf("xcodebuild ran %q", calls)
+	}
 	if len(arts) != 1 || filepath.Base(arts[0]) != "MyApp.app.tar.gz" {
 		t.Fatalf("artifacts %v", arts)
 	}
 	names := tarNames(t, arts[0])
-	if !slices.Equal(names, []string{"MyApp.app/", "MyApp.app/MyApp"}) {
+	if !slices.Contains(names, "MyApp.app/") || !slices.Contains(names, "MyApp.app/Info.plist") || !slices.Contains(names, "MyApp.app/MyApp") {
 		t.Fatalf("the archive holds %v", names)
 	}
 }
@@ -416,4 +507,19 @@ func tarNames(t *testing.T, file string) []string {
 		}
 		names = append(names, h.Name)
 	}
+}
+
+// zipNames lists the entries of a zip (an .ipa).
+func zipNames(t *testing.T, file string) []string {
+	t.Helper()
+	zr, err := zip.OpenReader(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zr.Close()
+	var names []string
+	for _, f := range zr.File {
+		names = append(names, f.Name)
+	}
+	return names
 }

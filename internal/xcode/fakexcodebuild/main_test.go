@@ -12,7 +12,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
 	"github.com/freeagent-build/freeagent/internal/xcode"
 	"howett.net/plist"
 )
@@ -131,26 +133,13 @@ func newEnv(t *testing.T) env {
 	return e
 }
 
-// installProfile writes a .mobileprovision (a plist inside bytes that
-// stand for the CMS envelope).
+// installProfile writes a .mobileprovision: the profile's plist in a CMS
+// envelope as Apple lays it out.
 func (e env) installProfile(t *testing.T, name, uuid, appID string, devices []string, allDevices, getTaskAllow bool) {
 	t.Helper()
-	p := map[string]any{
-		"Name": name, "UUID": uuid, "TeamIdentifier": []string{team},
-		"Entitlements": map[string]any{"application-identifier": team + "." + appID, "get-task-allow": getTaskAllow},
-	}
-	if devices != nil {
-		p["ProvisionedDevices"] = devices
-	}
-	if allDevices {
-		p["ProvisionsAllDevices"] = true
-	}
-	data, err := plist.MarshalIndent(p, plist.XMLFormat, "\t")
-	if err != nil {
-		t.Fatal(err)
-	}
-	blob := append([]byte("0\x82\x1f\x00\x06\t*\x86H\x86\xf7\r\x01\x07\x02"), data...)
-	blob = append(blob, []byte("\x00\xa0\x82\x0ecms-signature")...)
+	p := provisioningtest.Profile{UUID: uuid, Name: name, TeamID: team, TeamName: "Example", AppID: team + "." + appID,
+		Created: time.Now().Add(-time.Hour), Expires: time.Now().AddDate(1, 0, 0), Devices: devices, AllDevices: allDevices, GetTaskAllow: getTaskAllow}
+	blob := provisioningtest.WrapBER(p.Plist(), 1<<20)
 	if err := os.WriteFile(filepath.Join(e.home, "Library", "MobileDevice", "Provisioning Profiles", uuid+".mobileprovision"), blob, 0o644); err != nil {
 		t.Fatal(err)
 	}

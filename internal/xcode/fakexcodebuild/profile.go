@@ -1,47 +1,43 @@
 package main
 
 import (
-	"bytes"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 
-	"howett.net/plist"
+	"github.com/freeagent-build/freeagent/internal/provisioning"
 )
 
 // profile is what the fake reads of an installed .mobileprovision: the
 // XML plist inside its CMS envelope.
 type profile struct {
-	Path                 string   `plist:"-"`
-	Name                 string   `plist:"Name"`
-	UUID                 string   `plist:"UUID"`
-	TeamIdentifier       []string `plist:"TeamIdentifier"`
-	ProvisionedDevices   []string `plist:"ProvisionedDevices"`
-	ProvisionsAllDevices bool     `plist:"ProvisionsAllDevices"`
+	Path                 string
+	Name                 string
+	UUID                 string
+	TeamIdentifier       []string
+	ProvisionedDevices   []string
+	ProvisionsAllDevices bool
 	Entitlements         struct {
-		ApplicationIdentifier string `plist:"application-identifier"`
-		GetTaskAllow          bool   `plist:"get-task-allow"`
-	} `plist:"Entitlements"`
+		ApplicationIdentifier string
+		GetTaskAllow          bool
+	}
 }
 
-// readProfile extracts and decodes the plist between `<?xml` and
-// `</plist>`.
+// readProfile reads an installed profile as Xcode does: the property
+// list inside its CMS envelope, however the envelope is encoded.
 func readProfile(path string) (profile, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return profile{}, err
 	}
-	start := bytes.Index(data, []byte("<?xml"))
-	end := bytes.Index(data, []byte("</plist>"))
-	if start < 0 || end < start {
-		return profile{}, fmt.Errorf("%s holds no property list", path)
+	pp, err := provisioning.Parse(data)
+	if err != nil {
+		return profile{}, err
 	}
-	var p profile
-	if _, err := plist.Unmarshal(data[start:end+len("</plist>")], &p); err != nil {
-		return profile{}, fmt.Errorf("%s: %w", path, err)
-	}
-	p.Path = path
+	p := profile{Path: path, Name: pp.Name, UUID: pp.UUID, TeamIdentifier: []string{pp.TeamID},
+		ProvisionedDevices: pp.Devices, ProvisionsAllDevices: pp.ProvisionsAllDevices}
+	p.Entitlements.ApplicationIdentifier = pp.AppID
+	p.Entitlements.GetTaskAllow, _ = pp.Entitlements["get-task-allow"].(bool)
 	return p, nil
 }
 
