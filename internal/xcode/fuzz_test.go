@@ -27,13 +27,16 @@ func FuzzParseProject(f *testing.F) {
 			for _, c := range target.Configurations {
 				p.BuildSettings(target.Name, c)
 				p.BundleID(target.Name, c)
-				if err := p.SetManualSigning(target.Name, c, Signing{TeamID: "T", ProfileName: "P"}); err == nil {
-					if _, err := ParseProject(p.Bytes()); err != nil {
-						t.Fatalf("signed project does not parse: %v", err)
-					}
-				}
 			}
 			AppTargets(p, Scheme{Name: "S", AppTarget: target.Name})
+		}
+		// One edit (each re-parses the project).
+		if targets := p.Targets(); len(targets) > 0 && len(targets[0].Configurations) > 0 {
+			if err := p.SetManualSigning(targets[0].Name, targets[0].Configurations[0], Signing{TeamID: "T", ProfileName: "P"}); err == nil {
+				if _, err := ParseProject(p.Bytes()); err != nil {
+					t.Fatalf("signed project does not parse: %v", err)
+				}
+			}
 		}
 	})
 }

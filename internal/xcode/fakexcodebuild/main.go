@@ -38,17 +38,23 @@ type invocation struct {
 	overrides map[string]string // SETTING=value
 }
 
-var valueFlags = map[string]bool{
-	"-workspace": true, "-project": true, "-scheme": true, "-configuration": true,
-	"-destination": true, "-archivePath": true, "-sdk": true, "-derivedDataPath": true,
-	"-exportPath": true, "-exportOptionsPlist": true,
+// isValueFlag reports whether an option takes a value.
+func isValueFlag(a string) bool {
+	switch a {
+	case "-workspace", "-project", "-scheme", "-configuration", "-destination", "-archivePath",
+		"-sdk", "-derivedDataPath", "-exportPath", "-exportOptionsPlist":
+		return true
+	}
+	return false
 }
 
-var boolFlags = map[string]bool{
-	"-exportArchive": true, "-allowProvisioningUpdates": true, "-quiet": true,
+// isBoolFlag reports whether an option stands alone.
+func isBoolFlag(a string) bool {
+	return a == "-exportArchive" || a == "-allowProvisioningUpdates" || a == "-quiet"
 }
 
-var knownActions = map[string]bool{"archive": true, "build": true, "clean": true}
+// isAction reports whether a word is a build action the fake knows.
+func isAction(a string) bool { return a == "archive" || a == "build" || a == "clean" }
 
 // usageError is xcodebuild's answer to a bad command line.
 type usageError string
@@ -58,20 +64,20 @@ func parseArgs(args []string) (invocation, error) {
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
-		case valueFlags[a]:
+		case isValueFlag(a):
 			if i+1 >= len(args) {
 				return inv, usageError(fmt.Sprintf("option '%s' requires at least one argument", a))
 			}
 			inv.flags[a] = args[i+1]
 			i++
-		case boolFlags[a]:
+		case isBoolFlag(a):
 			inv.bools[a] = true
 		case strings.HasPrefix(a, "-"):
 			return inv, usageError(fmt.Sprintf("invalid option '%s'", a))
 		case strings.Contains(a, "="):
 			k, v, _ := strings.Cut(a, "=")
 			inv.overrides[k] = v
-		case knownActions[a]:
+		case isAction(a):
 			inv.actions = append(inv.actions, a)
 		default:
 			return inv, usageError(fmt.Sprintf("Unknown build action '%s'.", a))
