@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,7 +39,8 @@ var (
 	binDir, binErr = "", error(nil)
 )
 
-// binaries builds freeagent and freeagent-vm once per test binary.
+// binaries builds freeagent, freeagent-vm and the stand-in xcodebuild
+// (fakexcodebuild, next to them) once per test binary.
 func binaries(t testing.TB) (agentBin, vmBin string) {
 	t.Helper()
 	binOnce.Do(func() {
@@ -46,7 +48,7 @@ func binaries(t testing.TB) (agentBin, vmBin string) {
 		if binErr != nil {
 			return
 		}
-		for _, pkg := range []string{"../tray/cmd/freeagent", "../vmbootstrap/cmd/freeagent-vm"} {
+		for _, pkg := range []string{"../tray/cmd/freeagent", "../vmbootstrap/cmd/freeagent-vm", "../internal/xcode/fakexcodebuild"} {
 			out, err := exec.Command("go", "build", "-o", binDir+"/", pkg).CombinedOutput()
 			if err != nil {
 				binErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
@@ -72,6 +74,8 @@ type farm struct {
 	tartHome  string
 	agentBin  string
 	vmBin     string
+	// vmEnv is the guest's freeagent-vm.env (the template's toolchain).
+	vmEnv string
 }
 
 func newFarm(t testing.TB, mod func(*store.Config)) *farm {
@@ -155,11 +159,26 @@ func newFarm(t testing.TB, mod func(*store.Config)) *farm {
 	if err := os.WriteFile(envFile, toolchain, 0o644); err != nil {
 		t.Fatal(err)
 	}
+	f.vmEnv = envFile
 	jobEnv := maps.Clone(launchd.GuestJob().EnvironmentVariables)
 	jobEnv["FREEAGENT_VM_ENV"] = envFile
 	faketarttest.Template(t, f.tartHome, "macos-expo", []string{"/bin/sh", "-c",
 		`FREEAGENT_SHARED_DIR="$TART_FAKE_SHARED_FILES/build-config" FREEAGENT_VM_BAKED=/nonexistent exec "$0" --work-dir "$TART_FAKE_GUEST_ROOT/work"`, launcher}, jobEnv)
 	return f
+}
+
+// guestEnv adds variables to the guest's toolchain environment (later
+// lines win), as a template with more tools would record them. Call it
+// before the agent starts a VM.
+func (f *farm) guestEnv(kv map[string]string) {
+	fh, err := os.OpenFile(f.vmEnv, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	defer fh.Close()
+	for _, k := range slices.Sorted(maps.Keys(kv)) {
+		fmt.Fprintf(fh, "%s='%s'\n", k, strings.ReplaceAll(kv[k], "'", `'\''`))
+	}
 }
 
 // agentProc is a running `freeagent run`.
