@@ -5,12 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"testing"
 	"time"
+
+	"github.com/freeagent-build/freeagent/internal/npmoracle"
 )
 
 // The differential tests run the real @expo/eas-json (pinned in
@@ -32,36 +33,9 @@ type oracleResult struct {
 	AppVersionSource string          `json:"appVersionSource"`
 }
 
-// installOracle copies testdata/oracle to a temporary directory and
-// installs its locked dependencies there.
+// installOracle installs testdata/oracle's locked @expo/eas-json.
 func installOracle(t *testing.T) string {
-	t.Helper()
-	if os.Getenv("EASJSON_SKIP_ORACLE") == "1" {
-		t.Skip("EASJSON_SKIP_ORACLE=1: not comparing with @expo/eas-json")
-	}
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed to run the @expo/eas-json oracle (apt-get install nodejs npm), or set EASJSON_SKIP_ORACLE=1: %v", tool, err)
-		}
-	}
-	dir := t.TempDir()
-	for _, name := range []string{"package.json", "package-lock.json", "resolve.js"} {
-		data, err := os.ReadFile(filepath.Join("testdata", "oracle", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in the oracle directory: %v\n%s", err, out)
-	}
-	return dir
+	return npmoracle.Install(t, filepath.Join("testdata", "oracle"), "EASJSON_SKIP_ORACLE", "@expo/eas-json")
 }
 
 // runOracle resolves every case in one node process.

@@ -13,6 +13,8 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+
+	"github.com/freeagent-build/freeagent/internal/npmoracle"
 )
 
 // The differential test runs the real @expo/package-manager (the code EAS
@@ -43,28 +45,7 @@ import (
 // returns a function that asks it about many app directories at once.
 func oracle(t *testing.T) func(apps []string) []oracleAnswer {
 	t.Helper()
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		if os.Getenv("FREEAGENT_SKIP_NPM_TESTS") == "1" {
-			t.Skip("npm not on PATH and FREEAGENT_SKIP_NPM_TESTS=1")
-		}
-		t.Fatal("npm is not on PATH: the differential test installs @expo/package-manager with it (apt-get install nodejs npm; FREEAGENT_SKIP_NPM_TESTS=1 to skip)")
-	}
-	dir := t.TempDir()
-	for _, name := range []string{"package.json", "package-lock.json", "oracle.js"} {
-		data, err := os.ReadFile(filepath.Join("testdata", "oracle", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command(npm, "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci of the oracle failed (it needs the npm registry): %v\n%s", err, out)
-	}
+	dir := npmoracle.Install(t, filepath.Join("testdata", "oracle"), "FREEAGENT_SKIP_NPM_TESTS", "@expo/package-manager")
 	return func(apps []string) []oracleAnswer {
 		t.Helper()
 		in, _ := json.Marshal(apps)

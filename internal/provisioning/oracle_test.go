@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
@@ -15,6 +14,8 @@ import (
 
 	"github.com/freeagent-build/freeagent/internal/provisioning"
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
+
+	"github.com/freeagent-build/freeagent/internal/npmoracle"
 )
 
 // The differential test runs @expo/plist (pinned in
@@ -36,31 +37,9 @@ type oracleAnswer struct {
 
 func runOracle(t *testing.T, files [][]byte) []oracleAnswer {
 	t.Helper()
-	if os.Getenv("PROVISIONING_SKIP_ORACLE") == "1" {
-		t.Skip("PROVISIONING_SKIP_ORACLE=1: not comparing with @expo/plist")
-	}
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed to run the @expo/plist oracle (apt-get install nodejs npm), or set PROVISIONING_SKIP_ORACLE=1: %v", tool, err)
-		}
-	}
-	dir := t.TempDir()
-	for _, name := range []string{"package.json", "package-lock.json", "classify.js"} {
-		data, err := os.ReadFile(filepath.Join("testdata", "oracle", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := npmoracle.Install(t, filepath.Join("testdata", "oracle"), "PROVISIONING_SKIP_ORACLE", "@expo/plist")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
-	install := exec.CommandContext(ctx, "npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-	install.Dir = dir
-	if out, err := install.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in the oracle directory: %v\n%s", err, out)
-	}
 	in := make([]string, len(files))
 	for i, f := range files {
 		in[i] = base64.StdEncoding.EncodeToString(f)

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/freeagent-build/freeagent/internal/npmoracle"
 )
 
 // The differential tests run the real @expo/config-plugins 58.0.2 and its
@@ -23,33 +25,7 @@ import (
 // node, npm and the npm registry; XCODE_SKIP_ORACLE=1 skips them.
 
 func installOracle(t *testing.T) string {
-	t.Helper()
-	if os.Getenv("XCODE_SKIP_ORACLE") == "1" {
-		t.Skip("XCODE_SKIP_ORACLE=1: not comparing with @expo/config-plugins")
-	}
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed to run the @expo/config-plugins oracle (apt-get install nodejs npm), or set XCODE_SKIP_ORACLE=1: %v", tool, err)
-		}
-	}
-	dir := t.TempDir()
-	for _, name := range []string{"package.json", "package-lock.json", "oracle.js"} {
-		data, err := os.ReadFile(filepath.Join("testdata", "oracle", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci in the oracle directory: %v\n%s", err, out)
-	}
-	return dir
+	return npmoracle.Install(t, filepath.Join("testdata", "oracle"), "XCODE_SKIP_ORACLE", "@expo/config-plugins")
 }
 
 type signOp struct {
