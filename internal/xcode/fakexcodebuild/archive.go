@@ -198,7 +198,7 @@ func archive(inv invocation, stdout, stderr io.Writer) int {
 		}
 		var found *profile
 		for _, pr := range installed {
-			if (pr.Name == spec || strings.EqualFold(pr.UUID, spec)) && pr.team() == team {
+			if (pr.Name == spec || strings.EqualFold(pr.UUID, spec)) && pr.TeamID == team {
 				found = &pr
 				break
 			}
@@ -207,9 +207,21 @@ func archive(inv invocation, stdout, stderr io.Writer) int {
 			msgs = append(msgs, fmt.Sprintf("No profile for team '%s' matching '%s' found: Xcode couldn't find any provisioning profiles matching '%s/%s'. Install the profile (by dragging and dropping it onto Xcode's dock item) or select a different one in the Signing & Capabilities tab of the target editor. %s", team, spec, team, spec, in))
 			continue
 		}
-		if !found.matches(bundleID) {
-			msgs = append(msgs, fmt.Sprintf("Provisioning profile \"%s\" has app ID \"%s\", which does not match the bundle ID \"%s\". %s", found.Name, found.appID(), bundleID, in))
+		if !found.Matches(bundleID) {
+			msgs = append(msgs, fmt.Sprintf("Provisioning profile \"%s\" has app ID \"%s\", which does not match the bundle ID \"%s\". %s", found.Name, found.BundleID, bundleID, in))
 			continue
+		}
+		{
+			identity := settings["CODE_SIGN_IDENTITY"]
+			switch ok, generic := found.signingCertificate(identity); {
+			case !ok && generic:
+				class := identityClass(identity)
+				msgs = append(msgs, fmt.Sprintf("No signing certificate \"%s\" found: No \"%s\" signing certificate matching team ID \"%s\" with a private key was found. %s", class, class, team, in))
+				continue
+			case !ok:
+				msgs = append(msgs, fmt.Sprintf("Provisioning profile \"%s\" doesn't include signing certificate \"%s\". %s", found.Name, identity, in))
+				continue
+			}
 		}
 		signed = append(signed, signedTarget{target: t, bundleID: bundleID, settings: settings, profile: *found})
 	}
@@ -282,7 +294,7 @@ func writeArchive(path, scheme string, targets []signedTarget) error {
 			"CFBundleShortVersionString": "1.0",
 			"CFBundleVersion":            "1",
 			"SigningIdentity":            identity,
-			"Team":                       app.profile.team(),
+			"Team":                       app.profile.TeamID,
 		},
 		"ArchiveVersion": 2,
 		"CreationDate":   time.Now().UTC(),

@@ -69,7 +69,7 @@ func exportArchive(inv invocation, stdout, stderr io.Writer) int {
 			continue
 		}
 		p, ok := findProfile(installed, name)
-		if !ok || !p.matches(id) || (opts.TeamID != "" && p.team() != opts.TeamID) {
+		if !ok || !p.Matches(id) || (opts.TeamID != "" && p.TeamID != opts.TeamID) {
 			msgs = append(msgs, noProfile)
 			continue
 		}
@@ -143,9 +143,9 @@ func writeExport(archivePath, exportPath string, optionsData []byte, appName str
 		p := chosen[id]
 		summary = append(summary, map[string]any{
 			"name":             filepath.Base(bundles[id]),
-			"team":             map[string]any{"id": p.team()},
+			"team":             map[string]any{"id": p.TeamID},
 			"profile":          map[string]any{"name": p.Name, "UUID": p.UUID},
-			"entitlements":     map[string]any{"application-identifier": p.Entitlements.ApplicationIdentifier},
+			"entitlements":     map[string]any{"application-identifier": p.AppID},
 			"bundleIdentifier": id,
 		})
 	}

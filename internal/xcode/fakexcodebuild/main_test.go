@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bufio"
 	"bytes"
+	"crypto/x509/pkix"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -133,11 +135,40 @@ func newEnv(t *testing.T) env {
 	return e
 }
 
-// installProfile writes a .mobileprovision: the profile's plist in a CMS
-// envelope as Apple lays it out.
+// teamCerts are the team's distribution and development certificates,
+// made once per test binary.
+var teamCerts struct {
+	sync.Once
+	dist, dev []byte
+}
+
+func certificates(t *testing.T) (dist, dev []byte) {
+	t.Helper()
+	teamCerts.Do(func() {
+		now := time.Now()
+		ca := provisioningtest.NewECIdentity(t, pkix.Name{CommonName: "Test Apple WWDR CA"}, now.AddDate(-1, 0, 0), now.AddDate(5, 0, 0), nil)
+		teamCerts.dist = provisioningtest.NewECIdentity(t, pkix.Name{CommonName: "Apple Distribution: Example (" + team + ")"}, now.Add(-time.Hour), now.AddDate(1, 0, 0), &ca).DER
+		teamCerts.dev = provisioningtest.NewECIdentity(t, pkix.Name{CommonName: "Apple Development: Dev (" + team + ")"}, now.Add(-time.Hour), now.AddDate(1, 0, 0), &ca).DER
+	})
+	return teamCerts.dist, teamCerts.dev
+}
+
+// installProfile writes a .mobileprovision (the profile's plist in a CMS
+// envelope as Apple lays it out) listing the team's development
+// certificate when getTaskAllow, its distribution certificate otherwise.
 func (e env) installProfile(t *testing.T, name, uuid, appID string, devices []string, allDevices, getTaskAllow bool) {
 	t.Helper()
-	p := provisioningtest.Profile{UUID: uuid, Name: name, TeamID: team, TeamName: "Example", AppID: team + "." + appID,
+	dist, dev := certificates(t)
+	cert := dist
+	if getTaskAllow {
+		cert = dev
+	}
+	e.installProfileWith(t, name, uuid, appID, devices, allDevices, getTaskAllow, [][]byte{cert})
+}
+
+func (e env) installProfileWith(t *testing.T, name, uuid, appID string, devices []string, allDevices, getTaskAllow bool, certs [][]byte) {
+	t.Helper()
+	p := provisioningtest.Profile{UUID: uuid, Name: name, TeamID: team, TeamName: "Example", AppID: team + "." + appID, Certificates: certs,
 		Created: time.Now().Add(-time.Hour), Expires: time.Now().AddDate(1, 0, 0), Devices: devices, AllDevices: allDevices, GetTaskAllow: getTaskAllow}
 	blob := provisioningtest.WrapBER(p.Plist(), 1<<20)
 	if err := os.WriteFile(filepath.Join(e.home, "Library", "MobileDevice", "Provisioning Profiles", uuid+".mobileprovision"), blob, 0o644); err != nil {
@@ -271,6 +302,40 @@ func TestArchiveWithAnotherAppsProfileFails(t *testing.T) {
 	e.sign(t, signing)
 	_, errs, code, _ := e.archive(t)
 	want := `error: Provisioning profile "Shop Store" has app ID "com.example.shop", which does not match the bundle ID "com.example.shop.ShopWidget". (in target 'ShopWidget' from project 'Shop')`
+	if code != 65 || !strings.Contains(errs, want) {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+}
+
+// TestArchiveWithoutItsSigningCertificateFails: the identity must be one
+// the profile includes: a distribution identity for a development
+// profile, or a profile listing no certificate of that class, fails as
+// Xcode fails (it finds no such identity with a private key).
+func TestArchiveWithoutItsSigningCertificateFails(t *testing.T) {
+	e := newEnv(t)
+	e.installStoreProfiles(t)
+	_, dev := certificates(t)
+	e.installProfileWith(t, "Shop Lists A Development Certificate", "33333333-0000-0000-0000-000000000000", "com.example.shop", nil, false, false, [][]byte{dev})
+	signing := allSigned()
+	signing["Shop"] = "Shop Lists A Development Certificate"
+	e.sign(t, signing)
+	_, errs, code, _ := e.archive(t)
+	want := `error: No signing certificate "iOS Distribution" found: No "iOS Distribution" signing certificate matching team ID "ABCDE12345" with a private key was found. (in target 'Shop' from project 'Shop')`
+	if code != 65 || !strings.Contains(errs, want) {
+		t.Fatalf("exit %d\n%s", code, errs)
+	}
+	// A certificate named by its common name must be in the profile.
+	e.sign(t, allSigned())
+	p, err := xcode.LoadProject(e.project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.SetManualSigning("NotificationService", "Release", xcode.Signing{TeamID: team, ProfileName: "NotificationService Store", Identity: "Apple Distribution: Someone Else (ZZZZZ99999)"}); err != nil {
+		t.Fatal(err)
+	}
+	p.Save(e.project)
+	_, errs, code, _ = e.archive(t)
+	want = `error: Provisioning profile "NotificationService Store" doesn't include signing certificate "Apple Distribution: Someone Else (ZZZZZ99999)". (in target 'NotificationService' from project 'Shop')`
 	if code != 65 || !strings.Contains(errs, want) {
 		t.Fatalf("exit %d\n%s", code, errs)
 	}

@@ -1,101 +1,104 @@
 package main
 
 import (
+	"crypto/sha1"
+	"crypto/x509"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/provisioning"
 )
 
-// profile is what the fake reads of an installed .mobileprovision: the
-// XML plist inside its CMS envelope.
+// profile is an installed .mobileprovision and where it is.
 type profile struct {
-	Path                 string
-	Name                 string
-	UUID                 string
-	TeamIdentifier       []string
-	ProvisionedDevices   []string
-	ProvisionsAllDevices bool
-	Entitlements         struct {
-		ApplicationIdentifier string
-		GetTaskAllow          bool
-	}
+	provisioning.Profile
+	Path string
 }
 
-// readProfile reads an installed profile as Xcode does: the property
-// list inside its CMS envelope, however the envelope is encoded.
-func readProfile(path string) (profile, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return profile{}, err
-	}
-	pp, err := provisioning.Parse(data)
-	if err != nil {
-		return profile{}, err
-	}
-	p := profile{Path: path, Name: pp.Name, UUID: pp.UUID, TeamIdentifier: []string{pp.TeamID},
-		ProvisionedDevices: pp.Devices, ProvisionsAllDevices: pp.ProvisionsAllDevices}
-	p.Entitlements.ApplicationIdentifier = pp.AppID
-	p.Entitlements.GetTaskAllow, _ = pp.Entitlements["get-task-allow"].(bool)
-	return p, nil
-}
-
-// installedProfiles reads every installed profile; unreadable ones are
-// skipped as Xcode skips them.
+// installedProfiles reads every installed profile as Xcode does (the
+// property list inside its CMS envelope, however the envelope is
+// encoded); unreadable ones are skipped as Xcode skips them.
 func installedProfiles() []profile {
 	paths, _ := filepath.Glob(filepath.Join(profilesDir(), "*.mobileprovision"))
 	var out []profile
 	for _, path := range paths {
-		if p, err := readProfile(path); err == nil {
-			out = append(out, p)
+		data, err := os.ReadFile(path)
+		if err != nil {
+			continue
+		}
+		if p, err := provisioning.Parse(data); err == nil {
+			out = append(out, profile{Profile: p, Path: path})
 		}
 	}
 	return out
 }
 
-func (p profile) team() string {
-	if len(p.TeamIdentifier) > 0 {
-		return p.TeamIdentifier[0]
-	}
-	return ""
-}
-
-// appID is the application-identifier without its team prefix.
-func (p profile) appID() string {
-	id := p.Entitlements.ApplicationIdentifier
-	if _, rest, ok := strings.Cut(id, "."); ok {
-		return rest
-	}
-	return id
-}
-
-// matches reports whether the profile's app ID covers bundleID: equal, or
-// a wildcard "*" / "com.x.*" as Apple defines them.
-func (p profile) matches(bundleID string) bool {
-	id := p.appID()
-	switch {
-	case id == "*":
-		return true
-	case strings.HasSuffix(id, ".*"):
-		return strings.HasPrefix(bundleID, strings.TrimSuffix(id, "*"))
-	default:
-		return id == bundleID
-	}
-}
-
 // kind is Xcode's name for the profile's distribution type.
 func (p profile) kind() string {
-	switch {
-	case p.Entitlements.GetTaskAllow:
+	switch p.Type {
+	case api.ExportDevelopment:
 		return "iOS App Development"
-	case p.ProvisionsAllDevices:
+	case api.ExportEnterprise:
 		return "iOS In House"
-	case len(p.ProvisionedDevices) > 0:
+	case api.ExportAdHoc:
 		return "iOS Ad Hoc"
 	default:
 		return "iOS App Store"
 	}
+}
+
+// signingCertificate finds the certificate of the profile that
+// CODE_SIGN_IDENTITY names, as Xcode resolves it: a generic name
+// ("iPhone Distribution", "Apple Development", ...) takes any certificate
+// of that class, anything else must be a certificate's common name or
+// SHA-1. Xcode looks in the keychain for an identity the profile
+// includes; the fake has no keychain and looks in the profile alone.
+// generic reports whether identity was a generic name.
+func (p profile) signingCertificate(identity string) (found, generic bool) {
+	var prefixes []string
+	switch identity {
+	case "", "iPhone Developer", "Apple Development", "iOS Development":
+		prefixes = []string{"Apple Development:", "iPhone Developer:"}
+	case "iPhone Distribution", "Apple Distribution", "iOS Distribution":
+		prefixes = []string{"Apple Distribution:", "iPhone Distribution:"}
+	}
+	for _, der := range p.Certificates {
+		cert, err := x509.ParseCertificate(der)
+		if err != nil {
+			continue
+		}
+		cn := cert.Subject.CommonName
+		sum := sha1.Sum(der)
+		switch {
+		case prefixes != nil && slicesHasPrefix(cn, prefixes):
+			return true, true
+		case prefixes == nil && (cn == identity || strings.EqualFold(hex.EncodeToString(sum[:]), identity)):
+			return true, false
+		}
+	}
+	return false, prefixes != nil
+}
+
+func slicesHasPrefix(s string, prefixes []string) bool {
+	for _, p := range prefixes {
+		if strings.HasPrefix(s, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// identityClass is the name Xcode's "No signing certificate" error gives a
+// generic identity.
+func identityClass(identity string) string {
+	switch identity {
+	case "iPhone Distribution", "Apple Distribution", "iOS Distribution":
+		return "iOS Distribution"
+	}
+	return "iOS Development"
 }
 
 // methodKind is the profile kind an export method needs.
