@@ -221,7 +221,7 @@ func Template(ctx context.Context, d *tart.Driver) Result {
 		r.Severity, r.Message = OK, fmt.Sprintf("template %q present", d.Template)
 		return r
 	}
-	if strings.Contains(d.Template, "/") {
+	if tart.IsRemote(d.Template) {
 		r.Severity, r.Message = Warn, fmt.Sprintf("template image %q not pulled yet; the first build will pull it (tens of GB)", d.Template)
 		r.Fix = "pull it now: tart pull " + d.Template
 		return r

@@ -123,7 +123,12 @@ type VM struct {
 
 // List returns the local VMs.
 func (d *Driver) List(ctx context.Context) ([]VM, error) {
-	out, err := d.run(ctx, "list", "--source", "local", "--format", "json")
+	return d.list(ctx, "--source", "local")
+}
+
+// list is `tart list --format json` with args.
+func (d *Driver) list(ctx context.Context, args ...string) ([]VM, error) {
+	out, err := d.run(ctx, append([]string{"list", "--format", "json"}, args...)...)
 	if err != nil {
 		return nil, err
 	}
@@ -180,6 +185,21 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	// An agent that left no VM behind still left its lock file: remove
+	// the dead ones' so they do not pile up, one per start of an agent.
+	locks, _ := filepath.Glob(filepath.Join(dir, "*.lock"))
+	for _, l := range locks {
+		id := strings.TrimSuffix(filepath.Base(l), ".lock")
+		if _, seen := dead[id]; seen || id == self {
+			continue
+		}
+		isDead, release, err := deadOwner(dir, id)
+		if err != nil {
+			errs = append(errs, err)
+		} else if isDead {
+			release()
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -215,7 +235,7 @@ func (d *Driver) EnsureTemplate(ctx context.Context) error {
 	if present {
 		return nil
 	}
-	if !isRemote(d.Template) {
+	if !IsRemote(d.Template) {
 		return &agent.StartError{Retryable: true, Code: "template_missing",
 			Err: fmt.Errorf("the VM template %q does not exist: build it with scripts/build-vm-template.sh or set --template to an image", d.Template)}
 	}
@@ -226,15 +246,11 @@ func (d *Driver) EnsureTemplate(ctx context.Context) error {
 // shows local VMs with Source "local" and pulled images with Source "OCI"
 // (named host/namespace:tag, or @sha256:… for digests), so both are read.
 func (d *Driver) TemplatePresent(ctx context.Context) (bool, error) {
-	out, err := d.run(ctx, "list", "--format", "json")
+	vms, err := d.list(ctx)
 	if err != nil {
 		return false, err
 	}
-	var vms []VM
-	if err := json.Unmarshal(out, &vms); err != nil {
-		return false, fmt.Errorf("tart list: undecodable output: %w", err)
-	}
-	remote := isRemote(d.Template)
+	remote := IsRemote(d.Template)
 	want := d.Template
 	if remote {
 		want = fullRemoteName(d.Template)
@@ -248,9 +264,10 @@ func (d *Driver) TemplatePresent(ctx context.Context) (bool, error) {
 	return false, nil
 }
 
-// isRemote: Tart treats a name with a registry host (host/namespace…) as an
-// OCI image; local VM names cannot contain "/".
-func isRemote(name string) bool { return strings.Contains(name, "/") }
+// IsRemote reports whether a template name is an OCI image: Tart treats a
+// name with a registry host (host/namespace…) as one; local VM names
+// cannot contain "/".
+func IsRemote(name string) bool { return strings.Contains(name, "/") }
 
 // fullRemoteName is name as `tart list` shows it: Tart adds the tag
 // "latest" to a reference with neither a tag nor a digest.
@@ -265,7 +282,7 @@ func fullRemoteName(name string) string {
 // the log: what the owner asks for to follow a moved tag. A local template
 // has nothing to pull.
 func (d *Driver) PullTemplate(ctx context.Context) error {
-	if !isRemote(d.Template) {
+	if !IsRemote(d.Template) {
 		return nil
 	}
 	// Pulled here rather than implicitly by clone, so the progress reaches the log.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -171,6 +172,36 @@ func TestCleanupRemovesOnlyItsOwnVMs(t *testing.T) {
 			t.Fatalf("%s was touched: %v", n, names)
 		}
 		e.driver.run(ctx, "delete", n) //nolint:errcheck
+	}
+}
+
+// TestCleanupRemovesDeadOwnersLockFiles: an agent that exits with no VM
+// left leaves its lock file; the next sweep removes it, and never a live
+// agent's.
+func TestCleanupRemovesDeadOwnersLockFiles(t *testing.T) {
+	e := newTartEnv(t)
+	ctx := context.Background()
+	live := &Driver{Tart: e.driver.Tart, Template: e.driver.Template, LogDir: t.TempDir(), Log: e.driver.Log, Env: e.driver.Env}
+	defer live.Close()
+	liveID := mustInstance(t, live)
+	dir, err := e.driver.ownersDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone := filepath.Join(dir, "0123456789ab.lock") // its process exited: nobody holds it
+	if err := os.WriteFile(gone, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.driver.Cleanup(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(gone); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("a dead agent's lock file is left: %v", err)
+	}
+	for _, id := range []string{liveID, mustInstance(t, e.driver)} {
+		if _, err := os.Stat(filepath.Join(dir, id+".lock")); err != nil {
+			t.Fatalf("a live agent's lock file was removed: %v", err)
+		}
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // TemplateInfoFile is the marker scripts/build-vm-template.sh leaves in a
@@ -28,10 +27,10 @@ var ErrNoTemplateInfo = errors.New("the VM template carries no " + TemplateInfoF
 // TemplateInfo reads the template's marker.
 func (d *Driver) TemplateInfo() (TemplateInfo, error) {
 	var info TemplateInfo
-	if strings.Contains(d.Template, "/") {
+	if IsRemote(d.Template) {
 		return info, ErrNoTemplateInfo // an OCI image
 	}
-	home, err := d.home()
+	home, err := d.tartHome()
 	if err != nil {
 		return info, err
 	}
@@ -47,22 +46,4 @@ func (d *Driver) TemplateInfo() (TemplateInfo, error) {
 		return info, fmt.Errorf("%s: %w: rebuild the template with scripts/build-vm-template.sh", path, err)
 	}
 	return info, nil
-}
-
-// home is Tart's TART_HOME as the tart commands of this driver see it.
-func (d *Driver) home() (string, error) {
-	home := os.Getenv("TART_HOME")
-	for _, kv := range d.Env {
-		if v, ok := strings.CutPrefix(kv, "TART_HOME="); ok {
-			home = v
-		}
-	}
-	if home != "" {
-		return home, nil
-	}
-	h, err := os.UserHomeDir()
-	if err != nil {
-		return "", fmt.Errorf("find Tart's home (~/.tart): %w", err)
-	}
-	return filepath.Join(h, ".tart"), nil
 }

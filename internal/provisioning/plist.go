@@ -18,7 +18,10 @@ const maxPlistDepth = 64
 // ParsePlist decodes an XML property list: dict → map[string]any, array →
 // []any, string → string, integer → int64, real → float64, true/false →
 // bool, date → time.Time, data → []byte. Anything else, a value without
-// its key or a malformed value is an error.
+// its key or a malformed value is an error. It reads what comes from a
+// developer or a build (profiles, Expo.plist), so nesting is bounded:
+// howett.net/plist, which the module uses for plists it writes or the
+// system's own, recurses without a limit.
 func ParsePlist(data []byte) (any, error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, errors.New("property list: empty")
