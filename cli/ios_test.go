@@ -159,6 +159,14 @@ func TestIOSSubmit(t *testing.T) {
 		}
 		noSubmit(t, p, c.name)
 	}
+	// --platform all: the iOS side's refusal comes before the Android
+	// side is uploaded.
+	withAndroid := iosApp(t, map[string]string{"eas.json": iosEASJSON,
+		"app.json": `{"expo":{"name":"My App","slug":"my-app","android":{"package":"com.example.myapp"},"ios":{"bundleIdentifier":"com.example.myapp"}}}`})
+	if r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "submit", withAndroid, "--platform", "all", "--profile", "device"); r.code != ExitUsage || !strings.Contains(r.stderr, "credentials.json") {
+		t.Errorf("--platform all without iOS signing: want exit %d naming credentials.json\n%s", ExitUsage, r)
+	}
+	noSubmit(t, p, "--platform all")
 	if n := e.buildCount(t); n != before {
 		t.Errorf("%d builds after the refused submits, want %d", n, before)
 	}

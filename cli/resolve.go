@@ -26,6 +26,8 @@ import (
 type resolved struct {
 	spec        api.BuildSpec
 	credentials *api.BuildCredentials
+	// certs is the iOS certs zip of --p12/--certs, sent beside it.
+	certs []byte
 	// uploadRoot is the directory packed (the workspace root).
 	uploadRoot string
 	// exclude are paths relative to uploadRoot that must never be

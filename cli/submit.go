@@ -180,17 +180,39 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 			return err
 		}
 		r.spec.Message = o.message
+		if platform == api.PlatformIOS {
+			if r.certs, err = a.certsZip(&o.sign); err != nil {
+				return err
+			}
+			if err := requireIOSSigning(r, r.certs); err != nil {
+				return err
+			}
+		}
 		builds[i] = r
 	}
 	var results []map[string]any
+	var subs []api.SubmitResponse
 	for _, r := range builds {
-		res, err := a.submitOne(ctx, inv, s, c, r, appConfig, priority, o)
+		sub, res, err := a.submitOne(ctx, inv, s, c, r, appConfig, priority, o)
 		if err != nil {
 			return err
 		}
-		results = append(results, res)
+		results, subs = append(results, res), append(subs, sub)
 	}
-	if inv.json && !o.wait {
+	if o.wait {
+		// Every build is queued before the first is followed.
+		var errs []error
+		for _, sub := range subs {
+			if err := a.waitAndDownload(ctx, inv, s, sub, o); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if len(errs) > 0 {
+			return errs[0]
+		}
+		return nil
+	}
+	if inv.json {
 		if len(results) == 1 {
 			return inv.ui.emit(results[0])
 		}
@@ -199,31 +221,21 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	return nil
 }
 
-// submitOne packs and uploads one resolved build; with --wait it follows it.
-func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api.Client, r *resolved, appConfig string, priority *int, o submitOpts) (map[string]any, error) {
-	platform := r.spec.Platform
+// submitOne packs and uploads one resolved build.
+func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api.Client, r *resolved, appConfig string, priority *int, o submitOpts) (api.SubmitResponse, map[string]any, error) {
+	platform, certs := r.spec.Platform, r.certs
 	for _, w := range r.warnings {
 		inv.ui.warn("%s", w)
 	}
-	var certs []byte
-	if platform == api.PlatformIOS {
-		var err error
-		if certs, err = a.certsZip(&o.sign); err != nil {
-			return nil, err
-		}
-		if err := requireIOSSigning(r, certs); err != nil {
-			return nil, err
-		}
-	}
 	plan, err := pack.Scan(ctx, r.uploadRoot, pack.Options{AppDir: r.spec.Project.AppDir, Exclude: r.exclude})
 	if err != nil {
-		return nil, &cliError{code: ExitFailed, msg: "read the project", err: err}
+		return api.SubmitResponse{}, nil, &cliError{code: ExitFailed, msg: "read the project", err: err}
 	}
 	for _, w := range plan.Warnings {
 		inv.ui.warn("%s", w)
 	}
 	if plan.Files == 0 {
-		return nil, failErr("check .easignore / .gitignore", "nothing to upload: every file of %s is excluded", r.uploadRoot)
+		return api.SubmitResponse{}, nil, failErr("check .easignore / .gitignore", "nothing to upload: every file of %s is excluded", r.uploadRoot)
 	}
 	describePlan(inv.ui, plan, appConfig)
 	if len(r.exclude) > 0 {
@@ -237,7 +249,7 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 	fp := submitFingerprint(s, plan, req, certs)
 	key, resumed, err := s.idempotencyKey(o.idemKey, fp, r.uploadRoot)
 	if err != nil {
-		return nil, err
+		return api.SubmitResponse{}, nil, err
 	}
 	if resumed {
 		inv.ui.info("Sending again an earlier submit of this project whose answer never came, with its Idempotency-Key: no second build.")
@@ -248,25 +260,22 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 		// The controller may have made the build: keep the key for a re-run.
 		const again = "run the same command again: it sends the same Idempotency-Key, so the controller will not create a second build"
 		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-			return nil, &cliError{code: ExitInterrupted, msg: "interrupted during the upload", hint: again}
+			return api.SubmitResponse{}, nil, &cliError{code: ExitInterrupted, msg: "interrupted during the upload", hint: again}
 		}
 		if isNetworkError(err) || api.StatusOf(err) >= 500 {
 			msg, hint := describe(err, s)
-			return nil, &cliError{code: exitCode(err), msg: msg, hint: again + "; " + hint}
+			return api.SubmitResponse{}, nil, &cliError{code: exitCode(err), msg: msg, hint: again + "; " + hint}
 		}
 		s.forgetPending(fp)
-		return nil, wrapOp("submit", err)
+		return api.SubmitResponse{}, nil, wrapOp("submit", err)
 	}
 	if err := s.recordSubmit(sub, platform, fp); err != nil {
 		inv.ui.warn("%v (status, logs and download still work with your API key)", err)
 	}
-	if o.wait {
-		return nil, a.waitAndDownload(ctx, inv, s, sub, o)
-	}
-	if !inv.json {
+	if !inv.json && !o.wait {
 		printSubmitted(inv.ui, sub, req)
 	}
-	return submitJSON(sub, req, plan), nil
+	return sub, submitJSON(sub, req, plan), nil
 }
 
 // describeSpec tells the developer what was decided, before the upload.
