@@ -509,7 +509,7 @@ func (r *buildRun) classify(ctx context.Context, err error) *failure {
 		return fail(CodeDiskFull, true, err, "the VM's disk is full")
 	case errors.Is(err, ErrBadArchive), errors.Is(err, ErrNoProject):
 		return fail(CodeInvalidSource, false, err, "unusable source")
-	case errors.As(err, new(*signatureError)):
+	case errors.As(err, new(*SigningMismatchError)):
 		return fail(CodeSigningMismatch, false, nil, "%s", err.Error())
 	case errors.Is(err, ErrNoArtifacts):
 		return fail(CodeNoArtifacts, false, err, "no artifact")

@@ -275,7 +275,10 @@ func (p *pipeline) android(ctx context.Context) ([]string, error) {
 				continue
 			}
 			if err := verifyAndroidArtifact(f, *want); err != nil {
-				return nil, &signatureError{file: relOrDot(p.root, f), err: err}
+				if errors.As(err, new(*SigningMismatchError)) {
+					return nil, err
+				}
+				return nil, fmt.Errorf("%w: %s: %v", errConfig, relOrDot(p.root, f), err)
 			}
 			fmt.Fprintf(p.runner.out, "▸ %s is signed with the upload key (certificate SHA-256 %s)\n", relOrDot(p.root, f), want.CertificateSHA256)
 		}
@@ -304,16 +307,6 @@ func (p *pipeline) iosChannel(dir, channel string) error {
 	}
 	return nil
 }
-
-// signatureError: the artifact is not signed with the keystore the build
-// was given (the classic "release signed with the debug key").
-type signatureError struct {
-	file string
-	err  error
-}
-
-func (e *signatureError) Error() string { return e.file + ": " + e.err.Error() }
-func (e *signatureError) Unwrap() error { return e.err }
 
 func keystoreFingerprint(spec api.BuildSpec) string {
 	if spec.Credentials.Android == nil {

@@ -523,3 +523,17 @@ func zipNames(t *testing.T, file string) []string {
 	}
 	return names
 }
+
+// TestUnreadableArtifactIsNotASigningMismatch: an .aab the signature
+// check cannot read is the build's fault (build_failed), not a signing
+// mismatch naming certificates it never saw.
+func TestUnreadableArtifactIsNotASigningMismatch(t *testing.T) {
+	t.Parallel()
+	p, out, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": `{}`, "package-lock.json": "{}"}, nil)
+	p.keystore = &api.AndroidKeystore{Keystore: []byte("KS"), KeystorePassword: "a", KeyAlias: "upload", KeyPassword: "b"}
+	p.spec.Credentials = api.CredentialsInfo{Source: api.CredentialsLocal, Android: &api.KeystoreInfo{Type: "JKS", KeyAlias: "upload", CertificateSHA256: strings.Repeat("ab", 32)}}
+	_, err := p.run(context.Background())
+	if !errors.Is(err, errConfig) || errors.As(err, new(*SigningMismatchError)) || !strings.Contains(err.Error(), "app-release.aab") {
+		t.Fatalf("error %v\n%s", err, out)
+	}
+}
