@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -223,6 +224,29 @@ func TestAndroidSigning(t *testing.T) {
 					t.Errorf("%s: error %q\nlacks %q", artifact, msg, want)
 				}
 			}
+		}
+	})
+
+	t.Run("three of the four injected properties keep the build type's signing, as AGP does", func(t *testing.T) {
+		project := androidApp(t)
+		env := slices.DeleteFunc(inject(t, team), func(kv string) bool { return strings.Contains(kv, "signing.key.password=") })
+		log, err := gradle(t, project, env, ":app:assembleRelease")
+		if err != nil {
+			t.Fatalf("%v\n%s", err, log)
+		}
+		err = verifyAndroidArtifact(filepath.Join(project, "android/app/build/outputs/apk/release/app-release.apk"), team.info)
+		if err == nil || !strings.Contains(err.Error(), debugSHA256) {
+			t.Fatalf("want the debug key's signature, got %v", err)
+		}
+	})
+
+	t.Run("run outside android/ there is no Gradle build", func(t *testing.T) {
+		project := androidApp(t)
+		var out syncBuffer
+		r := &stepRunner{env: os.Environ(), out: &out, grace: 5 * time.Second, drain: time.Second}
+		err := r.run(context.Background(), Step{Argv: []string{filepath.Join(project, "android", "gradlew"), ":app:assembleRelease"}, Dir: project})
+		if err == nil || !strings.Contains(out.String(), "does not contain a Gradle build") {
+			t.Fatalf("err %v\n%s", err, out.String())
 		}
 	})
 
