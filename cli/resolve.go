@@ -106,11 +106,12 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName string, fa
 	if spec.App.Slug == "" {
 		return nil, usageErr("the app config has no slug: set expo.slug in app.json (it names the project whose variables and credentials the build uses)")
 	}
-	if platform == api.PlatformAndroid && spec.App.AndroidPackage == "" && !fileExists(filepath.Join(appRoot, "android")) && !hasCustomBuild(appRoot) {
+	custom := hasCustomBuild(appRoot)
+	if platform == api.PlatformAndroid && spec.App.AndroidPackage == "" && !fileExists(filepath.Join(appRoot, "android")) && !custom {
 		return nil, usageErr("the app config has no android.package: set expo.android.package in app.json (e.g. com.example.app); expo prebuild needs it")
 	}
 
-	if platform == api.PlatformIOS && !hasCustomBuild(appRoot) {
+	if platform == api.PlatformIOS && !custom {
 		if spec.IOS, err = resolveIOS(appRoot, profile, spec.App); err != nil {
 			return nil, err
 		}
@@ -282,7 +283,7 @@ func (r *resolved) resolveCredentials(ctx context.Context, spec *api.BuildSpec, 
 
 // hasCustomBuild reports whether the app's package.json defines the
 // script that replaces the default pipeline (which then needs no
-// android.package: expo prebuild does not run).
+// android.package, and no iOS decisions: expo prebuild does not run).
 func hasCustomBuild(appRoot string) bool {
 	b, err := os.ReadFile(filepath.Join(appRoot, "package.json"))
 	if err != nil {
@@ -291,7 +292,11 @@ func hasCustomBuild(appRoot string) bool {
 	var pkg struct {
 		Scripts map[string]any `json:"scripts"`
 	}
-	return json.Unmarshal(b, &pkg) == nil && pkg.Scripts[api.CustomBuildScript] != nil
+	if json.Unmarshal(b, &pkg) != nil {
+		return false
+	}
+	script, _ := pkg.Scripts[api.CustomBuildScript].(string)
+	return script != "" // a non-empty command, as freeagent-vm decides it
 }
 
 // gitCommit is the project's HEAD commit, or "" outside a git checkout.

@@ -42,7 +42,7 @@ func (p *pipeline) run(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, ok := pkg.Scripts[CustomBuildScript]; ok {
+	if pkg.customBuild() {
 		return p.custom(ctx)
 	}
 	build := p.android

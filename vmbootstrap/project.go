@@ -52,7 +52,7 @@ func FindProjectRoot(tree string) (string, error) {
 				continue
 			}
 			pkg, err := readPackageJSON(dir)
-			if err == nil && pkg.Scripts[CustomBuildScript] != "" {
+			if err == nil && pkg.customBuild() {
 				return dir, nil
 			}
 			if hasConfig && withConfig == "" {
@@ -78,6 +78,11 @@ func FindProjectRoot(tree string) (string, error) {
 type packageJSON struct {
 	Scripts map[string]string `json:"scripts"`
 }
+
+// customBuild reports whether the project defines the script that
+// replaces the default pipeline: a non-empty command, as expo-build
+// decides it.
+func (p packageJSON) customBuild() bool { return p.Scripts[CustomBuildScript] != "" }
 
 func readPackageJSON(dir string) (packageJSON, error) {
 	var p packageJSON

@@ -537,3 +537,13 @@ func TestUnreadableArtifactIsNotASigningMismatch(t *testing.T) {
 		t.Fatalf("error %v\n%s", err, out)
 	}
 }
+
+// TestEmptyCustomScriptIsNoCustomBuild: an empty "freeagent:build" is no
+// custom build, as expo-build decides (it resolved the default build).
+func TestEmptyCustomScriptIsNoCustomBuild(t *testing.T) {
+	t.Parallel()
+	p, out, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": `{"scripts":{"freeagent:build":""}}`, "package-lock.json": "{}"}, nil)
+	if _, err := p.run(context.Background()); err != nil || !strings.Contains(out.String(), "./gradlew :app:bundleRelease") {
+		t.Fatalf("err %v\n%s", err, out)
+	}
+}
