@@ -18,6 +18,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/cli"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/npmoracle"
 )
 
 // The eas.json of the Android end-to-end project: JSON5, production
@@ -201,22 +202,7 @@ func androidProject(t *testing.T) string {
 
 func copyTree(t *testing.T, src, dst string) {
 	t.Helper()
-	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		target := filepath.Join(dst, rel)
-		if info.IsDir() {
-			return os.MkdirAll(target, 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(target, b, info.Mode().Perm())
-	})
-	if err != nil {
+	if err := os.CopyFS(dst, os.DirFS(src)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -282,13 +268,7 @@ func deref(s *string) string {
 // profile (the real package from npm: cli/easjson's differential oracle).
 func oracleEnv(t *testing.T, easJSON, profile string) map[string]string {
 	t.Helper()
-	dir := t.TempDir()
-	copyTree(t, "../cli/easjson/testdata/oracle", dir)
-	ci := exec.Command("npm", "ci", "--ignore-scripts", "--no-audit", "--no-fund")
-	ci.Dir = dir
-	if out, err := ci.CombinedOutput(); err != nil {
-		t.Fatalf("npm ci of the @expo/eas-json oracle: %v\n%s", err, out)
-	}
+	dir := npmoracle.Install(t, "../cli/easjson/testdata/oracle", "EASJSON_SKIP_ORACLE", "@expo/eas-json")
 	in, _ := json.Marshal([]map[string]any{{"easJson": easJSON, "platform": "android", "profile": profile}})
 	cmd := exec.Command("node", "resolve.js")
 	cmd.Dir = dir

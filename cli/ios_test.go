@@ -17,21 +17,7 @@ import (
 func iosApp(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
-	err := filepath.Walk("../vmbootstrap/testdata/ios-app", func(p string, info os.FileInfo, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel("../vmbootstrap/testdata/ios-app", p)
-		if info.IsDir() {
-			return os.MkdirAll(filepath.Join(dir, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dir, rel), b, 0o644)
-	})
-	if err != nil {
+	if err := os.CopyFS(dir, os.DirFS("../vmbootstrap/testdata/ios-app")); err != nil {
 		t.Fatal(err)
 	}
 	for name, body := range files {

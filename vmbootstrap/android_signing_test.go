@@ -37,22 +37,7 @@ func requireAndroidTools(t *testing.T) {
 func androidApp(t *testing.T, properties ...string) string {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "project")
-	err := filepath.WalkDir("testdata/android-app", func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel("testdata/android-app", p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o755)
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		info, _ := d.Info()
-		return os.WriteFile(filepath.Join(dst, rel), b, info.Mode().Perm())
-	})
-	if err != nil {
+	if err := os.CopyFS(dst, os.DirFS("testdata/android-app")); err != nil {
 		t.Fatal(err)
 	}
 	if len(properties) > 0 {
