@@ -133,5 +133,5 @@ func requireIOSSigning(r *resolved, certs []byte) error {
 		return nil
 	}
 	return usageErr("build profile %q builds iOS for devices with credentialsSource %q, but this farm keeps no iOS credentials yet: add credentials.json (ios.provisioningProfilePath and ios.distributionCertificate, https://docs.expo.dev/app-signing/local-credentials/) with \"credentialsSource\": \"local\" in eas.json, pass --p12 with --provisioning-profile, or build for the simulator (\"ios\": {\"simulator\": true})",
-		r.spec.ProfileName, cmp.Or(r.spec.Profile.CredentialsSource, api.CredentialsRemote))
+		r.spec.ProfileName, r.spec.Profile.CredentialsSource)
 }

@@ -345,9 +345,7 @@ func (a *App) projectSlug(ctx context.Context, flagValue string) (string, error)
 	if err != nil {
 		return "", &cliError{code: ExitUsage, msg: "which project? run in the app's directory or pass --project SLUG", err: err}
 	}
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
-	app, err := appconfig.Read(cctx, root, os.Environ())
+	app, err := appconfig.Read(ctx, root, os.Environ())
 	if err != nil {
 		return "", &cliError{code: ExitUsage, msg: "read the app config for its slug (or pass --project SLUG)", err: err}
 	}

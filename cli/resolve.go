@@ -128,9 +128,9 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName string, fa
 	return r, nil
 }
 
+// readAppConfig reads the app config (appconfig bounds the one slow
+// part, expo config).
 func readAppConfig(ctx context.Context, appRoot string, env []string) (api.App, error) {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	defer cancel()
 	app, err := appconfig.Read(ctx, appRoot, env)
 	if err != nil {
 		return api.App{}, &cliError{code: ExitUsage, msg: "read the app config", err: err}

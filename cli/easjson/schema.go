@@ -412,14 +412,6 @@ func number01() field {
 
 var numericRe = regexp.MustCompile(`^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$`)
 
-// forbidden refuses a key whatever its value.
-func forbidden(msg string) field {
-	return func(c *checker, _, _ *node, path string) (any, bool) {
-		c.add(path, "%s", msg)
-		return nil, false
-	}
-}
-
 func with(base map[string]field, more map[string]field) map[string]field {
 	out := make(map[string]field, len(base)+len(more))
 	for k, v := range base {

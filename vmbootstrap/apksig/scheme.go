@@ -38,15 +38,6 @@ var sigAlgorithms = []sigAlgorithm{
 	{0x0425, "DSA with SHA2-256 (verity)", crypto.SHA256, "dsa", true},
 }
 
-func algorithmByID(id uint32) (sigAlgorithm, bool) {
-	for _, a := range sigAlgorithms {
-		if a.id == id {
-			return a, true
-		}
-	}
-	return sigAlgorithm{}, false
-}
-
 // verifySchemeBlock verifies every signer of a v2 or v3 block and returns
 // their certificates.
 //
