@@ -5,12 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"html"
-	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
+
+	"howett.net/plist"
 
 	"github.com/freeagent-build/freeagent/internal/provisioning"
 )
@@ -75,11 +75,6 @@ func escapeAttr(headers map[string]string) string {
 	return html.EscapeString(string(b))
 }
 
-var (
-	plistHeadersEntry = regexp.MustCompile(`(?s)<key>EXUpdatesRequestHeaders</key>\s*(<dict>.*?</dict>|<dict\s*/>)`)
-	plistEnd          = regexp.MustCompile(`(?s)</dict>\s*</plist>\s*$`)
-)
-
 // setIOSChannel is setAndroidChannel for iOS: the expo-channel-name in
 // Expo.plist's EXUpdatesRequestHeaders, keeping any other headers.
 func setIOSChannel(plistPath, channel string) error {
@@ -87,40 +82,29 @@ func setIOSChannel(plistPath, channel string) error {
 	if err != nil {
 		return fmt.Errorf("read Expo.plist to set the update channel: %w", err)
 	}
-	text := string(b)
-	headers := map[string]string{}
-	if m := plistHeadersEntry.FindStringSubmatchIndex(text); m != nil {
-		if v, err := provisioning.ParsePlist([]byte(text[m[2]:m[3]])); err == nil {
-			if d, ok := v.(map[string]any); ok {
-				for k, v := range d {
-					if s, ok := v.(string); ok {
-						headers[k] = s
-					}
-				}
-			}
-		}
-		headers["expo-channel-name"] = channel
-		text = text[:m[2]] + plistStringDict(headers) + text[m[3]:]
-	} else {
-		loc := plistEnd.FindStringIndex(text)
-		if loc == nil {
-			return errors.New("Expo.plist does not end with a dictionary to carry the update channel")
-		}
-		headers["expo-channel-name"] = channel
-		text = text[:loc[0]] + "\t<key>EXUpdatesRequestHeaders</key>\n\t" + plistStringDict(headers) + "\n" + text[loc[0]:]
+	v, err := provisioning.ParsePlist(b)
+	if err != nil {
+		return fmt.Errorf("Expo.plist: %w", err)
 	}
-	if err := os.WriteFile(plistPath, []byte(text), 0o644); err != nil {
+	root, ok := v.(map[string]any)
+	if !ok {
+		return errors.New("Expo.plist does not hold a dictionary to carry the update channel")
+	}
+	headers, ok := root["EXUpdatesRequestHeaders"].(map[string]any)
+	if _, present := root["EXUpdatesRequestHeaders"]; present && !ok {
+		return errors.New("Expo.plist: EXUpdatesRequestHeaders is not a dictionary")
+	}
+	if headers == nil {
+		headers = map[string]any{}
+	}
+	headers["expo-channel-name"] = channel
+	root["EXUpdatesRequestHeaders"] = headers
+	out, err := plist.MarshalIndent(root, plist.XMLFormat, "\t")
+	if err != nil {
+		return fmt.Errorf("write Expo.plist: %w", err)
+	}
+	if err := os.WriteFile(plistPath, out, 0o644); err != nil {
 		return fmt.Errorf("write Expo.plist: %w", err)
 	}
 	return nil
-}
-
-func plistStringDict(m map[string]string) string {
-	var b strings.Builder
-	b.WriteString("<dict>")
-	for _, k := range slices.Sorted(maps.Keys(m)) {
-		b.WriteString("<key>" + html.EscapeString(k) + "</key><string>" + html.EscapeString(m[k]) + "</string>")
-	}
-	b.WriteString("</dict>")
-	return b.String()
 }

@@ -91,4 +91,9 @@ func TestSetIOSChannel(t *testing.T) {
 	if h["expo-channel-name"] != "preview" || h["x-team"] != "a" || strings.Count(string(b), "EXUpdatesRequestHeaders") != 1 {
 		t.Fatalf("%v:\n%s", h, b)
 	}
+	// Headers that are not a dictionary are an error, never dropped.
+	os.WriteFile(plist, []byte(`<plist version="1.0"><dict><key>EXUpdatesRequestHeaders</key><string>x</string></dict></plist>`), 0o644)
+	if err := setIOSChannel(plist, "preview"); err == nil || !strings.Contains(err.Error(), "EXUpdatesRequestHeaders is not a dictionary") {
+		t.Fatalf("error %v", err)
+	}
 }
