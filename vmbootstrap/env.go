@@ -121,7 +121,7 @@ const npmrcForToken = "//registry.npmjs.org/:_authToken=${NPM_TOKEN}\n"
 // unless the project has one there (EAS leaves it alone too). It reports
 // whether it wrote one.
 func writeNpmrc(appDir string, env []string) (bool, error) {
-	if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "NPM_TOKEN=") && len(kv) > len("NPM_TOKEN=") }) {
+	if envValue(env, "NPM_TOKEN") == "" {
 		return false, nil
 	}
 	path := filepath.Join(appDir, ".npmrc")

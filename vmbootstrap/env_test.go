@@ -123,7 +123,7 @@ func TestHooksRunAtEASPoints(t *testing.T) {
 	scripts := `{"scripts":{"eas-build-pre-install":"a","eas-build-post-install":"b","eas-build-pre-upload-artifacts":"c",
 		"eas-build-on-success":"d","eas-build-on-error":"e","eas-build-on-complete":"f","eas-build-on-cancel":"g"}}`
 	p, out, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": scripts, "package-lock.json": "{}"}, nil)
-	p.runner.env = mergeEnv(p.runner.env, "PATH="+hookTools(t)+":"+envPath(p.runner.env))
+	p.runner.env = mergeEnv(p.runner.env, "PATH="+hookTools(t)+":"+envValue(p.runner.env, "PATH"))
 	if _, err := p.run(context.Background()); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -137,7 +137,7 @@ func TestHooksRunAtEASPoints(t *testing.T) {
 
 	// A failing build runs on-error and on-complete with "errored".
 	p2, out2, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": scripts, "package-lock.json": "{}"}, nil)
-	p2.runner.env = mergeEnv(p2.runner.env, "PATH="+hookTools(t)+":"+envPath(p2.runner.env))
+	p2.runner.env = mergeEnv(p2.runner.env, "PATH="+hookTools(t)+":"+envValue(p2.runner.env, "PATH"))
 	p2.spec.Android.GradleCommand = ":app:noSuchTask"
 	p2.spec.Android.ApplicationArchivePaths = []string{"nothing/*.apk"}
 	if _, err := p2.run(context.Background()); err == nil {
@@ -147,7 +147,7 @@ func TestHooksRunAtEASPoints(t *testing.T) {
 
 	// A cancelled build runs on-cancel.
 	p3, out3, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": scripts, "package-lock.json": "{}"}, nil)
-	p3.runner.env = mergeEnv(p3.runner.env, "PATH="+hookTools(t)+":"+envPath(p3.runner.env))
+	p3.runner.env = mergeEnv(p3.runner.env, "PATH="+hookTools(t)+":"+envValue(p3.runner.env, "PATH"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	p3.run(ctx)
@@ -161,15 +161,6 @@ func hookTools(t *testing.T) string {
 	dir := t.TempDir()
 	writeExecutable(t, filepath.Join(dir, "npm"), "#!/bin/sh\nif [ \"$1\" = run ]; then echo \"hook $2 status=$EAS_BUILD_STATUS\"; else echo \"fake npm $*\"; fi\n")
 	return dir
-}
-
-func envPath(env []string) string {
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			return v
-		}
-	}
-	return ""
 }
 
 func TestSplitCommand(t *testing.T) {
@@ -202,7 +193,7 @@ func TestNodeVersionIsChecked(t *testing.T) {
 		ok   bool
 	}{{"", true}, {"20.11.1", true}, {"18.19.0", false}} {
 		p, out, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": `{}`}, nil)
-		p.runner.env = mergeEnv(p.runner.env, "PATH="+bin+":"+envPath(p.runner.env))
+		p.runner.env = mergeEnv(p.runner.env, "PATH="+bin+":"+envValue(p.runner.env, "PATH"))
 		p.spec.Profile.Node = c.want
 		err := p.checkNode(context.Background())
 		if c.ok != (err == nil) {

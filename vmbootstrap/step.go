@@ -136,13 +136,7 @@ func lookPath(name string, env []string) (string, error) {
 	if strings.Contains(name, "/") {
 		return name, nil
 	}
-	path := ""
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, dir := range filepath.SplitList(path) {
+	for _, dir := range filepath.SplitList(envValue(env, "PATH")) {
 		if !filepath.IsAbs(dir) {
 			continue
 		}
