@@ -294,20 +294,13 @@ func (r *buildRun) certificates(ctx context.Context, spec *api.BuildSpec) (*sign
 		}
 		m = materialFromCredentials(creds.IOS)
 	} else {
-		var certs api.CertsResponse
-		err := retry(ctx, r.cfg.RetryFor, func(ctx context.Context) error {
-			var err error
-			certs, err = r.client.CertsSecure(ctx, r.bc.BuildID, r.token)
-			return err
-		}, r.retrying("certificate download"))
-		switch {
-		case api.StatusOf(err) == http.StatusNotFound:
+		certs, found, err := fetch(ctx, r, "the signing certificates", r.client.CertsSecure)
+		if err != nil {
+			return nil, nil, err
+		}
+		if !found {
 			r.logs.Printf("▸ this build has no signing certificates")
 			return nil, nil, nil
-		case err != nil && isAttemptEnded(err):
-			return nil, nil, fmt.Errorf("%w: fetch certificates: %w", ErrAttemptEnded, err)
-		case err != nil:
-			return nil, nil, fail(CodeUnreachable, true, err, "fetch the signing certificates")
 		}
 		r.logs.AddSecret(certs.P12Password)
 		r.logs.AddSecret(certs.KeychainPassword)
@@ -365,21 +358,14 @@ func (r *buildRun) source(ctx context.Context) (string, error) {
 // job fetches the build's spec and variables, once per attempt. A build
 // submitted through the raw API has no spec (nil).
 func (r *buildRun) job(ctx context.Context) (api.BuildJob, error) {
-	var job api.BuildJob
-	err := retry(ctx, r.cfg.RetryFor, func(ctx context.Context) error {
-		var err error
-		job, err = r.client.BuildJob(ctx, r.bc.BuildID, r.token)
-		return err
-	}, r.retrying("spec download"))
-	switch {
-	case api.StatusOf(err) == http.StatusNotFound:
+	job, found, err := fetch(ctx, r, "the build spec and variables", r.client.BuildJob)
+	if err != nil {
+		return job, err
+	}
+	if !found {
 		// A controller older than build specs: the build has none.
 		r.logs.Printf("▸ the controller serves no build spec: EAS defaults apply")
 		return api.BuildJob{}, nil
-	case err != nil && isAttemptEnded(err):
-		return job, fmt.Errorf("%w: fetch the build spec: %w", ErrAttemptEnded, err)
-	case err != nil:
-		return job, fail(CodeUnreachable, true, err, "fetch the build spec and variables")
 	}
 	if job.Spec != nil && job.Spec.Version != api.SpecVersion {
 		return job, fail(CodeInternalFailure, false, nil, "the build spec has version %d; this freeagent-vm reads version %d (update the worker)", job.Spec.Version, api.SpecVersion)
@@ -403,21 +389,33 @@ func (r *buildRun) androidCredentials(ctx context.Context) (*api.AndroidKeystore
 
 // buildCredentials fetches the credentials the build's spec names.
 func (r *buildRun) buildCredentials(ctx context.Context) (api.BuildCredentials, error) {
-	var creds api.BuildCredentials
+	creds, found, err := fetch(ctx, r, "the build's credentials", r.client.BuildCredentials)
+	if err == nil && !found {
+		err = fail(CodeCertificates, false, nil, "the build's spec names credentials but the controller holds none for it")
+	}
+	return creds, err
+}
+
+// fetch is one VM-token GET of the build's: retried as the bootstrap
+// retries, found false on a 404 (the caller decides what that means), and
+// its failures classified (the attempt ended, or the controller is
+// unreachable).
+func fetch[T any](ctx context.Context, r *buildRun, what string, get func(ctx context.Context, buildID, vmToken string) (T, error)) (T, bool, error) {
+	var v T
 	err := retry(ctx, r.cfg.RetryFor, func(ctx context.Context) error {
 		var err error
-		creds, err = r.client.BuildCredentials(ctx, r.bc.BuildID, r.token)
+		v, err = get(ctx, r.bc.BuildID, r.token)
 		return err
-	}, r.retrying("credentials download"))
+	}, r.retrying("download of "+what))
 	switch {
 	case api.StatusOf(err) == http.StatusNotFound:
-		return creds, fail(CodeCertificates, false, err, "the build's spec names credentials but the controller holds none for it")
+		return v, false, nil
 	case err != nil && isAttemptEnded(err):
-		return creds, fmt.Errorf("%w: fetch credentials: %w", ErrAttemptEnded, err)
+		return v, false, fmt.Errorf("%w: fetch %s: %w", ErrAttemptEnded, what, err)
 	case err != nil:
-		return creds, fail(CodeUnreachable, true, err, "fetch the build's credentials")
+		return v, false, fail(CodeUnreachable, true, err, "fetch %s", what)
 	}
-	return creds, nil
+	return v, true, nil
 }
 
 // layout returns the spec the build follows and the app's directory in
