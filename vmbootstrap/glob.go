@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/freeagent-build/freeagent/internal/braces"
 )
 
 // maxBraceExpansions bounds what one pattern may expand to.
@@ -28,7 +30,11 @@ func globFiles(dir string, patterns []string) ([]string, error) {
 func globPaths(dir string, patterns []string, withDirs bool) ([]string, error) {
 	var split [][]string
 	for _, p := range patterns {
-		expanded, err := expandBraces(p)
+		// An unclosed "{" would be literal; in an artifact path it is a typo.
+		if strings.Count(p, "{") != strings.Count(p, "}") {
+			return nil, fmt.Errorf("artifact pattern %q: unbalanced { }", p)
+		}
+		expanded, err := braces.Expand(p, maxBraceExpansions)
 		if err != nil {
 			return nil, fmt.Errorf("artifact pattern %q: %w", p, err)
 		}
@@ -105,45 +111,4 @@ func matchElems(pat, elems []string) bool {
 	}
 	ok, _ := path.Match(pat[0], elems[0])
 	return ok && matchElems(pat[1:], elems[1:])
-}
-
-// expandBraces expands "{a,b}" alternatives (nested ones too).
-func expandBraces(p string) ([]string, error) {
-	open := strings.IndexByte(p, '{')
-	if open < 0 {
-		return []string{p}, nil
-	}
-	depth, close := 0, -1
-	var commas []int
-	for i := open; i < len(p) && close < 0; i++ {
-		switch p[i] {
-		case '{':
-			depth++
-		case '}':
-			depth--
-			if depth == 0 {
-				close = i
-			}
-		case ',':
-			if depth == 1 {
-				commas = append(commas, i)
-			}
-		}
-	}
-	if close < 0 {
-		return nil, errors.New("unclosed {")
-	}
-	bounds := append(append([]int{open}, commas...), close)
-	var out []string
-	for i := 0; i+1 < len(bounds); i++ {
-		rest, err := expandBraces(p[:open] + p[bounds[i]+1:bounds[i+1]] + p[close+1:])
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, rest...)
-		if len(out) > maxBraceExpansions {
-			return nil, fmt.Errorf("more than %d alternatives", maxBraceExpansions)
-		}
-	}
-	return out, nil
 }

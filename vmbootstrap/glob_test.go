@@ -57,12 +57,17 @@ func TestGlobFiles(t *testing.T) {
 
 func TestExpandBraces(t *testing.T) {
 	t.Parallel()
-	got, err := expandBraces("a/{b,c{d,e}}/*.{apk,aab}")
-	want := []string{"a/b/*.apk", "a/b/*.aab", "a/cd/*.apk", "a/cd/*.aab", "a/ce/*.apk", "a/ce/*.aab"}
+	dir := t.TempDir()
+	for _, f := range []string{"a/b/x.apk", "a/ce/y.aab", "a/cf/z.apk"} {
+		os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755)
+		os.WriteFile(filepath.Join(dir, f), nil, 0o644)
+	}
+	got, err := globFiles(dir, []string{"a/{b,c{d,e}}/*.{apk,aab}"})
+	want := []string{filepath.Join(dir, "a/b/x.apk"), filepath.Join(dir, "a/ce/y.aab")}
 	if err != nil || !slices.Equal(got, want) {
 		t.Fatalf("got %v %v", got, err)
 	}
-	if _, err := expandBraces(strings.Repeat("{a,b}", 10)); err == nil {
+	if _, err := globFiles(dir, []string{strings.Repeat("{a,b}", 10)}); err == nil {
 		t.Fatal("1024 alternatives accepted")
 	}
 }

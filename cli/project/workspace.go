@@ -8,10 +8,13 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/freeagent-build/freeagent/internal/braces"
 )
 
 // maxManifestBytes bounds what is read of a package.json or
@@ -195,9 +198,12 @@ func compileGlob(g string) (neg bool, alts [][]string, err error) {
 			return false, nil, fmt.Errorf("workspace glob %q uses an extended glob %q, which expo-build does not interpret; list the workspaces with *, ** and {a,b} only", g, ext)
 		}
 	}
-	expanded, err := expandBraces(g)
+	if braceRange.MatchString(g) {
+		return false, nil, fmt.Errorf("workspace glob %q uses a brace range, which expo-build does not interpret; list the workspaces with *, ** and {a,b} only", g)
+	}
+	expanded, err := braces.Expand(g, maxBraceExpansions)
 	if err != nil {
-		return false, nil, err
+		return false, nil, fmt.Errorf("workspace glob: %w", err)
 	}
 	for _, e := range expanded {
 		e = strings.TrimPrefix(e, "./")
@@ -217,61 +223,9 @@ func compileGlob(g string) (neg bool, alts [][]string, err error) {
 // make the expansion explode.
 const maxBraceExpansions = 1024
 
-// expandBraces expands the first {…} group with a top-level comma,
-// recursively. A group without a comma stays literal, as in micromatch.
-func expandBraces(g string) ([]string, error) {
-	out := []string{}
-	var expand func(s string) error
-	expand = func(s string) error {
-		if len(out) > maxBraceExpansions {
-			return fmt.Errorf("workspace glob %q expands to more than %d patterns", g, maxBraceExpansions)
-		}
-		for i := 0; i < len(s); i++ {
-			if s[i] != '{' {
-				continue
-			}
-			depth, commas, end := 0, []int{}, -1
-			for j := i; j < len(s) && end < 0; j++ {
-				switch s[j] {
-				case '{':
-					depth++
-				case '}':
-					depth--
-					if depth == 0 {
-						end = j
-					}
-				case ',':
-					if depth == 1 {
-						commas = append(commas, j)
-					}
-				}
-			}
-			if end < 0 {
-				break // unbalanced: literal
-			}
-			if len(commas) == 0 {
-				if strings.Contains(s[i:end], "..") {
-					return fmt.Errorf("workspace glob %q uses a brace range, which expo-build does not interpret; list the workspaces with *, ** and {a,b} only", g)
-				}
-				continue
-			}
-			start := i + 1
-			for _, c := range append(commas, end) {
-				if err := expand(s[:i] + s[start:c] + s[end+1:]); err != nil {
-					return err
-				}
-				start = c + 1
-			}
-			return nil
-		}
-		out = append(out, s)
-		return nil
-	}
-	if err := expand(g); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
+// braceRange is a {1..3} group, which micromatch expands and expo-build
+// does not.
+var braceRange = regexp.MustCompile(`\{[^{},]*\.\.[^{},]*\}`)
 
 // matchSegments matches path segments against pattern segments: "**"
 // spans any number of segments (at least one when it ends the pattern), a
