@@ -315,6 +315,28 @@ func (d *Driver) PullTemplate(ctx context.Context) error {
 	return nil
 }
 
+// clone clones the template as name. Tart creates a clone's temporary
+// directory and only then locks it (VMDirectory.temporary, then
+// FileLock), and every other tart command first removes the unlocked
+// entries of $TART_HOME/tmp: one run by this agent for another build can
+// remove the directory in between. Such a clone fails naming that
+// directory, and cloning again succeeds.
+func (d *Driver) clone(ctx context.Context, name string) error {
+	home, err := d.tartHome()
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(home, "tmp") + string(filepath.Separator)
+	for attempt := 1; ; attempt++ {
+		_, err := d.run(ctx, "clone", d.Template, name)
+		var te *Error
+		if err == nil || attempt == 3 || !errors.As(err, &te) || !strings.Contains(te.Line, tmp) {
+			return err
+		}
+		d.Log.WithError(err).Warn("another tart command removed the clone's temporary directory; cloning again")
+	}
+}
+
 // Start implements agent.Driver: clone, size, and boot a VM with sharedDir
 // mounted as "build-config". The VM is named fa-<instance>-<rest of name>,
 // owned by this process (owner.go).
@@ -331,7 +353,7 @@ func (d *Driver) Start(ctx context.Context, name, sharedDir string, res agent.Re
 		return nil, classify(err)
 	}
 	d.setOwned(name, true)
-	if _, err := d.run(ctx, "clone", d.Template, name); err != nil {
+	if err := d.clone(ctx, name); err != nil {
 		d.setOwned(name, false)
 		return nil, classify(err)
 	}

@@ -476,3 +476,34 @@ func TestVMLimitAfterStartIsClassified(t *testing.T) {
 		t.Fatal("the refused VM was not deleted")
 	}
 }
+
+// TestCloneAgainAfterAnotherCommandsGC: a clone whose temporary directory
+// another tart command's garbage collection removed (Tart's race between
+// creating and locking it) is cloned again, not failed.
+func TestCloneAgainAfterAnotherCommandsGC(t *testing.T) {
+	e := newTartEnv(t)
+	if !e.fake {
+		t.Skip("stages the race with a wrapper around the fake tart")
+	}
+	home, err := e.driver.tartHome()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The first clone fails as Tart's does when the race is lost.
+	marker := filepath.Join(t.TempDir(), "raced")
+	wrapper := filepath.Join(t.TempDir(), "tart")
+	script := "#!/bin/sh\nif [ \"$1\" = clone ] && [ ! -e '" + marker + "' ]; then\n\ttouch '" + marker + "'\n" +
+		"\techo \"Error: open " + filepath.Join(home, "tmp", "9A247E39-C77F-4271-B6CF-0E4AA47FFF4F") + ": no such file or directory\" >&2\n\texit 1\nfi\nexec '" + e.driver.Tart + "' \"$@\"\n"
+	if err := os.WriteFile(wrapper, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	e.driver.Tart = wrapper
+	vm, err := e.driver.Start(context.Background(), "fa-b1-a1", t.TempDir(), agent.Resources{})
+	if err != nil {
+		t.Fatalf("the clone was not tried again: %v", err)
+	}
+	defer vm.Destroy(context.Background())
+	if _, err := os.Stat(marker); err != nil {
+		t.Fatal("the race was not staged")
+	}
+}
