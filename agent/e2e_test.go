@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -76,6 +78,9 @@ type farm struct {
 	vmBin     string
 	// vmEnv is the guest's freeagent-vm.env (the template's toolchain).
 	vmEnv string
+	// vmnet: guests run on the fake's emulation of Tart's network and reach
+	// the host at 192.168.64.1, not at 127.0.0.1.
+	vmnet bool
 }
 
 func newFarm(t testing.TB, mod func(*store.Config)) *farm {
@@ -107,11 +112,30 @@ func newFarm(t testing.TB, mod func(*store.Config)) *farm {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	ctx := context.Background()
-	c, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: filepath.Join(dataParent, "controller"), DatabaseURL: dsn,
+	// As on a Mac, a guest reaches the host only at vmnet's gateway: the
+	// controller listens on every address (as solo mode and mac-e2e.sh do)
+	// and the agent gives the guest the loopback URL rewritten with its
+	// default host address. Without namespaces the guest shares the host's
+	// loopback, and the agent is told so.
+	listen := "127.0.0.1:0"
+	if err := faketarttest.VMNetUnavailable(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Logf("guests share the host's loopback: %v", err)
+	} else {
+		listen, f.vmnet = "0.0.0.0:0", true
+	}
+	c, err := serve.Start(ctx, serve.Config{Listen: listen, DataDir: filepath.Join(dataParent, "controller"), DatabaseURL: dsn,
 		ReaperInterval: 250 * time.Millisecond, Store: cfg, Limits: limits}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
+	u, err := url.Parse(c.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.URL = "http://" + net.JoinHostPort("127.0.0.1", u.Port())
 	t.Cleanup(func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
@@ -204,11 +228,18 @@ func (w syncWriter) Write(p []byte) (int, error) {
 func (f *farm) startAgent(extraEnv ...string) *agentProc {
 	f.t.Helper()
 	dir := f.t.TempDir()
-	cmd := exec.Command(f.agentBin, "run", "--controller-url", f.url, "--vm-driver", "tart", "--tart", f.tart,
-		"--template", "macos-expo", "--host-address", "127.0.0.1", "--data-dir", dir, "--bootstrap", f.vmBin,
-		"--backoff-min", "200ms", "--boot-timeout", "20s", "--max-builds", "2", "--name", "e2e-mac")
+	args := []string{"run", "--controller-url", f.url, "--vm-driver", "tart", "--tart", f.tart,
+		"--template", "macos-expo", "--data-dir", dir, "--bootstrap", f.vmBin,
+		"--backoff-min", "200ms", "--boot-timeout", "20s", "--max-builds", "2", "--name", "e2e-mac"}
+	tartEnv := []string{"FAKETART_BOOT_DELAY=50ms"}
+	if f.vmnet {
+		tartEnv = append(tartEnv, "FAKETART_NET=vmnet")
+	} else {
+		args = append(args, "--host-address", "127.0.0.1")
+	}
+	cmd := exec.Command(f.agentBin, args...)
 	// Later entries win: extraEnv can override these.
-	cmd.Env = append(append(faketarttest.BaseEnv(), faketarttest.Env(f.tartHome, "FAKETART_BOOT_DELAY=50ms")...),
+	cmd.Env = append(append(faketarttest.BaseEnv(), faketarttest.Env(f.tartHome, tartEnv...)...),
 		append([]string{"FREEAGENT_API_KEY=" + f.workerKey, "FREEAGENT_POLL_WAIT=2s"}, extraEnv...)...)
 	p := &agentProc{cmd: cmd, log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan error, 1), dir: dir}
 	cmd.Stdout, cmd.Stderr = syncWriter{p.mu, p.log}, syncWriter{p.mu, p.log}

@@ -16,11 +16,18 @@ On a Mac with Tart, in order:
   2. the Keychain tests against this Mac's login keychain (FREEAGENT_TEST_REAL_KEYCHAIN=1;
      they use the service build.freeagent.test and delete what they write), with cgo
      (Keychain API) and without (/usr/bin/security), and the launchd and packaging tests;
-  3. a whole build: a controller on its own PostgreSQL (needs initdb and postgres on PATH,
-     e.g. brew install postgresql@16), a worker with the tart driver cloning the template
-     (default freeagent-template, made by scripts/build-vm-template.sh), and expo-build
-     submitting a project whose freeagent:build script writes an artifact, downloaded and
-     compared. --skip-build stops after step 2.
+  3. a worker started as launchd starts the app (launchd's PATH, through a symlink, no
+     --tart or --bootstrap) beside a controller on its own PostgreSQL (needs initdb and
+     postgres on PATH, e.g. brew install postgresql@16), and `freeagent doctor` in the
+     same environment;
+  4. a whole build: expo-build submits a project whose freeagent:build script writes an
+     artifact after 20 s in a VM cloned from the template (default freeagent-template,
+     made by scripts/build-vm-template.sh; a remote image is pulled only when absent);
+     while it runs, the Mac is kept awake and a second worker starting on this Mac leaves
+     the VM alone; the artifact is downloaded and compared; the power assertion ends.
+     --skip-build stops after step 2.
+Each check prints PASS or FAIL, the list is printed again at the end, and the run exits 1
+when any failed. Only VMs this run creates are touched.
 
 The ios mode proves the default iOS pipeline on a real Expo app instead (the template must
 build iOS: a *-xcode base image). It creates an app with `npx create-expo-app@latest
@@ -110,16 +117,27 @@ finish() {
 trap finish EXIT
 
 # start_farm starts a controller on its own PostgreSQL and a worker whose
-# tart driver clones $template, and sets url and dev_key for expo-build.
+# tart driver clones $template, and sets url, dev_key, worker_key and
+# worker_pid. The worker starts as launchd starts the app: launchd's PATH
+# (no Homebrew on it), through a symlink as the cask installs it, and
+# without --tart or --bootstrap: it must find tart in Homebrew's prefixes
+# and the freeagent-vm beside the real binary.
 start_farm() {
-	tart list --source local --format json | grep -q "\"Name\" *: *\"$template\"" ||
-		die "no local VM $template: make one with scripts/build-vm-template.sh (or pass --template)"
+	case $template in
+	*/*) ;; # a remote image: the worker pulls it when it is not in Tart's cache
+	*)
+		tart list --source local --format json | grep -q "\"Name\" *: *\"$template\"" ||
+			die "no local VM $template: make one with scripts/build-vm-template.sh (or pass --template)"
+		;;
+	esac
 	go build -o "$work/bin/" ./controller/cmd/freeagent-controller ./tray/cmd/freeagent ./cli/cmd/expo-build
-	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build -o "$work/guest/" ./vmbootstrap/cmd/freeagent-vm
+	GOOS=darwin GOARCH=arm64 CGO_ENABLED=0 go build -o "$work/bin/" ./vmbootstrap/cmd/freeagent-vm
+	mkdir -p "$work/link"
+	ln -sf "$work/bin/freeagent" "$work/link/freeagent"
 
 	# The guest reaches the controller at the host's address on Tart's network
 	# (the agent rewrites the loopback URL for it), so listen on every address.
-	local port=${FREEAGENT_E2E_PORT:-8787} i worker_key
+	local port=${FREEAGENT_E2E_PORT:-8787} i
 	"$work/bin/freeagent-controller" serve --data-dir "$work/controller" --listen "0.0.0.0:$port" >"$work/controller.log" 2>&1 &
 	pids+=($!)
 	url=http://127.0.0.1:$port
@@ -131,35 +149,80 @@ start_farm() {
 	done
 	worker_key=$(keys mac-e2e-worker worker)
 	dev_key=$(keys mac-e2e-developer developer)
-
-	FREEAGENT_API_KEY=$worker_key "$work/bin/freeagent" run --controller-url "$url" --vm-driver tart \
-		--template "$template" --bootstrap "$work/guest/freeagent-vm" --data-dir "$work/agent" \
-		--name mac-e2e >"$work/agent.log" 2>&1 &
-	pids+=($!)
+	start_worker mac-e2e "$work/agent"
+	worker_pid=$last_pid
 }
 keys() { "$work/bin/freeagent-controller" keys create --name "$1" --role "$2" --data-dir "$work/controller"; }
 
-# all_mode: the real Tart, the real Keychain, and a scripted build in a VM.
+# start_worker NAME DATA-DIR starts a worker in launchd's environment; its
+# pid is in last_pid (not printed: a $(...) subshell would lose pids).
+start_worker() {
+	env -i HOME="$HOME" USER="$USER" LOGNAME="$USER" TMPDIR="${TMPDIR:-/tmp}" PATH=/usr/bin:/bin:/usr/sbin:/sbin \
+		FREEAGENT_API_KEY="$worker_key" "$work/link/freeagent" run --controller-url "$url" --vm-driver tart \
+		--template "$template" --data-dir "$2" --name "$1" >"$work/$1.log" 2>&1 &
+	last_pid=$!
+	pids+=("$last_pid")
+}
+
+# agent_vms lists the running VMs this Mac's agents named (fa-...).
+agent_vms() { tart list --source local --format json | tr -d ' \n' | grep -o '"Name":"fa-[^"]*"[^}]*"Running":true' | sed 's/"Name":"\([^"]*\)".*/\1/' || true; }
+
+# all_mode: the real Tart, the real Keychain, launchd's environment, and a
+# build in a VM, each check a PASS or FAIL line.
 all_mode() {
 	echo "--- 1. Tart driver contract tests against the real tart"
 	tart create --linux "$contract_vm"
-	FREEAGENT_TEST_REAL_TART=1 FREEAGENT_TEST_TART_TEMPLATE=$contract_vm go test -count=1 ./agent/tart/
+	if FREEAGENT_TEST_REAL_TART=1 FREEAGENT_TEST_TART_TEMPLATE=$contract_vm go test -count=1 ./agent/tart/; then
+		pass "the Tart driver's contract holds against $(tart --version | head -1)"
+	else
+		fail "the Tart driver's contract against the real tart (go test output above)"
+	fi
 
 	echo "--- 2. Keychain, launchd and packaging on macOS"
-	FREEAGENT_TEST_REAL_KEYCHAIN=1 CGO_ENABLED=1 go test -count=1 ./agent/secrets/ ./launchd/ ./packaging/... ./tray/...
-	FREEAGENT_TEST_REAL_KEYCHAIN=1 CGO_ENABLED=0 go test -count=1 ./agent/secrets/
-	[ "$skip_build" = 1 ] && { echo "--- passed (build skipped)"; exit 0; }
+	if FREEAGENT_TEST_REAL_KEYCHAIN=1 CGO_ENABLED=1 go test -count=1 ./agent/secrets/ ./launchd/ ./packaging/... ./tray/...; then
+		pass "Keychain (API), launchd plists, the app bundle (Info.plist keys, deployment target) and the menu-bar app"
+	else
+		fail "Keychain, launchd, packaging or tray tests with cgo (go test output above)"
+	fi
+	local tty="without a terminal"
+	[ -t 0 ] && tty="with this terminal attached, which security(1) must not prompt on"
+	if FREEAGENT_TEST_REAL_KEYCHAIN=1 CGO_ENABLED=0 go test -count=1 ./agent/secrets/; then
+		pass "Keychain through /usr/bin/security, $tty"
+	else
+		fail "Keychain through /usr/bin/security (go test output above)"
+	fi
+	if [ "$skip_build" = 1 ]; then
+		echo "--- build skipped (--skip-build)"
+		[ "$failed" = 0 ] || exit 1
+		return
+	fi
 
-	echo "--- 3. a whole build in a Tart VM cloned from $template"
+	echo "--- 3. a worker in launchd's environment, and doctor"
+	local cached_before=no
+	tart list --source oci --format json | grep -q "\"Name\" *: *\"$template\"" && cached_before=yes
 	start_farm
-	local project=$work/project got
+	local doctor
+	doctor=$(env -i HOME="$HOME" USER="$USER" PATH=/usr/bin:/bin:/usr/sbin:/sbin FREEAGENT_API_KEY="$worker_key" \
+		"$work/link/freeagent" doctor --controller-url "$url" --vm-driver tart --template "$template" --data-dir "$work/agent" 2>&1) || true
+	show "freeagent doctor (launchd's PATH)" "$doctor"
+	if printf '%s\n' "$doctor" | grep -q "^✓ tart"; then pass "tart found with launchd's PATH (Homebrew prefixes)"; else fail "tart not found with launchd's PATH"; fi
+	if printf '%s\n' "$doctor" | grep -q "^✓ template"; then pass "doctor: the template's platforms"; else fail "doctor: template check (see above)"; fi
+	if printf '%s\n' "$doctor" | grep -q "^✓ dhcp_lease"; then
+		pass "doctor: vmnet's DHCP lease time"
+	else
+		echo "NOTE  doctor warns about vmnet's DHCP leases (see above): a host setting, not a failure of this run"
+	fi
+
+	echo "--- 4. a whole build in a Tart VM cloned from $template"
+	local project=$work/project got vm="" i caffeinated=no
 	mkdir -p "$project"
+	# The build lasts 20 s so the run can look at the host while it runs.
 	cat >"$project/package.json" <<'JSON'
 {
   "name": "mac-e2e",
   "version": "1.0.0",
   "scripts": {
-    "freeagent:build": "node -e \"require('fs').writeFileSync(process.env.FREEAGENT_ARTIFACTS_DIR + '/hello.txt', 'built in ' + require('os').platform() + '\\n')\""
+    "freeagent:build": "node -e \"setTimeout(() => require('fs').writeFileSync(process.env.FREEAGENT_ARTIFACTS_DIR + '/hello.txt', 'built in ' + require('os').platform() + '\\n'), 20000)\""
   }
 }
 JSON
@@ -167,10 +230,50 @@ JSON
 
 	# -o with a trailing slash is a directory even for a single artifact.
 	EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$dev_key \
-		"$work/bin/expo-build" submit "$project" --platform android --wait --output "$work/out/"
-	got=$(cat "$work/out/hello.txt")
-	[ "$got" = "built in darwin" ] || die "artifact says '$got', want 'built in darwin' (a build in the VM)"
-	echo "--- passed: a build ran in a Tart VM and its artifact came back"
+		"$work/bin/expo-build" submit "$project" --platform android --wait --output "$work/out/" >"$work/submit.log" 2>&1 &
+	local submit=$!
+	for i in $(seq 1 600); do
+		vm=$(agent_vms | head -1)
+		[ -n "$vm" ] && break
+		kill -0 "$submit" 2>/dev/null || break
+		sleep 1
+	done
+	if [ -n "$vm" ]; then
+		pgrep -f "caffeinate -i -w $worker_pid" >/dev/null && caffeinated=yes
+		expect "the Mac is kept awake (caffeinate -i) while $vm builds" "$caffeinated" yes
+		# A second worker on this Mac (the menu-bar app beside `freeagent
+		# run`) sweeps orphans when it starts: it must leave this VM alone.
+		start_worker mac-e2e-second "$work/agent-second"
+		sleep 5
+		if agent_vms | grep -qx "$vm"; then pass "a second worker's start left the running $vm alone"; else fail "a second worker's start removed $vm"; fi
+	else
+		fail "no running fa-* VM appeared (see $work/submit.log and $work/mac-e2e.log)"
+	fi
+	if wait "$submit"; then
+		got=$(cat "$work/out/hello.txt" 2>/dev/null || true)
+		expect "the artifact, written by the VM through the shared folder" "$got" "built in darwin"
+	else
+		cat "$work/submit.log"
+		fail "the build completed (see $work/submit.log and $work/mac-e2e.log)"
+	fi
+	for i in $(seq 1 20); do
+		pgrep -f "caffeinate -i -w $worker_pid" >/dev/null || break
+		sleep 1
+	done
+	if pgrep -f "caffeinate -i -w $worker_pid" >/dev/null; then fail "the power assertion outlived the build"; else pass "the power assertion was released once idle"; fi
+	case $template in
+	*/*)
+		local pulls
+		pulls=$(grep -c "pulling the VM template" "$work/mac-e2e.log" || true)
+		if [ "$cached_before" = yes ]; then
+			expect "the cached remote template was not pulled again" "$pulls" 0
+		else
+			expect "the remote template was pulled once" "$pulls" 1
+		fi
+		;;
+	esac
+	[ "$failed" = 0 ] || exit 1
+	echo "--- passed: every check"
 }
 
 # The ios mode's checks: each prints a PASS or FAIL line and joins the
@@ -448,7 +551,7 @@ JSON
 		pass "the simulator build completed"
 		verify_simulator "$work/out-simulator"
 	else
-		fail "the simulator build completed (see expo-build's output above and $work/agent.log)"
+		fail "the simulator build completed (see expo-build's output above and $work/mac-e2e.log)"
 	fi
 
 	if [ -z "$credentials" ]; then
@@ -459,7 +562,7 @@ JSON
 			pass "the signed build completed"
 			verify_ipa "$work/out-preview"
 		else
-			fail "the signed build completed (see expo-build's output above and $work/agent.log)"
+			fail "the signed build completed (see expo-build's output above and $work/mac-e2e.log)"
 		fi
 	fi
 	[ "$failed" = 0 ] || exit 1

@@ -736,7 +736,11 @@ func runIP(a *app, p *parsed) error {
 	for {
 		if vm.running() {
 			if _, err := os.Stat(filepath.Join(vm.path, fakeDir, "booted")); err == nil {
-				a.println("%s", envOr("FAKETART_IP", "127.0.0.1"))
+				if addr, err := os.ReadFile(filepath.Join(vm.path, fakeDir, ipFile)); err == nil {
+					a.println("%s", addr) // FAKETART_NET=vmnet: the VM's lease
+				} else {
+					a.println("%s", envOr("FAKETART_IP", "127.0.0.1"))
+				}
 				return nil
 			}
 		}

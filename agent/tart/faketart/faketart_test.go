@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -992,4 +993,77 @@ func TestSoftnetMustBeOnPath(t *testing.T) {
 	}
 	f.ok("stop", "vm")
 	r.wait(t, 5*time.Second)
+}
+
+// On Tart's default network a guest sees the host at 192.168.64.1 and its
+// own loopback at 127.0.0.1: a service on the host's loopback is out of its
+// reach. FAKETART_NET=vmnet reproduces that with a network namespace.
+func TestVMNetGuestSeesHostAtGateway(t *testing.T) {
+	if err := faketarttest.VMNetUnavailable(); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	loop, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer loop.Close()
+	all, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all.Close()
+	peers := make(chan string, 4)
+	for _, l := range []net.Listener{loop, all} {
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				peers <- l.Addr().String() + " from " + c.RemoteAddr().(*net.TCPAddr).IP.String()
+				c.Close()
+			}
+		}()
+	}
+	loopPort, allPort := loop.Addr().(*net.TCPAddr).Port, all.Addr().(*net.TCPAddr).Port
+	script := fmt.Sprintf(`if bash -c 'exec 3<>/dev/tcp/127.0.0.1/%d' 2>/dev/null; then echo loopback=reached; else echo loopback=refused; fi
+if bash -c 'exec 3<>/dev/tcp/192.168.64.1/%d'; then echo gateway=reached; else echo gateway=refused; fi
+echo done > "$TART_FAKE_GUEST_ROOT/done"; sleep 60`, loopPort, allPort)
+	f := newFixture(t, "FAKETART_NET=vmnet")
+	faketarttest.Template(t, f.home, "tpl", []string{"/bin/sh", "-c", script}, nil)
+	f.ok("clone", "tpl", "net-1")
+	run := f.start("--no-graphics", "net-1")
+	waitFile(t, f.vmPath("net-1", ".faketart", "guest", "done"), 10*time.Second)
+	log, _ := os.ReadFile(f.vmPath("net-1", ".faketart", "guest.log"))
+	if !strings.Contains(string(log), "loopback=refused\n") || !strings.Contains(string(log), "gateway=reached\n") {
+		t.Fatalf("guest.log:\n%s", log)
+	}
+	ip := strings.TrimSpace(f.ok("ip", "net-1"))
+	if !strings.HasPrefix(ip, "192.168.64.") || ip == "192.168.64.1" {
+		t.Fatalf("tart ip = %q, want a lease on 192.168.64.0/24", ip)
+	}
+	select {
+	case p := <-peers:
+		if want := all.Addr().String() + " from " + ip; p != want {
+			t.Fatalf("host saw %q, want %q", p, want)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the host's listener saw no connection")
+	}
+	hostIf := "fa-vm" + strings.TrimPrefix(ip, "192.168.64.")
+	if err := exec.Command("ip", "link", "show", "dev", hostIf).Run(); err != nil {
+		t.Fatalf("no host interface %s while the VM runs: %v", hostIf, err)
+	}
+	f.ok("stop", "net-1")
+	if code := run.wait(t, 5*time.Second); code != 0 {
+		t.Fatalf("tart run exit %d, stderr %q", code, run.err.String())
+	}
+	// The namespace dies with the guest, and its veth pair with it.
+	if !faketarttest.WaitFor(3*time.Second, func() bool { return exec.Command("ip", "link", "show", "dev", hostIf).Run() != nil }) {
+		t.Fatalf("host interface %s outlived its VM", hostIf)
+	}
+	f.fails(1, "no IP address found, is your VM running?\n", "ip", "net-1")
 }

@@ -18,8 +18,12 @@ import (
 // exits, so the fork happens on a goroutine locked to its OS thread, and that
 // goroutine stays (locked) in cmd.Wait until the guest exits. Killing
 // `tart run` (even with SIGKILL) therefore kills the guest.
-func startGuest(cmd *exec.Cmd) (*guestProc, error) {
+// With netns the guest gets a network namespace of its own (FAKETART_NET=vmnet).
+func startGuest(cmd *exec.Cmd, netns bool) (*guestProc, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Pdeathsig: syscall.SIGKILL}
+	if netns {
+		cmd.SysProcAttr.Cloneflags = syscall.CLONE_NEWNET
+	}
 	g := &guestProc{cmd: cmd, done: make(chan struct{})}
 	started := make(chan error, 1)
 	go func() {

@@ -12,8 +12,9 @@ func selfExe() (string, error) { return os.Executable() }
 
 // startGuest starts the guest in its own process group. There is no
 // Pdeathsig outside Linux; the reaper process (see startReaper) is what kills
-// the guest's group if `tart run` dies.
-func startGuest(cmd *exec.Cmd) (*guestProc, error) {
+// the guest's group if `tart run` dies. netns is never set here: vmnet
+// emulation needs Linux.
+func startGuest(cmd *exec.Cmd, netns bool) (*guestProc, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	g := &guestProc{cmd: cmd, done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {

@@ -261,6 +261,7 @@ type runState struct {
 	fdir     string // vms/<n>/.faketart
 	guest    *guestProc
 	slotPath string
+	net      *vmnetLease // FAKETART_NET=vmnet: the VM's address
 }
 
 func runRun(a *app, p *parsed) error {
@@ -364,6 +365,14 @@ func runRun(a *app, p *parsed) error {
 	}
 	global.Close()
 
+	if vmnetEnabled() {
+		lease, err := acquireVMNet(name)
+		if err != nil {
+			return rs.exit(genericErr("%v", err))
+		}
+		rs.net = lease
+	}
+
 	// Prepare the guest filesystem view.
 	guestRoot := filepath.Join(rs.fdir, "guest")
 	home := filepath.Join(guestRoot, "Users", "admin")
@@ -379,6 +388,7 @@ func runRun(a *app, p *parsed) error {
 	booted := filepath.Join(rs.fdir, "booted")
 	_ = os.Remove(poweroff)
 	_ = os.Remove(booted)
+	_ = os.Remove(filepath.Join(rs.fdir, ipFile))
 
 	bootDelay, ok := parseDelay(envOr("FAKETART_BOOT_DELAY", "200ms"))
 	if !ok {
@@ -487,6 +497,7 @@ func (rs *runState) exit(err error) error {
 		rs.guest.powerOff()
 	}
 	_ = os.Remove(filepath.Join(rs.fdir, "booted"))
+	_ = os.Remove(filepath.Join(rs.fdir, ipFile))
 	if rs.slotPath != "" {
 		_ = os.Remove(rs.slotPath)
 	}
@@ -658,12 +669,34 @@ func (rs *runState) bootGuest(guestRoot, home, poweroff, cpu, mem string) (*gues
 		fmt.Fprintf(logFile, "faketart: failed to start guest program %q: %v\n", spec.Argv[0], cmd.Err)
 		return nil, nil
 	}
-	g, err := startGuest(cmd)
+	if rs.net == nil {
+		g, err := startGuest(cmd, false)
+		if err != nil {
+			fmt.Fprintf(logFile, "faketart: failed to start guest program %q: %v\n", spec.Argv[0], err)
+			return nil, nil
+		}
+		g.startReaper()
+		return g, nil
+	}
+	wrapped, ready, err := rs.net.wrap(cmd)
 	if err != nil {
-		fmt.Fprintf(logFile, "faketart: failed to start guest program %q: %v\n", spec.Argv[0], err)
-		return nil, nil
+		return nil, err
+	}
+	g, err := startGuest(wrapped, true)
+	wrapped.ExtraFiles[0].Close()
+	if err != nil {
+		ready.Close()
+		return nil, err
 	}
 	g.startReaper()
+	if err := rs.net.attach(g.pid, ready); err != nil {
+		g.powerOff()
+		return nil, err
+	}
+	if err := os.WriteFile(filepath.Join(rs.fdir, ipFile), []byte(rs.net.addr()), 0o644); err != nil {
+		g.powerOff()
+		return nil, err
+	}
 	return g, nil
 }
 
@@ -749,6 +782,8 @@ func fakeInternal(args []string) int {
 		return fakeReaper(args[1:])
 	case "hold":
 		return fakeHold(args[1:])
+	case "vmnet-guest":
+		return fakeVMNetGuest(args[1:])
 	}
 	fmt.Fprintf(os.Stderr, "faketart: unknown internal command %q\n", args[0])
 	return 64

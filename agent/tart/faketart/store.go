@@ -34,6 +34,7 @@ const (
 	stateFile  = "state.vzvmsave"
 	guestFile  = "fake-guest.json"
 	fakeDir    = ".faketart"
+	ipFile     = "ip" // in fakeDir: the address of a VM on FAKETART_NET=vmnet
 )
 
 type tartHome struct {

@@ -146,3 +146,49 @@ func TestPlatformsComeFromTheTemplate(t *testing.T) {
 		t.Fatalf("doctor: %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 }
+
+// Builds never pull a template that is on this Mac; `freeagent pull` is how
+// the owner follows a moved tag (issue 14, defect 3).
+func TestPullRefreshesOnlyARemoteTemplate(t *testing.T) {
+	tartBin := faketarttest.Build(t)
+	home, registry := faketarttest.Home(t), t.TempDir()
+	faketarttest.RegistryImage(t, registry, "ghcr.io/acme/macos-expo:latest", faketarttest.VM{OS: "darwin"})
+	faketarttest.Template(t, home, "macos-local", nil, nil)
+	t.Setenv("TART_HOME", home)
+	t.Setenv("FAKETART_REGISTRY", registry)
+	logFile := filepath.Join(t.TempDir(), "tart.log")
+	t.Setenv("FAKETART_LOG", logFile)
+
+	pull := func(template string) (int, string) {
+		var stdout, stderr bytes.Buffer
+		code := run([]string{"pull", "--data-dir", t.TempDir(), "--vm-driver", "tart", "--tart", tartBin, "--template", template},
+			strings.NewReader(""), &stdout, &stderr)
+		return code, stdout.String() + stderr.String()
+	}
+	code, out := pull("macos-local")
+	if code != 0 || !strings.Contains(out, `template "macos-local" is a local VM: nothing to pull`) {
+		t.Fatalf("pull of a local template: %d\n%s", code, out)
+	}
+	for range 2 { // again: the owner asked, so the cached image is pulled again
+		code, out = pull("ghcr.io/acme/macos-expo")
+		if code != 0 || !strings.Contains(out, "pulling the VM template") || !strings.Contains(out, "template ghcr.io/acme/macos-expo is up to date") {
+			t.Fatalf("pull of a remote template: %d\n%s", code, out)
+		}
+	}
+	pulls := 0
+	for _, e := range faketarttest.ReadLog(t, logFile) {
+		if e.Cmd == "pull" {
+			pulls++
+			if e.Exit == nil || *e.Exit != 0 {
+				t.Errorf("tart pull failed: %+v", e)
+			}
+		}
+	}
+	if pulls != 2 {
+		t.Fatalf("tart pull ran %d times, want 2", pulls)
+	}
+	code, out = pull("ghcr.io/acme/missing")
+	if code != 1 || !strings.Contains(out, "404") {
+		t.Fatalf("pull of a missing image: %d\n%s", code, out)
+	}
+}

@@ -22,7 +22,6 @@ import (
 	"github.com/freeagent-build/freeagent/agent/logfile"
 	"github.com/freeagent-build/freeagent/agent/power"
 	"github.com/freeagent-build/freeagent/agent/secrets"
-	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/tray/conffile"
 )
 
@@ -38,6 +37,8 @@ Usage:
   freeagent doctor [--json] check this host (Tart, VM template, disk, VM limit, DHCP lease time,
                             controller, key)
                             and print the fix for each problem; exit status 1 when a check fails
+  freeagent pull  [flags]   pull the remote VM template again, to follow a moved tag (builds
+                            only pull an image that is not on this Mac)
 
 Run "freeagent COMMAND -h" for a command's flags. Every flag can also be set
 by the environment variable shown in its help, or as "name = value" in
@@ -72,6 +73,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		err = cmdApp(args[1:], stderr)
 	case "doctor":
 		err = cmdDoctor(args[1:], stdout, stderr)
+	case "pull":
+		err = cmdPull(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "freeagent: unknown command %q\n\n%s", args[0], usage)
 		return 2
@@ -275,15 +278,15 @@ func newDriver(cfg *Config, log logrus.FieldLogger) (agent.Driver, error) {
 		if cfg.MaxBuilds > agent.MaxMacOSVMs {
 			return nil, usageError{fmt.Errorf("--max-builds %d: macOS allows at most %d VMs per host", cfg.MaxBuilds, agent.MaxMacOSVMs)}
 		}
-		logDir := filepath.Join(cfg.DataDir, "logs")
-		path, err := cfg.tartPath()
-		if err != nil {
+		d := cfg.tartDriver(log.WithField("driver", "tart"))
+		d.LogDir = filepath.Join(cfg.DataDir, "logs")
+		if _, err := cfg.tartPath(); err != nil {
 			// Not fatal: the worker stays up (and says why builds fail) until tart is installed.
 			log.WithError(err).Warn("tart not found: builds will fail until it is installed (brew install cirruslabs/cli/tart) or --tart names it")
 		} else {
-			log.WithField("tart", path).Info("using tart")
+			log.WithField("tart", d.Tart).Info("using tart")
 		}
-		return &tart.Driver{Tart: path, Template: cfg.Template, LogDir: logDir, Log: log.WithField("driver", "tart")}, nil
+		return d, nil
 	case "local":
 		log.Warn("the local driver runs builds as plain processes on this machine, with no isolation; use it only for trusted projects")
 		return &local.Driver{Root: filepath.Join(cfg.DataDir, "local-vms")}, nil

@@ -369,3 +369,22 @@ func randMAC() string {
 	b[0] = (b[0] | 0x02) &^ 0x01
 	return fmt.Sprintf("%02x:%02x:%02x:%02x:%02x:%02x", b[0], b[1], b[2], b[3], b[4], b[5])
 }
+
+// VMNetUnavailable says why FAKETART_NET=vmnet (each guest in its own
+// network namespace behind a bridge, as on Tart's vmnet network) cannot
+// run here, or returns nil when it can: it needs Linux, root, ip(8) and
+// iptables(8).
+func VMNetUnavailable() error {
+	if runtime.GOOS != "linux" {
+		return errors.New("FAKETART_NET=vmnet needs Linux network namespaces")
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("FAKETART_NET=vmnet needs root (network namespaces, a bridge and veth pairs)")
+	}
+	for tool, pkg := range map[string]string{"ip": "iproute2", "iptables": "iptables"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			return fmt.Errorf("FAKETART_NET=vmnet needs %s: apt-get install %s", tool, pkg)
+		}
+	}
+	return nil
+}
