@@ -44,6 +44,7 @@ type Config struct {
 	LinkTTL        time.Duration // install link lifetime; 0 → 7 days
 	Store          store.Config
 	Limits         server.Limits
+	Webhooks       webhooks.Config // zero fields take webhooks.DefaultConfig's
 
 	// Name and AdvertiseURL describe this replica in the controller
 	// registry; defaults: the host name and the URL it listens on.
@@ -158,7 +159,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 		return nil, err
 	}
 	m := metrics.New(c.store, 0)
-	hooks, err := webhooks.New(c.store, key, webhooks.DefaultConfig(), m, log.WithField("component", "webhooks"))
+	hooks, err := webhooks.New(c.store, key, cfg.Webhooks, m, log.WithField("component", "webhooks"))
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 // Config is the controller binary's whole configuration. Each field comes
@@ -23,6 +24,8 @@ type Config struct {
 	Serve     serve.Config
 	LogLevel  string
 	LogFormat string
+	// webhookAllow is --webhook-allow as given; parsed into Serve.Webhooks.Allow.
+	webhookAllow string
 }
 
 func parseConfig(cmd string, args []string, stderr io.Writer, serving bool) (*Config, *flag.FlagSet, error) {
@@ -58,6 +61,7 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 		e.boolv(&cfg.Serve.MetricsPublic, "metrics-public", "FREEAGENT_METRICS_PUBLIC", false, "serve /metrics without an API key (otherwise an admin key: X-API-Key or Authorization: Bearer)")
 		e.str(&cfg.Serve.PublicURL, "public-url", "FREEAGENT_PUBLIC_URL", "", "URL phones and browsers reach this controller at, used in install links and QR codes; empty uses each request's host")
 		e.dur(&cfg.Serve.LinkTTL, "link-ttl", "FREEAGENT_LINK_TTL", install.DefaultTTL, "how long an install link (and its QR code) works")
+		e.str(&cfg.webhookAllow, "webhook-allow", "FREEAGENT_WEBHOOK_ALLOW", "", "comma-separated addresses or CIDR prefixes of non-public webhook targets to allow (loopback, private and link-local addresses are refused otherwise), e.g. 10.1.2.0/24")
 		cfg.Serve.CertsKey = os.Getenv("FREEAGENT_CERTS_KEY") // a secret: environment only, never argv
 		cfg.Serve.LinkKey = os.Getenv("FREEAGENT_LINK_KEY")
 	}
@@ -78,6 +82,11 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 			return nil, nil, usageError{fmt.Errorf("--public-url %q: want an absolute http(s) URL such as https://builds.example.com", u)}
 		}
 	}
+	allow, err := webhooks.ParseAllow(cfg.webhookAllow)
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("--webhook-allow: %w", err)}
+	}
+	cfg.Serve.Webhooks.Allow = allow
 	if cfg.Serve.DatabaseURL == "" && cfg.Serve.DataDir == "" {
 		return nil, nil, usageError{errors.New("set --data-dir (or FREEAGENT_DATA_DIR) or --database-url (DATABASE_URL)")}
 	}

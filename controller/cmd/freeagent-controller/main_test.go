@@ -103,6 +103,10 @@ func TestConfigLinksAndMetrics(t *testing.T) {
 	if !cfg.Serve.MetricsPublic || cfg.Serve.LinkTTL != 48*time.Hour || cfg.Serve.PublicURL != "https://builds.example.com/" {
 		t.Fatalf("config: %+v", cfg.Serve)
 	}
+	if _, _, err := parseConfig("serve", []string{"--webhook-allow", "10.0.0.0/8,hooks.internal"}, &bytes.Buffer{}, true); err == nil ||
+		!strings.Contains(err.Error(), `--webhook-allow: "hooks.internal" is neither an address nor a CIDR prefix`) {
+		t.Errorf("--webhook-allow with a host name: %v", err)
+	}
 	_, _, err = parseConfig("serve", []string{"--public-url", "builds.example.com"}, &bytes.Buffer{}, true)
 	if err == nil || !strings.Contains(err.Error(), "--public-url") {
 		t.Fatalf("a relative public URL must be refused, naming the flag: %v", err)
@@ -130,7 +134,8 @@ func TestServeBuiltInDatabase(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(parent) })
 	os.Chmod(parent, 0o711)
 	data := filepath.Join(parent, "data")
-	cmd := exec.Command(bin, "serve", "--data-dir", data, "--listen", "127.0.0.1:0")
+	// The webhook check delivers to this machine: allowed by name, as an admin would.
+	cmd := exec.Command(bin, "serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--webhook-allow", "127.0.0.1")
 	cmd.Env = append(os.Environ(), "DATABASE_URL=")
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
