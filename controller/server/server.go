@@ -253,7 +253,12 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	body := map[string]string{"status": "ready", "database": "ok", "migrations": "current"}
 	status := http.StatusOK
 	if err := s.store.Ping(ctx); err != nil {
-		body["status"], body["database"] = "unavailable", err.Error()
+		// The cause goes to the log: an anonymous caller learns only that
+		// the database is unreachable, not its address, user or error text.
+		if s.log != nil {
+			s.log.WithError(err).Warn("readiness: the database does not answer")
+		}
+		body["status"], body["database"] = "unavailable", "unreachable (see the controller's log)"
 		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}

@@ -193,6 +193,18 @@ func (s *Server) uploadArtifact(w http.ResponseWriter, r *http.Request, buildID,
 }
 
 // readLogs returns log bytes from ?after=N as text/plain, or with Accept:
+// writeEvent writes one log line as an event. A bare CR ends a line in
+// event-stream framing, so a CR inside the line (a progress bar's redraw)
+// starts another data field of the same event, which the client joins with
+// "\n"; written raw, it would let build output forge fields (event: end).
+func writeEvent(w io.Writer, id int64, line []byte) {
+	fmt.Fprintf(w, "id: %d\n", id)
+	for _, part := range bytes.Split(line, []byte{'\r'}) {
+		fmt.Fprintf(w, "data: %s\n", part)
+	}
+	io.WriteString(w, "\n")
+}
+
 // text/event-stream follows the log live: one "data:" event per line (the
 // event id is the byte offset after it, for Last-Event-ID resumption) and a
 // final "end" event carrying the build's status.
@@ -258,12 +270,12 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, buildID stri
 				break
 			}
 			lineEnd += int64(i + 1)
-			fmt.Fprintf(bw, "id: %d\ndata: %s\n\n", lineEnd, bytes.TrimRight(data[:i], "\r"))
+			writeEvent(bw, lineEnd, bytes.TrimRight(data[:i], "\r"))
 			data = data[i+1:]
 		}
 		if after >= slice.Length && slice.Status.Terminal() {
 			if len(partial) > 0 {
-				fmt.Fprintf(bw, "id: %d\ndata: %s\n\n", after, partial)
+				writeEvent(bw, after, partial)
 			}
 			fmt.Fprintf(bw, "event: end\ndata: %s\n\n", slice.Status)
 			bw.Flush()
