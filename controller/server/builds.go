@@ -190,7 +190,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 		status = http.StatusOK
 	}
 	writeJSON(w, status, api.SubmitResponse{ID: sub.Build.ID, Status: sub.Build.Status, AccessToken: sub.Token,
-		SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
+		AccessTokenExpiresAt: sub.TokenExpiresAt, SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
 }
 
 func applySubmitField(nb *store.NewBuild, name, v string) error {
@@ -338,6 +338,9 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, b buildAccess) {
 // build ends, so retrying a signed iOS build needs the certificates again as
 // a multipart "certs" file; a remote Android keystore is copied from the
 // farm again.
+//
+// A build token reads and cancels its build but creates no build: a retry
+// needs a developer (or admin) API key.
 func (s *Server) retry(w http.ResponseWriter, r *http.Request, b buildAccess) {
 	sub, err := s.retryBuild(w, r, b.ID, b.KeyID)
 	if err != nil {
@@ -345,12 +348,15 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request, b buildAccess) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, api.SubmitResponse{ID: sub.Build.ID, Status: sub.Build.Status, AccessToken: sub.Token,
-		SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
+		AccessTokenExpiresAt: sub.TokenExpiresAt, SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
 }
 
-// retryBuild queues the retry of build id for the key keyID ("" when a
-// build token was used: the original submitter's key).
+// retryBuild queues the retry of build id for the developer or admin key
+// keyID; "" (a build token) is refused.
 func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID string) (store.Submitted, error) {
+	if keyID == "" {
+		return store.Submitted{}, fmt.Errorf("%w: a build token cannot create builds; retry with a developer API key (%s)", store.ErrForbidden, api.HeaderAPIKey)
+	}
 	src, err := s.store.RetrySource(r.Context(), id)
 	if err != nil {
 		return store.Submitted{}, err
@@ -362,9 +368,6 @@ func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID st
 		SubmittedBy: keyID, RetryOf: id, SourceSize: src.SourceSize, SourceSHA256: src.SourceSHA256,
 		SourceFormat: src.SourceFormat, BaseImage: src.BaseImage, Timeout: src.Timeout, HasCerts: src.HadCerts,
 		HasCredentials: src.HadCredentials, Spec: src.Spec}
-	if nb.SubmittedBy == "" {
-		nb.SubmittedBy = src.SubmittedBy
-	}
 	committed := false
 	var pendings []*blobs.Pending
 	defer func() {
