@@ -336,3 +336,67 @@ func TestSecretsLeaveOncePerAttempt(t *testing.T) {
 	_, err = vm.BuildCredentials(ctx, sub.ID, vmToken)
 	wantStatus(t, err, http.StatusGone)
 }
+
+// TestBuildTokenExpiresAndDiesWithItsKey: a build token works for its build
+// until its TTL ends or the key that submitted the build is revoked, and
+// never creates a build.
+func TestBuildTokenExpiresAndDiesWithItsKey(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *store.Config, _ *server.Limits) { c.BuildTokenTTL = 2 * time.Hour })
+	ctx := context.Background()
+	k, dev := e.newKey("ci", "developer")
+	submit := func() api.SubmitResponse {
+		t.Helper()
+		sub, err := dev.Submit(ctx, api.SubmitRequest{Platform: "android", Source: bytes.NewReader(project(t, map[string]string{"n": randomID()}))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return sub
+	}
+	a, b := submit(), submit()
+	if d := a.AccessTokenExpiresAt.Sub(a.SubmittedAt); d < 2*time.Hour-time.Minute || d > 2*time.Hour+time.Minute {
+		t.Fatalf("token expires %s after the submit, want the configured 2h", d)
+	}
+	tokenA := &api.Client{BaseURL: e.URL, BuildToken: a.AccessToken}
+	tokenB := &api.Client{BaseURL: e.URL, BuildToken: b.AccessToken}
+	if _, err := tokenA.GetBuild(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	// Cancelled builds can be retried, but not with a build token.
+	if _, err := tokenA.Cancel(ctx, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err := tokenA.Retry(ctx, a.ID)
+	wantStatus(t, err, http.StatusForbidden)
+	if !strings.Contains(err.Error(), "developer API key") {
+		t.Fatalf("the 403 does not say what works: %v", err)
+	}
+	// Expiry: the clock passes the token's end.
+	if _, err := e.store.Pool().Exec(ctx, `UPDATE builds SET token_expires_at = now() - interval '1 second' WHERE id = $1`, a.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tokenA.GetBuild(ctx, a.ID)
+	wantStatus(t, err, http.StatusUnauthorized)
+	if !strings.Contains(err.Error(), "expired") {
+		t.Fatalf("the 401 does not say the token expired: %v", err)
+	}
+	if _, err := tokenB.GetBuild(ctx, b.ID); err != nil {
+		t.Fatalf("another build's live token: %v", err)
+	}
+	// Revoking the key that submitted the build ends its tokens.
+	if err := e.store.RevokeKey(ctx, k.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err = tokenB.GetBuild(ctx, b.ID)
+	wantStatus(t, err, http.StatusUnauthorized)
+	if !strings.Contains(err.Error(), "revoked") {
+		t.Fatalf("the 401 does not say the key was revoked: %v", err)
+	}
+	_, err = tokenB.ReadLogs(ctx, b.ID, 0)
+	wantStatus(t, err, http.StatusUnauthorized)
+	// Other developers' tokens live on.
+	c, _ := e.submit("android")
+	if _, err := (&api.Client{BaseURL: e.URL, BuildToken: c.AccessToken}).GetBuild(ctx, c.ID); err != nil {
+		t.Fatal(err)
+	}
+}
