@@ -79,6 +79,9 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 			return nil, nil, usageError{fmt.Errorf("--public-url %q: want an absolute http(s) URL such as https://builds.example.com", u)}
 		}
 	}
+	// A new worker token may ride on a long poll's answer: it is not taken
+	// as lost (and displaced by the previous one) before that answer could arrive.
+	cfg.Serve.Store.TokenDeliveryGrace = max(cfg.Serve.Store.TokenDeliveryGrace, cfg.Serve.Limits.PollMaxWait+15*time.Second)
 	if cfg.Serve.DatabaseURL == "" && cfg.Serve.DataDir == "" {
 		return nil, nil, usageError{errors.New("set --data-dir (or FREEAGENT_DATA_DIR) or --database-url (DATABASE_URL)")}
 	}

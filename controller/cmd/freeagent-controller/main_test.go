@@ -286,3 +286,13 @@ func TestConfigBuildTokenTTL(t *testing.T) {
 		t.Fatalf("--build-token-ttl: %v %v", cfg.Serve.Store.BuildTokenTTL, err)
 	}
 }
+
+// TestConfigTokenGraceOutlastsLongPoll: a new worker token is never taken
+// as lost before a long poll carrying it could have answered.
+func TestConfigTokenGraceOutlastsLongPoll(t *testing.T) {
+	t.Setenv("FREEAGENT_DATA_DIR", "/d")
+	cfg, _, err := parseConfig("serve", []string{"--poll-max-wait", "60s"}, &bytes.Buffer{}, true)
+	if err != nil || cfg.Serve.Store.TokenDeliveryGrace != 75*time.Second {
+		t.Fatalf("token delivery grace with 60 s long polls: %v %v", cfg.Serve.Store.TokenDeliveryGrace, err)
+	}
+}
