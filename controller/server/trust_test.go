@@ -306,16 +306,16 @@ func TestSecretsLeaveOncePerAttempt(t *testing.T) {
 		if _, err := vm.CertsSecure(ctx, sub.ID, vmToken); err != nil {
 			t.Fatalf("attempt %d: first certificates fetch: %v", attempt, err)
 		}
-		if _, err := vm.BuildJob(ctx, sub.ID, vmToken); err != nil {
-			t.Fatalf("attempt %d: first spec fetch: %v", attempt, err)
-		}
 		_, err := vm.CertsSecure(ctx, sub.ID, vmToken)
 		wantStatus(t, err, http.StatusGone)
 		if !strings.Contains(err.Error(), "once per attempt") {
 			t.Fatalf("the 410 does not say why: %v", err)
 		}
-		_, err = vm.BuildJob(ctx, sub.ID, vmToken)
-		wantStatus(t, err, http.StatusGone)
+		for range 2 { // nothing secret in this build's job: no once-only rule
+			if _, err := vm.BuildJob(ctx, sub.ID, vmToken); err != nil {
+				t.Fatalf("attempt %d: spec fetch without secrets: %v", attempt, err)
+			}
+		}
 		if _, err := w.complete(job, api.Result{Success: false, Retryable: true, ErrorCode: "vm_boot", ErrorMessage: "try again"}); err != nil {
 			t.Fatal(err)
 		}
@@ -324,6 +324,8 @@ func TestSecretsLeaveOncePerAttempt(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Credentials, and a job carrying a secret variable.
+	e.setVar("trust-app", api.SetVariableRequest{Name: "SENTRY_TOKEN", Value: "s3cret-value", Visibility: api.VisibilitySecret, Environments: []string{"production"}})
 	ks := testKeystore()
 	sub, err = e.submitSpec(androidSpec("trust-app", "production"), &api.BuildCredentials{Android: ks})
 	if err != nil {
@@ -335,6 +337,12 @@ func TestSecretsLeaveOncePerAttempt(t *testing.T) {
 	}
 	_, err = vm.BuildCredentials(ctx, sub.ID, vmToken)
 	wantStatus(t, err, http.StatusGone)
+	if job, err := vm.BuildJob(ctx, sub.ID, vmToken); err != nil || len(job.Variables) != 1 || job.Variables[0].Value != "s3cret-value" {
+		t.Fatalf("first fetch of a job with a secret: %+v %v", job, err)
+	}
+	_, err = vm.BuildJob(ctx, sub.ID, vmToken)
+	wantStatus(t, err, http.StatusGone)
+	requireNoSecretInEvents(t, e, "s3cret-value")
 }
 
 // TestBuildTokenExpiresAndDiesWithItsKey: a build token works for its build
