@@ -386,6 +386,12 @@ func (c *Client) ResumeWorker(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodPost, "/api/workers/"+url.PathEscape(id)+"/resume", nil, nil, nil)
 }
 
+// AcknowledgeWorker clears worker id's needs-attention state (admin keys).
+func (c *Client) AcknowledgeWorker(ctx context.Context, id string) (Worker, error) {
+	var out Worker
+	return out, c.call(ctx, http.MethodPost, "/api/workers/"+url.PathEscape(id)+"/acknowledge", nil, &out, nil)
+}
+
 // Events lists sealed audit events with a sequence above since (admin).
 func (c *Client) Events(ctx context.Context, since int64, limit int) (EventList, error) {
 	var out EventList

@@ -64,6 +64,7 @@ const (
 	CodeForbidden    = "forbidden"
 	CodeNotFound     = "not_found"
 	CodeConflict     = "conflict"
+	CodeGone         = "gone" // a once-per-attempt file (certificates, credentials, secrets) already fetched
 	CodeLeaseLost    = "lease_lost"
 	CodeTooLarge     = "too_large"
 	CodeChecksum     = "checksum_mismatch"
@@ -191,6 +192,9 @@ type SubmitResponse struct {
 	AccessToken   string      `json:"access_token"`
 	SubmittedAt   time.Time   `json:"submitted_at"`
 	QueuePosition *int        `json:"queue_position"`
+	// AccessTokenExpiresAt is when the build token stops working (it dies
+	// sooner if the submitting key is revoked).
+	AccessTokenExpiresAt time.Time `json:"access_token_expires_at"`
 }
 
 // Artifact is one file a build produced.
@@ -330,6 +334,14 @@ type Worker struct {
 	BuildsCompleted int64        `json:"builds_completed"`
 	BuildsFailed    int64        `json:"builds_failed"`
 	ActiveBuilds    []string     `json:"active_builds"`
+	// KeyID is the API key the worker registered with: only it may
+	// register the id again or use the worker's tokens.
+	KeyID string `json:"key_id,omitempty"`
+	// NeedsAttention is set when the worker handed back too many builds
+	// after fetching their credentials (AttentionReason says how many, in
+	// what window); POST /api/workers/{id}/acknowledge clears it.
+	NeedsAttention  bool   `json:"needs_attention"`
+	AttentionReason string `json:"attention_reason,omitempty"`
 }
 
 // WorkerList answers GET /api/workers.

@@ -137,6 +137,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/workers", s.admin(s.listWorkers))
 	m.HandleFunc("POST /api/workers/{id}/pause", s.admin(s.pauseWorker))
 	m.HandleFunc("POST /api/workers/{id}/resume", s.admin(s.resumeWorker))
+	m.HandleFunc("POST /api/workers/{id}/acknowledge", s.admin(s.acknowledgeWorker))
 	m.HandleFunc("GET /api/events", s.admin(s.listEvents))
 	m.HandleFunc("GET /api/events/verify", s.admin(s.verifyEvents))
 	m.HandleFunc("GET /api/controllers", s.admin(s.listControllers))

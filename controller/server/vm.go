@@ -3,13 +3,16 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +50,7 @@ func (s *Server) downloadSource(w http.ResponseWriter, r *http.Request, buildID 
 	s.serveFile(w, r, buildID, blobs.Source, "source."+files.SourceFormat, contentType, files.SourceSHA256)
 }
 
-func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, _ string) {
+func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {
 	files, err := s.store.Files(r.Context(), buildID)
 	if err != nil {
 		s.fail(w, r, err)
@@ -75,13 +78,47 @@ func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, _ 
 	pw := make([]byte, 24)
 	rand.Read(pw) //nolint:errcheck // crypto/rand does not fail on supported platforms
 	certs.KeychainPassword = base64.RawURLEncoding.EncodeToString(pw)
-	writeJSON(w, http.StatusOK, certs)
+	body, err := json.Marshal(certs)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("encode the certificates: %w", err))
+		return
+	}
+	s.sendOnce(w, r, buildID, attemptID, store.SecretCerts, body)
+}
+
+// sendOnce answers with one of the attempt's sealed files, at most once per
+// attempt (later fetches get 410 Gone). The fetch counts once the whole
+// body was handed to the connection: a write that fails undoes it, so the
+// VM's retry after a broken connection gets the file; a VM that loses a
+// body the controller wrote out whole fails its attempt, and the next
+// attempt fetches again.
+func (s *Server) sendOnce(w http.ResponseWriter, r *http.Request, buildID, attemptID, what string, body []byte) {
+	if err := s.store.TakeSecret(r.Context(), buildID, attemptID, what); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(body)
+	if err == nil {
+		err = http.NewResponseController(w).Flush()
+	}
+	if err != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+		defer cancel()
+		if rerr := s.store.ReturnSecret(ctx, buildID, attemptID, what); rerr != nil {
+			s.log.WithError(rerr).WithField("build_id", buildID).Warn("the VM's fetch broke off, and undoing its record failed: the attempt cannot fetch again")
+		}
+	}
 }
 
 // buildJob answers the VM with its build's spec and the variables of the
 // spec's project and environment, values included (secret ones too: the
-// VM is the one place they are for).
-func (s *Server) buildJob(w http.ResponseWriter, r *http.Request, buildID, _ string) {
+// VM is the one place they are for). A job carrying sensitive or secret
+// values leaves once per attempt, like the credentials.
+func (s *Server) buildJob(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {
 	spec, err := s.store.Spec(r.Context(), buildID)
 	if err != nil {
 		s.fail(w, r, err)
@@ -94,11 +131,21 @@ func (s *Server) buildJob(w http.ResponseWriter, r *http.Request, buildID, _ str
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, job)
+	if !slices.ContainsFunc(job.Variables, func(v api.Variable) bool { return v.Visibility != api.VisibilityPlaintext }) {
+		writeJSON(w, http.StatusOK, job) // nothing secret in it: no once-only rule, and a hand-back stays free
+		return
+	}
+	body, err := json.Marshal(job)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("encode the build job: %w", err))
+		return
+	}
+	s.sendOnce(w, r, buildID, attemptID, store.SecretSecrets, body)
 }
 
-// buildCredentials answers the VM with its build's sealed credentials.
-func (s *Server) buildCredentials(w http.ResponseWriter, r *http.Request, buildID, _ string) {
+// buildCredentials answers the VM with its build's sealed credentials, once
+// per attempt.
+func (s *Server) buildCredentials(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {
 	files, err := s.store.Files(r.Context(), buildID)
 	if err != nil {
 		s.fail(w, r, err)
@@ -118,9 +165,7 @@ func (s *Server) buildCredentials(w http.ResponseWriter, r *http.Request, buildI
 		s.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Write(raw) //nolint:errcheck // validated at submit; the client went away otherwise
+	s.sendOnce(w, r, buildID, attemptID, store.SecretCredentials, raw)
 }
 
 func (s *Server) appendLog(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {

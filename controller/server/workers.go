@@ -17,13 +17,13 @@ import (
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
-func (s *Server) register(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
+func (s *Server) register(w http.ResponseWriter, r *http.Request, key store.APIKey) {
 	var req api.RegisterRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	reg, err := s.store.Register(r.Context(), req)
+	reg, err := s.store.Register(r.Context(), req, key)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -49,6 +49,7 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 		e.dur(&cfg.Serve.Store.TokenRotateAfter, "token-rotate-after", "FREEAGENT_TOKEN_ROTATE_AFTER", cfg.Serve.Store.TokenRotateAfter, "a worker token older than this is replaced on its next use")
 		e.dur(&cfg.Serve.Store.WorkerOfflineAfter, "worker-offline-after", "FREEAGENT_WORKER_OFFLINE_AFTER", cfg.Serve.Store.WorkerOfflineAfter, "a worker silent for this long is offline and its builds are requeued")
 		e.dur(&cfg.Serve.Store.DefaultTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", cfg.Serve.Store.DefaultTimeout, "default per-build timeout")
+		e.dur(&cfg.Serve.Store.BuildTokenTTL, "build-token-ttl", "FREEAGENT_BUILD_TOKEN_TTL", cfg.Serve.Store.BuildTokenTTL, "a build token (the one a submit returns) stops working this long after the submit, or when the key that submitted the build is revoked")
 		e.intv(&cfg.Serve.Store.MaxAttempts, "max-attempts", "FREEAGENT_MAX_ATTEMPTS", cfg.Serve.Store.MaxAttempts, "attempts before a build is dead-lettered (failed, code max_attempts)")
 		e.dur(&cfg.Serve.ReaperInterval, "reaper-interval", "FREEAGENT_REAPER_INTERVAL", 5*time.Second, "how often expired leases and silent workers are swept")
 		e.str(&cfg.Serve.Name, "name", "FREEAGENT_CONTROLLER_NAME", "", "this replica's name in the controller registry (default: the host name)")
@@ -87,6 +88,9 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 		return nil, nil, usageError{fmt.Errorf("--webhook-allow: %w", err)}
 	}
 	cfg.Serve.Webhooks.Allow = allow
+	// A new worker token may ride on a long poll's answer: it is not taken
+	// as lost (and displaced by the previous one) before that answer could arrive.
+	cfg.Serve.Store.TokenDeliveryGrace = max(cfg.Serve.Store.TokenDeliveryGrace, cfg.Serve.Limits.PollMaxWait+15*time.Second)
 	if cfg.Serve.DatabaseURL == "" && cfg.Serve.DataDir == "" {
 		return nil, nil, usageError{errors.New("set --data-dir (or FREEAGENT_DATA_DIR) or --database-url (DATABASE_URL)")}
 	}
