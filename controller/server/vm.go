@@ -237,7 +237,6 @@ func (s *Server) uploadArtifact(w http.ResponseWriter, r *http.Request, buildID,
 	}
 }
 
-// readLogs returns log bytes from ?after=N as text/plain, or with Accept:
 // writeEvent writes one log line as an event. A bare CR ends a line in
 // event-stream framing, so a CR inside the line (a progress bar's redraw)
 // starts another data field of the same event, which the client joins with
@@ -250,6 +249,7 @@ func writeEvent(w io.Writer, id int64, line []byte) {
 	io.WriteString(w, "\n")
 }
 
+// readLogs returns log bytes from ?after=N as text/plain, or with Accept:
 // text/event-stream follows the log live: one "data:" event per line (the
 // event id is the byte offset after it, for Last-Event-ID resumption) and a
 // final "end" event carrying the build's status.
