@@ -54,7 +54,7 @@ func ParseURL(raw string) (Config, error) {
 		return Config{}, errors.New("want s3://BUCKET/PREFIX?endpoint=URL&region=R")
 	}
 	cfg := Config{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/"), Endpoint: "s3.amazonaws.com", Secure: true}
-	if err := s3utils.CheckValidBucketName(cfg.Bucket); err != nil {
+	if err := s3utils.CheckValidBucketNameStrict(cfg.Bucket); err != nil {
 		return Config{}, fmt.Errorf("bucket %q: %w", cfg.Bucket, err)
 	}
 	if cfg.Prefix != "" {
