@@ -52,6 +52,15 @@ type Object interface {
 	io.ReaderAt
 }
 
+// Presigner is a Backend whose objects clients can fetch directly, with a
+// short-lived signed URL, so the bytes do not pass through the controller.
+type Presigner interface {
+	// PresignGet returns a URL that GETs the object at key (Range
+	// included) until ttl has passed, answering with contentType and
+	// Content-Disposition disposition; "" when direct downloads are off.
+	PresignGet(ctx context.Context, key string, ttl time.Duration, contentType, disposition string) (string, error)
+}
+
 // Info describes a stored object.
 type Info struct {
 	Key     string

@@ -19,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -284,6 +285,21 @@ func (s *Store) Open(ctx context.Context, buildID string, f File) (Object, Info,
 		return nil, Info{}, err
 	}
 	return s.b.Open(ctx, key)
+}
+
+// DirectURL returns a short-lived URL the client can GET file f from
+// directly (the S3 store), or "" when the file is served by the controller
+// (the file store, or direct downloads turned off).
+func (s *Store) DirectURL(ctx context.Context, buildID string, f File, ttl time.Duration, contentType, disposition string) (string, error) {
+	p, ok := s.b.(Presigner)
+	if !ok {
+		return "", nil
+	}
+	key, err := Key(buildID, f)
+	if err != nil {
+		return "", err
+	}
+	return p.PresignGet(ctx, key, ttl, contentType, disposition)
 }
 
 // maxSealed bounds what Unseal reads: sealed files are small (the

@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -54,6 +55,15 @@ func startReplica(t *testing.T, cfg serve.Config) *serve.Controller {
 	return c
 }
 
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func sha256Of(b []byte) []byte {
+	h := sha256.Sum256(b)
+	return h[:]
+}
+
 func hexKey() string {
 	b := make([]byte, 32)
 	rand.Read(b)
@@ -65,7 +75,9 @@ func hexKey() string {
 // submitted to A is claimed by a worker polling B, completes (after the
 // store was unreachable for a while: the build does not complete without
 // its artifact), and its artifact downloads from B, whole and resumed, with
-// the recorded SHA-256; neither replica keeps a source or artifact file.
+// the recorded SHA-256, straight from the bucket (a 307 to a presigned URL,
+// followed without credentials); neither replica keeps a source or
+// artifact file.
 func TestReplicasShareAnS3Store(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
@@ -107,15 +119,24 @@ func TestReplicasShareAnS3Store(t *testing.T) {
 	}
 	job, token := poll.Job, poll.AccessToken
 
-	// B serves the source A received.
+	// B serves the source A received, from the bucket directly (requests
+	// that reach the bucket itself are recorded).
+	var seen []http.Header
+	record := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+		if "http://"+r.URL.Host == viaProxy.Endpoint {
+			seen = append(seen, r.Header.Clone())
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})}
+	onA.HTTP, onB.HTTP = record, record
 	resp, err := onB.Source(ctx, job.ID, "", token)
 	if err != nil {
 		t.Fatal(err)
 	}
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, src) {
-		t.Fatalf("source from B: %d %q", resp.StatusCode, got)
+	if resp.StatusCode != http.StatusOK || !bytes.Equal(got, src) || resp.Header.Get(api.HeaderChecksum) != hex.EncodeToString(sha256Of(src)) || len(seen) != 1 {
+		t.Fatalf("source from B: %d %q %v (%d direct requests)", resp.StatusCode, got, resp.Header, len(seen))
 	}
 
 	artifact := make([]byte, 3<<20+17)
@@ -157,6 +178,22 @@ func TestReplicasShareAnS3Store(t *testing.T) {
 	if rec.SHA256 != hex.EncodeToString(sum[:]) || rec.Size != int64(len(artifact)) {
 		t.Fatalf("recorded artifact: %+v", rec)
 	}
+	// Downloads go straight to the bucket: a 307 to a short-lived signed
+	// URL with the checksum headers, followed without the API key.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	req, _ := http.NewRequest("GET", b.URL+rec.URL, nil)
+	req.Header.Set(api.HeaderAPIKey, adminKey)
+	redirect, err := noFollow.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	redirect.Body.Close()
+	loc, _ := url.Parse(redirect.Header.Get("Location"))
+	if redirect.StatusCode != http.StatusTemporaryRedirect || loc == nil || "http://"+loc.Host != viaProxy.Endpoint ||
+		redirect.Header.Get(api.HeaderChecksum) != rec.SHA256 || redirect.Header.Get("Cache-Control") != "no-store" ||
+		loc.Query().Get("X-Amz-Expires") != "300" {
+		t.Fatalf("download answer: %d %v", redirect.StatusCode, redirect.Header)
+	}
 	for _, c := range []*api.Client{onB, onA} {
 		for _, offset := range []int64{0, 1 << 20} {
 			resp, err := c.DownloadArtifact(ctx, job.ID, rec.Name, offset)
@@ -179,6 +216,14 @@ func TestReplicasShareAnS3Store(t *testing.T) {
 		}
 	}
 
+	if len(seen) != 5 {
+		t.Fatalf("%d requests reached the bucket directly, want 5", len(seen))
+	}
+	for _, h := range seen {
+		if h.Get(api.HeaderAPIKey) != "" || h.Get(api.HeaderWorkerToken) != "" {
+			t.Fatalf("a credential went to the bucket: %v", h)
+		}
+	}
 	// The files are in the bucket, and on neither replica's disk.
 	keys := bucket.Keys(t)
 	slices.Sort(keys)

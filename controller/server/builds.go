@@ -487,9 +487,32 @@ func (s *Server) serveArtifact(w http.ResponseWriter, r *http.Request, id, name 
 	s.serveFile(w, r, id, blobs.Artifact(name), name, "application/octet-stream", a.SHA256)
 }
 
+// directTTL is how long a direct download URL works: long enough to start
+// the transfer (the service checks it when the request arrives), short
+// enough that a leaked link is soon useless. A resumed download asks the
+// controller again and gets a fresh one.
+const directTTL = 5 * time.Minute
+
 // serveFile streams a stored build file with Range, ETag (its SHA-256) and
-// X-Checksum-Sha256 support.
+// X-Checksum-Sha256 support; when the store hands out direct URLs (S3), a
+// GET is answered with a 307 to one instead, carrying the same checksum
+// headers, and the client's Range goes with it.
 func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, buildID string, file blobs.File, downloadName, contentType, sha256hex string) {
+	disposition := fmt.Sprintf("attachment; filename=%q", downloadName)
+	if r.Method == http.MethodGet {
+		u, err := s.blobs.DirectURL(r.Context(), buildID, file, directTTL, contentType, disposition)
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("sign a download of %s of build %s: %w", file, buildID, err))
+			return
+		}
+		if u != "" {
+			w.Header().Set("ETag", `"`+sha256hex+`"`)
+			w.Header().Set(api.HeaderChecksum, sha256hex)
+			w.Header().Set("Cache-Control", "no-store") // the URL expires; never cache the redirect
+			http.Redirect(w, r, u, http.StatusTemporaryRedirect)
+			return
+		}
+	}
 	f, info, err := s.blobs.Open(r.Context(), buildID, file)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("open %s of build %s: %w", file, buildID, err))
@@ -499,6 +522,6 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, buildID strin
 	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("ETag", `"`+sha256hex+`"`)
 	w.Header().Set(api.HeaderChecksum, sha256hex)
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", downloadName))
+	w.Header().Set("Content-Disposition", disposition)
 	http.ServeContent(w, r, "", info.ModTime, f)
 }

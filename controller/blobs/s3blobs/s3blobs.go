@@ -9,7 +9,8 @@
 // caller, and sent to the bucket only on Commit, once its size and SHA-256
 // are verified: a PUT is atomic in S3, so an object appears whole or not at
 // all, and because the spool file can be re-read, a PUT that fails on the
-// way is retried.
+// way is retried. Downloads can skip the controller: PresignGet signs a
+// short-lived GET URL that clients follow (off with direct=false).
 package s3blobs
 
 import (
@@ -23,6 +24,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +43,10 @@ type Config struct {
 	Endpoint string
 	Secure   bool
 	Region   string // empty: found from the bucket
+	// NoDirect turns direct downloads off (direct=false): every download
+	// streams through the controller, for clients that cannot reach the
+	// service themselves.
+	NoDirect bool
 }
 
 // ParseURL reads s3://BUCKET[/PREFIX][?endpoint=URL&region=R]. Without an
@@ -75,8 +81,14 @@ func ParseURL(raw string) (Config, error) {
 			cfg.Endpoint, cfg.Secure = e.Host, e.Scheme == "https"
 		case k == "region":
 			cfg.Region = v[0]
+		case k == "direct":
+			direct, err := strconv.ParseBool(v[0])
+			if err != nil {
+				return Config{}, fmt.Errorf("direct=%q: want true or false", v[0])
+			}
+			cfg.NoDirect = !direct
 		default:
-			return Config{}, fmt.Errorf("unknown parameter %q (known: endpoint, region)", k)
+			return Config{}, fmt.Errorf("unknown parameter %q (known: endpoint, region, direct)", k)
 		}
 	}
 	return cfg, nil
@@ -94,6 +106,9 @@ func (c Config) String() string {
 	q.Set("endpoint", scheme+"://"+c.Endpoint)
 	if c.Region != "" {
 		q.Set("region", c.Region)
+	}
+	if c.NoDirect {
+		q.Set("direct", "false")
 	}
 	u.RawQuery = q.Encode()
 	return u.String()
@@ -339,6 +354,31 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 		return fmt.Errorf("delete %s from bucket %s: %w", name, s.cfg.Bucket, err)
 	}
 	return nil
+}
+
+// PresignGet signs a GET of the object for ttl. Signing is local: with the
+// region known (region=R, or learnt from the bucket on the first call) it
+// costs no request to the service.
+func (s *Store) PresignGet(ctx context.Context, key string, ttl time.Duration, contentType, disposition string) (string, error) {
+	if s.cfg.NoDirect {
+		return "", nil
+	}
+	name, err := s.object(key)
+	if err != nil {
+		return "", err
+	}
+	q := url.Values{}
+	if contentType != "" {
+		q.Set("response-content-type", contentType)
+	}
+	if disposition != "" {
+		q.Set("response-content-disposition", disposition)
+	}
+	u, err := s.c.PresignedGetObject(ctx, s.cfg.Bucket, name, ttl, q)
+	if err != nil {
+		return "", fmt.Errorf("sign a download of %s: %w", name, err)
+	}
+	return u.String(), nil
 }
 
 // List yields the objects under prefix, paging through the bucket listing.

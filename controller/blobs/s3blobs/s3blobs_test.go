@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -23,12 +25,13 @@ func TestParseURL(t *testing.T) {
 		"s3://builds/farm/a/?region=x":                             {Bucket: "builds", Prefix: "farm/a", Endpoint: "s3.amazonaws.com", Secure: true, Region: "x"},
 		"s3://b-1/p?endpoint=http://127.0.0.1:9000":                {Bucket: "b-1", Prefix: "p", Endpoint: "127.0.0.1:9000"},
 		"s3://b.x/?endpoint=https://acc.r2.cloudflarestorage.com/": {Bucket: "b.x", Endpoint: "acc.r2.cloudflarestorage.com", Secure: true},
+		"s3://bkt?direct=false&region=r":                           {Bucket: "bkt", Endpoint: "s3.amazonaws.com", Secure: true, Region: "r", NoDirect: true},
 	} {
 		got, err := s3blobs.ParseURL(raw)
 		if err != nil || got != want {
 			t.Errorf("ParseURL(%q) = %+v, %v; want %+v", raw, got, err, want)
 		}
-		if again, err := s3blobs.ParseURL(got.String()); err != nil || again.Bucket != got.Bucket || again.Prefix != got.Prefix || again.Endpoint != got.Endpoint || again.Secure != got.Secure {
+		if again, err := s3blobs.ParseURL(got.String()); err != nil || again.Bucket != got.Bucket || again.Prefix != got.Prefix || again.Endpoint != got.Endpoint || again.Secure != got.Secure || again.NoDirect != got.NoDirect {
 			t.Errorf("%q → %s does not parse back: %+v %v", raw, got, again, err)
 		}
 	}
@@ -41,6 +44,7 @@ func TestParseURL(t *testing.T) {
 		"s3://bkt?endpoint=http://h?x=1": "endpoint",
 		"s3://bkt?endpoint=a&endpoint=b": "given 2 times",
 		"s3://bkt?acl=public":            `unknown parameter "acl"`,
+		"s3://bkt?direct=maybe":          "want true or false",
 		"s3://Bad_Name":                  `bucket "Bad_Name"`,
 	} {
 		if _, err := s3blobs.ParseURL(raw); err == nil || !strings.Contains(err.Error(), want) {
@@ -124,5 +128,72 @@ func TestStaleSpoolFilesAreRemoved(t *testing.T) {
 	}
 	if _, err := os.Stat(fresh); err != nil {
 		t.Fatalf("fresh spool file: %v", err)
+	}
+}
+
+// TestPresignedGet: a signed URL serves its object (Range too) with the
+// headers asked for, and is refused for another object, once expired, or
+// for another method; direct=false turns them off.
+func TestPresignedGet(t *testing.T) {
+	ctx := context.Background()
+	b := s3test.NewBucket(t)
+	s := open(t, b, t.TempDir())
+	for key, body := range map[string]string{"builds/x/artifact-app.apk": "0123456789", "builds/x/source": "secret source"} {
+		w, err := s.Create(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write([]byte(body))
+		if err := w.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, err := s.PresignGet(ctx, "builds/x/artifact-app.apk", time.Minute, "application/vnd.android.package-archive", `attachment; filename="app.apk"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	get := func(u, method, rng string) (int, http.Header, string) {
+		req, _ := http.NewRequest(method, u, nil)
+		if rng != "" {
+			req.Header.Set("Range", rng)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(body)
+	}
+	if code, h, body := get(u, "GET", ""); code != 200 || body != "0123456789" || h.Get("Content-Type") != "application/vnd.android.package-archive" ||
+		h.Get("Content-Disposition") != `attachment; filename="app.apk"` {
+		t.Fatalf("GET: %d %q %v", code, body, h)
+	}
+	if code, h, body := get(u, "GET", "bytes=4-"); code != 206 || body != "456789" || h.Get("Content-Range") != "bytes 4-9/10" {
+		t.Fatalf("ranged GET: %d %q %v", code, body, h)
+	}
+	other := strings.Replace(u, "artifact-app.apk", "source", 1)
+	if code, _, body := get(other, "GET", ""); code != 403 || strings.Contains(body, "secret source") {
+		t.Fatalf("the URL used for another object: %d %q", code, body)
+	}
+	if code, _, _ := get(u, "PUT", ""); code != 403 {
+		t.Fatalf("the URL used to PUT: %d", code)
+	}
+	short, err := s.PresignGet(ctx, "builds/x/artifact-app.apk", time.Second, "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(2100 * time.Millisecond) // S3 expiry is in whole seconds: wait past it
+	if code, _, body := get(short, "GET", ""); code != 403 || body == "0123456789" {
+		t.Fatalf("an expired URL: %d %q", code, body)
+	}
+
+	cfg, _ := s3blobs.ParseURL(b.URL("p") + "&direct=false")
+	off, err := s3blobs.Open(ctx, cfg, s3blobs.Options{SpoolDir: t.TempDir(), Credentials: b.Credentials()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, err := off.PresignGet(ctx, "builds/x/source", time.Minute, "", ""); u != "" || err != nil {
+		t.Fatalf("direct=false: %q %v", u, err)
 	}
 }
