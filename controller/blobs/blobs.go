@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -285,6 +286,46 @@ func (s *Store) Open(ctx context.Context, buildID string, f File) (Object, Info,
 		return nil, Info{}, err
 	}
 	return s.b.Open(ctx, key)
+}
+
+// keyCheck is the object that tells whether this replica's certificate key
+// is the one the store's sealed files were made with.
+const keyCheck = "keys/certs-key-check.sealed"
+
+// ErrKeyMismatch is returned by CheckSealKey for a key that cannot open
+// what the store was sealed with.
+var ErrKeyMismatch = errors.New("the certificate key differs from the one this store's files were sealed with")
+
+// CheckSealKey makes sure every controller sharing the store seals with
+// the same key: the first start leaves a small sealed marker, and a start
+// whose key cannot open it fails with ErrKeyMismatch, instead of builds
+// failing later when a replica cannot unseal another's certificates.
+func (s *Store) CheckSealKey(ctx context.Context) error {
+	aad := []byte("certificate key check")
+	obj, _, err := s.b.Open(ctx, keyCheck)
+	if errors.Is(err, fs.ErrNotExist) {
+		w, err := s.b.Create(ctx, keyCheck)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(s.box.Seal([]byte("freeagent"), aad)); err != nil {
+			w.Abort()
+			return err
+		}
+		return w.Commit(ctx)
+	}
+	if err != nil {
+		return fmt.Errorf("read the key check: %w", err)
+	}
+	defer obj.Close()
+	b, err := io.ReadAll(io.LimitReader(obj, 4<<10))
+	if err != nil {
+		return fmt.Errorf("read the key check: %w", err)
+	}
+	if _, err := s.box.Open(b, aad); err != nil {
+		return ErrKeyMismatch
+	}
+	return nil
 }
 
 // DirectURL returns a short-lived URL the client can GET file f from

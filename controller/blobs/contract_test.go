@@ -263,6 +263,20 @@ var behaviours = []struct {
 			}
 		}
 	}},
+	{"replicas sharing the store must share the certificate key", func(t *testing.T, b blobs.Backend) {
+		one, _ := blobs.New(b, bytes.Repeat([]byte{1}, 32))
+		again, _ := blobs.New(b, bytes.Repeat([]byte{1}, 32))
+		other, _ := blobs.New(b, bytes.Repeat([]byte{2}, 32))
+		if err := one.CheckSealKey(ctx); err != nil {
+			t.Fatalf("first start: %v", err)
+		}
+		if err := again.CheckSealKey(ctx); err != nil {
+			t.Fatalf("same key: %v", err)
+		}
+		if err := other.CheckSealKey(ctx); !errors.Is(err, blobs.ErrKeyMismatch) {
+			t.Fatalf("another key: %v", err)
+		}
+	}},
 	{"the build store on top: sealing, checksums, removal", func(t *testing.T, b blobs.Backend) {
 		s, err := blobs.New(b, bytes.Repeat([]byte{7}, 32))
 		if err != nil {

@@ -163,6 +163,11 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	if err != nil {
 		return nil, err
 	}
+	if err := files.CheckSealKey(ctx); errors.Is(err, blobs.ErrKeyMismatch) {
+		return nil, fmt.Errorf("%w: give every controller sharing the blob store (--blob-store) and the database the same FREEAGENT_CERTS_KEY (without it, each uses its own DATA_DIR/certs.key)", err)
+	} else if err != nil {
+		return nil, fmt.Errorf("blob store (--blob-store): %w", err)
+	}
 	links, err := linkSigner(cfg)
 	if err != nil {
 		return nil, err

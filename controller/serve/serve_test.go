@@ -92,6 +92,17 @@ func TestReplicasShareAnS3Store(t *testing.T) {
 	cfgB.Name, cfgB.DataDir = "B", t.TempDir()
 	a, b := startReplica(t, cfgA), startReplica(t, cfgB)
 
+	// A replica with another certificate key could not open the others'
+	// sealed files: it does not start.
+	cfgC := common
+	cfgC.Name, cfgC.DataDir, cfgC.CertsKey, cfgC.Listen, cfgC.Store, cfgC.Limits = "C", t.TempDir(), hexKey(), "127.0.0.1:0", store.DefaultConfig(), server.DefaultLimits()
+	if c, err := serve.Start(ctx, cfgC, quietLog()); err == nil {
+		c.Shutdown(ctx)
+		t.Fatal("a replica with another certificate key started")
+	} else if !strings.Contains(err.Error(), "same FREEAGENT_CERTS_KEY") {
+		t.Fatalf("replica with another key: %v", err)
+	}
+
 	st, err := store.Open(ctx, dsn, store.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -227,7 +238,7 @@ func TestReplicasShareAnS3Store(t *testing.T) {
 	// The files are in the bucket, and on neither replica's disk.
 	keys := bucket.Keys(t)
 	slices.Sort(keys)
-	want := []string{"farm/builds/" + job.ID + "/artifact-app-release.apk", "farm/builds/" + job.ID + "/source"}
+	want := []string{"farm/builds/" + job.ID + "/artifact-app-release.apk", "farm/builds/" + job.ID + "/source", "farm/keys/certs-key-check.sealed"}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("bucket holds %v, want %v", keys, want)
 	}
