@@ -31,8 +31,6 @@ func NewDir(root string) (*Dir, error) {
 	return &Dir{root: root}, nil
 }
 
-func (d *Dir) String() string { return "file://" + filepath.ToSlash(d.root) }
-
 // CheckKey reports whether key can name an object: a relative
 // slash-separated path with no empty, ".", ".." or temporary-file elements,
 // no backslashes and no control characters.

@@ -237,8 +237,6 @@ func removeStaleSpool(dir string) {
 	}
 }
 
-func (s *Store) String() string { return s.cfg.String() }
-
 func (s *Store) object(key string) (string, error) {
 	if err := blobs.CheckKey(key); err != nil {
 		return "", err
