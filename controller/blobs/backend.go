@@ -52,13 +52,24 @@ type Object interface {
 	io.ReaderAt
 }
 
-// Presigner is a Backend whose objects clients can fetch directly, with a
-// short-lived signed URL, so the bytes do not pass through the controller.
-type Presigner interface {
+// Direct is a Backend that clients reach themselves: downloads and uploads
+// go straight between the client and the service with short-lived signed
+// URLs, and the controller only signs and checks (the S3 store).
+type Direct interface {
 	// PresignGet returns a URL that GETs the object at key (Range
 	// included) until ttl has passed, answering with contentType and
-	// Content-Disposition disposition; "" when direct downloads are off.
+	// Content-Disposition disposition; "" when direct transfers are off.
 	PresignGet(ctx context.Context, key string, ttl time.Duration, contentType, disposition string) (string, error)
+	// PresignPut returns a URL, and the headers to send with it, that PUT
+	// an object at key until ttl has passed; the service refuses bytes
+	// whose SHA-256 is not sha256hex. "" when direct transfers are off.
+	PresignPut(ctx context.Context, key string, ttl time.Duration, sha256hex string) (string, map[string]string, error)
+	// Checksum describes the object at key with the hex SHA-256 the
+	// service verified on upload, "" when it keeps none.
+	Checksum(ctx context.Context, key string) (Info, string, error)
+	// Copy copies the object at src to dst inside the service; dst
+	// appears whole or not at all.
+	Copy(ctx context.Context, src, dst string) error
 }
 
 // Info describes a stored object.

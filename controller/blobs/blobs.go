@@ -332,7 +332,7 @@ func (s *Store) CheckSealKey(ctx context.Context) error {
 // directly (the S3 store), or "" when the file is served by the controller
 // (the file store, or direct downloads turned off).
 func (s *Store) DirectURL(ctx context.Context, buildID string, f File, ttl time.Duration, contentType, disposition string) (string, error) {
-	p, ok := s.b.(Presigner)
+	p, ok := s.b.(Direct)
 	if !ok {
 		return "", nil
 	}
@@ -341,6 +341,96 @@ func (s *Store) DirectURL(ctx context.Context, buildID string, f File, ttl time.
 		return "", err
 	}
 	return p.PresignGet(ctx, key, ttl, contentType, disposition)
+}
+
+// MaxDirectUpload is the largest file a client uploads directly: what one
+// S3 PUT (and one server-side copy) takes. Larger files go through the
+// controller.
+const MaxDirectUpload = 5 << 30
+
+// DirectUpload is a signed URL where a client PUTs one file, to a staging
+// key of its own; FinishDirectUpload checks it and PromoteUpload moves it
+// to its build.
+type DirectUpload struct {
+	Key     string // the staging key
+	URL     string
+	Headers map[string]string
+}
+
+// StartDirectUpload signs a PUT of size bytes with SHA-256 sha256hex for
+// an attempt of a build, valid for ttl. ok is false when the store takes
+// no direct uploads (the file store, direct=false, or a file over
+// MaxDirectUpload): the client streams through the controller instead.
+func (s *Store) StartDirectUpload(ctx context.Context, buildID, attemptID string, size int64, sha256hex string, ttl time.Duration) (up DirectUpload, ok bool, err error) {
+	d, isDirect := s.b.(Direct)
+	if !isDirect || size > MaxDirectUpload {
+		return DirectUpload{}, false, nil
+	}
+	p, err := prefix(buildID)
+	if err != nil {
+		return DirectUpload{}, false, err
+	}
+	if attemptID == "" || strings.ContainsAny(attemptID, "/\\.") {
+		return DirectUpload{}, false, fmt.Errorf("invalid attempt id %q", attemptID)
+	}
+	r := make([]byte, 12)
+	rand.Read(r) //nolint:errcheck // crypto/rand does not fail on supported platforms
+	up.Key = "uploads/" + strings.TrimPrefix(p, "builds/") + attemptID + "/" + hex.EncodeToString(r)
+	if up.URL, up.Headers, err = d.PresignPut(ctx, up.Key, ttl, sha256hex); err != nil || up.URL == "" {
+		return DirectUpload{}, false, err
+	}
+	return up, true, nil
+}
+
+// FinishDirectUpload checks the object a client PUT at a staging key
+// against the size and SHA-256 it declared, hashing it here only when the
+// service keeps no checksum. A mismatch removes the object and gives
+// ErrChecksum; a missing object gives fs.ErrNotExist.
+func (s *Store) FinishDirectUpload(ctx context.Context, key string, size int64, sha256hex string) error {
+	d, ok := s.b.(Direct)
+	if !ok || !strings.HasPrefix(key, "uploads/") {
+		return fmt.Errorf("%q is not a direct upload", key)
+	}
+	info, sum, err := d.Checksum(ctx, key)
+	if err != nil {
+		return err
+	}
+	if sum == "" && info.Size == size {
+		obj, _, err := s.b.Open(ctx, key)
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		_, err = io.Copy(h, obj)
+		obj.Close()
+		if err != nil {
+			return fmt.Errorf("read the upload back: %w", err)
+		}
+		sum = hex.EncodeToString(h.Sum(nil))
+	}
+	if info.Size != size || !strings.EqualFold(sum, sha256hex) {
+		s.b.Delete(ctx, key) //nolint:errcheck // best effort: the garbage collector removes what remains
+		return fmt.Errorf("%w: declared %d bytes with sha256 %s, the store holds %d bytes with sha256 %s", ErrChecksum, size, sha256hex, info.Size, sum)
+	}
+	return nil
+}
+
+// PromoteUpload makes a checked direct upload build file f, inside the
+// service, and removes the staging object.
+func (s *Store) PromoteUpload(ctx context.Context, key, buildID string, f File) error {
+	d, ok := s.b.(Direct)
+	if !ok || !strings.HasPrefix(key, "uploads/") {
+		return fmt.Errorf("%q is not a direct upload", key)
+	}
+	dst, err := Key(buildID, f)
+	if err != nil {
+		return err
+	}
+	if err := d.Copy(ctx, key, dst); err != nil {
+		return err
+	}
+	s.b.Delete(ctx, key) //nolint:errcheck // best effort: the garbage collector removes what remains
+	return nil
 }
 
 // maxSealed bounds what Unseal reads: sealed files are small (the

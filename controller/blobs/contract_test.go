@@ -263,6 +263,66 @@ var behaviours = []struct {
 			}
 		}
 	}},
+	{"direct uploads: checked, then moved to their build", func(t *testing.T, b blobs.Backend) {
+		s, _ := blobs.New(b, bytes.Repeat([]byte{1}, 32))
+		data := []byte("the artifact's bytes")
+		up, ok, err := s.StartDirectUpload(ctx, "b1", "a1", int64(len(data)), sum(string(data)), time.Minute)
+		if _, direct := b.(blobs.Direct); ok != direct || err != nil {
+			t.Fatalf("direct uploads offered: %v (the store is direct: %v), %v", ok, direct, err)
+		}
+		if !ok {
+			return // the file store: uploads go through the controller
+		}
+		if !strings.HasPrefix(up.Key, "uploads/b1/a1/") {
+			t.Fatalf("staging key %q", up.Key)
+		}
+		putURL := func(body []byte, headers map[string]string) int {
+			req, _ := http.NewRequest("PUT", up.URL, bytes.NewReader(body))
+			for k, v := range headers {
+				req.Header.Set(k, v)
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		if err := s.FinishDirectUpload(ctx, up.Key, int64(len(data)), sum(string(data))); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("finish before the upload: %v", err)
+		}
+		if code := putURL([]byte("other bytes, same size"), up.Headers); code != http.StatusBadRequest {
+			t.Fatalf("other bytes: %d", code)
+		}
+		if code := putURL(data, nil); code < 400 {
+			t.Fatalf("a PUT without the checksum header: %d", code)
+		}
+		if code := putURL(data, up.Headers); code != http.StatusOK {
+			t.Fatalf("the declared bytes: %d", code)
+		}
+		if err := s.FinishDirectUpload(ctx, up.Key, int64(len(data))+1, sum(string(data))); !errors.Is(err, blobs.ErrChecksum) {
+			t.Fatalf("finish with another size: %v", err)
+		}
+		if keys := list(t, b, "uploads/"); len(keys) != 0 {
+			t.Fatalf("a refused upload was kept: %v", keys)
+		}
+		up, _, _ = s.StartDirectUpload(ctx, "b1", "a1", int64(len(data)), sum(string(data)), time.Minute)
+		if code := putURL(data, up.Headers); code != http.StatusOK {
+			t.Fatalf("upload: %d", code)
+		}
+		if err := s.FinishDirectUpload(ctx, up.Key, int64(len(data)), sum(string(data))); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.PromoteUpload(ctx, up.Key, "b1", blobs.Artifact("app.apk")); err != nil {
+			t.Fatal(err)
+		}
+		if got := list(t, b, ""); !slices.Equal(got, []string{"builds/b1/artifact-app.apk"}) {
+			t.Fatalf("after promotion: %v", got)
+		}
+		if got := read(t, b, "builds/b1/artifact-app.apk"); !bytes.Equal(got, data) {
+			t.Fatalf("promoted: %q", got)
+		}
+	}},
 	{"replicas sharing the store must share the certificate key", func(t *testing.T, b blobs.Backend) {
 		one, _ := blobs.New(b, bytes.Repeat([]byte{1}, 32))
 		again, _ := blobs.New(b, bytes.Repeat([]byte{1}, 32))

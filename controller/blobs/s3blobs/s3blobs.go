@@ -15,6 +15,9 @@ package s3blobs
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -377,6 +380,65 @@ func (s *Store) PresignGet(ctx context.Context, key string, ttl time.Duration, c
 		return "", fmt.Errorf("sign a download of %s: %w", name, err)
 	}
 	return u.String(), nil
+}
+
+// PresignPut signs a PUT carrying x-amz-checksum-sha256: the service
+// refuses a PUT without that header or with other bytes (BadDigest).
+func (s *Store) PresignPut(ctx context.Context, key string, ttl time.Duration, sha256hex string) (string, map[string]string, error) {
+	if s.cfg.NoDirect {
+		return "", nil, nil
+	}
+	name, err := s.object(key)
+	if err != nil {
+		return "", nil, err
+	}
+	raw, err := hex.DecodeString(sha256hex)
+	if err != nil || len(raw) != sha256.Size {
+		return "", nil, fmt.Errorf("invalid SHA-256 %q", sha256hex)
+	}
+	sum := base64.StdEncoding.EncodeToString(raw)
+	u, err := s.c.PresignHeader(ctx, http.MethodPut, s.cfg.Bucket, name, ttl, nil, http.Header{"X-Amz-Checksum-Sha256": {sum}})
+	if err != nil {
+		return "", nil, fmt.Errorf("sign an upload of %s: %w", name, err)
+	}
+	return u.String(), map[string]string{"X-Amz-Checksum-Sha256": sum}, nil
+}
+
+// Checksum reads the object's size and the SHA-256 the service verified
+// when it was uploaded with one.
+func (s *Store) Checksum(ctx context.Context, key string) (blobs.Info, string, error) {
+	name, err := s.object(key)
+	if err != nil {
+		return blobs.Info{}, "", err
+	}
+	st, err := s.c.StatObject(ctx, s.cfg.Bucket, name, minio.StatObjectOptions{Checksum: true})
+	if err != nil {
+		return blobs.Info{}, "", notExist(key, err)
+	}
+	info := blobs.Info{Key: key, Size: st.Size, ModTime: st.LastModified}
+	raw, err := base64.StdEncoding.DecodeString(st.ChecksumSHA256)
+	if err != nil || len(raw) != sha256.Size {
+		return info, "", nil // none kept (or a multipart checksum of checksums)
+	}
+	return info, hex.EncodeToString(raw), nil
+}
+
+// Copy copies src to dst inside the service (up to 5 GiB: what direct
+// uploads are limited to).
+func (s *Store) Copy(ctx context.Context, src, dst string) error {
+	from, err := s.object(src)
+	if err != nil {
+		return err
+	}
+	to, err := s.object(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := s.c.CopyObject(ctx, minio.CopyDestOptions{Bucket: s.cfg.Bucket, Object: to},
+		minio.CopySrcOptions{Bucket: s.cfg.Bucket, Object: from}); err != nil {
+		return fmt.Errorf("copy %s to %s in bucket %s: %w", from, to, s.cfg.Bucket, notExist(src, err))
+	}
+	return nil
 }
 
 // List yields the objects under prefix, paging through the bucket listing.
