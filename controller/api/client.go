@@ -459,6 +459,19 @@ func (c *Client) Source(ctx context.Context, buildID, vmToken, workerToken strin
 	return c.Do(req)
 }
 
+// StartArtifactUpload asks where to upload an artifact directly (VM only).
+func (c *Client) StartArtifactUpload(ctx context.Context, buildID, vmToken string, req DirectUploadRequest) (DirectUpload, error) {
+	var out DirectUpload
+	return out, c.call(ctx, http.MethodPost, "/api/builds/"+url.PathEscape(buildID)+"/artifacts/direct", req, &out, header{HeaderVMToken: vmToken})
+}
+
+// CompleteArtifactUpload records a direct upload once the file is PUT
+// (VM only).
+func (c *Client) CompleteArtifactUpload(ctx context.Context, buildID, vmToken, ticket string) (Artifact, error) {
+	var out Artifact
+	return out, c.call(ctx, http.MethodPost, "/api/builds/"+url.PathEscape(buildID)+"/artifacts/direct/complete", DirectUploadComplete{Ticket: ticket}, &out, header{HeaderVMToken: vmToken})
+}
+
 // CertsSecure fetches a build's signing material with a VM token.
 func (c *Client) CertsSecure(ctx context.Context, buildID, vmToken string) (CertsResponse, error) {
 	var out CertsResponse
