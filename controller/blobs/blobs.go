@@ -194,8 +194,8 @@ func prefix(buildID string) (string, error) {
 	return "builds/" + buildID + "/", nil
 }
 
-// Key is the object key of a build's file.
-func Key(buildID string, f File) (string, error) {
+// objectKey is the object key of a build's file.
+func objectKey(buildID string, f File) (string, error) {
 	p, err := prefix(buildID)
 	if err != nil {
 		return "", err
@@ -226,7 +226,7 @@ type Pending struct {
 
 // Create starts writing a build file.
 func (s *Store) Create(ctx context.Context, buildID string, f File) (*Pending, error) {
-	key, err := Key(buildID, f)
+	key, err := objectKey(buildID, f)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +281,7 @@ func (p *Pending) Abort() { p.w.Abort() }
 
 // Open opens a stored file for reading, with its size and time.
 func (s *Store) Open(ctx context.Context, buildID string, f File) (Object, Info, error) {
-	key, err := Key(buildID, f)
+	key, err := objectKey(buildID, f)
 	if err != nil {
 		return nil, Info{}, err
 	}
@@ -336,7 +336,7 @@ func (s *Store) DirectURL(ctx context.Context, buildID string, f File, ttl time.
 	if !ok {
 		return "", nil
 	}
-	key, err := Key(buildID, f)
+	key, err := objectKey(buildID, f)
 	if err != nil {
 		return "", err
 	}
@@ -422,7 +422,7 @@ func (s *Store) PromoteUpload(ctx context.Context, key, buildID string, f File) 
 	if !ok || !strings.HasPrefix(key, "uploads/") {
 		return fmt.Errorf("%q is not a direct upload", key)
 	}
-	dst, err := Key(buildID, f)
+	dst, err := objectKey(buildID, f)
 	if err != nil {
 		return err
 	}
@@ -498,7 +498,7 @@ func (s *Store) Unseal(ctx context.Context, buildID string, f File) ([]byte, err
 
 // Remove deletes one stored file; a missing file is not an error.
 func (s *Store) Remove(ctx context.Context, buildID string, f File) error {
-	key, err := Key(buildID, f)
+	key, err := objectKey(buildID, f)
 	if err != nil {
 		return err
 	}

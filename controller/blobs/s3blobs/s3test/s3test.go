@@ -39,8 +39,8 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 )
 
-// Install is the command that installs the gateway.
-const Install = "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
+// install is the command that installs the gateway.
+const install = "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 
 // Package state is unavoidable here, as in pgtest: NewBucket(t) has no
 // handle, and the gateway is shared by the binary's tests and stopped by Main.
@@ -66,7 +66,7 @@ type gateway struct {
 }
 
 // errMissing marks a missing gateway binary.
-var errMissing = errors.New("versitygw not found on PATH or in $(go env GOPATH)/bin; install it with `" + Install + "`")
+var errMissing = errors.New("versitygw not found on PATH or in $(go env GOPATH)/bin; install it with `" + install + "`")
 
 // Main runs the tests, then stops the gateway (if a test started one) and
 // removes its directory. Use it as os.Exit(s3test.Main(m)) in TestMain; with
@@ -170,8 +170,8 @@ func (g *gateway) logText() string {
 	return g.logs.String()
 }
 
-// Binary returns the gateway's path, or an error saying how to install it.
-func Binary() (string, error) {
+// binary returns the gateway's path, or an error saying how to install it.
+func binary() (string, error) {
 	if p, err := exec.LookPath("versitygw"); err == nil {
 		return p, nil
 	}
@@ -198,7 +198,7 @@ func setup() (*gateway, error) {
 		return nil, errors.New("s3test.NewBucket needs s3test.Main: add `func TestMain(m *testing.M) { os.Exit(s3test.Main(m)) }` to the package's tests")
 	}
 	started = true
-	bin, err := Binary()
+	bin, err := binary()
 	if err != nil {
 		setupErr = err
 		return nil, err
