@@ -205,6 +205,35 @@ type Artifact struct {
 	URL    string `json:"url,omitempty"`
 }
 
+// DirectUploadRequest asks where to send an artifact straight to the
+// controller's object store (POST /api/builds/{id}/artifacts/direct, VM
+// token): the file's name, size and hex SHA-256.
+type DirectUploadRequest struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// DirectUpload answers a DirectUploadRequest. With Direct false the store
+// takes no direct uploads (the file store, or the file is too large for
+// one PUT): send the file to POST /api/builds/{id}/artifacts as before.
+// Otherwise PUT exactly the declared bytes to URL with Headers (the store
+// refuses other bytes) before ExpiresAt, then POST
+// DirectUploadComplete{Ticket} to /api/builds/{id}/artifacts/direct/complete,
+// which checks the stored object and records the artifact.
+type DirectUpload struct {
+	Direct    bool              `json:"direct"`
+	URL       string            `json:"url,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Ticket    string            `json:"ticket,omitempty"`
+	ExpiresAt time.Time         `json:"expires_at,omitzero"`
+}
+
+// DirectUploadComplete finishes a direct upload.
+type DirectUploadComplete struct {
+	Ticket string `json:"ticket"`
+}
+
 // Build is the developer-facing view of a build.
 type Build struct {
 	ID              string      `json:"id"`

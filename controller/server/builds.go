@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,7 +46,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 			}
 		}
 		if !committed {
-			s.blobs.RemoveBuild(nb.ID) //nolint:errcheck // best effort: nothing else refers to this fresh id
+			s.blobs.RemoveBuild(context.WithoutCancel(r.Context()), nb.ID) //nolint:errcheck // best effort: nothing else refers to this fresh id
 		}
 	}()
 	fail := func(err error) { s.fail(w, r, err) }
@@ -69,7 +70,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 				fail(err)
 				return
 			}
-			if source, err = s.blobs.Create(nb.ID, blobs.Source); err != nil {
+			if source, err = s.blobs.Create(r.Context(), nb.ID, blobs.Source); err != nil {
 				fail(err)
 				return
 			}
@@ -95,7 +96,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 				fail(err)
 				return
 			}
-			if certs, err = s.blobs.PrepareSeal(nb.ID, blobs.Certs, raw); err != nil {
+			if certs, err = s.blobs.PrepareSeal(r.Context(), nb.ID, blobs.Certs, raw); err != nil {
 				fail(err)
 				return
 			}
@@ -163,7 +164,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 		return
 	}
 	if creds != nil {
-		if sealedCreds, err = s.sealCredentials(nb.ID, creds); err != nil {
+		if sealedCreds, err = s.sealCredentials(r.Context(), nb.ID, creds); err != nil {
 			fail(err)
 			return
 		}
@@ -172,7 +173,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 	nb.Commit = func() error {
 		for _, p := range []*blobs.Pending{source, certs, sealedCreds} {
 			if p != nil {
-				if err := p.Commit(); err != nil {
+				if err := p.Commit(r.Context()); err != nil {
 					return err
 				}
 			}
@@ -415,10 +416,10 @@ func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID st
 			p.Abort()
 		}
 		if !committed {
-			s.blobs.RemoveBuild(nb.ID) //nolint:errcheck
+			s.blobs.RemoveBuild(context.WithoutCancel(r.Context()), nb.ID) //nolint:errcheck
 		}
 	}()
-	source, err := s.blobs.CopySource(id, nb.ID)
+	source, err := s.blobs.CopySource(r.Context(), id, nb.ID)
 	if err != nil {
 		return store.Submitted{}, err
 	}
@@ -439,7 +440,7 @@ func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID st
 	}
 	nb.Commit = func() error {
 		for _, p := range pendings {
-			if err := p.Commit(); err != nil {
+			if err := p.Commit(r.Context()); err != nil {
 				return err
 			}
 		}
@@ -471,11 +472,11 @@ func (s *Server) retryCerts(w http.ResponseWriter, r *http.Request, from, to str
 			if _, err := parseCerts(raw); err != nil {
 				return nil, err
 			}
-			return s.blobs.PrepareSeal(to, blobs.Certs, raw)
+			return s.blobs.PrepareSeal(r.Context(), to, blobs.Certs, raw)
 		}
 	}
 	if !deleted {
-		p, err := s.blobs.CopySealed(from, to, blobs.Certs)
+		p, err := s.blobs.CopySealed(r.Context(), from, to, blobs.Certs)
 		// The file may be gone a moment before the record says so.
 		if !errors.Is(err, os.ErrNotExist) {
 			return p, err
@@ -489,7 +490,7 @@ func (s *Server) retryCerts(w http.ResponseWriter, r *http.Request, from, to str
 // came from there.
 func (s *Server) retryCredentials(r *http.Request, from, to string, src store.RetrySource) (*blobs.Pending, error) {
 	if !src.CertsDeleted {
-		p, err := s.blobs.CopySealed(from, to, blobs.Credentials)
+		p, err := s.blobs.CopySealed(r.Context(), from, to, blobs.Credentials)
 		// The file may be gone a moment before the record says so.
 		if !errors.Is(err, os.ErrNotExist) {
 			return p, err
@@ -508,7 +509,7 @@ func (s *Server) retryCredentials(r *http.Request, from, to string, src store.Re
 	if err != nil {
 		return nil, err
 	}
-	return s.sealCredentials(to, &api.BuildCredentials{Android: ks})
+	return s.sealCredentials(r.Context(), to, &api.BuildCredentials{Android: ks})
 }
 
 func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request, b buildAccess) {
@@ -529,23 +530,41 @@ func (s *Server) serveArtifact(w http.ResponseWriter, r *http.Request, id, name 
 	s.serveFile(w, r, id, blobs.Artifact(name), name, "application/octet-stream", a.SHA256)
 }
 
+// directTTL is how long a direct download URL works: long enough to start
+// the transfer (the service checks it when the request arrives), short
+// enough that a leaked link is soon useless. A resumed download asks the
+// controller again and gets a fresh one.
+const directTTL = 5 * time.Minute
+
 // serveFile streams a stored build file with Range, ETag (its SHA-256) and
-// X-Checksum-Sha256 support.
+// X-Checksum-Sha256 support; when the store hands out direct URLs (S3), a
+// GET is answered with a 307 to one instead, carrying the same checksum
+// headers, and the client's Range goes with it.
 func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, buildID string, file blobs.File, downloadName, contentType, sha256hex string) {
-	f, err := s.blobs.Open(buildID, file)
+	disposition := fmt.Sprintf("attachment; filename=%q", downloadName)
+	if r.Method == http.MethodGet {
+		u, err := s.blobs.DirectURL(r.Context(), buildID, file, directTTL, contentType, disposition)
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("sign a download of %s of build %s: %w", file, buildID, err))
+			return
+		}
+		if u != "" {
+			w.Header().Set("ETag", `"`+sha256hex+`"`)
+			w.Header().Set(api.HeaderChecksum, sha256hex)
+			w.Header().Set("Cache-Control", "no-store") // the URL expires; never cache the redirect
+			http.Redirect(w, r, u, http.StatusTemporaryRedirect)
+			return
+		}
+	}
+	f, info, err := s.blobs.Open(r.Context(), buildID, file)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("open %s of build %s: %w", file, buildID, err))
 		return
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("open %s of build %s: %w", file, buildID, err))
-		return
-	}
 	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("ETag", `"`+sha256hex+`"`)
 	w.Header().Set(api.HeaderChecksum, sha256hex)
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", downloadName))
-	http.ServeContent(w, r, "", st.ModTime(), f)
+	w.Header().Set("Content-Disposition", disposition)
+	http.ServeContent(w, r, "", info.ModTime, f)
 }

@@ -179,6 +179,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/builds/{id}/credentials", s.vm(s.buildCredentials))
 	m.HandleFunc("POST /api/builds/{id}/logs", s.vm(s.appendLog))
 	m.HandleFunc("POST /api/builds/{id}/artifacts", s.vm(s.uploadArtifact))
+	m.HandleFunc("POST /api/builds/{id}/artifacts/direct", s.vm(s.startDirectUpload))
+	m.HandleFunc("POST /api/builds/{id}/artifacts/direct/complete", s.vm(s.completeDirectUpload))
 
 	noEndpoint := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)

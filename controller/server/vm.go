@@ -60,7 +60,7 @@ func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, at
 		s.fail(w, r, fmt.Errorf("%w: build %s has no signing certificates", store.ErrNotFound, buildID))
 		return
 	}
-	raw, err := s.blobs.Unseal(buildID, blobs.Certs)
+	raw, err := s.blobs.Unseal(r.Context(), buildID, blobs.Certs)
 	if errors.Is(err, os.ErrNotExist) {
 		s.fail(w, r, fmt.Errorf("%w: build %s has no signing certificates", store.ErrNotFound, buildID))
 		return
@@ -156,7 +156,7 @@ func (s *Server) buildCredentials(w http.ResponseWriter, r *http.Request, buildI
 		s.fail(w, r, none)
 		return
 	}
-	raw, err := s.blobs.Unseal(buildID, blobs.Credentials)
+	raw, err := s.blobs.Unseal(r.Context(), buildID, blobs.Credentials)
 	if errors.Is(err, os.ErrNotExist) {
 		s.fail(w, r, none)
 		return
@@ -213,7 +213,7 @@ func (s *Server) uploadArtifact(w http.ResponseWriter, r *http.Request, buildID,
 			s.fail(w, r, badRequest("the artifact's file name %q is not a usable file name; send a plain name such as app-release.apk", part.FileName()))
 			return
 		}
-		p, err := s.blobs.Create(buildID, blobs.Artifact(name))
+		p, err := s.blobs.Create(r.Context(), buildID, blobs.Artifact(name))
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -227,7 +227,7 @@ func (s *Server) uploadArtifact(w http.ResponseWriter, r *http.Request, buildID,
 			s.fail(w, r, err)
 			return
 		}
-		a := &store.PendingArtifact{Name: name, Size: p.Size(), SHA256: p.SHA256(), Commit: p.Commit}
+		a := &store.PendingArtifact{Name: name, Size: p.Size(), SHA256: p.SHA256(), Commit: func() error { return p.Commit(r.Context()) }}
 		if err := s.store.AddArtifact(r.Context(), buildID, attemptID, a); err != nil {
 			s.fail(w, r, err)
 			return

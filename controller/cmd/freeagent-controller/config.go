@@ -43,6 +43,7 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 	e.str(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
 	e.str(&cfg.LogFormat, "log-format", "FREEAGENT_LOG_FORMAT", "text", "text or json")
 	if serving {
+		e.str(&cfg.Serve.BlobStore, "blob-store", "FREEAGENT_BLOB_STORE", "", "where build files live: file:///DIR, or s3://BUCKET/PREFIX?endpoint=URL&region=R shared by every replica (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials); empty: the data directory's files/")
 		e.str(&cfg.Serve.Listen, "listen", "FREEAGENT_LISTEN", "127.0.0.1:8080", "address to serve HTTP on (host:port)")
 		e.dur(&cfg.Serve.Store.LeaseTTL, "lease-ttl", "FREEAGENT_LEASE_TTL", cfg.Serve.Store.LeaseTTL, "a build lease not renewed for this long expires and the build is requeued")
 		e.dur(&cfg.Serve.Store.TokenTTL, "token-ttl", "FREEAGENT_TOKEN_TTL", cfg.Serve.Store.TokenTTL, "worker token lifetime")

@@ -92,6 +92,21 @@ func TestConfigPrecedenceFlagOverEnvOverDefault(t *testing.T) {
 	}
 }
 
+func TestConfigBlobStore(t *testing.T) {
+	t.Setenv("FREEAGENT_DATA_DIR", "/d")
+	cfg, _, err := parseConfig("serve", nil, &bytes.Buffer{}, true)
+	if err != nil || cfg.Serve.BlobStore != "" {
+		t.Fatalf("default (the data directory's files): %q %v", cfg.Serve.BlobStore, err)
+	}
+	t.Setenv("FREEAGENT_BLOB_STORE", "s3://from-env/p?endpoint=http://127.0.0.1:9000")
+	if cfg, _, err = parseConfig("serve", nil, &bytes.Buffer{}, true); err != nil || cfg.Serve.BlobStore != "s3://from-env/p?endpoint=http://127.0.0.1:9000" {
+		t.Fatalf("from the environment: %q %v", cfg.Serve.BlobStore, err)
+	}
+	if cfg, _, err = parseConfig("serve", []string{"--blob-store", "file:///srv/files"}, &bytes.Buffer{}, true); err != nil || cfg.Serve.BlobStore != "file:///srv/files" {
+		t.Fatalf("the flag over the environment: %q %v", cfg.Serve.BlobStore, err)
+	}
+}
+
 func TestConfigLinksAndMetrics(t *testing.T) {
 	t.Setenv("FREEAGENT_DATA_DIR", "/d")
 	t.Setenv("FREEAGENT_METRICS_PUBLIC", "1")
