@@ -223,11 +223,11 @@ func TestCertsZipBounds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.blobs.PrepareSeal(sub.ID, blobs.Certs, bombs["12 MiB in three"])
+	p, err := e.blobs.PrepareSeal(context.Background(), sub.ID, blobs.Certs, bombs["12 MiB in three"])
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.Commit(); err != nil {
+	if err := p.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	_, vmToken := e.startVM(e.register("mac", api.Capabilities{Platforms: []string{"ios"}}), sub.ID)
