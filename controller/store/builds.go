@@ -227,7 +227,7 @@ func scanBuildWithPosition(row pgx.Row, pos **int, extra ...any) (api.Build, err
 
 // visibleArtifact is the condition under which artifact row a of build b
 // is shown: it was made by the attempt that ended the build, or stored
-// before artifacts belonged to attempts (attempt_id ”). A live attempt's
+// before artifacts belonged to attempts (an empty attempt_id). A live attempt's
 // artifacts appear when it ends the build; another attempt's never do.
 const visibleArtifact = `(a.attempt_id = '' OR (a.attempt_id = b.attempt_id AND b.status IN ('completed', 'failed', 'cancelled')))`
 
