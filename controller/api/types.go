@@ -55,6 +55,11 @@ func (s BuildStatus) Terminal() bool {
 	return s == StatusCompleted || s == StatusFailed || s == StatusCancelled
 }
 
+// CodeInsufficientStorage (HTTP 507): the controller's disk is below its
+// free-space floor (--min-free-disk); it takes no new builds until files
+// are deleted.
+const CodeInsufficientStorage = "insufficient_storage"
+
 // Machine-readable error codes carried in ErrorResponse.Code and in a failed
 // build's error_code.
 const (
@@ -64,7 +69,7 @@ const (
 	CodeForbidden    = "forbidden"
 	CodeNotFound     = "not_found"
 	CodeConflict     = "conflict"
-	CodeGone         = "gone" // a once-per-attempt file (certificates, credentials, secrets) already fetched
+	CodeGone         = "gone" // a once-per-attempt file (certificates, credentials, secrets) already fetched; an expired artifact, source or log
 	CodeLeaseLost    = "lease_lost"
 	CodeTooLarge     = "too_large"
 	CodeChecksum     = "checksum_mismatch"
@@ -265,6 +270,13 @@ type Build struct {
 	// what GET /api/builds/:id/qr.png encodes.
 	InstallURL          *string    `json:"install_url,omitempty"`
 	InstallURLExpiresAt *time.Time `json:"install_url_expires_at,omitempty"`
+	// ArtifactsExpireAt (ended builds) is when the controller deletes the
+	// build's artifacts: --retain-artifacts after the build ended; absent
+	// when they are kept forever. Once they are deleted ArtifactsExpired
+	// is true: the build and its artifact list stay, and downloads answer
+	// 410 Gone saying the artifacts expired.
+	ArtifactsExpireAt *time.Time `json:"artifacts_expire_at,omitempty"`
+	ArtifactsExpired  bool       `json:"artifacts_expired,omitempty"`
 }
 
 // Attempt is one execution of a build on a worker.

@@ -78,3 +78,11 @@ type Info struct {
 	Size    int64
 	ModTime time.Time
 }
+
+// Sweeper is a Backend that keeps leftovers of its own beside its objects:
+// temporary files of writes a crash interrupted (Dir), incomplete multipart
+// uploads and spool files (the S3 store). The garbage collector calls it.
+type Sweeper interface {
+	// SweepStale removes such leftovers older than age and says how many.
+	SweepStale(ctx context.Context, age time.Duration) (int, error)
+}

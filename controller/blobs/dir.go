@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // tempPrefix starts the names of files being written; they are never
@@ -236,4 +237,36 @@ func (d *Dir) List(ctx context.Context, prefix string) iter.Seq2[Info, error] {
 			yield(Info{}, fmt.Errorf("list %s: %w", prefix, err))
 		}
 	}
+}
+
+// SweepStale removes temporary files older than age: writes a crash or a
+// killed process left unfinished (a live write touches its file as it goes).
+func (d *Dir) SweepStale(ctx context.Context, age time.Duration) (int, error) {
+	cutoff := time.Now().Add(-age)
+	n := 0
+	err := filepath.WalkDir(d.root, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if !e.Type().IsRegular() || !strings.HasPrefix(e.Name(), tempPrefix) {
+			return nil
+		}
+		if st, err := e.Info(); err == nil && st.ModTime().Before(cutoff) {
+			if err := os.Remove(p); err == nil {
+				n++
+				os.Remove(filepath.Dir(p)) // fails, harmlessly, while the directory holds anything
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return n, fmt.Errorf("sweep temporary files: %w", err)
+	}
+	return n, nil
 }

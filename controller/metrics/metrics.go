@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/freeagent-build/freeagent/controller/gc"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -33,6 +34,10 @@ type Metrics struct {
 	timedOut     prometheus.Counter
 	webhooks     *prometheus.CounterVec
 	httpSeconds  *prometheus.HistogramVec
+	gcRuns       prometheus.Counter
+	gcDeleted    *prometheus.CounterVec
+	gcErrors     prometheus.Counter
+	gcLastRun    prometheus.Gauge
 }
 
 // StatsSource reads the queue's state at scrape time.
@@ -73,9 +78,17 @@ func New(src StatsSource, finishedRefresh time.Duration) *Metrics {
 		httpSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "freeagent_http_request_duration_seconds",
 			Help: "HTTP request durations by route pattern, method and status code.", Buckets: prometheus.DefBuckets},
 			[]string{"route", "method", "code"}),
+		gcRuns: prometheus.NewCounter(prometheus.CounterOpts{Name: "freeagent_gc_runs_total",
+			Help: "Garbage collection passes this replica ran (one replica at a time runs one)."}),
+		gcDeleted: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "freeagent_gc_deleted_total",
+			Help: "What the garbage collector removed, by kind (stray_artifact, expired_artifacts, expired_source, expired_log: builds; orphan, staging, leftover: objects)."}, []string{"kind"}),
+		gcErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "freeagent_gc_errors_total",
+			Help: "Deletions the garbage collector could not make (retried on its next pass)."}),
+		gcLastRun: prometheus.NewGauge(prometheus.GaugeOpts{Name: "freeagent_gc_last_run_timestamp_seconds",
+			Help: "When this replica last finished a garbage collection pass (Unix time)."}),
 	}
 	m.reg.MustRegister(m.polls, m.claims, m.pollSeconds, m.pickup, m.leaseExpired, m.requeued, m.deadLetters,
-		m.timedOut, m.webhooks, m.httpSeconds, newQueueCollector(src, finishedRefresh),
+		m.timedOut, m.webhooks, m.httpSeconds, m.gcRuns, m.gcDeleted, m.gcErrors, m.gcLastRun, newQueueCollector(src, finishedRefresh),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -115,6 +128,20 @@ func (m *Metrics) Sweep(r store.SweepReport) {
 	m.requeued.Add(float64(r.Requeued))
 	m.deadLetters.Add(float64(r.DeadLettered))
 	m.timedOut.Add(float64(r.TimedOut))
+}
+
+// GC records one garbage collection pass.
+func (m *Metrics) GC(r gc.Report) {
+	if m == nil {
+		return
+	}
+	m.gcRuns.Inc()
+	for kind, n := range map[string]int{"stray_artifact": r.StrayArtifacts, "expired_artifacts": r.ExpiredArtifacts,
+		"expired_source": r.ExpiredSources, "expired_log": r.ExpiredLogs, "orphan": r.Orphans, "staging": r.Staging, "leftover": r.Leftovers} {
+		m.gcDeleted.WithLabelValues(kind).Add(float64(n))
+	}
+	m.gcErrors.Add(float64(r.Errors))
+	m.gcLastRun.SetToCurrentTime()
 }
 
 // Webhook outcomes.

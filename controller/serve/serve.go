@@ -23,6 +23,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs"
+	"github.com/freeagent-build/freeagent/controller/gc"
 	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
@@ -51,6 +52,13 @@ type Config struct {
 	Store          store.Config
 	Limits         server.Limits
 	Webhooks       webhooks.Config // zero fields take webhooks.DefaultConfig's
+	// GC runs the garbage collector (zero fields take gc.DefaultConfig's);
+	// what it keeps, and for how long, is Store's RetainArtifacts,
+	// RetainSources and RetainLogs.
+	GC gc.Config
+	// MinFreeDisk is the file store's free-space floor: below it submits
+	// answer 507. The zero Floor turns it off; the S3 store has none.
+	MinFreeDisk blobs.Floor
 
 	// Name and AdvertiseURL describe this replica in the controller
 	// registry; defaults: the host name and the URL it listens on.
@@ -193,6 +201,9 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	c.goRun(func() { hub.Run(runCtx) }) //nolint:errcheck // Run returns only when runCtx ends
 	c.goRun(func() { rp.Run(runCtx) })
 	c.goRun(func() { rp.RunSealer(runCtx, cfg.SealInterval) })
+	collector := gc.New(c.store, files, cfg.GC, log.WithField("component", "gc"))
+	collector.OnRun = m.GC
+	c.goRun(func() { collector.Run(runCtx) })
 	c.goRun(func() { hooks.Run(runCtx) })
 	c.goRun(func() { kickOnSealedEvents(runCtx, hub, hooks) })
 	select {
@@ -204,7 +215,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 
 	c.api = server.New(server.Options{Store: c.store, Blobs: files, Hub: hub, Limits: cfg.Limits,
 		Log: log.WithField("component", "http"), BuildEnded: rp.Kick, Metrics: m, MetricsPublic: cfg.MetricsPublic,
-		Links: links, PublicURL: cfg.PublicURL, Webhooks: hooks})
+		Links: links, PublicURL: cfg.PublicURL, Webhooks: hooks, MinFreeDisk: cfg.MinFreeDisk})
 	c.http = &http.Server{
 		Handler:           c.api,
 		ReadHeaderTimeout: 10 * time.Second,

@@ -5,12 +5,15 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/gc"
 )
 
 // vmSession is a build attempt's VM: its token, from the job's OTP.
@@ -117,6 +120,46 @@ func TestAbandonedAttemptLeavesNoArtifacts(t *testing.T) {
 			}
 			_, err = e.developer.DownloadArtifact(ctx, sub.ID, "only-a.apk", 0)
 			wantStatus(t, err, http.StatusNotFound)
+
+			// The collector deletes the abandoned attempt's rows and
+			// objects, and nothing of the completing attempt's.
+			if rep := e.collect(); rep.StrayArtifacts != 2 || rep.Orphans != 0 || rep.Errors != 0 {
+				t.Fatalf("collection: %+v", rep)
+			}
+			want := []string{
+				blobs.AttemptsDir + "/" + jobB.AttemptID + "/" + blobs.ArtifactPrefix + "app.apk",
+				blobs.AttemptsDir + "/" + jobB.AttemptID + "/" + blobs.ArtifactPrefix + "only-b.apk",
+				blobs.SourceFile,
+			}
+			if got := e.buildFiles(sub.ID); !slices.Equal(got, want) {
+				t.Fatalf("after collection the build holds %v, want %v", got, want)
+			}
+			var rows int
+			e.store.Pool().QueryRow(ctx, `SELECT count(*) FROM artifacts WHERE build_id = $1`, sub.ID).Scan(&rows)
+			if rows != 2 {
+				t.Fatalf("%d artifact rows left, want the completing attempt's 2", rows)
+			}
+			if got := artifactNames(e.build(sub.ID)); !slices.Equal(got, []string{"app.apk", "only-b.apk"}) {
+				t.Fatalf("after collection the build lists %v", got)
+			}
 		})
 	}
+}
+
+// collect runs one garbage collection pass with no grace for orphans, as a
+// replica's collector would long after the fact.
+func (e *env) collect() gc.Report {
+	e.t.Helper()
+	rep, err := gc.New(e.store, e.blobs, gc.Config{OrphanGrace: time.Nanosecond, StagingMaxAge: time.Nanosecond, LeftoverAge: time.Nanosecond},
+		testLogger(e.t)).Collect(context.Background())
+	if err != nil || !rep.Ran {
+		e.t.Fatalf("garbage collection: %+v %v", rep, err)
+	}
+	return rep
+}
+
+// buildFiles lists the build's objects on the file store.
+func (e *env) buildFiles(id string) []string {
+	e.t.Helper()
+	return biFiles(e.t, filepath.Join(biBuildsDir(e), id))
 }

@@ -29,6 +29,10 @@ const maxSpec = 64 << 10
 // JSON); file source (tar.gz or zip); file certs? (zip with one .p12,
 // password.txt and profiles); file credentials? (api.BuildCredentials JSON).
 func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey) {
+	if err := s.checkFreeSpace(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	form, err := newForm(w, r, s.limits.Source+s.limits.Certs+s.limits.Credentials+maxSpec+s.limits.JSONBody, `a "source" file`)
 	if err != nil {
 		s.fail(w, r, err)
@@ -405,6 +409,12 @@ func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID st
 	if !src.Status.Terminal() {
 		return store.Submitted{}, fmt.Errorf("%w: build %s is still %s; cancel it first or wait for it to end", store.ErrConflict, id, src.Status)
 	}
+	if src.SourceDeleted {
+		return store.Submitted{}, fmt.Errorf("%w: the source of build %s was deleted (the controller keeps a source for --retain-sources after its build ends); submit the project again", store.ErrGone, id)
+	}
+	if err := s.checkFreeSpace(); err != nil {
+		return store.Submitted{}, err
+	}
 	nb := store.NewBuild{ID: store.NewID(), Platform: src.Platform, Profile: src.Profile, Priority: src.Priority,
 		SubmittedBy: keyID, RetryOf: id, SourceSize: src.SourceSize, SourceSHA256: src.SourceSHA256,
 		SourceFormat: src.SourceFormat, BaseImage: src.BaseImage, Timeout: src.Timeout, HasCerts: src.HadCerts,
@@ -568,3 +578,7 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, buildID strin
 	w.Header().Set("Content-Disposition", disposition)
 	http.ServeContent(w, r, "", info.ModTime, f)
 }
+
+// checkFreeSpace refuses new builds (507) while the file store's disk is
+// below --min-free-disk, instead of filling it.
+func (s *Server) checkFreeSpace() error { return s.blobs.CheckFloor(s.minFree, "--min-free-disk") }

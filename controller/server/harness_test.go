@@ -46,6 +46,7 @@ type env struct {
 	key     []byte // the certificate key
 	cfg     store.Config
 	limits  server.Limits
+	minFree blobs.Floor // server.Options.MinFreeDisk
 
 	admin, developer, worker  *api.Client
 	adminKey, devKey, workKey string
@@ -115,7 +116,7 @@ func (e *env) start() {
 	e.reaper = reaper.New(st, files, time.Hour, log)
 	e.reaper.OnSweep = e.metrics.Sweep
 	srv := server.New(server.Options{Store: st, Blobs: files, Hub: hub, Limits: e.limits, Log: log, KeyCacheTTL: time.Nanosecond,
-		Metrics: e.metrics, Links: e.links, Webhooks: e.hooks})
+		Metrics: e.metrics, Links: e.links, Webhooks: e.hooks, MinFreeDisk: e.minFree})
 	hs := httptest.NewServer(srv)
 	e.URL, e.store, e.blobs = hs.URL, st, files
 	for _, c := range []*api.Client{e.admin, e.developer, e.worker} {

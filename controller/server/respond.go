@@ -38,6 +38,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 			fmt.Sprintf("request body exceeds the limit of %d bytes", maxBytes.Limit))
 	case errors.Is(err, store.ErrTooLarge), errors.Is(err, blobs.ErrTooLarge):
 		writeError(w, r, http.StatusRequestEntityTooLarge, api.CodeTooLarge, err.Error())
+	case errors.Is(err, blobs.ErrNoSpace):
+		writeError(w, r, http.StatusInsufficientStorage, api.CodeInsufficientStorage, strings.TrimPrefix(err.Error(), blobs.ErrNoSpace.Error()+": "))
 	case errors.Is(err, blobs.ErrChecksum):
 		writeError(w, r, http.StatusUnprocessableEntity, api.CodeChecksum, err.Error())
 	case errors.Is(err, store.ErrInvalid):

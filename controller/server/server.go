@@ -64,6 +64,7 @@ type Server struct {
 	links         *install.Signer // nil: no install links
 	webhooks      *webhooks.Dispatcher
 	publicURL     string
+	minFree       blobs.Floor
 
 	keyCache   keyCache
 	queueDepth depthCache
@@ -100,12 +101,16 @@ type Options struct {
 	// KeyCacheTTL is how long a verified API key is trusted without a
 	// query; a revoked key stops working within it. Default 5 s.
 	KeyCacheTTL time.Duration
+	// MinFreeDisk is the file store's free-space floor (--min-free-disk):
+	// below it, submits and retries answer 507 Insufficient Storage. The
+	// zero Floor, or the S3 store, takes every submit.
+	MinFreeDisk blobs.Floor
 }
 
 // New builds the API handler.
 func New(o Options) *Server {
 	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
-		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, webhooks: o.Webhooks, publicURL: strings.TrimRight(o.PublicURL, "/"),
+		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, webhooks: o.Webhooks, publicURL: strings.TrimRight(o.PublicURL, "/"), minFree: o.MinFreeDisk,
 		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, draining: make(chan struct{})}
 	if s.keyCache.ttl == 0 {
 		s.keyCache.ttl = 5 * time.Second

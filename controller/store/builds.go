@@ -133,7 +133,7 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 
 const buildColumns = `b.id, b.status, b.platform, b.profile, b.priority, b.attempts, b.max_attempts, b.worker_id, b.phase,
 	b.progress, b.cancel_requested, b.retry_of, b.run_after, b.submitted_at, b.started_at, b.completed_at,
-	b.error_message, b.error_code, b.log_length`
+	b.error_message, b.error_code, b.log_length, b.artifacts_deleted_at`
 
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -194,6 +194,7 @@ func (s *Store) GetBuild(ctx context.Context, id string) (api.Build, error) {
 		b, err = getBuild(ctx, tx, id)
 		return err
 	})
+	s.stampExpiry(&b)
 	return b, err
 }
 
@@ -206,10 +207,11 @@ func scanBuildWithPosition(row pgx.Row, pos **int, extra ...any) (api.Build, err
 	var p *int64
 	err := row.Scan(append([]any{&b.ID, &b.Status, &b.Platform, &b.Profile, &b.Priority, &b.Attempts, &b.MaxAttempts, &b.WorkerID, &b.Phase,
 		&progress, &b.CancelRequested, &b.RetryOf, &runAfter, &b.SubmittedAt, &b.StartedAt, &b.CompletedAt,
-		&b.ErrorMessage, &b.ErrorCode, &b.LogLength, &p}, extra...)...)
+		&b.ErrorMessage, &b.ErrorCode, &b.LogLength, &b.ArtifactsExpireAt, &p}, extra...)...)
 	if err != nil {
 		return b, err
 	}
+	b.ArtifactsExpired = b.ArtifactsExpireAt != nil // artifacts_deleted_at; see stampExpiry
 	if progress != nil {
 		v := int(*progress)
 		b.Progress = &v
@@ -355,6 +357,9 @@ func (s *Store) ListBuilds(ctx context.Context, f ListFilter) (api.BuildList, er
 	if err != nil {
 		return api.BuildList{}, fmt.Errorf("list builds: %w", err)
 	}
+	for i := range builds {
+		s.stampExpiry(&builds[i])
+	}
 	out := api.BuildList{Builds: builds}
 	if len(builds) > f.Limit {
 		last := builds[f.Limit-1]
@@ -463,6 +468,8 @@ type RetrySource struct {
 	SourceSize                                               int64
 	// CertsDeleted: the build's certificates and credentials are gone.
 	HadCerts, HadCredentials, CertsDeleted bool
+	// SourceDeleted: the collector deleted the source (--retain-sources).
+	SourceDeleted bool
 	Spec                                   []byte // JSON; nil when none
 	Timeout                                time.Duration
 	Status                                 api.BuildStatus
@@ -474,9 +481,10 @@ func (s *Store) RetrySource(ctx context.Context, id string) (RetrySource, error)
 	var timeoutSec int
 	var base *string
 	err := s.pool.QueryRow(ctx, `SELECT platform, profile, source_format, source_sha256, base_image, COALESCE(submitted_by, ''),
-		priority, source_size, has_certs, has_credentials, certs_deleted_at IS NOT NULL, spec, timeout_seconds, status FROM builds WHERE id = $1`, id).
+		priority, source_size, has_certs, has_credentials, certs_deleted_at IS NOT NULL, spec, timeout_seconds, status,
+		source_deleted_at IS NOT NULL FROM builds WHERE id = $1`, id).
 		Scan(&r.Platform, &r.Profile, &r.SourceFormat, &r.SourceSHA256, &base, &r.SubmittedBy, &r.Priority, &r.SourceSize,
-			&r.HadCerts, &r.HadCredentials, &r.CertsDeleted, &r.Spec, &timeoutSec, &r.Status)
+			&r.HadCerts, &r.HadCredentials, &r.CertsDeleted, &r.Spec, &timeoutSec, &r.Status, &r.SourceDeleted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("%w: no build %q", ErrNotFound, id)
 	}
@@ -485,4 +493,14 @@ func (s *Store) RetrySource(ctx context.Context, id string) (RetrySource, error)
 	}
 	r.Timeout = time.Duration(timeoutSec) * time.Second
 	return r, err
+}
+
+// stampExpiry sets when an ended build's artifacts expire (its deletion
+// time once the collector deleted them, read by scanBuildWithPosition).
+func (s *Store) stampExpiry(b *api.Build) {
+	if b.ArtifactsExpired || b.CompletedAt == nil || !b.Status.Terminal() || s.cfg.RetainArtifacts <= 0 {
+		return
+	}
+	t := b.CompletedAt.Add(s.cfg.RetainArtifacts)
+	b.ArtifactsExpireAt = &t
 }

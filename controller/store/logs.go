@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -70,9 +71,14 @@ func (s *Store) ReadLog(ctx context.Context, buildID string, after int64, max in
 		return out, fmt.Errorf("%w: parameter \"after\" must be ≥ 0", ErrInvalid)
 	}
 	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
-		err := tx.QueryRow(ctx, `SELECT log_length, status FROM builds WHERE id = $1`, buildID).Scan(&out.Length, &out.Status)
+		var deleted *time.Time
+		err := tx.QueryRow(ctx, `SELECT log_length, status, logs_deleted_at FROM builds WHERE id = $1`, buildID).Scan(&out.Length, &out.Status, &deleted)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: no build %q", ErrNotFound, buildID)
+		}
+		if deleted != nil {
+			return fmt.Errorf("%w: the log of build %s expired and was deleted on %s (the controller keeps logs for --retain-logs after a build ends)",
+				ErrGone, buildID, deleted.UTC().Format(time.RFC3339))
 		}
 		if err != nil || after >= out.Length {
 			return err

@@ -54,6 +54,10 @@ type Config struct {
 	ReleaseAttentionWindow time.Duration
 	// BuildTokenTTL is how long a build token works after its submit.
 	BuildTokenTTL time.Duration
+	// How long after a build ends the garbage collector keeps its
+	// artifacts, its source (what a retry copies) and its log; 0 keeps
+	// them forever.
+	RetainArtifacts, RetainSources, RetainLogs time.Duration
 }
 
 // DefaultConfig returns the production timings of DESIGN.md.
@@ -74,6 +78,10 @@ func DefaultConfig() Config {
 		ReleaseAttentionCount:  3,
 		ReleaseAttentionWindow: time.Hour,
 		BuildTokenTTL:          30 * 24 * time.Hour,
+
+		RetainArtifacts: 30 * 24 * time.Hour,
+		RetainSources:   7 * 24 * time.Hour,
+		RetainLogs:      90 * 24 * time.Hour,
 	}
 }
 

@@ -455,3 +455,34 @@ func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[blobs.Info, e
 		}
 	}
 }
+
+// SweepStale aborts multipart uploads under the store's prefix begun more
+// than age ago (an upload whose process died, or a direct upload the
+// client gave up: the service would keep their parts, and bill them,
+// forever) and removes spool files as old.
+func (s *Store) SweepStale(ctx context.Context, age time.Duration) (int, error) {
+	cutoff := time.Now().Add(-age)
+	n := 0
+	entries, _ := os.ReadDir(s.spool)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), "upload-") && info.ModTime().Before(cutoff) {
+			if os.Remove(filepath.Join(s.spool, e.Name())) == nil {
+				n++
+			}
+		}
+	}
+	core := minio.Core{Client: s.c}
+	for up := range s.c.ListIncompleteUploads(ctx, s.cfg.Bucket, s.prefix, true) {
+		if up.Err != nil {
+			return n, s.explain(fmt.Sprintf("list incomplete uploads in bucket %q", s.cfg.Bucket), up.Err)
+		}
+		if up.Initiated.After(cutoff) {
+			continue
+		}
+		if err := core.AbortMultipartUpload(ctx, s.cfg.Bucket, up.Key, up.UploadID); err != nil {
+			return n, s.explain(fmt.Sprintf("abort the incomplete upload of %s", up.Key), err)
+		}
+		n++
+	}
+	return n, nil
+}

@@ -9,8 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/gc"
 	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/server"
@@ -26,6 +29,8 @@ type Config struct {
 	LogFormat string
 	// webhookAllow is --webhook-allow as given; parsed into Serve.Webhooks.Allow.
 	webhookAllow string
+	// minFreeDisk is --min-free-disk as given; parsed into Serve.MinFreeDisk.
+	minFreeDisk string
 }
 
 func parseConfig(cmd string, args []string, stderr io.Writer, serving bool) (*Config, *flag.FlagSet, error) {
@@ -52,6 +57,11 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 		e.dur(&cfg.Serve.Store.DefaultTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", cfg.Serve.Store.DefaultTimeout, "default per-build timeout")
 		e.dur(&cfg.Serve.Store.BuildTokenTTL, "build-token-ttl", "FREEAGENT_BUILD_TOKEN_TTL", cfg.Serve.Store.BuildTokenTTL, "a build token (the one a submit returns) stops working this long after the submit, or when the key that submitted the build is revoked")
 		e.intv(&cfg.Serve.Store.MaxAttempts, "max-attempts", "FREEAGENT_MAX_ATTEMPTS", cfg.Serve.Store.MaxAttempts, "attempts before a build is dead-lettered (failed, code max_attempts)")
+		e.retention(&cfg.Serve.Store.RetainArtifacts, "retain-artifacts", "FREEAGENT_RETAIN_ARTIFACTS", cfg.Serve.Store.RetainArtifacts, "how long after a build ends its artifacts are kept (then deleted; the build stays and says they expired); 0 keeps them forever")
+		e.retention(&cfg.Serve.Store.RetainSources, "retain-sources", "FREEAGENT_RETAIN_SOURCES", cfg.Serve.Store.RetainSources, "how long after a build ends its uploaded source is kept: the window in which a retry can re-use it; 0 keeps sources forever")
+		e.retention(&cfg.Serve.Store.RetainLogs, "retain-logs", "FREEAGENT_RETAIN_LOGS", cfg.Serve.Store.RetainLogs, "how long after a build ends its log is kept; 0 keeps logs forever")
+		e.str(&cfg.minFreeDisk, "min-free-disk", "FREEAGENT_MIN_FREE_DISK", "5GiB", "with the file store, the free space to keep on its disk (a size such as 5GiB, or a share such as 5%); below it submits answer 507 Insufficient Storage; 0 turns the floor off")
+		e.dur(&cfg.Serve.GC.Interval, "gc-interval", "FREEAGENT_GC_INTERVAL", gc.DefaultConfig().Interval, "how often expired and orphaned files are deleted (one replica at a time)")
 		e.dur(&cfg.Serve.ReaperInterval, "reaper-interval", "FREEAGENT_REAPER_INTERVAL", 5*time.Second, "how often expired leases and silent workers are swept")
 		e.str(&cfg.Serve.Name, "name", "FREEAGENT_CONTROLLER_NAME", "", "this replica's name in the controller registry (default: the host name)")
 		e.str(&cfg.Serve.AdvertiseURL, "advertise-url", "FREEAGENT_ADVERTISE_URL", "", "URL other replicas and people reach this replica at (default: the listen address)")
@@ -83,6 +93,13 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 		if p, err := url.Parse(u); err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "" || p.RawQuery != "" {
 			return nil, nil, usageError{fmt.Errorf("--public-url %q: want an absolute http(s) URL such as https://builds.example.com", u)}
 		}
+	}
+	if serving {
+		floor, err := blobs.ParseFloor(cfg.minFreeDisk)
+		if err != nil {
+			return nil, nil, usageError{fmt.Errorf("--min-free-disk %w", err)}
+		}
+		cfg.Serve.MinFreeDisk = floor
 	}
 	allow, err := webhooks.ParseAllow(cfg.webhookAllow)
 	if err != nil {
@@ -123,6 +140,46 @@ func (e *envFlags) dur(p *time.Duration, name, env string, def time.Duration, he
 		return d, errors.Join(err, positive(d > 0))
 	}, "a positive duration such as 90s or 5m")
 	e.fs.DurationVar(p, name, def, help+" (env "+env+")")
+}
+
+// retention registers a lifetime: a Go duration (720h) or whole days
+// (30d); 0 means forever.
+func (e *envFlags) retention(p *time.Duration, name, env string, def time.Duration, help string) {
+	def = fromEnv(e, env, def, parseRetention, "a duration such as 30d or 720h, or 0 for forever")
+	*p = def
+	e.fs.Func(name, fmt.Sprintf("%s (default %s) (env %s)", help, formatRetention(def), env), func(v string) error {
+		d, err := parseRetention(v)
+		if err != nil {
+			return fmt.Errorf("want a duration such as 30d or 720h, or 0 for forever")
+		}
+		*p = d
+		return nil
+	})
+}
+
+func parseRetention(v string) (time.Duration, error) {
+	if days, ok := strings.CutSuffix(v, "d"); ok {
+		n, err := strconv.Atoi(days)
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%q is not a whole number of days", v)
+		}
+		return time.Duration(n) * 24 * time.Hour, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("%q is not a duration", v)
+	}
+	return d, nil
+}
+
+func formatRetention(d time.Duration) string {
+	if d == 0 {
+		return "0 (forever)"
+	}
+	if d%(24*time.Hour) == 0 {
+		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
+	}
+	return d.String()
 }
 
 func (e *envFlags) intv(p *int, name, env string, def int, help string) {

@@ -1,0 +1,103 @@
+package blobs
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// ErrNoSpace is returned when the file store's disk is below its
+// free-space floor: new builds are refused rather than filling the disk
+// (and the built-in database on the same volume with it).
+var ErrNoSpace = errors.New("insufficient storage")
+
+// Floor is the least free space the file store keeps: Bytes, or Percent of
+// its file system. The zero Floor keeps none.
+type Floor struct {
+	Bytes   uint64
+	Percent float64
+}
+
+// ParseFloor reads a free-space floor: a size ("5GiB", "500MB", "1073741824")
+// or a share of the disk ("5%"); "0" turns the floor off.
+func ParseFloor(s string) (Floor, error) {
+	s = strings.TrimSpace(s)
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		v, err := strconv.ParseFloat(strings.TrimSpace(p), 64)
+		if err != nil || v < 0 || v >= 100 {
+			return Floor{}, fmt.Errorf("%q: want a percentage of the disk from 0%% to 99%%, such as 5%%", s)
+		}
+		return Floor{Percent: v}, nil
+	}
+	units := []struct {
+		suffix string
+		mult   uint64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
+	mult := uint64(1)
+	for _, u := range units {
+		if n, ok := strings.CutSuffix(s, u.suffix); ok {
+			s, mult = strings.TrimSpace(n), u.mult
+			break
+		}
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil || v < 0 || v*float64(mult) > 1<<62 {
+		return Floor{}, fmt.Errorf("%q: want a size such as 5GiB or 500MB, or a percentage of the disk such as 5%%", s)
+	}
+	return Floor{Bytes: uint64(v * float64(mult))}, nil
+}
+
+func (f Floor) String() string {
+	if f.Percent > 0 {
+		return strconv.FormatFloat(f.Percent, 'f', -1, 64) + "%"
+	}
+	return formatBytes(f.Bytes)
+}
+
+// Of is the floor in bytes on a file system of total bytes.
+func (f Floor) Of(total uint64) uint64 {
+	if f.Percent > 0 {
+		return uint64(float64(total) * f.Percent / 100)
+	}
+	return f.Bytes
+}
+
+// SpaceReporter is a Backend on a disk of this machine (Dir) that reports
+// the space left on it.
+type SpaceReporter interface {
+	// Space returns the bytes available to this process and the file
+	// system's size.
+	Space() (avail, total uint64, err error)
+}
+
+// CheckFloor returns ErrNoSpace, naming the setting, when the store's disk
+// has less than floor free; stores that report no space (S3) always pass.
+func (s *Store) CheckFloor(floor Floor, setting string) error {
+	sr, ok := s.b.(SpaceReporter)
+	if !ok || floor == (Floor{}) {
+		return nil
+	}
+	avail, total, err := sr.Space()
+	if err != nil {
+		return fmt.Errorf("check the file store's free space: %w", err)
+	}
+	if min := floor.Of(total); avail < min {
+		return fmt.Errorf("%w: the file store's disk has %s free, below the floor of %s (%s); no new builds are taken until old files are deleted (--retain-artifacts, --retain-sources) or the disk grows",
+			ErrNoSpace, formatBytes(avail), floor, setting)
+	}
+	return nil
+}
+
+func formatBytes(n uint64) string {
+	const unit = 1024
+	if n < unit {
+		return strconv.FormatUint(n, 10) + " B"
+	}
+	div, exp := uint64(unit), 0
+	for m := n / unit; m >= unit && exp < 3; m /= unit {
+		div *= unit
+		exp++
+	}
+	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + "KMGT"[exp:exp+1] + "iB"
+}
