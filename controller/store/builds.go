@@ -468,11 +468,12 @@ type RetrySource struct {
 	SourceSize                                               int64
 	// CertsDeleted: the build's certificates and credentials are gone.
 	HadCerts, HadCredentials, CertsDeleted bool
-	// SourceDeleted: the collector deleted the source (--retain-sources).
-	SourceDeleted bool
 	Spec                                   []byte // JSON; nil when none
 	Timeout                                time.Duration
 	Status                                 api.BuildStatus
+
+	// SourceDeleted: the collector deleted the source (--retain-sources).
+	SourceDeleted bool
 }
 
 // RetrySource reads what a retry of build id needs.

@@ -119,7 +119,7 @@ func (s *Store) ExpireBuilds(ctx context.Context, what string, age time.Duration
 
 // BuildObjects says which of a build's objects the database still wants.
 type BuildObjects struct {
-	Exists                                       bool
+	Exists                                        bool
 	SourceDeleted, ArtifactsDeleted, CertsDeleted bool
 	// Artifacts are the rows that may yet be shown: the current attempt's
 	// and those stored before artifacts belonged to attempts, keyed by
