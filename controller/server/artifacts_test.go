@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -162,4 +163,162 @@ func (e *env) collect() gc.Report {
 func (e *env) buildFiles(id string) []string {
 	e.t.Helper()
 	return biFiles(e.t, filepath.Join(biBuildsDir(e), id))
+}
+
+// completeWithArtifact runs a build to completion with one artifact from its VM.
+func (e *env) completeWithArtifact(w *workerSession, name, body string) api.SubmitResponse {
+	e.t.Helper()
+	sub, _ := e.submit("android")
+	job := w.poll(0)
+	if job == nil || job.ID != sub.ID {
+		e.t.Fatalf("claimed %+v, want %s", job, sub.ID)
+	}
+	if _, err := w.heartbeat(job); err != nil {
+		e.t.Fatal(err)
+	}
+	vm, tok := e.vmSession(job)
+	if _, err := vm.AppendLog(context.Background(), sub.ID, tok, 0, []byte("building\n")); err != nil {
+		e.t.Fatal(err)
+	}
+	e.uploadFromVM(vm, tok, sub.ID, name, body)
+	if res, err := w.complete(job, api.Result{Success: true}); err != nil || res.Status != api.StatusCompleted {
+		e.t.Fatalf("complete: %+v %v", res, err)
+	}
+	return sub
+}
+
+// Retention: a build that ended longer ago than --retain-artifacts,
+// --retain-sources and --retain-logs keeps its record and its artifact
+// list, says its artifacts expired, and answers 410 Gone (naming the
+// setting) for its download, its log and a retry; a younger build keeps
+// everything and shows when its artifacts expire.
+func TestRetentionExpiresFilesButKeepsTheBuild(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	w := e.register("w", api.Capabilities{})
+	old := e.completeWithArtifact(w, "old.apk", "old bytes")
+	young := e.completeWithArtifact(w, "young.apk", "young bytes")
+	if _, err := e.store.Pool().Exec(ctx, `UPDATE builds SET completed_at = now() - interval '100 days' WHERE id = $1`, old.ID); err != nil {
+		t.Fatal(err)
+	}
+	if b := e.build(young.ID); b.ArtifactsExpired || b.ArtifactsExpireAt == nil ||
+		b.ArtifactsExpireAt.Sub(*b.CompletedAt) != e.cfg.RetainArtifacts {
+		t.Fatalf("young build's expiry: %v expired %v", b.ArtifactsExpireAt, b.ArtifactsExpired)
+	}
+
+	rep := e.collect()
+	if rep.ExpiredArtifacts != 1 || rep.ExpiredSources != 1 || rep.ExpiredLogs != 1 || rep.Errors != 0 {
+		t.Fatalf("collection: %+v", rep)
+	}
+	if got := e.buildFiles(old.ID); len(got) != 0 {
+		t.Fatalf("the expired build still holds %v", got)
+	}
+	if got := e.buildFiles(young.ID); len(got) != 2 {
+		t.Fatalf("the young build holds %v, want its source and artifact", got)
+	}
+
+	b := e.build(old.ID)
+	if b.Status != api.StatusCompleted || !b.ArtifactsExpired || b.ArtifactsExpireAt == nil || !slices.Equal(artifactNames(b), []string{"old.apk"}) {
+		t.Fatalf("expired build: status %s expired %v at %v artifacts %v", b.Status, b.ArtifactsExpired, b.ArtifactsExpireAt, artifactNames(b))
+	}
+	_, err := e.developer.DownloadArtifact(ctx, old.ID, "old.apk", 0)
+	wantStatus(t, err, http.StatusGone)
+	if !strings.Contains(err.Error(), "expired") || !strings.Contains(err.Error(), "--retain-artifacts") {
+		t.Fatalf("download of an expired artifact: %v", err)
+	}
+	_, err = e.developer.ReadLogs(ctx, old.ID, 0)
+	wantStatus(t, err, http.StatusGone)
+	if !strings.Contains(err.Error(), "--retain-logs") {
+		t.Fatalf("log of an expired build: %v", err)
+	}
+	_, err = e.developer.Retry(ctx, old.ID)
+	wantStatus(t, err, http.StatusGone)
+	if !strings.Contains(err.Error(), "--retain-sources") {
+		t.Fatalf("retry of an expired build: %v", err)
+	}
+
+	// The young build is untouched, and a second pass finds nothing.
+	dl, err := e.developer.DownloadArtifact(ctx, young.ID, "young.apk", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(dl.Body)
+	dl.Body.Close()
+	if string(body) != "young bytes" {
+		t.Fatalf("young artifact: %q", body)
+	}
+	if rep := e.collect(); rep.ExpiredArtifacts+rep.ExpiredSources+rep.ExpiredLogs+rep.Orphans+rep.StrayArtifacts != 0 {
+		t.Fatalf("a second pass removed more: %+v", rep)
+	}
+}
+
+// Orphans: an object no row wants (a crash between a file and its row), a
+// staging upload nobody completes and an interrupted write's temporary file
+// are removed; the collector's run is audited.
+func TestCollectorRemovesOrphansAndAuditsItsRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	w := e.register("w", api.Capabilities{})
+	sub := e.completeWithArtifact(w, "app.apk", "bytes")
+	root := filepath.Join(e.dataDir, "files")
+	for _, p := range []string{
+		"builds/" + sub.ID + "/attempts/06nosuchattempt0000000000/artifact-app.apk", // no row
+		"builds/06nosuchbuild000000000000/source",                                   // no build
+		"uploads/" + sub.ID + "/06a/abc",                                            // a staging upload
+		"builds/" + sub.ID + "/.upload-123",                                         // an interrupted write
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, p), []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep := e.collect()
+	if rep.Orphans != 2 || rep.Staging != 1 || rep.Leftovers != 1 || rep.Errors != 0 {
+		t.Fatalf("collection: %+v", rep)
+	}
+	got := biFiles(t, root)
+	want := []string{"builds/" + sub.ID + "/attempts/" + e.build(sub.ID).AttemptHistory[0].ID + "/artifact-app.apk", "builds/" + sub.ID + "/source"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("after collection the store holds %v, want %v", got, want)
+	}
+	var runs int
+	e.store.Pool().QueryRow(ctx, `SELECT count(*) FROM events WHERE event_type = 'controller.gc'`).Scan(&runs)
+	if runs != 1 {
+		t.Fatalf("%d audited runs, want 1", runs)
+	}
+
+	// One replica at a time: while another holds the lock, a pass does nothing.
+	release, ok, err := e.store.TryGCLock(ctx)
+	if err != nil || !ok {
+		t.Fatalf("lock: %v %v", ok, err)
+	}
+	rep, err = gc.New(e.store, e.blobs, gc.Config{}, testLogger(t)).Collect(ctx)
+	release()
+	if err != nil || rep.Ran {
+		t.Fatalf("a pass while another replica collects: %+v %v", rep, err)
+	}
+}
+
+// A file store below --min-free-disk takes no new builds: 507 naming the
+// setting; above it, submits work.
+func TestSubmitBelowFreeDiskFloorIs507(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.minFree = blobs.Floor{Bytes: 1 << 62}
+	e.restart()
+	src := project(t, map[string]string{"package.json": `{"name":"app"}`})
+	_, err := e.developer.Submit(context.Background(), api.SubmitRequest{Platform: "android", Source: bytes.NewReader(src)})
+	wantStatus(t, err, http.StatusInsufficientStorage)
+	if !strings.Contains(err.Error(), "--min-free-disk") {
+		t.Fatalf("507 without the setting's name: %v", err)
+	}
+	e.minFree = blobs.Floor{Percent: 0.0001}
+	e.restart()
+	if _, err := e.developer.Submit(context.Background(), api.SubmitRequest{Platform: "android", Source: bytes.NewReader(src)}); err != nil {
+		t.Fatal(err)
+	}
 }
