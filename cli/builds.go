@@ -251,6 +251,9 @@ func printBuild(u *ui, b api.Build, now time.Time) {
 		}
 		row(k, fmt.Sprintf("%s  %s  sha256 %s", art.Name, humanBytes(art.Size), sum))
 	}
+	if b.ArtifactsExpired || b.ArtifactsExpireAt != nil {
+		row("Expiry", artifactsExpiry(b, time.Now()))
+	}
 	if b.InstallURL != nil {
 		until := ""
 		if b.InstallURLExpiresAt != nil {
@@ -344,7 +347,7 @@ func (a *App) cmdList(ctx context.Context, inv *invocation, args []string) error
 	}
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tPLATFORM\tPROFILE\tPRIORITY\tATTEMPTS\tQUEUE\tSUBMITTED")
+	fmt.Fprintln(tw, "ID\tSTATUS\tPLATFORM\tPROFILE\tPRIORITY\tATTEMPTS\tQUEUE\tSUBMITTED\tARTIFACTS UNTIL")
 	now := time.Now()
 	for _, b := range out.Builds {
 		q := "-"
@@ -355,8 +358,8 @@ func (a *App) cmdList(ctx context.Context, inv *invocation, args []string) error
 		if profile == "" {
 			profile = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", b.ID, b.Status, b.Platform, profile,
-			b.Priority, b.Attempts, q, ago(b.SubmittedAt, now))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", b.ID, b.Status, b.Platform, profile,
+			b.Priority, b.Attempts, q, ago(b.SubmittedAt, now), listExpiry(b))
 	}
 	tw.Flush()
 	// Colour the status column after alignment (escape codes would count
@@ -555,4 +558,34 @@ func (a *App) cmdWorkers(ctx context.Context, inv *invocation, args []string) er
 	tw.Flush()
 	inv.ui.printf("%s", buf.String())
 	return nil
+}
+
+// artifactsExpiry says when an ended build's artifacts are deleted
+// (--retain-artifacts on the controller), or that they were.
+func artifactsExpiry(b api.Build, now time.Time) string {
+	switch {
+	case b.ArtifactsExpired && b.ArtifactsExpireAt != nil:
+		return "artifacts expired " + b.ArtifactsExpireAt.Local().Format(time.DateOnly)
+	case b.ArtifactsExpired:
+		return "artifacts expired"
+	case b.ArtifactsExpireAt == nil:
+		return "-"
+	}
+	left := b.ArtifactsExpireAt.Sub(now)
+	in := fmt.Sprintf("in %dd", int(left.Hours()/24))
+	if left < 48*time.Hour {
+		in = fmt.Sprintf("in %dh", max(0, int(left.Hours())))
+	}
+	return "artifacts expire " + b.ArtifactsExpireAt.Local().Format(time.DateOnly) + " (" + in + ")"
+}
+
+// listExpiry is artifactsExpiry for a column of expo-build list.
+func listExpiry(b api.Build) string {
+	switch {
+	case b.ArtifactsExpired:
+		return "expired"
+	case b.ArtifactsExpireAt == nil:
+		return "-"
+	}
+	return b.ArtifactsExpireAt.Local().Format(time.DateOnly)
 }

@@ -92,11 +92,19 @@ func TestSubmitBuildDownload(t *testing.T) {
 	if b.Status != api.StatusCompleted || len(b.Artifacts) != 1 || b.Artifacts[0].SHA256 != sha(apk) || b.InstallURL == nil {
 		t.Fatalf("status: %+v", b)
 	}
+	if b.ArtifactsExpireAt == nil || b.ArtifactsExpired {
+		t.Fatalf("a completed build without its artifacts' expiry: %+v", b)
+	}
+	expires := b.ArtifactsExpireAt.Local().Format(time.DateOnly)
 	human := e.mustRun(0, nil, "status", id)
-	for _, want := range []string{"completed", "app-release.apk", "expo-build download " + id, "priority 1", "/install/" + id + "?"} {
+	for _, want := range []string{"completed", "app-release.apk", "expo-build download " + id, "priority 1", "/install/" + id + "?",
+		"artifacts expire " + expires} {
 		if !strings.Contains(human.stdout, want) {
 			t.Errorf("status output lacks %q:\n%s", want, human.stdout)
 		}
+	}
+	if list := e.mustRun(0, nil, "list"); !strings.Contains(list.stdout, "ARTIFACTS UNTIL") || !strings.Contains(list.stdout, expires) {
+		t.Errorf("list output lacks the artifacts' expiry %s:\n%s", expires, list.stdout)
 	}
 	if r := e.mustRun(0, nil, "logs", id); r.stdout != "npm ci\n./gradlew assembleRelease\n" {
 		t.Errorf("logs: %q", r.stdout)

@@ -166,7 +166,7 @@ func (d *Dashboard) build(w http.ResponseWriter, r *http.Request, s *session) {
 		data = data[:bytes.LastIndexByte(data, '\n')+1]
 	}
 	v.Log, v.LogAfter = string(data), v.LogFrom+int64(len(data))
-	v.QR = d.ServeQR != nil && b.Status == api.StatusCompleted && len(b.Artifacts) > 0
+	v.QR = d.ServeQR != nil && b.Status == api.StatusCompleted && len(b.Artifacts) > 0 && !b.ArtifactsExpired
 	d.render(w, r, "build", http.StatusOK, view{Title: "Build " + id, Nav: "builds", Session: s,
 		Stream: "/ui/stream?build=" + id, Data: v})
 }

@@ -304,6 +304,25 @@ func TestBuildPageShowsLifecycleWithoutSecrets(t *testing.T) {
 	if p := f.browser().get("/ui/builds/" + sub2.ID + "/artifacts/app%20release.apk"); p.status != http.StatusSeeOther {
 		t.Errorf("artifact download without a session: want a redirect to login, got %d", p.status)
 	}
+
+	// The page says when the artifacts expire, and once the collector
+	// deleted them, that they did: no download link, no QR code.
+	built, err := f.store.GetBuild(context.Background(), sub2.ID)
+	if err != nil || built.ArtifactsExpireAt == nil {
+		t.Fatalf("build %+v: %v", built, err)
+	}
+	wantContains(t, p, "Kept until "+built.ArtifactsExpireAt.UTC().Format("2006-01-02 15:04:05 UTC"), "--retain-artifacts")
+	if _, err := f.store.Pool().Exec(context.Background(), `UPDATE builds SET artifacts_deleted_at = now() WHERE id = $1`, sub2.ID); err != nil {
+		t.Fatal(err)
+	}
+	p = b.get("/builds/" + sub2.ID)
+	wantContains(t, p, "These artifacts expired on ", "app release.apk")
+	if strings.Contains(p.body, "/artifacts/app%20release.apk") || strings.Contains(p.body, "qr.png") {
+		t.Errorf("an expired build's page still links its artifact or QR code")
+	}
+	if dl := b.get("/ui/builds/" + sub2.ID + "/artifacts/app%20release.apk"); dl.status != http.StatusGone {
+		t.Errorf("expired artifact download through the session: %d, want 410", dl.status)
+	}
 }
 
 func TestPagingThousandsOfBuilds(t *testing.T) {
