@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
@@ -314,5 +315,34 @@ func TestConfigTokenGraceOutlastsLongPoll(t *testing.T) {
 	cfg, _, err := parseConfig("serve", []string{"--poll-max-wait", "60s"}, &bytes.Buffer{}, true)
 	if err != nil || cfg.Serve.Store.TokenDeliveryGrace != 75*time.Second {
 		t.Fatalf("token delivery grace with 60 s long polls: %v %v", cfg.Serve.Store.TokenDeliveryGrace, err)
+	}
+}
+
+func TestConfigRetentionAndDiskFloor(t *testing.T) {
+	t.Setenv("FREEAGENT_DATA_DIR", "/d")
+	cfg, _, err := parseConfig("serve", nil, &bytes.Buffer{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := cfg.Serve
+	if s.Store.RetainArtifacts != 30*24*time.Hour || s.Store.RetainSources != 7*24*time.Hour || s.Store.RetainLogs != 90*24*time.Hour ||
+		s.MinFreeDisk != (blobs.Floor{Bytes: 5 << 30}) {
+		t.Fatalf("defaults: artifacts %v sources %v logs %v floor %+v", s.Store.RetainArtifacts, s.Store.RetainSources, s.Store.RetainLogs, s.MinFreeDisk)
+	}
+	t.Setenv("FREEAGENT_RETAIN_LOGS", "0")
+	t.Setenv("FREEAGENT_MIN_FREE_DISK", "5%")
+	cfg, _, err = parseConfig("serve", []string{"--retain-artifacts", "14d", "--retain-sources", "36h"}, &bytes.Buffer{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s = cfg.Serve
+	if s.Store.RetainArtifacts != 14*24*time.Hour || s.Store.RetainSources != 36*time.Hour || s.Store.RetainLogs != 0 || s.MinFreeDisk != (blobs.Floor{Percent: 5}) {
+		t.Fatalf("set: artifacts %v sources %v logs %v floor %+v", s.Store.RetainArtifacts, s.Store.RetainSources, s.Store.RetainLogs, s.MinFreeDisk)
+	}
+	for _, bad := range [][]string{{"--retain-artifacts", "soon"}, {"--retain-sources", "-1d"}, {"--min-free-disk", "lots"}, {"--min-free-disk", "100%"}} {
+		_, _, err := parseConfig("serve", bad, &bytes.Buffer{}, true)
+		if err == nil || !strings.Contains(err.Error(), strings.TrimPrefix(bad[0], "--")) {
+			t.Errorf("%v: want an error naming the setting, got %v", bad, err)
+		}
 	}
 }
