@@ -102,22 +102,24 @@ func New(st *store.Store, bl *blobs.Store, cfg Config, log logrus.FieldLogger) *
 	return &Collector{store: st, blobs: bl, cfg: cfg, log: log}
 }
 
-// Run collects every interval until ctx ends.
+// Run collects every interval until ctx ends. The first pass comes one
+// interval after the start, so replicas restarting in a loop do not scan
+// the store each time.
 func (c *Collector) Run(ctx context.Context) {
 	t := time.NewTicker(c.cfg.Interval)
 	defer t.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		rep, err := c.Collect(ctx)
 		if err != nil && ctx.Err() == nil {
 			c.log.WithError(err).Warn("garbage collection failed; will retry")
 		}
 		if rep.Ran && c.OnRun != nil {
 			c.OnRun(rep)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
 		}
 	}
 }
