@@ -126,7 +126,9 @@ func (f *chaosFarm) do(budget time.Duration, fn func(*api.Client) error) error {
 	}
 }
 
-func artifactBody(attemptID, name string) string { return "made by attempt " + attemptID + " as " + name }
+func artifactBody(attemptID, name string) string {
+	return "made by attempt " + attemptID + " as " + name
+}
 
 func sha256hex(s string) string {
 	h := sha256.Sum256([]byte(s))
