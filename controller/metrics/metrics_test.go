@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/controller/gc"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -62,5 +63,20 @@ func TestEndedBuildsRecountedSparingly(t *testing.T) {
 	out := scrape(t, m)
 	if strings.Contains(out, "freeagent_queue_depth") || !strings.Contains(out, "go_goroutines") {
 		t.Fatalf("scrape with the database down:\n%s", out)
+	}
+}
+
+// A garbage collection pass counts what it removed, by kind.
+func TestGCCountsByKind(t *testing.T) {
+	m := New(&countingSource{}, 0)
+	m.GC(gc.Report{Ran: true, StrayArtifacts: 2, Orphans: 3, Errors: 1})
+	m.GC(gc.Report{Ran: true, StrayArtifacts: 1})
+	out := scrape(t, m)
+	for _, want := range []string{"freeagent_gc_runs_total 2", `freeagent_gc_deleted_total{kind="stray_artifact"} 3`,
+		`freeagent_gc_deleted_total{kind="orphan"} 3`, `freeagent_gc_deleted_total{kind="expired_artifacts"} 0`, "freeagent_gc_errors_total 1",
+		"freeagent_gc_last_run_timestamp_seconds "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("scrape lacks %q", want)
+		}
 	}
 }
