@@ -45,9 +45,15 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.Is(err, errBadRequest):
 		writeError(w, r, http.StatusBadRequest, api.CodeBadRequest, strings.TrimPrefix(err.Error(), errBadRequest.Error()+": "))
 	case errors.Is(err, store.ErrUnauthorized):
+		closeAfter(w)
 		writeError(w, r, http.StatusUnauthorized, api.CodeUnauthorized, err.Error())
 	case errors.Is(err, store.ErrForbidden):
+		closeAfter(w)
 		writeError(w, r, http.StatusForbidden, api.CodeForbidden, err.Error())
+	case errors.Is(err, errSlowBody):
+		closeAfter(w)
+		writeError(w, r, http.StatusRequestTimeout, api.CodeBadRequest,
+			fmt.Sprintf("%v (the controller waits %s plus a second per %d bytes)", errSlowBody, s.limits.BodyGrace, s.limits.BodyMinRate))
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, r, http.StatusNotFound, api.CodeNotFound, strings.TrimPrefix(err.Error(), store.ErrNotFound.Error()+": "))
 	case errors.Is(err, store.ErrLeaseLost):

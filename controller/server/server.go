@@ -32,6 +32,10 @@ type Limits struct {
 	LogRead      int   // bytes per plain log read
 	PollMaxWait  time.Duration
 	PollBackstop time.Duration // a long poll re-checks this often even without a wake-up
+	// A request body must arrive within BodyGrace plus one second per
+	// BodyMinRate bytes (a slow-body guard; 0 BodyGrace turns it off).
+	BodyGrace   time.Duration
+	BodyMinRate int64
 }
 
 // DefaultLimits are the production limits.
@@ -47,6 +51,8 @@ func DefaultLimits() Limits {
 		LogRead:      4 << 20,
 		PollMaxWait:  30 * time.Second,
 		PollBackstop: 2 * time.Second,
+		BodyGrace:    10 * time.Second,
+		BodyMinRate:  64 << 10,
 	}
 }
 
@@ -222,6 +228,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
+	s.guardBody(w, r)
 	s.mux.ServeHTTP(rec, r)
 }
 
