@@ -64,7 +64,8 @@ const (
 	CodeForbidden    = "forbidden"
 	CodeNotFound     = "not_found"
 	CodeConflict     = "conflict"
-	CodeGone         = "gone" // a once-per-attempt file (certificates, credentials, secrets) already fetched
+	CodeGone         = "gone"         // a once-per-attempt file (certificates, credentials, secrets) already fetched
+	CodeRateLimited  = "rate_limited" // 429: retry after the Retry-After header's seconds
 	CodeLeaseLost    = "lease_lost"
 	CodeTooLarge     = "too_large"
 	CodeChecksum     = "checksum_mismatch"

@@ -22,6 +22,9 @@ func (s *Server) apiKey(r *http.Request, roles ...string) (store.APIKey, error) 
 	if err != nil {
 		return k, err
 	}
+	if err := s.rates.key(k.ID); err != nil {
+		return k, err
+	}
 	if !slices.Contains(roles, k.Role) {
 		return k, fmt.Errorf("%w: a %s API key cannot use %s %s", store.ErrForbidden, k.Role, r.Method, r.URL.Path)
 	}

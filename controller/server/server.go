@@ -36,6 +36,14 @@ type Limits struct {
 	// BodyMinRate bytes (a slow-body guard; 0 BodyGrace turns it off).
 	BodyGrace   time.Duration
 	BodyMinRate int64
+	// RatePerKey requests per second (RateKeyBurst at once) per API key;
+	// AuthFailuresPerIP failed authentications per second (AuthFailureBurst
+	// at once) per client address, which is then refused until its budget
+	// refills. 0 turns a limit off.
+	RatePerKey        float64
+	RateKeyBurst      int
+	AuthFailuresPerIP float64
+	AuthFailureBurst  int
 }
 
 // DefaultLimits are the production limits.
@@ -53,6 +61,13 @@ func DefaultLimits() Limits {
 		PollBackstop: 2 * time.Second,
 		BodyGrace:    10 * time.Second,
 		BodyMinRate:  64 << 10,
+		// A worker, a CLI or a dashboard stays far below these; the bench,
+		// driving hundreds of simulated workers through one key, turns
+		// the per-key limit off.
+		RatePerKey:        100,
+		RateKeyBurst:      400, // raised to 4 s worth when RatePerKey is set
+		AuthFailuresPerIP: 1,
+		AuthFailureBurst:  20,
 	}
 }
 
@@ -72,6 +87,7 @@ type Server struct {
 	publicURL     string
 
 	keyCache   keyCache
+	rates      *rateLimits
 	queueDepth depthCache
 	mux        *http.ServeMux
 	draining   chan struct{} // closed by Drain
@@ -112,7 +128,7 @@ type Options struct {
 func New(o Options) *Server {
 	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
 		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, webhooks: o.Webhooks, publicURL: strings.TrimRight(o.PublicURL, "/"),
-		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, draining: make(chan struct{})}
+		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, rates: newRateLimits(o.Limits), draining: make(chan struct{})}
 	if s.keyCache.ttl == 0 {
 		s.keyCache.ttl = 5 * time.Second
 	}
@@ -228,6 +244,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
+	if err := s.rates.shutOut(r); err != nil {
+		closeAfter(rec)
+		writeRateLimited(rec, r, err.(*errRateLimited))
+		return
+	}
 	s.guardBody(w, r)
 	s.mux.ServeHTTP(rec, r)
 }

@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bufio"
+	"fmt"
 	"net"
 	"net/http"
 	"strings"
@@ -89,5 +90,45 @@ func TestSlowBodies(t *testing.T) {
 	status, open = slowPost(t, e.URL, api.HeaderAPIKey+": "+e.devKey+"\r\n")
 	if !strings.Contains(status, " 408 ") || open > 5*time.Second {
 		t.Fatalf("authenticated slow body: %q, connection open %v (want a 408 within the 1 s grace and a close)", status, open)
+	}
+}
+
+// A key over its budget, and an address that keeps failing to
+// authenticate, are answered 429 with Retry-After.
+func TestRateLimits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(_ *store.Config, l *server.Limits) {
+		l.RatePerKey, l.RateKeyBurst = 1, 3
+		l.AuthFailuresPerIP, l.AuthFailureBurst = 0.1, 3
+	})
+	get := func(key string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, e.URL+"/api/builds", nil)
+		req.Header.Set(api.HeaderAPIKey, key)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp
+	}
+	var codes []int
+	var last *http.Response
+	for range 6 {
+		last = get(e.devKey)
+		codes = append(codes, last.StatusCode)
+	}
+	if codes[0] != 200 || last.StatusCode != http.StatusTooManyRequests || last.Header.Get("Retry-After") == "" {
+		t.Fatalf("six requests with a 1/s key (burst 4): %v, Retry-After %q", codes, last.Header.Get("Retry-After"))
+	}
+	if resp := get(e.adminKey); resp.StatusCode != 200 {
+		t.Fatalf("another key shares the spent budget: %d", resp.StatusCode)
+	}
+	codes = nil
+	for range 3 {
+		codes = append(codes, get("wrong-key").StatusCode)
+	}
+	shut := get(e.adminKey)
+	if fmt.Sprint(codes) != "[401 401 401]" || shut.StatusCode != http.StatusTooManyRequests || shut.Header.Get("Retry-After") == "" {
+		t.Fatalf("three failures then a good key from the same address: %v then %d (Retry-After %q)", codes, shut.StatusCode, shut.Header.Get("Retry-After"))
 	}
 }

@@ -60,6 +60,8 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 		e.int64v(&cfg.Serve.Limits.Source, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", cfg.Serve.Limits.Source, "largest accepted project archive")
 		e.int64v(&cfg.Serve.Limits.Artifact, "max-artifact-bytes", "FREEAGENT_MAX_ARTIFACT_BYTES", cfg.Serve.Limits.Artifact, "largest accepted artifact")
 		e.int64v(&cfg.Serve.Limits.LogTotal, "max-log-bytes", "FREEAGENT_MAX_LOG_BYTES", cfg.Serve.Limits.LogTotal, "largest build log")
+		e.rate(&cfg.Serve.Limits.RatePerKey, "rate-per-key", "FREEAGENT_RATE_PER_KEY", cfg.Serve.Limits.RatePerKey, "requests per second one API key may make (bursts of 4 s worth), answered 429 with Retry-After beyond; 0: no limit")
+		e.rate(&cfg.Serve.Limits.AuthFailuresPerIP, "auth-failures-per-ip", "FREEAGENT_AUTH_FAILURES_PER_IP", cfg.Serve.Limits.AuthFailuresPerIP, "failed authentications per second a client address may make (after a burst of 20) before it is refused with 429; 0: no limit")
 		e.boolv(&cfg.Serve.MetricsPublic, "metrics-public", "FREEAGENT_METRICS_PUBLIC", false, "serve /metrics without an API key (otherwise an admin key: X-API-Key or Authorization: Bearer)")
 		e.str(&cfg.Serve.PublicURL, "public-url", "FREEAGENT_PUBLIC_URL", "", "URL phones and browsers reach this controller at, used in install links and QR codes; empty uses each request's host")
 		e.dur(&cfg.Serve.LinkTTL, "link-ttl", "FREEAGENT_LINK_TTL", install.DefaultTTL, "how long an install link (and its QR code) works")
@@ -123,6 +125,14 @@ func (e *envFlags) dur(p *time.Duration, name, env string, def time.Duration, he
 		return d, errors.Join(err, positive(d > 0))
 	}, "a positive duration such as 90s or 5m")
 	e.fs.DurationVar(p, name, def, help+" (env "+env+")")
+}
+
+func (e *envFlags) rate(p *float64, name, env string, def float64, help string) {
+	def = fromEnv(e, env, def, func(v string) (float64, error) {
+		n, err := strconv.ParseFloat(v, 64)
+		return n, errors.Join(err, positive(n >= 0))
+	}, "a number of requests per second, 0 for no limit")
+	e.fs.Float64Var(p, name, def, help+" (env "+env+")")
 }
 
 func (e *envFlags) intv(p *int, name, env string, def int, help string) {
