@@ -141,6 +141,11 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/events", s.admin(s.listEvents))
 	m.HandleFunc("GET /api/events/verify", s.admin(s.verifyEvents))
 	m.HandleFunc("GET /api/controllers", s.admin(s.listControllers))
+	m.HandleFunc("GET /api/pools", s.admin(s.listPools))
+	m.HandleFunc("PUT /api/pools/{name}", s.admin(s.setPool))
+	m.HandleFunc("DELETE /api/pools/{name}", s.admin(s.deletePool))
+	m.HandleFunc("GET /api/projects/{project}/pools", s.admin(s.projectPools))
+	m.HandleFunc("PUT /api/projects/{project}/pools", s.admin(s.setProjectPools))
 
 	m.HandleFunc("POST /api/builds", s.developer(s.submit))
 	m.HandleFunc("GET /api/builds", s.developer(s.listBuilds))
