@@ -97,3 +97,10 @@ func (c *Client) SetProjectPools(ctx context.Context, project string, pools []st
 	var out ProjectPools
 	return out, c.call(ctx, http.MethodPut, "/api/projects/"+url.PathEscape(project)+"/pools", ProjectPools{Pools: pools}, &out, nil)
 }
+
+// Queue returns the first page of pending builds the key may see, with
+// why each waits.
+func (c *Client) Queue(ctx context.Context) (Queue, error) {
+	var out Queue
+	return out, c.call(ctx, http.MethodGet, "/api/queue", nil, &out, nil)
+}

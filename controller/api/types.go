@@ -129,6 +129,29 @@ type Pool struct {
 	OnlineWorkers int `json:"online_workers"`
 }
 
+// QueuedBuild is a pending build in claim order and why it waits.
+type QueuedBuild struct {
+	ID          string    `json:"id"`
+	Platform    string    `json:"platform"`
+	Profile     string    `json:"profile"`
+	Project     string    `json:"project"`
+	Priority    int       `json:"priority"`
+	Position    int       `json:"position"` // on the whole farm's queue; 1 is claimed next
+	Attempts    int       `json:"attempts"`
+	SubmittedAt time.Time `json:"submitted_at"`
+	// Reason says why it waits, e.g. `no trusted worker for project "x"
+	// online` for a build with credentials that no online worker may run.
+	Reason string `json:"reason"`
+}
+
+// Queue answers GET /api/queue: the pending builds the key may see, a page
+// at a time (next_cursor), with the farm's total.
+type Queue struct {
+	Builds     []QueuedBuild `json:"builds"`
+	Pending    int           `json:"pending"`
+	NextCursor string        `json:"next_cursor,omitempty"`
+}
+
 // PoolList answers GET /api/pools.
 type PoolList struct {
 	Pools []Pool `json:"pools"`

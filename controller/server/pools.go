@@ -4,8 +4,25 @@ import (
 	"net/http"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/dashboard"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
+
+// queue answers the pending builds the key may see and why each waits
+// (the dashboard's queue page, as JSON).
+func (s *Server) queue(w http.ResponseWriter, r *http.Request, k store.APIKey) {
+	q, err := dashboard.LoadQueue(r.Context(), s.store, r.URL.Query().Get("cursor"), 100, scope(k))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := api.Queue{Builds: []api.QueuedBuild{}, Pending: q.Page.Pending, NextCursor: q.Page.NextCursor}
+	for i, e := range q.Page.Entries {
+		out.Builds = append(out.Builds, api.QueuedBuild{ID: e.ID, Platform: e.Platform, Profile: e.Profile, Project: e.Project,
+			Priority: e.Priority, Position: e.Position, Attempts: e.Attempts, SubmittedAt: e.SubmittedAt, Reason: q.Reasons[i]})
+	}
+	writeJSON(w, http.StatusOK, out)
+}
 
 // listPools answers the configured pools and those online workers are in.
 func (s *Server) listPools(w http.ResponseWriter, r *http.Request) {

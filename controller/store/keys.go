@@ -33,6 +33,11 @@ type APIKey struct {
 	PoolsInUse bool `json:"-"`
 }
 
+// bindingsInUse are the columns saying whether any live key is bound to a
+// project, and to a pool.
+const bindingsInUse = `EXISTS (SELECT 1 FROM api_key_projects b JOIN api_keys l ON l.id = b.key_id WHERE l.revoked_at IS NULL),
+	EXISTS (SELECT 1 FROM api_key_pools b JOIN api_keys l ON l.id = b.key_id WHERE l.revoked_at IS NULL)`
+
 // keyBindings are the columns of a key's projects and pools (k is api_keys).
 const keyBindings = `ARRAY(SELECT project FROM api_key_projects WHERE key_id = k.id ORDER BY project),
 	ARRAY(SELECT pool FROM api_key_pools WHERE key_id = k.id ORDER BY pool)`
@@ -108,9 +113,7 @@ func (s *Store) RevokeKey(ctx context.Context, id string) error {
 // AuthenticateKey returns the live key whose secret is given.
 func (s *Store) AuthenticateKey(ctx context.Context, secret string) (APIKey, error) {
 	var k APIKey
-	err := s.pool.QueryRow(ctx, `SELECT id, name, role, created_at, max_capacity, `+keyBindings+`,
-			EXISTS (SELECT 1 FROM api_key_projects b JOIN api_keys l ON l.id = b.key_id WHERE l.revoked_at IS NULL),
-			EXISTS (SELECT 1 FROM api_key_pools b JOIN api_keys l ON l.id = b.key_id WHERE l.revoked_at IS NULL)
+	err := s.pool.QueryRow(ctx, `SELECT id, name, role, created_at, max_capacity, `+keyBindings+`, `+bindingsInUse+`
 		FROM api_keys k WHERE key_hash = $1 AND revoked_at IS NULL`,
 		HashSecret(secret)).Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt, &k.MaxCapacity, &k.Projects, &k.Pools, &k.ProjectsInUse, &k.PoolsInUse)
 	if errors.Is(err, pgx.ErrNoRows) {
