@@ -288,7 +288,7 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return json.NewEncoder(stdout).Encode(keys)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tROLE\tPROJECTS/POOLS\tMAX CAPACITY\tCREATED\tREVOKED")
+		fmt.Fprintln(tw, "ID\tNAME\tROLE\tMAX CAPACITY\tCREATED\tREVOKED\tPROJECTS/POOLS")
 		for _, k := range keys {
 			revoked, capacity, bound := "-", "-", strings.Join(append(k.Projects, k.Pools...), ",")
 			if bound == "" {
@@ -300,7 +300,7 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			if k.MaxCapacity != nil {
 				capacity = strconv.Itoa(*k.MaxCapacity)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, bound, capacity, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, capacity, k.CreatedAt.UTC().Format(time.RFC3339), revoked, bound)
 		}
 		return tw.Flush()
 	case "revoke":
