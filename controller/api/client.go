@@ -292,6 +292,9 @@ type SubmitRequest struct {
 	// Credentials are sent sealed (file "credentials", BuildCredentials JSON).
 	Credentials    *BuildCredentials
 	IdempotencyKey string
+	// Project names the project of a raw submit (field "project"); a
+	// spec's project is Spec.BuildProject().
+	Project string
 }
 
 // Submit queues a build.
@@ -302,6 +305,9 @@ func (c *Client) Submit(ctx context.Context, s SubmitRequest) (SubmitResponse, e
 	}
 	if s.TimeoutSeconds > 0 {
 		fields = append(fields, [2]string{"timeout_seconds", strconv.Itoa(s.TimeoutSeconds)})
+	}
+	if s.Project != "" {
+		fields = append(fields, [2]string{"project", s.Project})
 	}
 	name := s.SourceName
 	if name == "" {
@@ -338,13 +344,14 @@ func (c *Client) GetBuild(ctx context.Context, id string) (Build, error) {
 // ListOptions filter ListBuilds.
 type ListOptions struct {
 	Status, Platform, WorkerID, Cursor string
+	Project                            string
 	Limit                              int
 }
 
 // ListBuilds returns a page of builds, newest first.
 func (c *Client) ListBuilds(ctx context.Context, o ListOptions) (BuildList, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"status": o.Status, "platform": o.Platform, "worker_id": o.WorkerID, "cursor": o.Cursor} {
+	for k, v := range map[string]string{"status": o.Status, "platform": o.Platform, "worker_id": o.WorkerID, "cursor": o.Cursor, "project": o.Project} {
 		if v != "" {
 			q.Set(k, v)
 		}

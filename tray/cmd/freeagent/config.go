@@ -47,6 +47,7 @@ type Config struct {
 	Bootstrap     string
 	Name          string
 	Platforms     string
+	Pool          string
 	MaxBuilds     int
 	CPU           int
 	MemoryMB      int
@@ -92,6 +93,7 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		o.str(&cfg.Bootstrap, "bootstrap", "FREEAGENT_BOOTSTRAP", defaultBootstrap(), "the freeagent-vm binary copied into every build")
 		o.str(&cfg.Name, "name", "FREEAGENT_WORKER_NAME", "", "worker name shown on the controller (default: host name)")
 		o.str(&cfg.Platforms, "platforms", "FREEAGENT_PLATFORMS", "", "platforms this worker builds, e.g. ios,android (default: what the VM template was built for, else ios,android)")
+		o.str(&cfg.Pool, "pool", "FREEAGENT_POOL", api.DefaultPool, "the worker pool this worker joins; an admin decides which pools are trusted with signing credentials and which projects use them")
 		o.intv(&cfg.MaxBuilds, "max-builds", "FREEAGENT_MAX_BUILDS", defaultMaxBuilds, "concurrent builds (at most 2 with tart: Apple's licence)")
 		o.intv(&cfg.CPU, "cpu", "FREEAGENT_CPU", 0, "CPU cores per VM (0: the template's)")
 		o.intv(&cfg.MemoryMB, "memory-mb", "FREEAGENT_MEMORY_MB", 0, "memory per VM in MB (0: the template's)")
@@ -145,7 +147,8 @@ func (c *Config) capabilities(log logrus.FieldLogger) api.Capabilities {
 	} else if len(ps) == 0 {
 		ps = hostcheck.DefaultPlatforms
 	}
-	return api.Capabilities{Platforms: ps, CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver}}
+	return api.Capabilities{Platforms: ps, CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver},
+		Pool: c.Pool, VMDriver: c.VMDriver, MacOSVersion: macOSVersion()}
 }
 
 // platforms is the owner's --platforms as a list; empty: not set.
