@@ -456,8 +456,13 @@ func TestBuildTokenAccess(t *testing.T) {
 	if !strings.Contains(r.stderr, "403") {
 		t.Errorf("refusal: %s", r)
 	}
-	// A retry with the token alone gets its own token.
-	r = e.mustRun(0, map[string]string{"EXPO_CONTROLLER_API_KEY": ""}, "retry", id, "--json")
+	// A build token creates no build: a retry with the token alone is
+	// refused, saying what works; with the developer key it gets its own token.
+	r = e.mustRun(ExitAuth, map[string]string{"EXPO_CONTROLLER_API_KEY": ""}, "retry", id, "--json")
+	if !strings.Contains(r.stderr, "developer API key") {
+		t.Errorf("retry with a build token: %s", r)
+	}
+	r = e.mustRun(0, nil, "retry", id, "--json")
 	nid := jsonOf[map[string]any](t, r)["id"].(string)
 	cfg, _ := loadConfig(e.cfgPath)
 	if tok := cfg.token(nid); tok == "" || strings.Contains(r.stdout+r.stderr, tok) {

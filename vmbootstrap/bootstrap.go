@@ -400,6 +400,14 @@ func (r *buildRun) buildCredentials(ctx context.Context) (api.BuildCredentials, 
 // retries, found false on a 404 (the caller decides what that means), and
 // its failures classified (the attempt ended, or the controller is
 // unreachable).
+//
+// The controller hands the spec, credentials and certificates out once per
+// attempt and answers a second fetch 410 Gone. A fetch counts once the
+// controller wrote the whole body; a retry after a connection that broke
+// before that gets the file. Each caller fetches each file once per run;
+// a 410 (this attempt's file went to an earlier run, or was lost on the
+// way after it was written out) fails the attempt as retryable, and the
+// next attempt fetches again.
 func fetch[T any](ctx context.Context, r *buildRun, what string, get func(ctx context.Context, buildID, vmToken string) (T, error)) (T, bool, error) {
 	var v T
 	err := retry(ctx, r.cfg.RetryFor, func(ctx context.Context) error {
@@ -410,6 +418,8 @@ func fetch[T any](ctx context.Context, r *buildRun, what string, get func(ctx co
 	switch {
 	case api.StatusOf(err) == http.StatusNotFound:
 		return v, false, nil
+	case api.StatusOf(err) == http.StatusGone:
+		return v, false, fail(CodeAlreadyFetched, true, err, "fetch %s", what)
 	case err != nil && isAttemptEnded(err):
 		return v, false, fmt.Errorf("%w: fetch %s: %w", ErrAttemptEnded, what, err)
 	case err != nil:

@@ -2,12 +2,18 @@ package vmbootstrap
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -249,5 +255,44 @@ func TestRedactor(t *testing.T) {
 	tl.write([]byte("one\ntwo\nthree\nfour"))
 	if got := tl.String(); got != "two\nthree\nfour" {
 		t.Fatalf("tail %q", got)
+	}
+}
+
+// TestSecretsAlreadyFetched: the controller hands the spec out once per
+// attempt; a 410 (an earlier run of this attempt took it) fails the attempt
+// as retryable, at once, so the next attempt fetches again.
+func TestSecretsAlreadyFetched(t *testing.T) {
+	t.Parallel()
+	var specFetches atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch {
+		case r.Method == http.MethodPost && r.URL.Path == "/api/vm/auth":
+			json.NewEncoder(w).Encode(api.VMAuthResponse{VMToken: "fvt_token", BuildID: "b1", ExpiresAt: time.Now().Add(time.Hour)})
+		case r.URL.Path == "/api/builds/b1/spec":
+			specFetches.Add(1)
+			w.WriteHeader(http.StatusGone)
+			json.NewEncoder(w).Encode(api.ErrorResponse{Error: "this attempt's VM already fetched the build's secrets", Code: api.CodeGone})
+		case r.Method == http.MethodPost && r.URL.Path == "/api/builds/b1/logs":
+			n, _ := io.Copy(io.Discard, r.Body)
+			off, _ := strconv.ParseInt(r.URL.Query().Get("offset"), 10, 64)
+			json.NewEncoder(w).Encode(api.LogAppendResponse{Length: off + n})
+		default:
+			w.WriteHeader(http.StatusNotFound)
+			json.NewEncoder(w).Encode(api.ErrorResponse{Error: "no", Code: api.CodeNotFound})
+		}
+	}))
+	t.Cleanup(srv.Close)
+	shared := t.TempDir()
+	writeJSONAtomic(shared, BuildConfigFile, BuildConfig{BuildID: "b1", AttemptID: "a1", ControllerURL: srv.URL, OTP: "fot_otp", Platform: "android"})
+	if code := inProcess(t, shared, nil); code != 1 {
+		t.Fatalf("exit %d", code)
+	}
+	be := readBuildError(t, shared)
+	if be.Code != CodeAlreadyFetched || !be.Retryable {
+		t.Fatalf("build-error %+v", be)
+	}
+	if n := specFetches.Load(); n != 1 {
+		t.Fatalf("the spec was fetched %d times; a 410 is final", n)
 	}
 }

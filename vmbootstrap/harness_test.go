@@ -25,6 +25,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/server"
@@ -42,7 +43,7 @@ var binDir = struct {
 }{}
 
 func TestMain(m *testing.M) {
-	code := pgtest.Main(m)
+	code := s3test.Main(s3test.Run(func() int { return pgtest.Main(m) }))
 	if binDir.dir != "" {
 		os.RemoveAll(binDir.dir)
 	}
@@ -109,6 +110,13 @@ type testController struct {
 
 func startController(t *testing.T) *testController {
 	t.Helper()
+	return startControllerOn(t, nil)
+}
+
+// startControllerOn starts a controller whose files live in the backend
+// open makes (nil: the file store under a temporary data directory).
+func startControllerOn(t *testing.T, open func(t *testing.T) blobs.Backend) *testController {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	dsn := pgtest.NewDatabase(t)
 	st, err := store.Open(ctx, dsn, store.DefaultConfig())
@@ -123,7 +131,13 @@ func startController(t *testing.T) *testController {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := blobs.Open(filepath.Join(dataDir, "files"), key)
+	var backend blobs.Backend
+	if open != nil {
+		backend = open(t)
+	} else if backend, err = blobs.NewDir(filepath.Join(dataDir, "files")); err != nil {
+		t.Fatal(err)
+	}
+	files, err := blobs.New(backend, key)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,6 +50,7 @@ const (
 	CodeVMAuthFailed    = "vm_auth_failed"  // the OTP was refused (used, expired, foreign)
 	CodeUnreachable     = "controller_unreachable"
 	CodeCertificates    = "certificates_failed"
+	CodeAlreadyFetched  = "secrets_already_fetched" // the attempt's sealed files were handed out before (410): a new attempt fetches them again
 	CodeSourceDownload  = "source_download_failed"
 	CodeInvalidSource   = "invalid_source" // unsafe or unusable archive, no project root
 	CodeDiskFull        = "disk_full"

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,6 +62,71 @@ func downloadSource(ctx context.Context, c *api.Client, buildID, vmToken, path s
 	return size, sum, err
 }
 
+// errStoreUnreachable: the VM could not reach the object store a direct
+// upload URL points at; the upload goes through the controller instead.
+var errStoreUnreachable = errors.New("the object store is unreachable from here")
+
+// uploadDirect PUTs the file to the URL the controller signs for it and has
+// the controller record it; ok is false when the controller takes no direct
+// uploads (its file store, or a controller that predates them).
+func uploadDirect(ctx context.Context, c *api.Client, buildID, vmToken, path string, size int64, sum string) (api.Artifact, bool, error) {
+	name := filepath.Base(path)
+	up, err := c.StartArtifactUpload(ctx, buildID, vmToken, api.DirectUploadRequest{Name: name, Size: size, SHA256: sum})
+	if s := api.StatusOf(err); s == http.StatusNotFound || s == http.StatusMethodNotAllowed {
+		return api.Artifact{}, false, nil
+	}
+	if err != nil || !up.Direct {
+		return api.Artifact{}, false, err
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return api.Artifact{}, true, fmt.Errorf("open artifact: %w", err)
+	}
+	defer f.Close()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, up.URL, f)
+	if err != nil {
+		return api.Artifact{}, true, fmt.Errorf("upload %s: %w", name, err)
+	}
+	req.ContentLength = size
+	for k, v := range up.Headers {
+		req.Header.Set(k, v)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return api.Artifact{}, true, err
+		}
+		return api.Artifact{}, true, fmt.Errorf("upload %s: %w: %w", name, errStoreUnreachable, err)
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
+	resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		// Every refusal is worth one more try with a fresh URL: an expired
+		// signature, the store's hiccup, or bytes changed on the way
+		// (BadDigest, 400), which the next read of the file may fix.
+		err := fmt.Errorf("upload %s to the store: %s: %s", name, resp.Status, strings.TrimSpace(string(msg)))
+		if resp.StatusCode == http.StatusBadRequest {
+			err = fmt.Errorf("%w: %w", errChecksum, err)
+		}
+		return api.Artifact{}, true, err
+	}
+	art, err := c.CompleteArtifactUpload(ctx, buildID, vmToken, up.Ticket)
+	if api.StatusOf(err) == http.StatusUnprocessableEntity {
+		return api.Artifact{}, true, fmt.Errorf("%w: %w", errChecksum, err)
+	}
+	if err != nil {
+		return api.Artifact{}, true, err
+	}
+	if !strings.EqualFold(art.SHA256, sum) {
+		return api.Artifact{}, true, fmt.Errorf("upload %s: %w: the controller recorded sha256 %s, the file has %s", name, errChecksum, art.SHA256, sum)
+	}
+	return art, true, nil
+}
+
 // stallTimeout: a download receiving nothing for this long is restarted.
 const stallTimeout = time.Minute
 
@@ -98,13 +164,29 @@ func hashFile(path string) (string, int64, error) {
 // uploadArtifact streams one artifact from disk with its SHA-256 (computed
 // first, checked by the controller on the way in), retrying transient
 // failures for up to budget.
+//
+// When the controller's store takes direct uploads (S3), the file is PUT
+// straight to the store with a signed URL the controller hands out, and
+// the controller only checks and records it.
 func uploadArtifact(ctx context.Context, c *api.Client, buildID, vmToken, path string, budget time.Duration, onRetry func(error, time.Duration)) (api.Artifact, error) {
-	sum, _, err := hashFile(path)
+	sum, size, err := hashFile(path)
 	if err != nil {
 		return api.Artifact{}, err
 	}
 	var out api.Artifact
+	direct := true
 	err = retry(ctx, budget, func(ctx context.Context) error {
+		if direct {
+			art, ok, err := uploadDirect(ctx, c, buildID, vmToken, path, size, sum)
+			if errors.Is(err, errStoreUnreachable) {
+				direct = false // the next try goes through the controller
+			}
+			if err != nil || ok {
+				out = art
+				return err
+			}
+			direct = false // the controller streams it: fall through
+		}
 		f, err := os.Open(path)
 		if err != nil {
 			return fmt.Errorf("open artifact: %w", err)

@@ -85,16 +85,53 @@ func (c *Client) NewRequest(ctx context.Context, method, path string, body io.Re
 
 // Do sends req and returns the response when its status is 2xx (or 206),
 // else an *Error built from the body.
+//
+// A download the controller redirects to its object store (a 307 to a
+// presigned URL) is followed without the controller credentials, and the
+// redirect's X-Checksum-Sha256 is kept on the final response.
 func (c *Client) Do(req *http.Request) (*http.Response, error) {
-	resp, err := c.httpClient().Do(req)
+	hc := *c.httpClient()
+	hc.CheckRedirect = withoutCredentials(hc.CheckRedirect)
+	resp, err := hc.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		if resp.Header.Get(HeaderChecksum) == "" {
+			for prev := resp.Request.Response; prev != nil; prev = prev.Request.Response {
+				if sum := prev.Header.Get(HeaderChecksum); sum != "" {
+					resp.Header.Set(HeaderChecksum, sum)
+					break
+				}
+			}
+		}
 		return resp, nil
 	}
 	defer resp.Body.Close()
 	return nil, decodeError(resp)
+}
+
+// credentialHeaders are the controller's credentials, which Go's client
+// would otherwise forward to any host a redirect names.
+var credentialHeaders = []string{HeaderAPIKey, HeaderBuildToken, HeaderWorkerToken, HeaderVMToken, HeaderOTP, "Authorization", "Cookie"}
+
+// withoutCredentials wraps a redirect policy (nil: Go's default of at most
+// 10) so that a redirect to another host carries no credentials.
+func withoutCredentials(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
+	return func(req *http.Request, via []*http.Request) error {
+		if req.URL.Host != via[0].URL.Host || req.URL.Scheme != via[0].URL.Scheme {
+			for _, h := range credentialHeaders {
+				req.Header.Del(h)
+			}
+		}
+		if next != nil {
+			return next(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
 }
 
 func decodeError(resp *http.Response) error {
@@ -386,6 +423,12 @@ func (c *Client) ResumeWorker(ctx context.Context, id string) error {
 	return c.call(ctx, http.MethodPost, "/api/workers/"+url.PathEscape(id)+"/resume", nil, nil, nil)
 }
 
+// AcknowledgeWorker clears worker id's needs-attention state (admin keys).
+func (c *Client) AcknowledgeWorker(ctx context.Context, id string) (Worker, error) {
+	var out Worker
+	return out, c.call(ctx, http.MethodPost, "/api/workers/"+url.PathEscape(id)+"/acknowledge", nil, &out, nil)
+}
+
 // Events lists sealed audit events with a sequence above since (admin).
 func (c *Client) Events(ctx context.Context, since int64, limit int) (EventList, error) {
 	var out EventList
@@ -420,6 +463,19 @@ func (c *Client) Source(ctx context.Context, buildID, vmToken, workerToken strin
 		return nil, err
 	}
 	return c.Do(req)
+}
+
+// StartArtifactUpload asks where to upload an artifact directly (VM only).
+func (c *Client) StartArtifactUpload(ctx context.Context, buildID, vmToken string, req DirectUploadRequest) (DirectUpload, error) {
+	var out DirectUpload
+	return out, c.call(ctx, http.MethodPost, "/api/builds/"+url.PathEscape(buildID)+"/artifacts/direct", req, &out, header{HeaderVMToken: vmToken})
+}
+
+// CompleteArtifactUpload records a direct upload once the file is PUT
+// (VM only).
+func (c *Client) CompleteArtifactUpload(ctx context.Context, buildID, vmToken, ticket string) (Artifact, error) {
+	var out Artifact
+	return out, c.call(ctx, http.MethodPost, "/api/builds/"+url.PathEscape(buildID)+"/artifacts/direct/complete", DirectUploadComplete{Ticket: ticket}, &out, header{HeaderVMToken: vmToken})
 }
 
 // CertsSecure fetches a build's signing material with a VM token.

@@ -64,6 +64,7 @@ const (
 	CodeForbidden    = "forbidden"
 	CodeNotFound     = "not_found"
 	CodeConflict     = "conflict"
+	CodeGone         = "gone" // a once-per-attempt file (certificates, credentials, secrets) already fetched
 	CodeLeaseLost    = "lease_lost"
 	CodeTooLarge     = "too_large"
 	CodeChecksum     = "checksum_mismatch"
@@ -191,6 +192,9 @@ type SubmitResponse struct {
 	AccessToken   string      `json:"access_token"`
 	SubmittedAt   time.Time   `json:"submitted_at"`
 	QueuePosition *int        `json:"queue_position"`
+	// AccessTokenExpiresAt is when the build token stops working (it dies
+	// sooner if the submitting key is revoked).
+	AccessTokenExpiresAt time.Time `json:"access_token_expires_at"`
 }
 
 // Artifact is one file a build produced.
@@ -199,6 +203,35 @@ type Artifact struct {
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
 	URL    string `json:"url,omitempty"`
+}
+
+// DirectUploadRequest asks where to send an artifact straight to the
+// controller's object store (POST /api/builds/{id}/artifacts/direct, VM
+// token): the file's name, size and hex SHA-256.
+type DirectUploadRequest struct {
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// DirectUpload answers a DirectUploadRequest. With Direct false the store
+// takes no direct uploads (the file store, or the file is too large for
+// one PUT): send the file to POST /api/builds/{id}/artifacts as before.
+// Otherwise PUT exactly the declared bytes to URL with Headers (the store
+// refuses other bytes) before ExpiresAt, then POST
+// DirectUploadComplete{Ticket} to /api/builds/{id}/artifacts/direct/complete,
+// which checks the stored object and records the artifact.
+type DirectUpload struct {
+	Direct    bool              `json:"direct"`
+	URL       string            `json:"url,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	Ticket    string            `json:"ticket,omitempty"`
+	ExpiresAt time.Time         `json:"expires_at,omitzero"`
+}
+
+// DirectUploadComplete finishes a direct upload.
+type DirectUploadComplete struct {
+	Ticket string `json:"ticket"`
 }
 
 // Build is the developer-facing view of a build.
@@ -330,6 +363,14 @@ type Worker struct {
 	BuildsCompleted int64        `json:"builds_completed"`
 	BuildsFailed    int64        `json:"builds_failed"`
 	ActiveBuilds    []string     `json:"active_builds"`
+	// KeyID is the API key the worker registered with: only it may
+	// register the id again or use the worker's tokens.
+	KeyID string `json:"key_id,omitempty"`
+	// NeedsAttention is set when the worker handed back too many builds
+	// after fetching their credentials (AttentionReason says how many, in
+	// what window); POST /api/workers/{id}/acknowledge clears it.
+	NeedsAttention  bool   `json:"needs_attention"`
+	AttentionReason string `json:"attention_reason,omitempty"`
 }
 
 // WorkerList answers GET /api/workers.

@@ -1,11 +1,14 @@
-// Package blobs stores a build's files on disk: the submitted source, the
-// sealed signing certificates and credentials, and the artifacts. Files are streamed (never
-// held whole in memory), hashed on the way in, written to a temporary file
-// and renamed into place only when complete, so a reader never sees half a
-// file and a failed upload leaves nothing behind.
+// Package blobs stores a build's files: the submitted source, the sealed
+// signing certificates and credentials, and the artifacts. Files are
+// streamed (never held whole in memory), hashed on the way in, and made
+// visible only when complete and verified, so a reader never sees half a
+// file and a failed upload leaves nothing behind. Where the bytes live is a
+// Backend: a directory on this machine (Dir, the default) or an
+// S3-compatible bucket shared by every replica (package s3blobs).
 package blobs
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
@@ -13,9 +16,11 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -77,24 +82,35 @@ func (f File) String() string {
 	return "artifact " + f.name
 }
 
-// Store keeps build files under Root/builds/<build id>/.
+// Store keeps build files in a Backend under builds/<build id>/, sealing
+// certificates and credentials and checking every file's SHA-256 before it
+// is committed.
 type Store struct {
-	root string
-	box  seal.Box
+	b   Backend
+	box seal.Box
 }
 
-// Open prepares the directory tree under root. key is the 32-byte AES-256
+// New returns a store keeping its files in b. key is the 32-byte AES-256
 // key that seals certificates and credentials at rest.
-func Open(root string, key []byte) (*Store, error) {
+func New(b Backend, key []byte) (*Store, error) {
 	box, err := seal.New(key)
 	if err != nil {
 		return nil, fmt.Errorf("certificate key: %w", err)
 	}
-	if err := os.MkdirAll(filepath.Join(root, "builds"), 0o700); err != nil {
-		return nil, fmt.Errorf("create file store: %w", err)
-	}
-	return &Store{root: root, box: box}, nil
+	return &Store{b: b, box: box}, nil
 }
+
+// Open returns a store on the file store (Dir) rooted at root.
+func Open(root string, key []byte) (*Store, error) {
+	d, err := NewDir(root)
+	if err != nil {
+		return nil, err
+	}
+	return New(d, key)
+}
+
+// Backend is where the store keeps its files.
+func (s *Store) Backend() Backend { return s.b }
 
 // Derive returns a box under a key derived from the certificate key for
 // one purpose (project variables, farm credentials): secrets that live in
@@ -169,65 +185,61 @@ func CleanName(name string) string {
 	return name
 }
 
-// dir returns the directory of a build; buildID must already be validated
-// by the caller (store.ValidID), and is checked again here.
-func (s *Store) dir(buildID string) (string, error) {
+// prefix returns the key prefix of a build's files; buildID must already
+// be validated by the caller (store.ValidID), and is checked again here.
+func prefix(buildID string) (string, error) {
 	if buildID == "" || strings.ContainsAny(buildID, "/\\.") {
 		return "", fmt.Errorf("invalid build id %q", buildID)
 	}
-	return filepath.Join(s.root, "builds", buildID), nil
+	return "builds/" + buildID + "/", nil
 }
 
-func (s *Store) path(buildID string, f File) (string, error) {
-	d, err := s.dir(buildID)
+// objectKey is the object key of a build's file.
+func objectKey(buildID string, f File) (string, error) {
+	p, err := prefix(buildID)
 	if err != nil {
 		return "", err
 	}
 	switch f.kind {
 	case kindSource:
-		return filepath.Join(d, SourceFile), nil
+		return p + SourceFile, nil
 	case kindCerts:
-		return filepath.Join(d, CertsFile), nil
+		return p + CertsFile, nil
 	case kindCredentials:
-		return filepath.Join(d, CredentialsFile), nil
+		return p + CredentialsFile, nil
 	case kindArtifact:
 		if f.name == "" || CleanName(f.name) != f.name {
 			return "", fmt.Errorf("invalid artifact name %q", f.name)
 		}
-		return filepath.Join(d, ArtifactPrefix+f.name), nil
+		return p + ArtifactPrefix + f.name, nil
 	}
 	return "", errors.New("unknown kind of build file")
 }
 
-// Pending is a file being written. Call Commit to move it into place, or
+// Pending is a file being written. Call Commit to make it visible, or
 // Abort to discard it; Abort after Commit is a no-op.
 type Pending struct {
-	f     *os.File
-	h     hash.Hash
-	n     int64
-	final string
-	done  bool
+	w Writer
+	h hash.Hash
+	n int64
 }
 
 // Create starts writing a build file.
-func (s *Store) Create(buildID string, f File) (*Pending, error) {
-	final, err := s.path(buildID, f)
+func (s *Store) Create(ctx context.Context, buildID string, f File) (*Pending, error) {
+	key, err := objectKey(buildID, f)
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
-		return nil, fmt.Errorf("create build directory: %w", err)
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(final), ".upload-*")
+	w, err := s.b.Create(ctx, key)
 	if err != nil {
-		return nil, fmt.Errorf("create temporary file: %w", err)
+		return nil, err
 	}
-	return &Pending{f: tmp, h: sha256.New(), final: final}, nil
+	return &Pending{w: w, h: sha256.New()}, nil
 }
 
 // Fill copies r into the file, failing with ErrTooLarge beyond limit bytes.
 func (p *Pending) Fill(r io.Reader, limit int64) error {
-	n, err := io.Copy(io.MultiWriter(p.f, p.h), io.LimitReader(r, limit-p.n+1))
+	n, err := io.Copy(io.MultiWriter(p.w, p.h), io.LimitReader(r, limit-p.n+1))
 	p.n += n
 	if err != nil {
 		return err
@@ -240,7 +252,7 @@ func (p *Pending) Fill(r io.Reader, limit int64) error {
 
 // Write appends b (for callers that produce the content themselves).
 func (p *Pending) Write(b []byte) (int, error) {
-	n, err := p.f.Write(b)
+	n, err := p.w.Write(b)
 	p.h.Write(b[:n])
 	p.n += int64(n)
 	return n, err
@@ -260,61 +272,170 @@ func (p *Pending) Verify(want string) error {
 	return nil
 }
 
-// Commit flushes the file to disk and renames it into place.
-func (p *Pending) Commit() error {
-	if p.done {
-		return errors.New("file already committed or aborted")
+// Commit makes the file visible, complete and durable: the caller records
+// it in the database next, and that record must never outlive the file.
+func (p *Pending) Commit(ctx context.Context) error { return p.w.Commit(ctx) }
+
+// Abort discards the file.
+func (p *Pending) Abort() { p.w.Abort() }
+
+// Open opens a stored file for reading, with its size and time.
+func (s *Store) Open(ctx context.Context, buildID string, f File) (Object, Info, error) {
+	key, err := objectKey(buildID, f)
+	if err != nil {
+		return nil, Info{}, err
 	}
-	p.done = true
-	err := p.f.Sync()
-	if cerr := p.f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(p.f.Name(), p.final)
+	return s.b.Open(ctx, key)
+}
+
+// keyCheck is the object that tells whether this replica's certificate key
+// is the one the store's sealed files were made with.
+const keyCheck = "keys/certs-key-check.sealed"
+
+// ErrKeyMismatch is returned by CheckSealKey for a key that cannot open
+// what the store was sealed with.
+var ErrKeyMismatch = errors.New("the certificate key differs from the one this store's files were sealed with")
+
+// CheckSealKey makes sure every controller sharing the store seals with
+// the same key: the first start leaves a small sealed marker, and a start
+// whose key cannot open it fails with ErrKeyMismatch, instead of builds
+// failing later when a replica cannot unseal another's certificates.
+func (s *Store) CheckSealKey(ctx context.Context) error {
+	aad := []byte("certificate key check")
+	obj, _, err := s.b.Open(ctx, keyCheck)
+	if errors.Is(err, fs.ErrNotExist) {
+		w, err := s.b.Create(ctx, keyCheck)
+		if err != nil {
+			return err
+		}
+		if _, err := w.Write(s.box.Seal([]byte("freeagent"), aad)); err != nil {
+			w.Abort()
+			return err
+		}
+		return w.Commit(ctx)
 	}
 	if err != nil {
-		os.Remove(p.f.Name())
-		return fmt.Errorf("store file: %w", err)
+		return fmt.Errorf("read the key check: %w", err)
 	}
-	// The rename is durable only once its directory is: the caller commits
-	// a database record of this file next, which must never outlive it.
-	if err := syncDir(filepath.Dir(p.final)); err != nil {
-		return fmt.Errorf("store file: %w", err)
+	defer obj.Close()
+	b, err := io.ReadAll(io.LimitReader(obj, 4<<10))
+	if err != nil {
+		return fmt.Errorf("read the key check: %w", err)
+	}
+	if _, err := s.box.Open(b, aad); err != nil {
+		return ErrKeyMismatch
 	}
 	return nil
 }
 
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
+// DirectURL returns a short-lived URL the client can GET file f from
+// directly (the S3 store), or "" when the file is served by the controller
+// (the file store, or direct downloads turned off).
+func (s *Store) DirectURL(ctx context.Context, buildID string, f File, ttl time.Duration, contentType, disposition string) (string, error) {
+	p, ok := s.b.(Direct)
+	if !ok {
+		return "", nil
+	}
+	key, err := objectKey(buildID, f)
+	if err != nil {
+		return "", err
+	}
+	return p.PresignGet(ctx, key, ttl, contentType, disposition)
+}
+
+// MaxDirectUpload is the largest file a client uploads directly: what one
+// S3 PUT (and one server-side copy) takes. Larger files go through the
+// controller.
+const MaxDirectUpload = 5 << 30
+
+// DirectUpload is a signed URL where a client PUTs one file, to a staging
+// key of its own; FinishDirectUpload checks it and PromoteUpload moves it
+// to its build.
+type DirectUpload struct {
+	Key     string // the staging key
+	URL     string
+	Headers map[string]string
+}
+
+// StartDirectUpload signs a PUT of size bytes with SHA-256 sha256hex for
+// an attempt of a build, valid for ttl. ok is false when the store takes
+// no direct uploads (the file store, direct=false, or a file over
+// MaxDirectUpload): the client streams through the controller instead.
+func (s *Store) StartDirectUpload(ctx context.Context, buildID, attemptID string, size int64, sha256hex string, ttl time.Duration) (up DirectUpload, ok bool, err error) {
+	d, isDirect := s.b.(Direct)
+	if !isDirect || size > MaxDirectUpload {
+		return DirectUpload{}, false, nil
+	}
+	p, err := prefix(buildID)
+	if err != nil {
+		return DirectUpload{}, false, err
+	}
+	if attemptID == "" || strings.ContainsAny(attemptID, "/\\.") {
+		return DirectUpload{}, false, fmt.Errorf("invalid attempt id %q", attemptID)
+	}
+	r := make([]byte, 12)
+	rand.Read(r) //nolint:errcheck // crypto/rand does not fail on supported platforms
+	up.Key = "uploads/" + strings.TrimPrefix(p, "builds/") + attemptID + "/" + hex.EncodeToString(r)
+	if up.URL, up.Headers, err = d.PresignPut(ctx, up.Key, ttl, sha256hex); err != nil || up.URL == "" {
+		return DirectUpload{}, false, err
+	}
+	return up, true, nil
+}
+
+// FinishDirectUpload checks the object a client PUT at a staging key
+// against the size and SHA-256 it declared, hashing it here only when the
+// service keeps no checksum. A mismatch removes the object and gives
+// ErrChecksum; a missing object gives fs.ErrNotExist.
+func (s *Store) FinishDirectUpload(ctx context.Context, key string, size int64, sha256hex string) error {
+	d, ok := s.b.(Direct)
+	if !ok || !strings.HasPrefix(key, "uploads/") {
+		return fmt.Errorf("%q is not a direct upload", key)
+	}
+	info, sum, err := d.Checksum(ctx, key)
 	if err != nil {
 		return err
 	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
+	if sum == "" && info.Size == size {
+		obj, _, err := s.b.Open(ctx, key)
+		if err != nil {
+			return err
+		}
+		h := sha256.New()
+		_, err = io.Copy(h, obj)
+		obj.Close()
+		if err != nil {
+			return fmt.Errorf("read the upload back: %w", err)
+		}
+		sum = hex.EncodeToString(h.Sum(nil))
 	}
-	return err
+	if info.Size != size || !strings.EqualFold(sum, sha256hex) {
+		s.b.Delete(ctx, key) //nolint:errcheck // best effort: the garbage collector removes what remains
+		return fmt.Errorf("%w: declared %d bytes with sha256 %s, the store holds %d bytes with sha256 %s", ErrChecksum, size, sha256hex, info.Size, sum)
+	}
+	return nil
 }
 
-// Abort discards the file.
-func (p *Pending) Abort() {
-	if p.done {
-		return
+// PromoteUpload makes a checked direct upload build file f, inside the
+// service, and removes the staging object.
+func (s *Store) PromoteUpload(ctx context.Context, key, buildID string, f File) error {
+	d, ok := s.b.(Direct)
+	if !ok || !strings.HasPrefix(key, "uploads/") {
+		return fmt.Errorf("%q is not a direct upload", key)
 	}
-	p.done = true
-	p.f.Close()
-	os.Remove(p.f.Name())
-}
-
-// Open opens a stored file for reading.
-func (s *Store) Open(buildID string, f File) (*os.File, error) {
-	path, err := s.path(buildID, f)
+	dst, err := objectKey(buildID, f)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	return os.Open(path)
+	if err := d.Copy(ctx, key, dst); err != nil {
+		return err
+	}
+	s.b.Delete(ctx, key) //nolint:errcheck // best effort: the garbage collector removes what remains
+	return nil
 }
+
+// maxSealed bounds what Unseal reads: sealed files are small (the
+// certificates zip and the credentials JSON, limited at submit).
+const maxSealed = 64 << 20
 
 // sealAAD binds a sealed file to its build and its kind. The certificates
 // keep the bare build id they were first sealed with.
@@ -333,12 +454,12 @@ func sealAAD(buildID string, f File) ([]byte, error) {
 // can commit it together with its database record. The build id is
 // authenticated data: a sealed file moved to another build's directory, or
 // renamed to the other sealed kind, does not open there.
-func (s *Store) PrepareSeal(buildID string, f File, plain []byte) (*Pending, error) {
+func (s *Store) PrepareSeal(ctx context.Context, buildID string, f File, plain []byte) (*Pending, error) {
 	aad, err := sealAAD(buildID, f)
 	if err != nil {
 		return nil, err
 	}
-	p, err := s.Create(buildID, f)
+	p, err := s.Create(ctx, buildID, f)
 	if err != nil {
 		return nil, err
 	}
@@ -351,18 +472,22 @@ func (s *Store) PrepareSeal(buildID string, f File, plain []byte) (*Pending, err
 
 // Unseal reads and decrypts a build's sealed file; a missing file gives an
 // error satisfying errors.Is(err, os.ErrNotExist).
-func (s *Store) Unseal(buildID string, f File) ([]byte, error) {
+func (s *Store) Unseal(ctx context.Context, buildID string, f File) ([]byte, error) {
 	aad, err := sealAAD(buildID, f)
 	if err != nil {
 		return nil, err
 	}
-	path, err := s.path(buildID, f)
+	obj, _, err := s.Open(ctx, buildID, f)
 	if err != nil {
 		return nil, err
 	}
-	b, err := os.ReadFile(path)
+	defer obj.Close()
+	b, err := io.ReadAll(io.LimitReader(obj, maxSealed+1))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("read sealed %s of build %s: %w", f, buildID, err)
+	}
+	if len(b) > maxSealed {
+		return nil, fmt.Errorf("sealed %s of build %s: %w", f, buildID, ErrTooLarge)
 	}
 	plain, err := s.box.Open(b, aad)
 	if err != nil {
@@ -372,41 +497,45 @@ func (s *Store) Unseal(buildID string, f File) ([]byte, error) {
 }
 
 // Remove deletes one stored file; a missing file is not an error.
-func (s *Store) Remove(buildID string, f File) error {
-	path, err := s.path(buildID, f)
+func (s *Store) Remove(ctx context.Context, buildID string, f File) error {
+	key, err := objectKey(buildID, f)
 	if err != nil {
 		return err
 	}
-	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
+	return s.b.Delete(ctx, key)
 }
 
 // RemoveSecrets deletes a build's sealed certificates and credentials:
 // what must not outlive the build.
-func (s *Store) RemoveSecrets(buildID string) error {
-	return errors.Join(s.Remove(buildID, Certs), s.Remove(buildID, Credentials))
+func (s *Store) RemoveSecrets(ctx context.Context, buildID string) error {
+	return errors.Join(s.Remove(ctx, buildID, Certs), s.Remove(ctx, buildID, Credentials))
 }
 
 // RemoveBuild deletes everything a build stored.
-func (s *Store) RemoveBuild(buildID string) error {
-	d, err := s.dir(buildID)
+func (s *Store) RemoveBuild(ctx context.Context, buildID string) error {
+	p, err := prefix(buildID)
 	if err != nil {
 		return err
 	}
-	return os.RemoveAll(d)
+	var errs []error
+	for info, err := range s.b.List(ctx, p) {
+		if err != nil {
+			return errors.Join(append(errs, err)...)
+		}
+		errs = append(errs, s.b.Delete(ctx, info.Key))
+	}
+	return errors.Join(errs...)
 }
 
 // CopySource copies build src's source for build dst (a retry). The
 // returned Pending must be committed or aborted.
-func (s *Store) CopySource(src, dst string) (*Pending, error) {
-	in, err := s.Open(src, Source)
+func (s *Store) CopySource(ctx context.Context, src, dst string) (*Pending, error) {
+	in, _, err := s.Open(ctx, src, Source)
 	if err != nil {
 		return nil, fmt.Errorf("open source of build %s: %w", src, err)
 	}
 	defer in.Close()
-	p, err := s.Create(dst, Source)
+	p, err := s.Create(ctx, dst, Source)
 	if err != nil {
 		return nil, err
 	}
@@ -420,10 +549,10 @@ func (s *Store) CopySource(src, dst string) (*Pending, error) {
 // CopySealed re-seals src's sealed file f for dst (the build id is bound
 // into the ciphertext, so a plain copy would not open). Must be committed
 // or aborted.
-func (s *Store) CopySealed(src, dst string, f File) (*Pending, error) {
-	plain, err := s.Unseal(src, f)
+func (s *Store) CopySealed(ctx context.Context, src, dst string, f File) (*Pending, error) {
+	plain, err := s.Unseal(ctx, src, f)
 	if err != nil {
 		return nil, err
 	}
-	return s.PrepareSeal(dst, f, plain)
+	return s.PrepareSeal(ctx, dst, f, plain)
 }

@@ -2,6 +2,7 @@ package blobs
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -45,7 +46,7 @@ func TestCleanName(t *testing.T) {
 
 func TestPendingCommitAbortAndLimit(t *testing.T) {
 	s, root := newStore(t)
-	p, err := s.Create("b1", Artifact("app.apk"))
+	p, err := s.Create(context.Background(), "b1", Artifact("app.apk"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,7 +63,7 @@ func TestPendingCommitAbortAndLimit(t *testing.T) {
 	if err := p.Verify("deadbeef"); !errors.Is(err, ErrChecksum) {
 		t.Fatalf("verify with a wrong checksum: %v", err)
 	}
-	if err := p.Commit(); err != nil {
+	if err := p.Commit(context.Background()); err != nil {
 		t.Fatal(err)
 	}
 	p.Abort() // no-op after commit
@@ -70,7 +71,7 @@ func TestPendingCommitAbortAndLimit(t *testing.T) {
 		t.Fatalf("committed file: %q %v", b, err)
 	}
 
-	big, _ := s.Create("b1", Artifact("big.bin"))
+	big, _ := s.Create(context.Background(), "b1", Artifact("big.bin"))
 	if err := big.Fill(bytes.NewReader(make([]byte, 101)), 100); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("over the limit: %v", err)
 	}
@@ -79,10 +80,10 @@ func TestPendingCommitAbortAndLimit(t *testing.T) {
 	if len(entries) != 1 {
 		t.Fatalf("aborted upload left files: %v", entries)
 	}
-	if _, err := s.Create("../x", Artifact("a")); err == nil {
+	if _, err := s.Create(context.Background(), "../x", Artifact("a")); err == nil {
 		t.Fatal("a build id with a path was accepted")
 	}
-	if _, err := s.Create("b1", Artifact("../x")); err == nil {
+	if _, err := s.Create(context.Background(), "b1", Artifact("../x")); err == nil {
 		t.Fatal("an unclean name was accepted")
 	}
 }
@@ -90,14 +91,14 @@ func TestPendingCommitAbortAndLimit(t *testing.T) {
 func TestSealBindsBuildAndKey(t *testing.T) {
 	s, root := newStore(t)
 	for _, f := range []File{Certs, Credentials} {
-		p, err := s.PrepareSeal("b1", f, []byte("secret of "+f.String()))
+		p, err := s.PrepareSeal(context.Background(), "b1", f, []byte("secret of "+f.String()))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := p.Commit(); err != nil {
+		if err := p.Commit(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if got, err := s.Unseal("b1", f); err != nil || string(got) != "secret of "+f.String() {
+		if got, err := s.Unseal(context.Background(), "b1", f); err != nil || string(got) != "secret of "+f.String() {
 			t.Fatalf("unseal %s: %q %v", f, got, err)
 		}
 	}
@@ -108,19 +109,19 @@ func TestSealBindsBuildAndKey(t *testing.T) {
 	// Renamed to the other sealed kind it does not open.
 	b1 := filepath.Join(root, "files", "builds", "b1")
 	os.Rename(filepath.Join(b1, CredentialsFile), filepath.Join(b1, CertsFile))
-	if _, err := s.Unseal("b1", Certs); err == nil {
+	if _, err := s.Unseal(context.Background(), "b1", Certs); err == nil {
 		t.Fatal("sealed credentials opened as certificates")
 	}
 	// Moved to another build's directory it does not open.
 	os.MkdirAll(filepath.Join(root, "files", "builds", "b2"), 0o700)
 	os.Rename(filepath.Join(b1, CertsFile), filepath.Join(root, "files", "builds", "b2", CertsFile))
-	if _, err := s.Unseal("b2", Certs); err == nil {
+	if _, err := s.Unseal(context.Background(), "b2", Certs); err == nil {
 		t.Fatal("sealed file opened under another build id")
 	}
-	if err := s.RemoveSecrets("b2"); err != nil {
+	if err := s.RemoveSecrets(context.Background(), "b2"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Unseal("b2", Certs); !errors.Is(err, os.ErrNotExist) {
+	if _, err := s.Unseal(context.Background(), "b2", Certs); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("after RemoveSecrets: %v", err)
 	}
 	// The key persists across restarts; a different key cannot open.

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -23,6 +24,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -49,7 +51,9 @@ func newFarm(t testing.TB) *farm {
 	limits.PollBackstop = 200 * time.Millisecond
 	ctx := context.Background()
 	c, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DatabaseURL: dsn,
-		ReaperInterval: time.Hour, Store: cfg, Limits: limits}, log)
+		ReaperInterval: time.Hour, Store: cfg, Limits: limits,
+		// The webhook pages deliver to receivers on this machine.
+		Webhooks: webhooks.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,7 @@ func (r *Reaper) deleteCerts(ctx context.Context) {
 		return
 	}
 	for _, id := range ids {
-		if err := r.blobs.RemoveSecrets(id); err != nil {
+		if err := r.blobs.RemoveSecrets(ctx, id); err != nil {
 			r.log.WithError(err).WithField("build", id).Warn("reaper: delete certificates")
 			continue
 		}

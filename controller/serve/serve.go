@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs"
 	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
@@ -33,10 +35,14 @@ import (
 
 // Config is everything `serve` can be told.
 type Config struct {
-	Listen         string // host:port; port 0 picks a free one
-	DataDir        string // files, the certificate key, and the private database when DatabaseURL is empty
-	DatabaseURL    string // external Postgres; empty → a private cluster under DataDir/postgres
-	CertsKey       string // hex AES-256 key sealing certificates; empty → DataDir/certs.key (created once)
+	Listen      string // host:port; port 0 picks a free one
+	DataDir     string // files, the certificate key, and the private database when DatabaseURL is empty
+	DatabaseURL string // external Postgres; empty → a private cluster under DataDir/postgres
+	CertsKey    string // hex AES-256 key sealing certificates; empty → DataDir/certs.key (created once)
+	// BlobStore is where build files live: file://DIR, or
+	// s3://BUCKET/PREFIX?endpoint=URL&region=R (credentials from the
+	// standard AWS variables or shared files); empty → file://DataDir/files.
+	BlobStore      string
 	ReaperInterval time.Duration
 	MetricsPublic  bool          // serve /metrics without an admin key
 	PublicURL      string        // the URL phones reach the controller at, for install links; empty → each request's host
@@ -44,6 +50,7 @@ type Config struct {
 	LinkTTL        time.Duration // install link lifetime; 0 → 7 days
 	Store          store.Config
 	Limits         server.Limits
+	Webhooks       webhooks.Config // zero fields take webhooks.DefaultConfig's
 
 	// Name and AdvertiseURL describe this replica in the controller
 	// registry; defaults: the host name and the URL it listens on.
@@ -149,16 +156,25 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	if err != nil {
 		return nil, err
 	}
-	files, err := blobs.Open(filepath.Join(cfg.DataDir, "files"), key)
+	backend, err := OpenBlobStore(ctx, cfg)
 	if err != nil {
 		return nil, err
+	}
+	files, err := blobs.New(backend, key)
+	if err != nil {
+		return nil, err
+	}
+	if err := files.CheckSealKey(ctx); errors.Is(err, blobs.ErrKeyMismatch) {
+		return nil, fmt.Errorf("%w: give every controller sharing the blob store (--blob-store) and the database the same FREEAGENT_CERTS_KEY (without it, each uses its own DATA_DIR/certs.key)", err)
+	} else if err != nil {
+		return nil, fmt.Errorf("blob store (--blob-store): %w", err)
 	}
 	links, err := linkSigner(cfg)
 	if err != nil {
 		return nil, err
 	}
 	m := metrics.New(c.store, 0)
-	hooks, err := webhooks.New(c.store, key, webhooks.DefaultConfig(), m, log.WithField("component", "webhooks"))
+	hooks, err := webhooks.New(c.store, key, cfg.Webhooks, m, log.WithField("component", "webhooks"))
 	if err != nil {
 		return nil, err
 	}
@@ -320,6 +336,45 @@ func (c *Controller) closeResources() {
 			c.log.WithError(err).Warn("stopping the built-in PostgreSQL")
 		}
 	}
+}
+
+// OpenBlobStore opens the store cfg.BlobStore names, checking that it can
+// be used: an S3 bucket must exist and take the credentials. The error
+// names the setting and what to fix.
+func OpenBlobStore(ctx context.Context, cfg Config) (blobs.Backend, error) {
+	setting := "--blob-store (FREEAGENT_BLOB_STORE)"
+	raw := cfg.BlobStore
+	if raw == "" {
+		return blobs.NewDir(filepath.Join(cfg.DataDir, "files"))
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("%s %q: %w", setting, raw, err)
+	}
+	switch u.Scheme {
+	case "file":
+		if (u.Host != "" && u.Host != "localhost") || u.Path == "" || !filepath.IsAbs(filepath.FromSlash(u.Path)) || u.RawQuery != "" {
+			return nil, fmt.Errorf("%s %q: want file:///absolute/directory", setting, raw)
+		}
+		d, err := blobs.NewDir(filepath.FromSlash(u.Path))
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", setting, raw, err)
+		}
+		return d, nil
+	case "s3":
+		s3cfg, err := s3blobs.ParseURL(raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s %q: %w", setting, raw, err)
+		}
+		ctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		st, err := s3blobs.Open(ctx, s3cfg, s3blobs.Options{SpoolDir: filepath.Join(cfg.DataDir, "spool")})
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", setting, s3cfg, err)
+		}
+		return st, nil
+	}
+	return nil, fmt.Errorf("%s %q: want file:///DIR or s3://BUCKET/PREFIX?endpoint=URL&region=R", setting, raw)
 }
 
 func certsKey(cfg Config) ([]byte, error) {

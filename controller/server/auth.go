@@ -92,16 +92,17 @@ func (s *Server) worker(h func(http.ResponseWriter, *http.Request, store.WorkerA
 }
 
 func (s *Server) workerAuth(r *http.Request) (store.WorkerAuth, error) {
-	if _, err := s.apiKey(r, api.RoleWorker, api.RoleAdmin); err != nil {
+	key, err := s.apiKey(r, api.RoleWorker, api.RoleAdmin)
+	if err != nil {
 		return store.WorkerAuth{}, err
 	}
 	tok := r.Header.Get(api.HeaderWorkerToken)
 	if tok == "" {
 		return store.WorkerAuth{}, fmt.Errorf("%w: missing %s header; register first", store.ErrUnauthorized, api.HeaderWorkerToken)
 	}
-	wa, err := s.store.AuthenticateWorker(r.Context(), tok)
+	wa, err := s.store.AuthenticateWorker(r.Context(), tok, key)
 	if err != nil {
-		return wa, fmt.Errorf("worker token rejected (register again): %w", err)
+		return wa, fmt.Errorf("worker token rejected: unknown, expired, or issued to a worker registered with another API key (register again with this worker's key): %w", err)
 	}
 	return wa, nil
 }

@@ -532,7 +532,12 @@ func TestBadCredentials(t *testing.T) {
 		}
 		// Both work (and are cached) before the revocation.
 		biSend(t, "GET", u+"/api/builds", nil, api.HeaderAPIKey, dev).wantOK(t, http.StatusOK, nil)
-		biSend(t, "GET", u+"/api/workers/poll?wait=0", nil, api.HeaderAPIKey, wrk, api.HeaderWorkerToken, wA.Token).wantOK(t, http.StatusOK, nil)
+		// A worker token works only with the key that registered it.
+		reg, err := (&api.Client{BaseURL: u, APIKey: wrk}).Register(ctx, api.RegisterRequest{Name: "to-revoke", Capabilities: api.Capabilities{Platforms: []string{"ios"}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		biSend(t, "GET", u+"/api/workers/poll?wait=0", nil, api.HeaderAPIKey, wrk, api.HeaderWorkerToken, reg.AccessToken).wantOK(t, http.StatusOK, nil)
 		for _, id := range []string{dk.ID, wk.ID} {
 			if err := e.store.RevokeKey(ctx, id); err != nil {
 				t.Fatal(err)
@@ -548,6 +553,7 @@ func TestBadCredentials(t *testing.T) {
 		for _, c := range workerCalls(wA, A.Job) {
 			do(t, c, api.HeaderAPIKey, wrk).wantError(t, http.StatusUnauthorized, api.CodeUnauthorized)
 		}
+		biSend(t, "GET", u+"/api/workers/poll?wait=0", nil, api.HeaderAPIKey, wrk, api.HeaderWorkerToken, reg.AccessToken).wantError(t, http.StatusUnauthorized, api.CodeUnauthorized)
 		biUnchanged(t, e, before)
 	})
 

@@ -4,6 +4,7 @@ import (
 	"archive/zip"
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -45,7 +46,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 			}
 		}
 		if !committed {
-			s.blobs.RemoveBuild(nb.ID) //nolint:errcheck // best effort: nothing else refers to this fresh id
+			s.blobs.RemoveBuild(context.WithoutCancel(r.Context()), nb.ID) //nolint:errcheck // best effort: nothing else refers to this fresh id
 		}
 	}()
 	fail := func(err error) { s.fail(w, r, err) }
@@ -69,7 +70,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 				fail(err)
 				return
 			}
-			if source, err = s.blobs.Create(nb.ID, blobs.Source); err != nil {
+			if source, err = s.blobs.Create(r.Context(), nb.ID, blobs.Source); err != nil {
 				fail(err)
 				return
 			}
@@ -95,7 +96,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 				fail(err)
 				return
 			}
-			if certs, err = s.blobs.PrepareSeal(nb.ID, blobs.Certs, raw); err != nil {
+			if certs, err = s.blobs.PrepareSeal(r.Context(), nb.ID, blobs.Certs, raw); err != nil {
 				fail(err)
 				return
 			}
@@ -163,7 +164,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 		return
 	}
 	if creds != nil {
-		if sealedCreds, err = s.sealCredentials(nb.ID, creds); err != nil {
+		if sealedCreds, err = s.sealCredentials(r.Context(), nb.ID, creds); err != nil {
 			fail(err)
 			return
 		}
@@ -172,7 +173,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 	nb.Commit = func() error {
 		for _, p := range []*blobs.Pending{source, certs, sealedCreds} {
 			if p != nil {
-				if err := p.Commit(); err != nil {
+				if err := p.Commit(r.Context()); err != nil {
 					return err
 				}
 			}
@@ -190,7 +191,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 		status = http.StatusOK
 	}
 	writeJSON(w, status, api.SubmitResponse{ID: sub.Build.ID, Status: sub.Build.Status, AccessToken: sub.Token,
-		SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
+		AccessTokenExpiresAt: sub.TokenExpiresAt, SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
 }
 
 func applySubmitField(nb *store.NewBuild, name, v string) error {
@@ -233,14 +234,34 @@ func sniffArchive(br *bufio.Reader) (string, error) {
 	return "", fmt.Errorf("%w: file \"source\" is neither a .tar.gz nor a .zip archive", store.ErrInvalid)
 }
 
+// A certificates zip is a handful of small files. These bound what parsing
+// one may cost, whatever its headers claim: the entries it may list, and
+// the bytes actually decompressed from all of them together.
+const (
+	maxCertsEntries      = 50
+	maxCertsUncompressed = 10 << 20
+)
+
 // parseCerts validates a certificates zip: exactly one .p12, a password.txt,
-// any number of .mobileprovision profiles.
+// any number of .mobileprovision profiles. It runs on every submit, retry and
+// fetch, within maxCertsEntries and maxCertsUncompressed: a zip bomb is an
+// ErrInvalid, never a large allocation.
 func parseCerts(raw []byte) (api.CertsResponse, error) {
 	var out api.CertsResponse
+	// zip.NewReader keeps a record for every central directory header it
+	// finds, however many the archive's end record announces; each one
+	// starts with this signature, so counting them first bounds that too.
+	if n := bytes.Count(raw, []byte("PK\x01\x02")); n > maxCertsEntries {
+		return out, fmt.Errorf("%w: the certs zip lists %d entries; at most %d are accepted (it needs one .p12, password.txt and the .mobileprovision profiles)", store.ErrInvalid, n, maxCertsEntries)
+	}
 	zr, err := zip.NewReader(bytes.NewReader(raw), int64(len(raw)))
 	if err != nil {
 		return out, fmt.Errorf("%w: file \"certs\" is not a zip archive: %v", store.ErrInvalid, err)
 	}
+	if len(zr.File) > maxCertsEntries {
+		return out, fmt.Errorf("%w: the certs zip lists %d entries; at most %d are accepted (it needs one .p12, password.txt and the .mobileprovision profiles)", store.ErrInvalid, len(zr.File), maxCertsEntries)
+	}
+	budget := int64(maxCertsUncompressed) // bytes still allowed to be decompressed
 	var havePassword bool
 	for _, f := range zr.File {
 		if f.FileInfo().IsDir() {
@@ -250,19 +271,19 @@ func parseCerts(raw []byte) (api.CertsResponse, error) {
 		if strings.HasPrefix(base, ".") || strings.HasPrefix(f.Name, "__MACOSX/") {
 			continue
 		}
-		if f.UncompressedSize64 > 10<<20 {
-			return out, fmt.Errorf("%w: %s in the certs zip is larger than 10 MiB", store.ErrInvalid, base)
+		lower := strings.ToLower(base)
+		if !strings.HasSuffix(lower, ".p12") && lower != "password.txt" && !strings.HasSuffix(lower, ".mobileprovision") {
+			continue // never decompressed
 		}
-		rc, err := f.Open()
+		if f.UncompressedSize64 > uint64(budget) {
+			return out, fmt.Errorf("%w: the certs zip holds more than %d MiB once uncompressed (at %s)", store.ErrInvalid, maxCertsUncompressed>>20, base)
+		}
+		b, err := readZipEntry(f, budget)
 		if err != nil {
 			return out, fmt.Errorf("%w: cannot read %s in the certs zip: %v", store.ErrInvalid, base, err)
 		}
-		b, err := io.ReadAll(io.LimitReader(rc, 10<<20))
-		rc.Close()
-		if err != nil {
-			return out, fmt.Errorf("%w: cannot read %s in the certs zip: %v", store.ErrInvalid, base, err)
-		}
-		switch lower := strings.ToLower(base); {
+		budget -= int64(len(b))
+		switch {
 		case strings.HasSuffix(lower, ".p12"):
 			if out.P12 != nil {
 				return out, fmt.Errorf("%w: the certs zip holds more than one .p12 file; keep exactly one", store.ErrInvalid)
@@ -270,7 +291,7 @@ func parseCerts(raw []byte) (api.CertsResponse, error) {
 			out.P12 = b
 		case lower == "password.txt":
 			out.P12Password, havePassword = strings.TrimRight(string(b), "\r\n"), true
-		case strings.HasSuffix(lower, ".mobileprovision"):
+		default:
 			out.ProvisioningProfiles = append(out.ProvisioningProfiles, b)
 		}
 	}
@@ -284,6 +305,26 @@ func parseCerts(raw []byte) (api.CertsResponse, error) {
 		out.ProvisioningProfiles = [][]byte{}
 	}
 	return out, nil
+}
+
+// readZipEntry decompresses one entry, failing once it yields more than
+// limit bytes (its header may understate its size). The buffer grows with
+// what is actually read, never with what the header claims.
+func readZipEntry(f *zip.File, limit int64) ([]byte, error) {
+	rc, err := f.Open()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	var buf bytes.Buffer
+	n, err := buf.ReadFrom(io.LimitReader(rc, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if n > limit {
+		return nil, fmt.Errorf("it decompresses to more than the %d MiB a certs zip may hold", maxCertsUncompressed>>20)
+	}
+	return buf.Bytes(), nil
 }
 
 func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
@@ -338,6 +379,9 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, b buildAccess) {
 // build ends, so retrying a signed iOS build needs the certificates again as
 // a multipart "certs" file; a remote Android keystore is copied from the
 // farm again.
+//
+// A build token reads and cancels its build but creates no build: a retry
+// needs a developer (or admin) API key.
 func (s *Server) retry(w http.ResponseWriter, r *http.Request, b buildAccess) {
 	sub, err := s.retryBuild(w, r, b.ID, b.KeyID)
 	if err != nil {
@@ -345,12 +389,15 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request, b buildAccess) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, api.SubmitResponse{ID: sub.Build.ID, Status: sub.Build.Status, AccessToken: sub.Token,
-		SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
+		AccessTokenExpiresAt: sub.TokenExpiresAt, SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
 }
 
-// retryBuild queues the retry of build id for the key keyID ("" when a
-// build token was used: the original submitter's key).
+// retryBuild queues the retry of build id for the developer or admin key
+// keyID; "" (a build token) is refused.
 func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID string) (store.Submitted, error) {
+	if keyID == "" {
+		return store.Submitted{}, fmt.Errorf("%w: a build token cannot create builds; retry with a developer API key (%s)", store.ErrForbidden, api.HeaderAPIKey)
+	}
 	src, err := s.store.RetrySource(r.Context(), id)
 	if err != nil {
 		return store.Submitted{}, err
@@ -362,9 +409,6 @@ func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID st
 		SubmittedBy: keyID, RetryOf: id, SourceSize: src.SourceSize, SourceSHA256: src.SourceSHA256,
 		SourceFormat: src.SourceFormat, BaseImage: src.BaseImage, Timeout: src.Timeout, HasCerts: src.HadCerts,
 		HasCredentials: src.HadCredentials, Spec: src.Spec}
-	if nb.SubmittedBy == "" {
-		nb.SubmittedBy = src.SubmittedBy
-	}
 	committed := false
 	var pendings []*blobs.Pending
 	defer func() {
@@ -372,10 +416,10 @@ func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID st
 			p.Abort()
 		}
 		if !committed {
-			s.blobs.RemoveBuild(nb.ID) //nolint:errcheck
+			s.blobs.RemoveBuild(context.WithoutCancel(r.Context()), nb.ID) //nolint:errcheck
 		}
 	}()
-	source, err := s.blobs.CopySource(id, nb.ID)
+	source, err := s.blobs.CopySource(r.Context(), id, nb.ID)
 	if err != nil {
 		return store.Submitted{}, err
 	}
@@ -396,7 +440,7 @@ func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID st
 	}
 	nb.Commit = func() error {
 		for _, p := range pendings {
-			if err := p.Commit(); err != nil {
+			if err := p.Commit(r.Context()); err != nil {
 				return err
 			}
 		}
@@ -428,11 +472,11 @@ func (s *Server) retryCerts(w http.ResponseWriter, r *http.Request, from, to str
 			if _, err := parseCerts(raw); err != nil {
 				return nil, err
 			}
-			return s.blobs.PrepareSeal(to, blobs.Certs, raw)
+			return s.blobs.PrepareSeal(r.Context(), to, blobs.Certs, raw)
 		}
 	}
 	if !deleted {
-		p, err := s.blobs.CopySealed(from, to, blobs.Certs)
+		p, err := s.blobs.CopySealed(r.Context(), from, to, blobs.Certs)
 		// The file may be gone a moment before the record says so.
 		if !errors.Is(err, os.ErrNotExist) {
 			return p, err
@@ -446,7 +490,7 @@ func (s *Server) retryCerts(w http.ResponseWriter, r *http.Request, from, to str
 // came from there.
 func (s *Server) retryCredentials(r *http.Request, from, to string, src store.RetrySource) (*blobs.Pending, error) {
 	if !src.CertsDeleted {
-		p, err := s.blobs.CopySealed(from, to, blobs.Credentials)
+		p, err := s.blobs.CopySealed(r.Context(), from, to, blobs.Credentials)
 		// The file may be gone a moment before the record says so.
 		if !errors.Is(err, os.ErrNotExist) {
 			return p, err
@@ -465,7 +509,7 @@ func (s *Server) retryCredentials(r *http.Request, from, to string, src store.Re
 	if err != nil {
 		return nil, err
 	}
-	return s.sealCredentials(to, &api.BuildCredentials{Android: ks})
+	return s.sealCredentials(r.Context(), to, &api.BuildCredentials{Android: ks})
 }
 
 func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request, b buildAccess) {
@@ -486,23 +530,41 @@ func (s *Server) serveArtifact(w http.ResponseWriter, r *http.Request, id, name 
 	s.serveFile(w, r, id, blobs.Artifact(name), name, "application/octet-stream", a.SHA256)
 }
 
+// directTTL is how long a direct download URL works: long enough to start
+// the transfer (the service checks it when the request arrives), short
+// enough that a leaked link is soon useless. A resumed download asks the
+// controller again and gets a fresh one.
+const directTTL = 5 * time.Minute
+
 // serveFile streams a stored build file with Range, ETag (its SHA-256) and
-// X-Checksum-Sha256 support.
+// X-Checksum-Sha256 support; when the store hands out direct URLs (S3), a
+// GET is answered with a 307 to one instead, carrying the same checksum
+// headers, and the client's Range goes with it.
 func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, buildID string, file blobs.File, downloadName, contentType, sha256hex string) {
-	f, err := s.blobs.Open(buildID, file)
+	disposition := fmt.Sprintf("attachment; filename=%q", downloadName)
+	if r.Method == http.MethodGet {
+		u, err := s.blobs.DirectURL(r.Context(), buildID, file, directTTL, contentType, disposition)
+		if err != nil {
+			s.fail(w, r, fmt.Errorf("sign a download of %s of build %s: %w", file, buildID, err))
+			return
+		}
+		if u != "" {
+			w.Header().Set("ETag", `"`+sha256hex+`"`)
+			w.Header().Set(api.HeaderChecksum, sha256hex)
+			w.Header().Set("Cache-Control", "no-store") // the URL expires; never cache the redirect
+			http.Redirect(w, r, u, http.StatusTemporaryRedirect)
+			return
+		}
+	}
+	f, info, err := s.blobs.Open(r.Context(), buildID, file)
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("open %s of build %s: %w", file, buildID, err))
 		return
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("open %s of build %s: %w", file, buildID, err))
-		return
-	}
 	w.Header().Set("Content-Type", contentType)
 	w.Header().Set("ETag", `"`+sha256hex+`"`)
 	w.Header().Set(api.HeaderChecksum, sha256hex)
-	w.Header().Set("Content-Disposition", fmt.Sprintf("attachment; filename=%q", downloadName))
-	http.ServeContent(w, r, "", st.ModTime(), f)
+	w.Header().Set("Content-Disposition", disposition)
+	http.ServeContent(w, r, "", info.ModTime, f)
 }

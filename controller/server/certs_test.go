@@ -3,8 +3,13 @@ package server_test
 import (
 	"archive/zip"
 	"bytes"
+	"compress/flate"
 	"context"
 	"errors"
+	"fmt"
+	"hash/crc32"
+	"maps"
+	"mime/multipart"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -12,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs"
 )
 
 func certsZip(t testing.TB, files map[string]string) []byte {
@@ -120,5 +126,113 @@ func TestCertsZipValidation(t *testing.T) {
 	entries, _ := os.ReadDir(filepath.Join(e.dataDir, "files", "builds"))
 	if n != 0 || len(entries) != 0 {
 		t.Fatalf("rejected submits left %d builds and %d directories", n, len(entries))
+	}
+}
+
+// TestCertsZipBounds: a certificates zip may list at most 50 entries and
+// decompress to at most 10 MiB in all, whatever its headers claim; each
+// breach is a 422 on submit, on a retry that sends certificates, and when
+// the stored zip is parsed for the VM.
+func TestCertsZipBounds(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	base := map[string]string{"dist.p12": "P12", "password.txt": "pw"}
+	with := func(extra map[string]string) []byte {
+		files := maps.Clone(base)
+		maps.Copy(files, extra)
+		return certsZip(t, files)
+	}
+	many := map[string]string{}
+	for i := range 49 {
+		many[fmt.Sprintf("p%02d.mobileprovision", i)] = "x"
+	}
+	four := strings.Repeat("z", 4<<20)
+	// An entry whose header says 3 bytes but which inflates to 20 MiB.
+	var lying bytes.Buffer
+	{
+		var deflated bytes.Buffer
+		fw, _ := flate.NewWriter(&deflated, flate.BestCompression)
+		fw.Write(make([]byte, 20<<20))
+		fw.Close()
+		zw := zip.NewWriter(&lying)
+		for name, body := range base {
+			w, _ := zw.Create(name)
+			w.Write([]byte(body))
+		}
+		w, err := zw.CreateRaw(&zip.FileHeader{Name: "big.mobileprovision", Method: zip.Deflate,
+			CompressedSize64: uint64(deflated.Len()), UncompressedSize64: 3, CRC32: crc32.ChecksumIEEE([]byte("abc"))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(deflated.Bytes())
+		zw.Close()
+	}
+	bombs := map[string][]byte{
+		"51 entries":          with(many),
+		"12 MiB in three":     with(map[string]string{"a.mobileprovision": four, "b.mobileprovision": four, "c.mobileprovision": four}),
+		"header understates":  lying.Bytes(),
+		"one entry of 11 MiB": with(map[string]string{"a.mobileprovision": strings.Repeat("z", 11<<20)}),
+	}
+	src := func() *bytes.Reader { return bytes.NewReader(project(t, map[string]string{"n": randomID()})) }
+	for name, bomb := range bombs {
+		_, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Source: src(), Certs: bytes.NewReader(bomb)})
+		if api.StatusOf(err) != http.StatusUnprocessableEntity {
+			t.Errorf("submit %s: want 422, got %v", name, err)
+		}
+	}
+	// Just inside the bounds: 50 entries, 8 MiB.
+	delete(many, "p00.mobileprovision")
+	for name, ok := range map[string][]byte{"8 MiB": with(map[string]string{"a.mobileprovision": four, "b.mobileprovision": four}), "50 entries": with(many)} {
+		sub, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Source: src(), Certs: bytes.NewReader(ok)})
+		if err != nil {
+			t.Fatalf("a zip within the bounds (%s): %v", name, err)
+		}
+		if _, err := e.developer.Cancel(ctx, sub.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Retry with certificates sent again.
+	sub, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Source: src(), Certs: bytes.NewReader(with(nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.developer.Cancel(ctx, sub.ID); err != nil {
+		t.Fatal(err)
+	}
+	for name, bomb := range bombs {
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		fw, _ := mw.CreateFormFile("certs", "certs.zip")
+		fw.Write(bomb)
+		mw.Close()
+		req, _ := http.NewRequest(http.MethodPost, e.URL+"/api/builds/"+sub.ID+"/retry", &body)
+		req.Header.Set("Content-Type", mw.FormDataContentType())
+		req.Header.Set(api.HeaderAPIKey, e.devKey)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnprocessableEntity {
+			t.Errorf("retry %s: want 422, got %d", name, resp.StatusCode)
+		}
+	}
+	// The parse for the VM is bounded too (a stored zip from an older controller).
+	sub, err = e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Source: src(), Certs: bytes.NewReader(with(nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.blobs.PrepareSeal(context.Background(), sub.ID, blobs.Certs, bombs["12 MiB in three"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	_, vmToken := e.startVM(e.register("mac", api.Capabilities{Platforms: []string{"ios"}}), sub.ID)
+	_, err = (&api.Client{BaseURL: e.URL}).CertsSecure(ctx, sub.ID, vmToken)
+	if api.StatusOf(err) != http.StatusUnprocessableEntity {
+		t.Fatalf("fetching a stored bomb: want 422, got %v", err)
 	}
 }

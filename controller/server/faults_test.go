@@ -490,7 +490,10 @@ func TestRetryAndIdempotentSubmit(t *testing.T) {
 	if b := e.build(first.ID); b.Status != api.StatusFailed || *b.ErrorMessage != "gradle failed" {
 		t.Fatalf("failed build: %+v", b)
 	}
-	retry, err := (&api.Client{BaseURL: e.URL, BuildToken: second.AccessToken}).Retry(ctx, first.ID)
+	// A build token creates no build: a retry needs a developer key.
+	_, err = (&api.Client{BaseURL: e.URL, BuildToken: second.AccessToken}).Retry(ctx, first.ID)
+	wantStatus(t, err, http.StatusForbidden)
+	retry, err := e.developer.Retry(ctx, first.ID)
 	if err != nil || retry.ID == first.ID || retry.Status != api.StatusPending || retry.AccessToken == "" {
 		t.Fatalf("retry: %+v %v", retry, err)
 	}

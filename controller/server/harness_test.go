@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"net/http/httptest"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -137,12 +138,16 @@ func (e *env) start() {
 	t.Cleanup(e.stop)
 }
 
+// loopbackAllowed lets deliveries reach the tests' receivers on 127.0.0.1,
+// as an admin's --webhook-allow 127.0.0.0/8 would.
+var loopbackAllowed = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+
 // dispatcher returns a webhook dispatcher (not running) with test timings:
-// checks every 50 ms, 2 s timeout, backoff 200 ms doubling.
+// checks every 50 ms, 2 s timeout, backoff 200 ms doubling; loopback allowed.
 func (e *env) dispatcher(st *store.Store) *webhooks.Dispatcher {
 	e.t.Helper()
 	d, err := webhooks.New(st, e.key, webhooks.Config{Interval: 50 * time.Millisecond, Timeout: 2 * time.Second,
-		BackoffBase: 200 * time.Millisecond}, e.metrics, testLogger(e.t))
+		BackoffBase: 200 * time.Millisecond, Allow: loopbackAllowed}, e.metrics, testLogger(e.t))
 	if err != nil {
 		e.t.Fatal(err)
 	}

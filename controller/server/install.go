@@ -97,7 +97,7 @@ func (s *Server) installManifest(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: build %s has no .ipa to install", store.ErrNotFound, b.ID))
 		return
 	}
-	f, err := s.blobs.Open(b.ID, blobs.Artifact(ipa.Name))
+	f, _, err := s.blobs.Open(r.Context(), b.ID, blobs.Artifact(ipa.Name))
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("open %s of build %s: %w", ipa.Name, b.ID, err))
 		return

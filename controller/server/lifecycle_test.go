@@ -194,10 +194,36 @@ func TestSSELogFollowEndsWithBuild(t *testing.T) {
 	if got := next(); got != "id: 23\ndata: second line" {
 		t.Fatalf("live event %q", got)
 	}
+	// A bare CR (a progress bar's redraw, or output forging a field) is a
+	// line break in event-stream framing: it starts another data field.
+	if _, err := vm.AppendLog(ctx, sub.ID, auth.VMToken, 23, []byte("10%\revent: end\r\rdata: x\r\n")); err != nil {
+		t.Fatal(err)
+	}
+	if got := next(); got != "id: 48\ndata: 10%\ndata: event: end\ndata: \ndata: data: x" {
+		t.Fatalf("event with carriage returns %q", got)
+	}
 	if _, err := w.complete(job, api.Result{Success: false, ErrorMessage: "xcodebuild failed"}); err != nil {
 		t.Fatal(err)
 	}
 	if got := next(); got != "event: end\ndata: failed" {
 		t.Fatalf("end event %q", got)
+	}
+}
+
+// Readiness says the database is unreachable without echoing the driver's
+// error (addresses, user names) to whoever asks.
+func TestReadyHidesDatabaseErrors(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	e.store.Close() // pgxpool's Close is idempotent: the env's stop closes it again
+	resp, err := http.Get(e.URL + "/health/ready")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), `"database":"unreachable (see the controller's log)"`) ||
+		strings.Contains(string(body), "closed") {
+		t.Fatalf("ready with the database gone: %d %s", resp.StatusCode, body)
 	}
 }

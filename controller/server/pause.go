@@ -19,3 +19,13 @@ func (s *Server) setPaused(w http.ResponseWriter, r *http.Request, paused bool) 
 	}
 	writeJSON(w, http.StatusOK, wk)
 }
+
+// acknowledgeWorker clears a worker's needs-attention state.
+func (s *Server) acknowledgeWorker(w http.ResponseWriter, r *http.Request) {
+	wk, err := s.store.AcknowledgeWorker(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wk)
+}

@@ -52,6 +52,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, r, http.StatusNotFound, api.CodeNotFound, strings.TrimPrefix(err.Error(), store.ErrNotFound.Error()+": "))
 	case errors.Is(err, store.ErrLeaseLost):
 		writeError(w, r, http.StatusConflict, api.CodeLeaseLost, err.Error())
+	case errors.Is(err, store.ErrGone):
+		writeError(w, r, http.StatusGone, api.CodeGone, strings.TrimPrefix(err.Error(), store.ErrGone.Error()+": "))
 	case errors.Is(err, store.ErrConflict):
 		writeError(w, r, http.StatusConflict, api.CodeConflict, strings.TrimPrefix(err.Error(), store.ErrConflict.Error()+": "))
 	case errors.Is(err, r.Context().Err()) && r.Context().Err() != nil:

@@ -137,6 +137,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/workers", s.admin(s.listWorkers))
 	m.HandleFunc("POST /api/workers/{id}/pause", s.admin(s.pauseWorker))
 	m.HandleFunc("POST /api/workers/{id}/resume", s.admin(s.resumeWorker))
+	m.HandleFunc("POST /api/workers/{id}/acknowledge", s.admin(s.acknowledgeWorker))
 	m.HandleFunc("GET /api/events", s.admin(s.listEvents))
 	m.HandleFunc("GET /api/events/verify", s.admin(s.verifyEvents))
 	m.HandleFunc("GET /api/controllers", s.admin(s.listControllers))
@@ -178,6 +179,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/builds/{id}/credentials", s.vm(s.buildCredentials))
 	m.HandleFunc("POST /api/builds/{id}/logs", s.vm(s.appendLog))
 	m.HandleFunc("POST /api/builds/{id}/artifacts", s.vm(s.uploadArtifact))
+	m.HandleFunc("POST /api/builds/{id}/artifacts/direct", s.vm(s.startDirectUpload))
+	m.HandleFunc("POST /api/builds/{id}/artifacts/direct/complete", s.vm(s.completeDirectUpload))
 
 	noEndpoint := func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, r, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
@@ -253,7 +256,12 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 	body := map[string]string{"status": "ready", "database": "ok", "migrations": "current"}
 	status := http.StatusOK
 	if err := s.store.Ping(ctx); err != nil {
-		body["status"], body["database"] = "unavailable", err.Error()
+		// The cause goes to the log: an anonymous caller learns only that
+		// the database is unreachable, not its address, user or error text.
+		if s.log != nil {
+			s.log.WithError(err).Warn("readiness: the database does not answer")
+		}
+		body["status"], body["database"] = "unavailable", "unreachable (see the controller's log)"
 		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}

@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -204,10 +205,10 @@ func (s *Server) submitCredentials(r *http.Request, platform string, spec *api.B
 }
 
 // sealCredentials seals a build's credentials into its pending file.
-func (s *Server) sealCredentials(buildID string, c *api.BuildCredentials) (*blobs.Pending, error) {
+func (s *Server) sealCredentials(ctx context.Context, buildID string, c *api.BuildCredentials) (*blobs.Pending, error) {
 	raw, err := json.Marshal(c)
 	if err != nil {
 		return nil, fmt.Errorf("encode the credentials: %w", err)
 	}
-	return s.blobs.PrepareSeal(buildID, blobs.Credentials, raw)
+	return s.blobs.PrepareSeal(ctx, buildID, blobs.Credentials, raw)
 }

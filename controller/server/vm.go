@@ -3,13 +3,16 @@ package server
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -47,7 +50,7 @@ func (s *Server) downloadSource(w http.ResponseWriter, r *http.Request, buildID 
 	s.serveFile(w, r, buildID, blobs.Source, "source."+files.SourceFormat, contentType, files.SourceSHA256)
 }
 
-func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, _ string) {
+func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {
 	files, err := s.store.Files(r.Context(), buildID)
 	if err != nil {
 		s.fail(w, r, err)
@@ -57,7 +60,7 @@ func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, _ 
 		s.fail(w, r, fmt.Errorf("%w: build %s has no signing certificates", store.ErrNotFound, buildID))
 		return
 	}
-	raw, err := s.blobs.Unseal(buildID, blobs.Certs)
+	raw, err := s.blobs.Unseal(r.Context(), buildID, blobs.Certs)
 	if errors.Is(err, os.ErrNotExist) {
 		s.fail(w, r, fmt.Errorf("%w: build %s has no signing certificates", store.ErrNotFound, buildID))
 		return
@@ -75,13 +78,47 @@ func (s *Server) certsSecure(w http.ResponseWriter, r *http.Request, buildID, _ 
 	pw := make([]byte, 24)
 	rand.Read(pw) //nolint:errcheck // crypto/rand does not fail on supported platforms
 	certs.KeychainPassword = base64.RawURLEncoding.EncodeToString(pw)
-	writeJSON(w, http.StatusOK, certs)
+	body, err := json.Marshal(certs)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("encode the certificates: %w", err))
+		return
+	}
+	s.sendOnce(w, r, buildID, attemptID, store.SecretCerts, body)
+}
+
+// sendOnce answers with one of the attempt's sealed files, at most once per
+// attempt (later fetches get 410 Gone). The fetch counts once the whole
+// body was handed to the connection: a write that fails undoes it, so the
+// VM's retry after a broken connection gets the file; a VM that loses a
+// body the controller wrote out whole fails its attempt, and the next
+// attempt fetches again.
+func (s *Server) sendOnce(w http.ResponseWriter, r *http.Request, buildID, attemptID, what string, body []byte) {
+	if err := s.store.TakeSecret(r.Context(), buildID, attemptID, what); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	_, err := w.Write(body)
+	if err == nil {
+		err = http.NewResponseController(w).Flush()
+	}
+	if err != nil {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), 5*time.Second)
+		defer cancel()
+		if rerr := s.store.ReturnSecret(ctx, buildID, attemptID, what); rerr != nil {
+			s.log.WithError(rerr).WithField("build_id", buildID).Warn("the VM's fetch broke off, and undoing its record failed: the attempt cannot fetch again")
+		}
+	}
 }
 
 // buildJob answers the VM with its build's spec and the variables of the
 // spec's project and environment, values included (secret ones too: the
-// VM is the one place they are for).
-func (s *Server) buildJob(w http.ResponseWriter, r *http.Request, buildID, _ string) {
+// VM is the one place they are for). A job carrying sensitive or secret
+// values leaves once per attempt, like the credentials.
+func (s *Server) buildJob(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {
 	spec, err := s.store.Spec(r.Context(), buildID)
 	if err != nil {
 		s.fail(w, r, err)
@@ -94,11 +131,21 @@ func (s *Server) buildJob(w http.ResponseWriter, r *http.Request, buildID, _ str
 			return
 		}
 	}
-	writeJSON(w, http.StatusOK, job)
+	if !slices.ContainsFunc(job.Variables, func(v api.Variable) bool { return v.Visibility != api.VisibilityPlaintext }) {
+		writeJSON(w, http.StatusOK, job) // nothing secret in it: no once-only rule, and a hand-back stays free
+		return
+	}
+	body, err := json.Marshal(job)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("encode the build job: %w", err))
+		return
+	}
+	s.sendOnce(w, r, buildID, attemptID, store.SecretSecrets, body)
 }
 
-// buildCredentials answers the VM with its build's sealed credentials.
-func (s *Server) buildCredentials(w http.ResponseWriter, r *http.Request, buildID, _ string) {
+// buildCredentials answers the VM with its build's sealed credentials, once
+// per attempt.
+func (s *Server) buildCredentials(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {
 	files, err := s.store.Files(r.Context(), buildID)
 	if err != nil {
 		s.fail(w, r, err)
@@ -109,7 +156,7 @@ func (s *Server) buildCredentials(w http.ResponseWriter, r *http.Request, buildI
 		s.fail(w, r, none)
 		return
 	}
-	raw, err := s.blobs.Unseal(buildID, blobs.Credentials)
+	raw, err := s.blobs.Unseal(r.Context(), buildID, blobs.Credentials)
 	if errors.Is(err, os.ErrNotExist) {
 		s.fail(w, r, none)
 		return
@@ -118,9 +165,7 @@ func (s *Server) buildCredentials(w http.ResponseWriter, r *http.Request, buildI
 		s.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Cache-Control", "no-store")
-	w.Write(raw) //nolint:errcheck // validated at submit; the client went away otherwise
+	s.sendOnce(w, r, buildID, attemptID, store.SecretCredentials, raw)
 }
 
 func (s *Server) appendLog(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {
@@ -168,7 +213,7 @@ func (s *Server) uploadArtifact(w http.ResponseWriter, r *http.Request, buildID,
 			s.fail(w, r, badRequest("the artifact's file name %q is not a usable file name; send a plain name such as app-release.apk", part.FileName()))
 			return
 		}
-		p, err := s.blobs.Create(buildID, blobs.Artifact(name))
+		p, err := s.blobs.Create(r.Context(), buildID, blobs.Artifact(name))
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -182,7 +227,7 @@ func (s *Server) uploadArtifact(w http.ResponseWriter, r *http.Request, buildID,
 			s.fail(w, r, err)
 			return
 		}
-		a := &store.PendingArtifact{Name: name, Size: p.Size(), SHA256: p.SHA256(), Commit: p.Commit}
+		a := &store.PendingArtifact{Name: name, Size: p.Size(), SHA256: p.SHA256(), Commit: func() error { return p.Commit(r.Context()) }}
 		if err := s.store.AddArtifact(r.Context(), buildID, attemptID, a); err != nil {
 			s.fail(w, r, err)
 			return
@@ -190,6 +235,18 @@ func (s *Server) uploadArtifact(w http.ResponseWriter, r *http.Request, buildID,
 		writeJSON(w, http.StatusCreated, api.Artifact{Name: a.Name, Size: a.Size, SHA256: a.SHA256, URL: store.ArtifactURL(buildID, a.Name)})
 		return
 	}
+}
+
+// writeEvent writes one log line as an event. A bare CR ends a line in
+// event-stream framing, so a CR inside the line (a progress bar's redraw)
+// starts another data field of the same event, which the client joins with
+// "\n"; written raw, it would let build output forge fields (event: end).
+func writeEvent(w io.Writer, id int64, line []byte) {
+	fmt.Fprintf(w, "id: %d\n", id)
+	for _, part := range bytes.Split(line, []byte{'\r'}) {
+		fmt.Fprintf(w, "data: %s\n", part)
+	}
+	io.WriteString(w, "\n")
 }
 
 // readLogs returns log bytes from ?after=N as text/plain, or with Accept:
@@ -258,12 +315,12 @@ func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, buildID stri
 				break
 			}
 			lineEnd += int64(i + 1)
-			fmt.Fprintf(bw, "id: %d\ndata: %s\n\n", lineEnd, bytes.TrimRight(data[:i], "\r"))
+			writeEvent(bw, lineEnd, bytes.TrimRight(data[:i], "\r"))
 			data = data[i+1:]
 		}
 		if after >= slice.Length && slice.Status.Terminal() {
 			if len(partial) > 0 {
-				fmt.Fprintf(bw, "id: %d\ndata: %s\n\n", after, partial)
+				writeEvent(bw, after, partial)
 			}
 			fmt.Fprintf(bw, "event: end\ndata: %s\n\n", slice.Status)
 			bw.Flush()

@@ -444,7 +444,7 @@ func TestWebhookBurstNotBoundByInterval(t *testing.T) {
 			break
 		}
 	}
-	d, err := webhooks.New(e.store, e.key, webhooks.Config{Interval: time.Hour, Concurrency: 4}, nil, testLogger(t))
+	d, err := webhooks.New(e.store, e.key, webhooks.Config{Interval: time.Hour, Concurrency: 4, Allow: loopbackAllowed}, nil, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,4 +457,54 @@ func TestWebhookBurstNotBoundByInterval(t *testing.T) {
 		defer mu.Unlock()
 		return len(seen) == burst
 	})
+}
+
+// Deliveries reach public addresses only: a loopback, private or
+// link-local target (the cloud metadata service) is refused when dialled,
+// whatever name led there, unless an admin allows it (--webhook-allow).
+func TestWebhookRefusesNonPublicTargetsAtDialTime(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	rcv, srv := newReceiver(t, 0)
+	port := srv.URL[strings.LastIndex(srv.URL, ":")+1:]
+	local, err := e.admin.CreateWebhook(ctx, api.WebhookRequest{URL: "http://localhost:" + port + "/hook", Events: []string{"build.submitted"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	metadata, err := e.admin.CreateWebhook(ctx, api.WebhookRequest{URL: "https://169.254.169.254/latest/meta-data", Events: []string{"build.submitted"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.runSealer()
+	d, err := webhooks.New(e.store, e.key, webhooks.Config{Interval: 50 * time.Millisecond, Timeout: 2 * time.Second,
+		BackoffBase: time.Hour}, nil, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { d.Run(runCtx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	e.submit("ios")
+	for hook, ip := range map[string]string{local.ID: "127.0.0.1", metadata.ID: "169.254.169.254"} {
+		eventually(t, 10*time.Second, "a refused attempt to "+ip, func() bool {
+			dl, err := e.admin.WebhookDeliveries(ctx, hook, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(dl.Deliveries) != 1 || dl.Deliveries[0].Attempts == 0 {
+				return false
+			}
+			last := dl.Deliveries[0].LastError
+			want := "webhook target " + ip + " is not a public address: allow it with --webhook-allow " + ip
+			if last == nil || !strings.Contains(*last, want) {
+				t.Fatalf("delivery to %s: last error %v, want %q", ip, last, want)
+			}
+			return true
+		})
+	}
+	if acc, _ := rcv.snapshot(); len(acc) != 0 {
+		t.Fatalf("a refused target received %d deliveries", len(acc))
+	}
 }

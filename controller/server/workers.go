@@ -17,13 +17,13 @@ import (
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
-func (s *Server) register(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
+func (s *Server) register(w http.ResponseWriter, r *http.Request, key store.APIKey) {
 	var req api.RegisterRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	reg, err := s.store.Register(r.Context(), req)
+	reg, err := s.store.Register(r.Context(), req, key)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -190,7 +190,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerA
 			s.fail(w, r, badRequest("the \"result\" file name %q is not a usable file name", part.FileName()))
 			return
 		}
-		if pending, err = s.blobs.Create(res.BuildID, blobs.Artifact(name)); err != nil {
+		if pending, err = s.blobs.Create(r.Context(), res.BuildID, blobs.Artifact(name)); err != nil {
 			s.fail(w, r, err)
 			return
 		}
@@ -226,7 +226,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerA
 			s.fail(w, r, err)
 			return
 		}
-		res.Artifact = &store.PendingArtifact{Name: name, Size: pending.Size(), SHA256: pending.SHA256(), Commit: pending.Commit}
+		res.Artifact = &store.PendingArtifact{Name: name, Size: pending.Size(), SHA256: pending.SHA256(), Commit: func() error { return pending.Commit(r.Context()) }}
 	}
 	resp, err := s.store.Complete(r.Context(), wa, res)
 	if err != nil {

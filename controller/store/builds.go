@@ -47,9 +47,10 @@ func ValidatePlatform(p string) error {
 
 // Submitted is the result of Submit.
 type Submitted struct {
-	Build     api.Build
-	Token     string
-	Duplicate bool // an earlier submit with the same Idempotency-Key; no new build was made
+	Build          api.Build
+	Token          string
+	TokenExpiresAt time.Time // the build token's end (BuildTokenTTL after the submit)
+	Duplicate      bool      // an earlier submit with the same Idempotency-Key; no new build was made
 }
 
 // Submit queues a build. With an idempotency key, a repeat returns the first
@@ -88,21 +89,24 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 			MaxAttempts: s.cfg.MaxAttempts, Artifacts: []api.Artifact{}}
 		err := t.QueryRow(ctx, `
 			INSERT INTO builds (id, status, platform, profile, priority, token_hash, submitted_by, idempotency_key, retry_of,
-				source_size, source_sha256, source_format, has_certs, base_image, timeout_seconds, max_attempts, has_credentials, spec)
-			VALUES ($1, 'pending', $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), NULLIF($8, ''), $9, $10, $11, $12, NULLIF($13, ''), $14, $15, $16, $17)
+				source_size, source_sha256, source_format, has_certs, base_image, timeout_seconds, max_attempts, has_credentials, spec,
+				token_expires_at)
+			VALUES ($1, 'pending', $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), NULLIF($8, ''), $9, $10, $11, $12, NULLIF($13, ''), $14, $15, $16, $17,
+				now() + $18::interval)
 			ON CONFLICT (submitted_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 			RETURNING id, submitted_at, retry_of, (SELECT count(*) + 1 FROM builds p WHERE p.status = 'pending'
-				AND (p.priority, p.submitted_at, p.id) < (builds.priority, builds.submitted_at, builds.id))`,
+				AND (p.priority, p.submitted_at, p.id) < (builds.priority, builds.submitted_at, builds.id)), token_expires_at`,
 			nb.ID, nb.Platform, nb.Profile, nb.Priority, hash, nb.SubmittedBy, nb.IdempotencyKey, nb.RetryOf,
 			nb.SourceSize, nb.SourceSHA256, nb.SourceFormat, nb.HasCerts, nb.BaseImage, int(timeout.Seconds()), s.cfg.MaxAttempts,
-			nb.HasCredentials, specParam(nb.Spec),
-		).Scan(&b.ID, &b.SubmittedAt, &b.RetryOf, &pos)
+			nb.HasCredentials, specParam(nb.Spec), s.cfg.BuildTokenTTL,
+		).Scan(&b.ID, &b.SubmittedAt, &b.RetryOf, &pos, &out.TokenExpiresAt)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 			out.Duplicate = true
 			var id string
-			err = t.QueryRow(ctx, `UPDATE builds SET token_hash = $3 WHERE submitted_by = $1 AND idempotency_key = $2 RETURNING id`,
-				nb.SubmittedBy, nb.IdempotencyKey, hash).Scan(&id)
+			err = t.QueryRow(ctx, `UPDATE builds SET token_hash = $3, token_expires_at = now() + $4::interval
+				WHERE submitted_by = $1 AND idempotency_key = $2 RETURNING id, token_expires_at`,
+				nb.SubmittedBy, nb.IdempotencyKey, hash, s.cfg.BuildTokenTTL).Scan(&id, &out.TokenExpiresAt)
 			if err != nil {
 				return fmt.Errorf("find build for Idempotency-Key: %w", err)
 			}
@@ -353,14 +357,23 @@ func decodeCursor(c string) (time.Time, string, error) {
 	return t, id, nil
 }
 
-// BuildAuth says which build a build token belongs to.
+// AuthenticateBuildToken says which build a build token belongs to. A
+// token works until BuildTokenTTL after its submit, and only while the key
+// that submitted the build is live: revoking a key ends its builds' tokens.
 func (s *Store) AuthenticateBuildToken(ctx context.Context, token string) (buildID string, err error) {
-	err = s.pool.QueryRow(ctx, `SELECT id FROM builds WHERE token_hash = $1`, HashSecret(token)).Scan(&buildID)
-	if errors.Is(err, pgx.ErrNoRows) {
+	var expired, keyLive bool
+	err = s.pool.QueryRow(ctx, `SELECT b.id, b.token_expires_at <= now(), k.id IS NOT NULL AND k.revoked_at IS NULL
+		FROM builds b LEFT JOIN api_keys k ON k.id = b.submitted_by WHERE b.token_hash = $1`,
+		HashSecret(token)).Scan(&buildID, &expired, &keyLive)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
 		return "", ErrUnauthorized
-	}
-	if err != nil {
+	case err != nil:
 		return "", fmt.Errorf("authenticate build token: %w", err)
+	case expired:
+		return "", fmt.Errorf("%w: the build token has expired; use a developer API key", ErrUnauthorized)
+	case !keyLive:
+		return "", fmt.Errorf("%w: the API key that submitted this build was revoked, and its build tokens with it", ErrUnauthorized)
 	}
 	return buildID, nil
 }

@@ -89,6 +89,32 @@ func (s *Store) SetWorkerPaused(ctx context.Context, id string, paused bool) (ap
 	return s.GetWorker(ctx, id)
 }
 
+// AcknowledgeWorker clears a worker's needs-attention state: an admin has
+// looked at the builds it handed back. Only releases after this count
+// towards raising it again.
+func (s *Store) AcknowledgeWorker(ctx context.Context, id string) (api.Worker, error) {
+	err := s.withTx(ctx, func(t *txn) error {
+		var was *string
+		err := t.QueryRow(ctx, `UPDATE workers w SET attention_reason = NULL, attention_at = now()
+			FROM workers old WHERE w.id = $1 AND old.id = w.id AND w.status <> 'unregistered'
+			RETURNING old.attention_reason`, id).Scan(&was)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: no worker %q (see the workers list)", ErrNotFound, id)
+		}
+		if err != nil {
+			return fmt.Errorf("acknowledge worker: %w", err)
+		}
+		if was != nil {
+			t.emit(Change{Kind: "worker", ID: id, Event: "worker.acknowledged", Detail: map[string]any{"reason": *was}})
+		}
+		return nil
+	})
+	if err != nil {
+		return api.Worker{}, err
+	}
+	return s.GetWorker(ctx, id)
+}
+
 // GetWorker returns one worker that has not unregistered.
 func (s *Store) GetWorker(ctx context.Context, id string) (api.Worker, error) {
 	ws, err := s.listWorkers(ctx, id)

@@ -17,6 +17,7 @@ var (
 	ErrConflict     = errors.New("conflict")
 	ErrInvalid      = errors.New("invalid input")
 	ErrTooLarge     = errors.New("too large")
+	ErrGone         = errors.New("gone") // a once-per-attempt file already handed out
 )
 
 // OffsetAheadError answers a log append that starts beyond the stored log.

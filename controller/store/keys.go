@@ -16,6 +16,10 @@ type APIKey struct {
 	Role      string     `json:"role"`
 	CreatedAt time.Time  `json:"created_at"`
 	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	// MaxCapacity caps the builds the workers registered with this key
+	// hold at once (nil: no cap). Admin-set: a Mac owner's key cannot
+	// claim more of the farm's queue than it was given.
+	MaxCapacity *int `json:"max_capacity,omitempty"`
 }
 
 // ValidRole reports whether r is one of admin, developer, worker.
@@ -43,15 +47,32 @@ func (s *Store) CreateKey(ctx context.Context, name, role string) (APIKey, strin
 	return k, secret, nil
 }
 
+// SetKeyCapacity caps the builds the workers of key id may hold at once;
+// n ≤ 0 removes the cap.
+func (s *Store) SetKeyCapacity(ctx context.Context, id string, n int) error {
+	var capacity *int
+	if n > 0 {
+		capacity = &n
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE api_keys SET max_capacity = $2 WHERE id = $1`, id, capacity)
+	if err != nil {
+		return fmt.Errorf("set key capacity: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("%w: no API key with id %q (see `keys list`)", ErrNotFound, id)
+	}
+	return nil
+}
+
 // ListKeys returns every key, newest first, revoked ones included.
 func (s *Store) ListKeys(ctx context.Context) ([]APIKey, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, name, role, created_at, revoked_at FROM api_keys ORDER BY created_at DESC, id DESC`)
+	rows, err := s.pool.Query(ctx, `SELECT id, name, role, created_at, revoked_at, max_capacity FROM api_keys ORDER BY created_at DESC, id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (APIKey, error) {
 		var k APIKey
-		err := r.Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt, &k.RevokedAt)
+		err := r.Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt, &k.RevokedAt, &k.MaxCapacity)
 		return k, err
 	})
 }
@@ -71,8 +92,8 @@ func (s *Store) RevokeKey(ctx context.Context, id string) error {
 // AuthenticateKey returns the live key whose secret is given.
 func (s *Store) AuthenticateKey(ctx context.Context, secret string) (APIKey, error) {
 	var k APIKey
-	err := s.pool.QueryRow(ctx, `SELECT id, name, role, created_at FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
-		HashSecret(secret)).Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt)
+	err := s.pool.QueryRow(ctx, `SELECT id, name, role, created_at, max_capacity FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
+		HashSecret(secret)).Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt, &k.MaxCapacity)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return APIKey{}, ErrUnauthorized
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -33,6 +34,12 @@ func requeueRelease(msg string) requeueReason {
 // failed (max_attempts, a dead letter) when none are left; as cancelled when
 // a cancel was requested. It is the one place a running build leaves its
 // worker without a result.
+//
+// A release (not consumed) of an attempt whose VM had fetched its
+// credentials is consumed all the same and audited on the worker: the
+// signing identity left the controller, so handing the build back cannot
+// be free. Too many such releases in a window raise the worker's
+// needs-attention state.
 func (t *txn) requeue(ctx context.Context, attemptIDs []string, r requeueReason) (int, error) {
 	if len(attemptIDs) == 0 {
 		return 0, nil
@@ -42,18 +49,18 @@ func (t *txn) requeue(ctx context.Context, attemptIDs []string, r requeueReason)
 			UPDATE build_attempts SET status = $2, ended_at = now(), error_code = $3, error_message = $4,
 				otp_hash = NULL, vm_token_hash = NULL
 			WHERE id = ANY($1) AND status IN ('assigned', 'running')
-			RETURNING id, build_id
+			RETURNING id, build_id, worker_id, secrets_fetched, ($5 OR secrets_fetched <> '{}') AS consume
 		), n AS (
-			SELECT b.id, CASE
+			SELECT b.id, a.id AS attempt_id, a.worker_id, a.secrets_fetched, a.consume, CASE
 				WHEN b.cancel_requested THEN 'cancelled'
-				WHEN $5 AND b.attempts >= b.max_attempts THEN 'failed'
+				WHEN a.consume AND b.attempts >= b.max_attempts THEN 'failed'
 				ELSE 'pending' END AS status
 			FROM builds b JOIN a ON b.id = a.build_id AND b.attempt_id = a.id
 		)
 		UPDATE builds b SET
 			status = n.status,
-			attempts = CASE WHEN $5 THEN b.attempts ELSE b.attempts - 1 END,
-			run_after = now() + CASE WHEN $5 THEN make_interval(secs => least($6::float8, power(2, b.attempts))) ELSE interval '0' END,
+			attempts = CASE WHEN n.consume THEN b.attempts ELSE b.attempts - 1 END,
+			run_after = now() + CASE WHEN n.consume THEN make_interval(secs => least($6::float8, power(2, b.attempts))) ELSE interval '0' END,
 			worker_id = CASE WHEN n.status = 'pending' THEN NULL ELSE b.worker_id END,
 			attempt_id = NULL, lease_expires_at = NULL, phase = '', progress = NULL,
 			completed_at = CASE WHEN n.status = 'pending' THEN NULL ELSE now() END,
@@ -63,23 +70,74 @@ func (t *txn) requeue(ctx context.Context, attemptIDs []string, r requeueReason)
 				WHEN 'failed' THEN format('gave up after %s attempts; last: %s', b.attempts, $4::text)
 				ELSE b.error_message END
 		FROM n WHERE b.id = n.id
-		RETURNING b.id, b.status, b.platform`,
+		RETURNING b.id, b.status, b.platform, n.attempt_id, n.worker_id, n.secrets_fetched, n.consume`,
 		attemptIDs, r.attemptStatus, r.code, r.message, r.consume, t.cfg.MaxBackoff.Seconds())
 	if err != nil {
 		return 0, fmt.Errorf("requeue builds: %w", err)
 	}
-	changes, err := collectBuildChanges(rows)
+	type requeued struct {
+		change            Change
+		attemptID, worker string
+		fetched           []string
+		consumed          bool
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (requeued, error) {
+		q := requeued{change: Change{Kind: "build"}}
+		err := row.Scan(&q.change.ID, &q.change.Status, &q.change.Platform, &q.attemptID, &q.worker, &q.fetched, &q.consumed)
+		return q, err
+	})
 	if err != nil {
 		return 0, fmt.Errorf("requeue builds: %w", err)
 	}
-	for _, c := range changes {
-		c.Detail = map[string]any{"code": r.code, "attempt_consumed": r.consume}
+	var suspects []string // workers that handed back attempts holding credentials
+	for _, q := range out {
+		c := q.change
+		c.Detail = map[string]any{"code": r.code, "attempt_consumed": q.consumed}
 		if c.Status == string(api.StatusPending) {
 			c.Event = "build.requeued"
 		}
 		t.emit(c)
+		if !r.consume && len(q.fetched) > 0 {
+			t.emit(Change{Kind: "worker", ID: q.worker, Event: "worker.released_after_credentials",
+				Detail: map[string]any{"build_id": c.ID, "attempt_id": q.attemptID, "fetched": q.fetched, "reason": r.message}})
+			if !slices.Contains(suspects, q.worker) {
+				suspects = append(suspects, q.worker)
+			}
+		}
 	}
-	return len(changes), nil
+	for _, id := range suspects {
+		if err := t.checkReleases(ctx, id); err != nil {
+			return 0, err
+		}
+	}
+	return len(out), nil
+}
+
+// checkReleases raises a worker's needs-attention state once it handed back
+// ReleaseAttentionCount attempts that had fetched credentials within
+// ReleaseAttentionWindow, counting only releases after the last
+// acknowledgement.
+func (t *txn) checkReleases(ctx context.Context, workerID string) error {
+	var reason *string
+	err := t.QueryRow(ctx, `
+		WITH c AS (
+			SELECT count(*) AS n FROM build_attempts a, workers w
+			WHERE w.id = $1 AND a.worker_id = w.id AND a.status = 'released' AND a.secrets_fetched <> '{}'
+				AND a.ended_at > greatest(now() - $2::interval, COALESCE(w.attention_at, '-infinity'))
+		)
+		UPDATE workers SET attention_at = now(),
+			attention_reason = format('handed back %s builds after fetching their signing credentials or secrets within %s', c.n, $4::text)
+		FROM c WHERE id = $1 AND attention_reason IS NULL AND c.n >= $3
+		RETURNING attention_reason`,
+		workerID, t.cfg.ReleaseAttentionWindow, t.cfg.ReleaseAttentionCount, t.cfg.ReleaseAttentionWindow.String()).Scan(&reason)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("check the worker's releases: %w", err)
+	}
+	t.emit(Change{Kind: "worker", ID: workerID, Event: "worker.needs_attention", Detail: map[string]any{"reason": *reason}})
+	return nil
 }
 
 func collectBuildChanges(rows pgx.Rows) ([]Change, error) {
@@ -134,12 +192,35 @@ func (s *Store) Poll(ctx context.Context, w WorkerAuth) (PollResult, error) {
 	}
 	// The claim re-checks capacity itself: this worker may poll twice at once.
 	err = s.withTx(ctx, func(t *txn) error {
+		if w.Key.MaxCapacity != nil {
+			full, err := t.keyAtCapacity(ctx, w.Key.ID, *w.Key.MaxCapacity)
+			if err != nil || full {
+				res.AtCapacity = full
+				return err
+			}
+		}
 		var err error
 		res.Job, res.Pickup, err = t.claim(ctx, w)
 		res.Claimed = res.Job != nil
 		return err
 	})
 	return res, err
+}
+
+// keyAtCapacity reports whether the workers of a capped key hold limit live
+// attempts. It locks the key's row until the transaction ends, so claims by
+// the key's workers take turns and together never pass the cap.
+func (t *txn) keyAtCapacity(ctx context.Context, keyID string, limit int) (bool, error) {
+	if _, err := t.Exec(ctx, `SELECT 1 FROM api_keys WHERE id = $1 FOR UPDATE`, keyID); err != nil {
+		return false, fmt.Errorf("lock the key's capacity: %w", err)
+	}
+	var live int
+	err := t.QueryRow(ctx, `SELECT count(*) FROM build_attempts a JOIN workers w ON w.id = a.worker_id
+		WHERE w.key_id = $1 AND a.status IN ('assigned', 'running')`, keyID).Scan(&live)
+	if err != nil {
+		return false, fmt.Errorf("count the key's live builds: %w", err)
+	}
+	return live >= limit, nil
 }
 
 // redeliver hands the worker instance the job it was given but never

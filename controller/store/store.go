@@ -43,6 +43,17 @@ type Config struct {
 	TimeoutGrace       time.Duration // the reaper's backstop fires this long after the timeout
 	MaxBackoff         time.Duration
 	ControllerID       string // this replica's id, recorded as each audit event's source
+	// TokenDeliveryGrace is how long a new worker token may go unused
+	// before the previous one, presented, replaces it (the answer carrying
+	// it is then taken as lost). Longer than the longest long poll.
+	TokenDeliveryGrace time.Duration
+	// A worker that hands back ReleaseAttentionCount attempts that had
+	// fetched their credentials within ReleaseAttentionWindow needs an
+	// admin's attention.
+	ReleaseAttentionCount  int
+	ReleaseAttentionWindow time.Duration
+	// BuildTokenTTL is how long a build token works after its submit.
+	BuildTokenTTL time.Duration
 }
 
 // DefaultConfig returns the production timings of DESIGN.md.
@@ -58,6 +69,11 @@ func DefaultConfig() Config {
 		DefaultTimeout:     30 * time.Minute,
 		TimeoutGrace:       2 * time.Minute,
 		MaxBackoff:         1024 * time.Second,
+		TokenDeliveryGrace: 45 * time.Second,
+
+		ReleaseAttentionCount:  3,
+		ReleaseAttentionWindow: time.Hour,
+		BuildTokenTTL:          30 * 24 * time.Hour,
 	}
 }
 

@@ -130,3 +130,48 @@ func (s *Store) Spec(ctx context.Context, buildID string) (*api.BuildSpec, error
 	}
 	return decodeSpec(raw)
 }
+
+// The sealed files a build attempt's VM fetches, each at most once.
+const (
+	SecretCerts       = "certs"       // GET /api/builds/{id}/certs-secure
+	SecretCredentials = "credentials" // GET /api/builds/{id}/credentials
+	SecretSecrets     = "secrets"     // GET /api/builds/{id}/spec: the project's variables, secret ones included
+)
+
+// TakeSecret records that the VM of a live attempt takes one of its build's
+// sealed files (SecretCerts, SecretCredentials or SecretSecrets), and
+// audits it. Each leaves the controller once per attempt: a second take is
+// ErrGone; the next attempt may take it again. A worker that hands back an
+// attempt after a take pays an attempt for it (see requeue).
+func (s *Store) TakeSecret(ctx context.Context, buildID, attemptID, what string) error {
+	return s.withTx(ctx, func(t *txn) error {
+		var taken []string
+		err := t.QueryRow(ctx, `UPDATE build_attempts SET secrets_fetched = array_append(secrets_fetched, $3)
+			WHERE id = $1 AND build_id = $2 AND status IN ('assigned', 'running') AND NOT ($3 = ANY(secrets_fetched))
+			RETURNING secrets_fetched`, attemptID, buildID, what).Scan(&taken)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("%w: this attempt's VM already fetched the build's %s; they leave the controller once per attempt (a new attempt fetches them again)", ErrGone, what)
+		}
+		if err != nil {
+			return fmt.Errorf("record the %s fetch: %w", what, err)
+		}
+		t.emit(Change{Kind: "build", ID: buildID, Event: "build.secrets_fetched", Detail: map[string]any{"attempt_id": attemptID, "what": what}})
+		return nil
+	})
+}
+
+// ReturnSecret undoes TakeSecret when the controller could not write the
+// file out whole (the VM then fetches it again), and audits that too.
+func (s *Store) ReturnSecret(ctx context.Context, buildID, attemptID, what string) error {
+	return s.withTx(ctx, func(t *txn) error {
+		tag, err := t.Exec(ctx, `UPDATE build_attempts SET secrets_fetched = array_remove(secrets_fetched, $3)
+			WHERE id = $1 AND build_id = $2 AND $3 = ANY(secrets_fetched)`, attemptID, buildID, what)
+		if err != nil {
+			return fmt.Errorf("undo the %s fetch: %w", what, err)
+		}
+		if tag.RowsAffected() > 0 {
+			t.emit(Change{Kind: "build", ID: buildID, Event: "build.secrets_returned", Detail: map[string]any{"attempt_id": attemptID, "what": what}})
+		}
+		return nil
+	})
+}

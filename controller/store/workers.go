@@ -19,6 +19,10 @@ type WorkerAuth struct {
 	InstanceID   string
 	Capabilities api.Capabilities
 	Grant        api.TokenGrant
+	// Key is the API key the request came with: the one that registered
+	// the worker (or, for a worker registered before keys were bound, any
+	// worker key). Its MaxCapacity caps the builds its workers hold.
+	Key APIKey
 }
 
 // MaxConcurrent is the number of builds the instance may hold at once.
@@ -94,10 +98,14 @@ func validWorkerID(id string) bool {
 	return true
 }
 
-// Register creates a worker, or starts a new instance of an existing one.
-// Builds the previous instance held go back to the queue at once without
-// consuming an attempt: the old process is gone or has been replaced.
-func (s *Store) Register(ctx context.Context, req api.RegisterRequest) (Registration, error) {
+// Register creates a worker bound to key, or starts a new instance of an
+// existing one. Builds the previous instance held go back to the queue at
+// once without consuming an attempt (unless they had fetched their
+// credentials): the old process is gone or has been replaced. An id bound
+// to another live key is ErrForbidden: one Mac owner cannot take over
+// another's worker and the builds it holds. Once that key is revoked, the
+// id is free for the next key that registers it.
+func (s *Store) Register(ctx context.Context, req api.RegisterRequest, key APIKey) (Registration, error) {
 	if err := ValidateRegistration(&req); err != nil {
 		return Registration{}, err
 	}
@@ -112,16 +120,26 @@ func (s *Store) Register(ctx context.Context, req api.RegisterRequest) (Registra
 	token, hash := newSecret(prefixWorkerToken)
 	var reg Registration
 	err = s.withTx(ctx, func(t *txn) error {
+		var owner *string
+		var ownerLive bool
+		err := t.QueryRow(ctx, `SELECT w.key_id, k.revoked_at IS NULL FROM workers w LEFT JOIN api_keys k ON k.id = w.key_id
+			WHERE w.id = $1 FOR UPDATE OF w`, id).Scan(&owner, &ownerLive)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("register worker: %w", err)
+		}
+		if owner != nil && *owner != key.ID && ownerLive {
+			return fmt.Errorf("%w: worker id %q is registered with another API key; register it with the key that registered it, choose another worker id, or have an admin revoke that key", ErrForbidden, id)
+		}
 		var inserted bool
-		err := t.QueryRow(ctx, `
-			INSERT INTO workers (id, name, capabilities, instance_id, status, token_hash, token_issued_at, token_expires_at)
-			VALUES ($1, $2, $3, $4, 'online', $5, now(), now() + $6::interval)
+		err = t.QueryRow(ctx, `
+			INSERT INTO workers (id, name, capabilities, instance_id, status, token_hash, token_issued_at, token_expires_at, key_id)
+			VALUES ($1, $2, $3, $4, 'online', $5, now(), now() + $6::interval, $7)
 			ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, capabilities = EXCLUDED.capabilities,
 				instance_id = EXCLUDED.instance_id, status = 'online', token_hash = EXCLUDED.token_hash,
 				token_issued_at = now(), token_expires_at = EXCLUDED.token_expires_at,
-				prev_token_hash = NULL, prev_token_expires_at = NULL, last_seen_at = now()
+				prev_token_hash = NULL, prev_token_expires_at = NULL, last_seen_at = now(), key_id = EXCLUDED.key_id
 			RETURNING (xmax = 0), token_expires_at`,
-			id, req.Name, caps, NewID(), hash, s.cfg.TokenTTL).Scan(&inserted, &reg.Grant.TokenExpiresAt)
+			id, req.Name, caps, NewID(), hash, s.cfg.TokenTTL, key.ID).Scan(&inserted, &reg.Grant.TokenExpiresAt)
 		if err != nil {
 			return fmt.Errorf("register worker: %w", err)
 		}
@@ -142,15 +160,33 @@ func (s *Store) Register(ctx context.Context, req api.RegisterRequest) (Registra
 	return reg, err
 }
 
-// AuthenticateWorker validates a worker token, records contact and rotates
-// the token when due. The previous token stays valid until the new one is
-// first used or it expires, so a lost response never locks a worker out.
-func (s *Store) AuthenticateWorker(ctx context.Context, token string) (WorkerAuth, error) {
+// AuthenticateWorker validates a worker token presented with key (the API
+// key that registered the worker: a token with any other key is
+// ErrUnauthorized), records contact and rotates the token when due.
+//
+// The previous token stays valid until the new one is first used or it
+// expires, so a lost response never locks a worker out; presenting it
+// replaces the new token only once that one has gone unused for longer
+// than any answer can take to arrive (tokenLostAfter). A stale token (say
+// one a concurrent request still carries while a long poll's answer holds
+// the new one) therefore never displaces a token that may be delivered.
+func (s *Store) AuthenticateWorker(ctx context.Context, token string, key APIKey) (WorkerAuth, error) {
+	w, err := s.authenticateWorker(ctx, token, key.ID)
+	w.Key = key
+	return w, err
+}
+
+// tokenLostAfter is how long a new worker token may go unused before the
+// previous one presented replaces it: the configured delivery grace, kept
+// well inside the previous token's lifetime.
+func (c Config) tokenLostAfter() time.Duration { return min(c.TokenDeliveryGrace, c.TokenTTL*3/4) }
+
+func (s *Store) authenticateWorker(ctx context.Context, token, keyID string) (WorkerAuth, error) {
 	if !strings.HasPrefix(token, prefixWorkerToken) {
 		return WorkerAuth{}, ErrUnauthorized
 	}
 	presented := HashSecret(token)
-	if w, ok, err := s.authenticateWorkerFast(ctx, token, presented); ok || err != nil {
+	if w, ok, err := s.authenticateWorkerFast(ctx, token, presented, keyID); ok || err != nil {
 		return w, err
 	}
 	next, nextHash := newSecret(prefixWorkerToken)
@@ -158,7 +194,8 @@ func (s *Store) AuthenticateWorker(ctx context.Context, token string) (WorkerAut
 	//  - current token, older than the rotation age → it becomes the previous one, a new one is issued;
 	//  - current token, otherwise → the previous token is revoked (the new one is in use);
 	//  - previous token (the answer carrying the current one was lost) → a new current one is issued,
-	//    unless the current one is only seconds old (a concurrent request rotated it just now).
+	//    unless the current one may still be on its way (issued less than tokenLostAfter ago).
+	// A rotated-out token lives a full TTL from the rotation, so it outlives tokenLostAfter.
 	var (
 		w           WorkerAuth
 		caps        []byte
@@ -187,14 +224,14 @@ func (s *Store) AuthenticateWorker(ctx context.Context, token string) (WorkerAut
 				WHEN token_hash = $1 THEN NULL
 				ELSE prev_token_hash END,
 			prev_token_expires_at = CASE
-				WHEN token_hash = $1 AND token_issued_at < now() - $3::interval THEN token_expires_at
+				WHEN token_hash = $1 AND token_issued_at < now() - $3::interval THEN greatest(token_expires_at, now() + $4::interval)
 				WHEN token_hash = $1 THEN NULL
 				ELSE prev_token_expires_at END
-		WHERE status <> 'unregistered' AND (
+		WHERE status <> 'unregistered' AND (key_id IS NULL OR key_id = $6) AND (
 			(token_hash = $1 AND token_expires_at > now()) OR
 			(prev_token_hash = $1 AND prev_token_expires_at > now()))
 		RETURNING id, instance_id, capabilities, token_hash, token_expires_at, prev_token_expires_at, status`,
-		presented, nextHash, s.cfg.TokenRotateAfter, s.cfg.TokenTTL, 10*time.Second,
+		presented, nextHash, s.cfg.TokenRotateAfter, s.cfg.TokenTTL, s.cfg.tokenLostAfter(), keyID,
 	).Scan(&w.WorkerID, &w.InstanceID, &caps, &curHash, &curExpires, &prevExpires, &status)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return WorkerAuth{}, ErrUnauthorized
@@ -229,13 +266,14 @@ const lastSeenResolution = 10 * time.Second
 // authenticateWorkerFast answers the common case with a read: the current
 // token, no rotation due, no previous token to retire, contact recorded
 // recently. ok is false when the full, writing path is needed.
-func (s *Store) authenticateWorkerFast(ctx context.Context, token string, presented []byte) (WorkerAuth, bool, error) {
+func (s *Store) authenticateWorkerFast(ctx context.Context, token string, presented []byte, keyID string) (WorkerAuth, bool, error) {
 	var w WorkerAuth
 	var caps []byte
 	err := s.pool.QueryRow(ctx, `SELECT id, instance_id, capabilities, token_expires_at FROM workers
 		WHERE token_hash = $1 AND token_expires_at > now() AND status = 'online' AND prev_token_hash IS NULL
-			AND token_issued_at >= now() - $2::interval AND last_seen_at >= now() - $3::interval`,
-		presented, s.cfg.TokenRotateAfter, lastSeenResolution).Scan(&w.WorkerID, &w.InstanceID, &caps, &w.Grant.TokenExpiresAt)
+			AND token_issued_at >= now() - $2::interval AND last_seen_at >= now() - $3::interval
+			AND (key_id IS NULL OR key_id = $4)`,
+		presented, s.cfg.TokenRotateAfter, lastSeenResolution, keyID).Scan(&w.WorkerID, &w.InstanceID, &caps, &w.Grant.TokenExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return w, false, nil
 	}
@@ -305,7 +343,7 @@ func (s *Store) ListWorkers(ctx context.Context) ([]api.Worker, error) { return 
 // listWorkers lists every worker, or only worker id when id is set.
 func (s *Store) listWorkers(ctx context.Context, id string) ([]api.Worker, error) {
 	rows, err := s.pool.Query(ctx, `SELECT w.id, w.name, w.status, w.paused, w.capabilities, w.registered_at, w.last_seen_at,
-		w.builds_completed, w.builds_failed,
+		w.builds_completed, w.builds_failed, COALESCE(w.key_id, ''), COALESCE(w.attention_reason, ''),
 		COALESCE((SELECT array_agg(build_id ORDER BY started_at) FROM build_attempts a WHERE a.worker_id = w.id AND a.status IN ('assigned','running')), '{}')
 		FROM workers w WHERE w.status <> 'unregistered' AND ($1 = '' OR w.id = $1) ORDER BY w.name, w.id`, id)
 	if err != nil {
@@ -314,9 +352,11 @@ func (s *Store) listWorkers(ctx context.Context, id string) ([]api.Worker, error
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Worker, error) {
 		var w api.Worker
 		var caps []byte
-		if err := r.Scan(&w.ID, &w.Name, &w.Status, &w.Paused, &caps, &w.RegisteredAt, &w.LastSeenAt, &w.BuildsCompleted, &w.BuildsFailed, &w.ActiveBuilds); err != nil {
+		if err := r.Scan(&w.ID, &w.Name, &w.Status, &w.Paused, &caps, &w.RegisteredAt, &w.LastSeenAt, &w.BuildsCompleted, &w.BuildsFailed,
+			&w.KeyID, &w.AttentionReason, &w.ActiveBuilds); err != nil {
 			return w, err
 		}
+		w.NeedsAttention = w.AttentionReason != ""
 		return w, json.Unmarshal(caps, &w.Capabilities)
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"sync"
 	"time"
@@ -37,6 +38,9 @@ type Config struct {
 	Lease time.Duration
 	// Retention is how long delivered and dead deliveries stay in the log.
 	Retention time.Duration
+	// Allow lists the non-public addresses (loopback, private, link-local…)
+	// deliveries may reach; every other such address is refused when dialled.
+	Allow []netip.Prefix
 }
 
 // DefaultConfig: 30 s timeout, 5 attempts with 2, 4, 8, 16 s between them (seed 004).
@@ -96,6 +100,13 @@ func New(st *store.Store, masterKey []byte, cfg Config, m *metrics.Metrics, log 
 		kick: make(chan struct{}, 1), slots: make(chan struct{}, cfg.Concurrency),
 		client: &http.Client{
 			Timeout: cfg.Timeout,
+			Transport: &http.Transport{
+				Proxy:               nil, // a proxy would dial for us, past the address check
+				DialContext:         dialer(cfg.Allow, cfg.Timeout).DialContext,
+				TLSHandshakeTimeout: cfg.Timeout,
+				ForceAttemptHTTP2:   true,
+				IdleConnTimeout:     90 * time.Second,
+			},
 			// A redirect is an answer, not a new destination: following it
 			// would send a signed event to a URL nobody registered.
 			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },

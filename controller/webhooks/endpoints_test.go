@@ -1,6 +1,7 @@
 package webhooks
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -49,5 +50,42 @@ func TestBackoffDoublesAndCaps(t *testing.T) {
 		if got := backoff(base, n); got != want {
 			t.Errorf("backoff after %d failures = %v, want %v", n, got, want)
 		}
+	}
+}
+
+func TestPublicOnlyAndAllow(t *testing.T) {
+	allow, err := ParseAllow(" 10.1.2.0/24, 127.0.0.1 ,fd00::/8")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := publicOnly(allow)
+	for addr, ok := range map[string]bool{
+		"93.184.216.34:443":           true,  // public
+		"[2606:4700::1]:443":          true,  // public v6
+		"10.1.2.3:80":                 true,  // allowed prefix
+		"127.0.0.1:8080":              true,  // allowed address
+		"127.0.0.2:8080":              false, // loopback, not the allowed one
+		"10.9.0.1:80":                 false, // private
+		"172.16.0.1:80":               false,
+		"192.168.64.1:80":             false,
+		"169.254.169.254:80":          false, // link-local: cloud metadata
+		"100.64.0.1:80":               false, // shared address space
+		"0.0.0.0:80":                  false,
+		"[::1]:80":                    false,
+		"[::ffff:169.254.169.254]:80": false, // mapped
+		"[fe80::1]:80":                false,
+		"[fd00::5]:80":                true, // allowed prefix
+		"[fc00::5]:80":                false,
+		"224.0.0.1:80":                false,
+	} {
+		if err := check("tcp", addr, nil); (err == nil) != ok {
+			t.Errorf("%s: err %v, want allowed=%v", addr, err, ok)
+		}
+	}
+	if _, err := ParseAllow("10.0.0.0/33"); err == nil {
+		t.Error("a bad prefix parsed")
+	}
+	if _, err := ParseAllow("example.com"); err == nil || !strings.Contains(err.Error(), "neither an address nor a CIDR prefix") {
+		t.Errorf("a host name: %v", err)
 	}
 }

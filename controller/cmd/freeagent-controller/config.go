@@ -15,6 +15,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 // Config is the controller binary's whole configuration. Each field comes
@@ -23,6 +24,8 @@ type Config struct {
 	Serve     serve.Config
 	LogLevel  string
 	LogFormat string
+	// webhookAllow is --webhook-allow as given; parsed into Serve.Webhooks.Allow.
+	webhookAllow string
 }
 
 func parseConfig(cmd string, args []string, stderr io.Writer, serving bool) (*Config, *flag.FlagSet, error) {
@@ -40,12 +43,14 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 	e.str(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
 	e.str(&cfg.LogFormat, "log-format", "FREEAGENT_LOG_FORMAT", "text", "text or json")
 	if serving {
+		e.str(&cfg.Serve.BlobStore, "blob-store", "FREEAGENT_BLOB_STORE", "", "where build files live: file:///DIR, or s3://BUCKET/PREFIX?endpoint=URL&region=R shared by every replica (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials); empty: the data directory's files/")
 		e.str(&cfg.Serve.Listen, "listen", "FREEAGENT_LISTEN", "127.0.0.1:8080", "address to serve HTTP on (host:port)")
 		e.dur(&cfg.Serve.Store.LeaseTTL, "lease-ttl", "FREEAGENT_LEASE_TTL", cfg.Serve.Store.LeaseTTL, "a build lease not renewed for this long expires and the build is requeued")
 		e.dur(&cfg.Serve.Store.TokenTTL, "token-ttl", "FREEAGENT_TOKEN_TTL", cfg.Serve.Store.TokenTTL, "worker token lifetime")
 		e.dur(&cfg.Serve.Store.TokenRotateAfter, "token-rotate-after", "FREEAGENT_TOKEN_ROTATE_AFTER", cfg.Serve.Store.TokenRotateAfter, "a worker token older than this is replaced on its next use")
 		e.dur(&cfg.Serve.Store.WorkerOfflineAfter, "worker-offline-after", "FREEAGENT_WORKER_OFFLINE_AFTER", cfg.Serve.Store.WorkerOfflineAfter, "a worker silent for this long is offline and its builds are requeued")
 		e.dur(&cfg.Serve.Store.DefaultTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", cfg.Serve.Store.DefaultTimeout, "default per-build timeout")
+		e.dur(&cfg.Serve.Store.BuildTokenTTL, "build-token-ttl", "FREEAGENT_BUILD_TOKEN_TTL", cfg.Serve.Store.BuildTokenTTL, "a build token (the one a submit returns) stops working this long after the submit, or when the key that submitted the build is revoked")
 		e.intv(&cfg.Serve.Store.MaxAttempts, "max-attempts", "FREEAGENT_MAX_ATTEMPTS", cfg.Serve.Store.MaxAttempts, "attempts before a build is dead-lettered (failed, code max_attempts)")
 		e.dur(&cfg.Serve.ReaperInterval, "reaper-interval", "FREEAGENT_REAPER_INTERVAL", 5*time.Second, "how often expired leases and silent workers are swept")
 		e.str(&cfg.Serve.Name, "name", "FREEAGENT_CONTROLLER_NAME", "", "this replica's name in the controller registry (default: the host name)")
@@ -58,6 +63,7 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 		e.boolv(&cfg.Serve.MetricsPublic, "metrics-public", "FREEAGENT_METRICS_PUBLIC", false, "serve /metrics without an API key (otherwise an admin key: X-API-Key or Authorization: Bearer)")
 		e.str(&cfg.Serve.PublicURL, "public-url", "FREEAGENT_PUBLIC_URL", "", "URL phones and browsers reach this controller at, used in install links and QR codes; empty uses each request's host")
 		e.dur(&cfg.Serve.LinkTTL, "link-ttl", "FREEAGENT_LINK_TTL", install.DefaultTTL, "how long an install link (and its QR code) works")
+		e.str(&cfg.webhookAllow, "webhook-allow", "FREEAGENT_WEBHOOK_ALLOW", "", "comma-separated addresses or CIDR prefixes of non-public webhook targets to allow (loopback, private and link-local addresses are refused otherwise), e.g. 10.1.2.0/24")
 		cfg.Serve.CertsKey = os.Getenv("FREEAGENT_CERTS_KEY") // a secret: environment only, never argv
 		cfg.Serve.LinkKey = os.Getenv("FREEAGENT_LINK_KEY")
 	}
@@ -78,6 +84,14 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 			return nil, nil, usageError{fmt.Errorf("--public-url %q: want an absolute http(s) URL such as https://builds.example.com", u)}
 		}
 	}
+	allow, err := webhooks.ParseAllow(cfg.webhookAllow)
+	if err != nil {
+		return nil, nil, usageError{fmt.Errorf("--webhook-allow: %w", err)}
+	}
+	cfg.Serve.Webhooks.Allow = allow
+	// A new worker token may ride on a long poll's answer: it is not taken
+	// as lost (and displaced by the previous one) before that answer could arrive.
+	cfg.Serve.Store.TokenDeliveryGrace = max(cfg.Serve.Store.TokenDeliveryGrace, cfg.Serve.Limits.PollMaxWait+15*time.Second)
 	if cfg.Serve.DatabaseURL == "" && cfg.Serve.DataDir == "" {
 		return nil, nil, usageError{errors.New("set --data-dir (or FREEAGENT_DATA_DIR) or --database-url (DATABASE_URL)")}
 	}

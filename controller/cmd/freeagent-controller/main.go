@@ -11,6 +11,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -26,7 +27,7 @@ const usage = `freeagent-controller — the Free Agent build controller
 Usage:
   freeagent-controller serve   [flags]   run the controller (HTTP API, queue, reaper)
   freeagent-controller migrate [flags]   apply database migrations and exit
-  freeagent-controller keys create --name NAME --role admin|developer|worker [--json]
+  freeagent-controller keys create --name NAME --role admin|developer|worker [--max-capacity N] [--json]
   freeagent-controller keys list [--json]
   freeagent-controller keys revoke ID
   freeagent-controller events verify [--json]         check the audit log's hash chain
@@ -183,11 +184,13 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	sub, args := args[0], args[1:]
 	var name, role string
+	var maxCapacity int
 	var asJSON bool
 	cfg, fs, err := parseConfigWith("keys "+sub, args, stderr, false, func(fs *flag.FlagSet) {
 		if sub == "create" {
 			fs.StringVar(&name, "name", "", "a name for the key (who or what uses it)")
 			fs.StringVar(&role, "role", "", "admin, developer or worker")
+			fs.IntVar(&maxCapacity, "max-capacity", 0, "for a worker key: the most builds its workers may hold at once (0: no cap)")
 		}
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	})
@@ -198,6 +201,9 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case "create":
 		if name == "" || !store.ValidRole(role) {
 			return usageError{errors.New("keys create needs --name NAME and --role admin|developer|worker")}
+		}
+		if maxCapacity < 0 {
+			return usageError{errors.New("--max-capacity must be a positive number of builds (or 0 for no cap)")}
 		}
 	case "list":
 	case "revoke":
@@ -218,8 +224,18 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if err != nil {
 			return err
 		}
+		if maxCapacity > 0 {
+			if err := st.SetKeyCapacity(ctx, k.ID, maxCapacity); err != nil {
+				return err
+			}
+			k.MaxCapacity = &maxCapacity
+		}
 		if asJSON {
-			return json.NewEncoder(stdout).Encode(map[string]string{"id": k.ID, "name": k.Name, "role": k.Role, "key": secret})
+			out := map[string]any{"id": k.ID, "name": k.Name, "role": k.Role, "key": secret}
+			if k.MaxCapacity != nil {
+				out["max_capacity"] = *k.MaxCapacity
+			}
+			return json.NewEncoder(stdout).Encode(out)
 		}
 		fmt.Fprintln(stdout, secret)
 		fmt.Fprintf(stderr, "created %s key %q (id %s); it is shown only this once\n", k.Role, k.Name, k.ID)
@@ -235,13 +251,16 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return json.NewEncoder(stdout).Encode(keys)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tROLE\tCREATED\tREVOKED")
+		fmt.Fprintln(tw, "ID\tNAME\tROLE\tMAX CAPACITY\tCREATED\tREVOKED")
 		for _, k := range keys {
-			revoked := "-"
+			revoked, capacity := "-", "-"
 			if k.RevokedAt != nil {
 				revoked = k.RevokedAt.UTC().Format(time.RFC3339)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+			if k.MaxCapacity != nil {
+				capacity = strconv.Itoa(*k.MaxCapacity)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, capacity, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
 		}
 		return tw.Flush()
 	case "revoke":

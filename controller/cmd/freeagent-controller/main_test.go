@@ -92,6 +92,21 @@ func TestConfigPrecedenceFlagOverEnvOverDefault(t *testing.T) {
 	}
 }
 
+func TestConfigBlobStore(t *testing.T) {
+	t.Setenv("FREEAGENT_DATA_DIR", "/d")
+	cfg, _, err := parseConfig("serve", nil, &bytes.Buffer{}, true)
+	if err != nil || cfg.Serve.BlobStore != "" {
+		t.Fatalf("default (the data directory's files): %q %v", cfg.Serve.BlobStore, err)
+	}
+	t.Setenv("FREEAGENT_BLOB_STORE", "s3://from-env/p?endpoint=http://127.0.0.1:9000")
+	if cfg, _, err = parseConfig("serve", nil, &bytes.Buffer{}, true); err != nil || cfg.Serve.BlobStore != "s3://from-env/p?endpoint=http://127.0.0.1:9000" {
+		t.Fatalf("from the environment: %q %v", cfg.Serve.BlobStore, err)
+	}
+	if cfg, _, err = parseConfig("serve", []string{"--blob-store", "file:///srv/files"}, &bytes.Buffer{}, true); err != nil || cfg.Serve.BlobStore != "file:///srv/files" {
+		t.Fatalf("the flag over the environment: %q %v", cfg.Serve.BlobStore, err)
+	}
+}
+
 func TestConfigLinksAndMetrics(t *testing.T) {
 	t.Setenv("FREEAGENT_DATA_DIR", "/d")
 	t.Setenv("FREEAGENT_METRICS_PUBLIC", "1")
@@ -102,6 +117,10 @@ func TestConfigLinksAndMetrics(t *testing.T) {
 	}
 	if !cfg.Serve.MetricsPublic || cfg.Serve.LinkTTL != 48*time.Hour || cfg.Serve.PublicURL != "https://builds.example.com/" {
 		t.Fatalf("config: %+v", cfg.Serve)
+	}
+	if _, _, err := parseConfig("serve", []string{"--webhook-allow", "10.0.0.0/8,hooks.internal"}, &bytes.Buffer{}, true); err == nil ||
+		!strings.Contains(err.Error(), `--webhook-allow: "hooks.internal" is neither an address nor a CIDR prefix`) {
+		t.Errorf("--webhook-allow with a host name: %v", err)
 	}
 	_, _, err = parseConfig("serve", []string{"--public-url", "builds.example.com"}, &bytes.Buffer{}, true)
 	if err == nil || !strings.Contains(err.Error(), "--public-url") {
@@ -130,7 +149,8 @@ func TestServeBuiltInDatabase(t *testing.T) {
 	t.Cleanup(func() { os.RemoveAll(parent) })
 	os.Chmod(parent, 0o711)
 	data := filepath.Join(parent, "data")
-	cmd := exec.Command(bin, "serve", "--data-dir", data, "--listen", "127.0.0.1:0")
+	// The webhook check delivers to this machine: allowed by name, as an admin would.
+	cmd := exec.Command(bin, "serve", "--data-dir", data, "--listen", "127.0.0.1:0", "--webhook-allow", "127.0.0.1")
 	cmd.Env = append(os.Environ(), "DATABASE_URL=")
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -241,5 +261,58 @@ func checkWebhookDelivered(t *testing.T, url, adminKey string) {
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("the running controller delivered no webhook within 15 s")
+	}
+}
+
+// TestKeysMaxCapacity: --max-capacity caps a key's workers, shown by keys list.
+func TestKeysMaxCapacity(t *testing.T) {
+	t.Setenv("DATABASE_URL", pgtest.NewDatabase(t))
+	out, stderr, code := runCmd(t, "keys", "create", "--name", "alice-mac", "--role", "worker", "--max-capacity", "2", "--json")
+	var created map[string]any
+	if code != 0 || json.Unmarshal([]byte(out), &created) != nil || created["max_capacity"] != float64(2) {
+		t.Fatalf("keys create --max-capacity: %d %q %s", code, out, stderr)
+	}
+	runCmd(t, "keys", "create", "--name", "bob-mac", "--role", "worker")
+	out, _, _ = runCmd(t, "keys", "list", "--json")
+	var keys []map[string]any
+	if json.Unmarshal([]byte(out), &keys) != nil || len(keys) != 2 {
+		t.Fatalf("keys list: %q", out)
+	}
+	for _, k := range keys {
+		if want := map[string]any{"alice-mac": float64(2), "bob-mac": nil}[k["name"].(string)]; k["max_capacity"] != want {
+			t.Errorf("key %v: max_capacity %v, want %v", k["name"], k["max_capacity"], want)
+		}
+	}
+	out, _, _ = runCmd(t, "keys", "list")
+	if !strings.Contains(out, "MAX CAPACITY") || !regexp.MustCompile(`alice-mac\s+worker\s+2\s`).MatchString(out) {
+		t.Fatalf("keys list table does not show the capacity:\n%s", out)
+	}
+	if _, stderr, code := runCmd(t, "keys", "create", "--name", "x", "--role", "worker", "--max-capacity", "-1"); code != 2 || !strings.Contains(stderr, "--max-capacity") {
+		t.Fatalf("a negative capacity: %d %q", code, stderr)
+	}
+}
+
+func TestConfigBuildTokenTTL(t *testing.T) {
+	t.Setenv("FREEAGENT_DATA_DIR", "/d")
+	cfg, _, err := parseConfig("serve", nil, &bytes.Buffer{}, true)
+	if err != nil || cfg.Serve.Store.BuildTokenTTL != 30*24*time.Hour {
+		t.Fatalf("default build token TTL: %v %v", cfg.Serve.Store.BuildTokenTTL, err)
+	}
+	t.Setenv("FREEAGENT_BUILD_TOKEN_TTL", "72h")
+	if cfg, _, err = parseConfig("serve", nil, &bytes.Buffer{}, true); err != nil || cfg.Serve.Store.BuildTokenTTL != 72*time.Hour {
+		t.Fatalf("FREEAGENT_BUILD_TOKEN_TTL: %v %v", cfg.Serve.Store.BuildTokenTTL, err)
+	}
+	if cfg, _, err = parseConfig("serve", []string{"--build-token-ttl", "1h"}, &bytes.Buffer{}, true); err != nil || cfg.Serve.Store.BuildTokenTTL != time.Hour {
+		t.Fatalf("--build-token-ttl: %v %v", cfg.Serve.Store.BuildTokenTTL, err)
+	}
+}
+
+// TestConfigTokenGraceOutlastsLongPoll: a new worker token is never taken
+// as lost before a long poll carrying it could have answered.
+func TestConfigTokenGraceOutlastsLongPoll(t *testing.T) {
+	t.Setenv("FREEAGENT_DATA_DIR", "/d")
+	cfg, _, err := parseConfig("serve", []string{"--poll-max-wait", "60s"}, &bytes.Buffer{}, true)
+	if err != nil || cfg.Serve.Store.TokenDeliveryGrace != 75*time.Second {
+		t.Fatalf("token delivery grace with 60 s long polls: %v %v", cfg.Serve.Store.TokenDeliveryGrace, err)
 	}
 }

@@ -1,0 +1,457 @@
+// Package s3blobs keeps a controller's build files in an S3-compatible
+// bucket (AWS S3, MinIO, Cloudflare R2, Ceph RGW, versitygw), so replicas on
+// different machines serve each other's builds. It implements
+// blobs.Backend with github.com/minio/minio-go/v7: a small client that
+// signs (SigV4), presigns, retries with backoff and uploads large objects in
+// parallel parts, with no AWS SDK dependency tree.
+//
+// An upload is first written to a spool file on local disk, hashed by the
+// caller, and sent to the bucket only on Commit, once its size and SHA-256
+// are verified: a PUT is atomic in S3, so an object appears whole or not at
+// all, and because the spool file can be re-read, a PUT that fails on the
+// way is retried. Downloads can skip the controller: PresignGet signs a
+// short-lived GET URL that clients follow (off with direct=false).
+package s3blobs
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"iter"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+	"github.com/minio/minio-go/v7/pkg/s3utils"
+
+	"github.com/freeagent-build/freeagent/controller/blobs"
+)
+
+// Config is where the objects live, as told by an s3:// URL.
+type Config struct {
+	Bucket string
+	Prefix string // key prefix without slashes at either end; may be empty
+	// Endpoint is the service's host[:port]; Secure says https.
+	Endpoint string
+	Secure   bool
+	Region   string // empty: found from the bucket
+	// NoDirect turns direct downloads off (direct=false): every download
+	// streams through the controller, for clients that cannot reach the
+	// service themselves.
+	NoDirect bool
+}
+
+// ParseURL reads s3://BUCKET[/PREFIX][?endpoint=URL&region=R]. Without an
+// endpoint the bucket is on AWS S3.
+func ParseURL(raw string) (Config, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Config{}, err
+	}
+	if u.Scheme != "s3" || u.Host == "" || u.User != nil || u.Opaque != "" || u.Fragment != "" {
+		return Config{}, errors.New("want s3://BUCKET/PREFIX?endpoint=URL&region=R")
+	}
+	cfg := Config{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/"), Endpoint: "s3.amazonaws.com", Secure: true}
+	if err := s3utils.CheckValidBucketNameStrict(cfg.Bucket); err != nil {
+		return Config{}, fmt.Errorf("bucket %q: %w", cfg.Bucket, err)
+	}
+	if cfg.Prefix != "" {
+		if err := blobs.CheckKey(cfg.Prefix); err != nil {
+			return Config{}, fmt.Errorf("prefix %q: want plain path elements such as farm/builds", cfg.Prefix)
+		}
+	}
+	q := u.Query()
+	for k, v := range q {
+		switch {
+		case len(v) != 1:
+			return Config{}, fmt.Errorf("parameter %q given %d times", k, len(v))
+		case k == "endpoint":
+			e, err := url.Parse(v[0])
+			if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" || strings.Trim(e.Path, "/") != "" || e.RawQuery != "" || e.User != nil {
+				return Config{}, fmt.Errorf("endpoint %q: want the service's base URL such as https://s3.example.com or http://127.0.0.1:9000", v[0])
+			}
+			cfg.Endpoint, cfg.Secure = e.Host, e.Scheme == "https"
+		case k == "region":
+			cfg.Region = v[0]
+		case k == "direct":
+			direct, err := strconv.ParseBool(v[0])
+			if err != nil {
+				return Config{}, fmt.Errorf("direct=%q: want true or false", v[0])
+			}
+			cfg.NoDirect = !direct
+		default:
+			return Config{}, fmt.Errorf("unknown parameter %q (known: endpoint, region, direct)", k)
+		}
+	}
+	return cfg, nil
+}
+
+// String is the URL the configuration came from, without credentials
+// (there are none in it).
+func (c Config) String() string {
+	u := url.URL{Scheme: "s3", Host: c.Bucket, Path: "/" + c.Prefix}
+	q := url.Values{}
+	scheme := "http"
+	if c.Secure {
+		scheme = "https"
+	}
+	q.Set("endpoint", scheme+"://"+c.Endpoint)
+	if c.Region != "" {
+		q.Set("region", c.Region)
+	}
+	if c.NoDirect {
+		q.Set("direct", "false")
+	}
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// Options are what Open needs besides the Config.
+type Options struct {
+	// SpoolDir holds uploads until they are committed (on the data
+	// directory's disk); created when missing.
+	SpoolDir string
+	// Credentials, when nil, come from the standard places in order: the
+	// AWS environment variables (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+	// AWS_SESSION_TOKEN), the shared credentials file (~/.aws/credentials
+	// or AWS_SHARED_CREDENTIALS_FILE, profile AWS_PROFILE), then an EC2,
+	// ECS or EKS role.
+	Credentials *credentials.Credentials
+	// Transport, when set, carries the client's requests (tests put a
+	// faulty proxy in the way).
+	Transport http.RoundTripper
+}
+
+// Store is a bucket (under a prefix) holding a controller's objects.
+type Store struct {
+	c      *minio.Client
+	cfg    Config
+	spool  string
+	prefix string // cfg.Prefix + "/", or ""
+}
+
+// spoolMaxAge is how old a spool file must be before Open treats it as
+// left by a crash: no upload takes a day.
+const spoolMaxAge = 24 * time.Hour
+
+// Open connects to the bucket and checks that it exists and that the
+// credentials may write, read and delete in it; the error says which of
+// these failed and how to fix it.
+func Open(ctx context.Context, cfg Config, opts Options) (*Store, error) {
+	if opts.SpoolDir == "" {
+		return nil, errors.New("s3blobs: no spool directory")
+	}
+	if err := os.MkdirAll(opts.SpoolDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create the upload spool directory: %w", err)
+	}
+	removeStaleSpool(opts.SpoolDir)
+	creds := opts.Credentials
+	if creds == nil {
+		creds = credentials.NewChainCredentials([]credentials.Provider{
+			&credentials.EnvAWS{},
+			&credentials.FileAWSCredentials{},
+			&credentials.IAM{Client: &http.Client{Timeout: 5 * time.Second}},
+		})
+	}
+	v, err := creds.GetWithContext(&credentials.CredContext{Client: &http.Client{Timeout: 5 * time.Second}})
+	if err != nil || v.AccessKeyID == "" {
+		return nil, fmt.Errorf("no S3 credentials found: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or AWS_PROFILE with ~/.aws/credentials, or run with an instance role)%s", errSuffix(err))
+	}
+	c, err := minio.New(cfg.Endpoint, &minio.Options{Creds: creds, Secure: cfg.Secure, Region: cfg.Region, Transport: opts.Transport})
+	if err != nil {
+		return nil, fmt.Errorf("S3 client for %s: %w", cfg.Endpoint, err)
+	}
+	s := &Store{c: c, cfg: cfg, spool: opts.SpoolDir}
+	if cfg.Prefix != "" {
+		s.prefix = cfg.Prefix + "/"
+	}
+	if err := s.check(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+func errSuffix(err error) string {
+	if err == nil {
+		return ""
+	}
+	return ": " + err.Error()
+}
+
+// check makes sure the bucket is there and the credentials work, by
+// writing, reading and deleting a small object.
+func (s *Store) check(ctx context.Context) error {
+	where := fmt.Sprintf("bucket %q at %s", s.cfg.Bucket, s.cfg.Endpoint)
+	ok, err := s.c.BucketExists(ctx, s.cfg.Bucket)
+	if err != nil {
+		return s.explain(where, err)
+	}
+	if !ok {
+		return fmt.Errorf("%s does not exist: create it (for example `aws s3 mb s3://%s`, or `mc mb`) or name another bucket", where, s.cfg.Bucket)
+	}
+	key := s.prefix + "freeagent-check/" + strings.ReplaceAll(time.Now().UTC().Format("20060102T150405.000000000"), ".", "")
+	body := strings.NewReader("freeagent store check\n")
+	if _, err := s.c.PutObject(ctx, s.cfg.Bucket, key, body, body.Size(), minio.PutObjectOptions{}); err != nil {
+		return fmt.Errorf("cannot write to %s: %w", where, s.explain(where, err))
+	}
+	if _, err := s.c.StatObject(ctx, s.cfg.Bucket, key, minio.StatObjectOptions{}); err != nil {
+		return fmt.Errorf("cannot read from %s: %w", where, s.explain(where, err))
+	}
+	if err := s.c.RemoveObject(ctx, s.cfg.Bucket, key, minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("cannot delete in %s: %w", where, s.explain(where, err))
+	}
+	return nil
+}
+
+// explain turns an S3 error into what to fix.
+func (s *Store) explain(where string, err error) error {
+	switch code := minio.ToErrorResponse(err).Code; code {
+	case "":
+		return fmt.Errorf("cannot reach %s: %w (check the endpoint and that the service is up)", where, err)
+	case "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "InvalidSecurity":
+		return fmt.Errorf("%s refused the credentials (%s): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the AWS_PROFILE in use)", where, code)
+	case "AccessDenied", "AllAccessDisabled":
+		// Some services answer a wrong secret this way too.
+		return fmt.Errorf("%s denied access (%s): check AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or the AWS_PROFILE in use), and that these credentials may s3:GetObject, s3:PutObject, s3:DeleteObject and s3:ListBucket on the bucket", where, code)
+	case "NoSuchBucket":
+		return fmt.Errorf("%s does not exist: create it or name another bucket", where)
+	default:
+		return fmt.Errorf("%s: %w", where, err)
+	}
+}
+
+func removeStaleSpool(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if info, err := e.Info(); err == nil && strings.HasPrefix(e.Name(), "upload-") && time.Since(info.ModTime()) > spoolMaxAge {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+}
+
+func (s *Store) object(key string) (string, error) {
+	if err := blobs.CheckKey(key); err != nil {
+		return "", err
+	}
+	return s.prefix + key, nil
+}
+
+// notExist maps S3's "no such key" to fs.ErrNotExist.
+func notExist(key string, err error) error {
+	if code := minio.ToErrorResponse(err).Code; code == "NoSuchKey" || code == "NotFound" {
+		return fmt.Errorf("%s: %w", key, fs.ErrNotExist)
+	}
+	return err
+}
+
+// Create spools the upload to local disk; Commit sends it.
+func (s *Store) Create(_ context.Context, key string) (blobs.Writer, error) {
+	name, err := s.object(key)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.CreateTemp(s.spool, "upload-*")
+	if err != nil {
+		return nil, fmt.Errorf("create upload spool file: %w", err)
+	}
+	return &writer{s: s, f: f, name: name}, nil
+}
+
+type writer struct {
+	s    *Store
+	f    *os.File
+	name string
+	n    int64
+	done bool
+}
+
+func (w *writer) Write(b []byte) (int, error) {
+	n, err := w.f.Write(b)
+	w.n += int64(n)
+	return n, err
+}
+
+// Commit PUTs the spooled bytes (in parallel parts when large). Each
+// request is retried with backoff by the client, re-reading the spool file;
+// the object appears only when the PUT (or the multipart upload's
+// completion) succeeds, and a failed multipart upload is aborted.
+func (w *writer) Commit(ctx context.Context) error {
+	if w.done {
+		return errors.New("object already committed or aborted")
+	}
+	w.done = true
+	defer w.discard()
+	// A SectionReader, not the file: the client closes a body that is an
+	// io.Closer, and re-reads one that is an io.Seeker when it retries.
+	body := io.NewSectionReader(w.f, 0, w.n)
+	if _, err := w.s.c.PutObject(ctx, w.s.cfg.Bucket, w.name, body, w.n,
+		minio.PutObjectOptions{ContentType: "application/octet-stream"}); err != nil {
+		return fmt.Errorf("upload %s to bucket %s: %w", w.name, w.s.cfg.Bucket, err)
+	}
+	return nil
+}
+
+func (w *writer) discard() {
+	w.f.Close()
+	os.Remove(w.f.Name())
+}
+
+func (w *writer) Abort() {
+	if w.done {
+		return
+	}
+	w.done = true
+	w.discard()
+}
+
+// Open returns the object; reads at any offset are ranged GETs.
+func (s *Store) Open(ctx context.Context, key string) (blobs.Object, blobs.Info, error) {
+	name, err := s.object(key)
+	if err != nil {
+		return nil, blobs.Info{}, err
+	}
+	obj, err := s.c.GetObject(ctx, s.cfg.Bucket, name, minio.GetObjectOptions{})
+	if err != nil {
+		return nil, blobs.Info{}, notExist(key, err)
+	}
+	st, err := obj.Stat()
+	if err != nil {
+		obj.Close()
+		return nil, blobs.Info{}, notExist(key, err)
+	}
+	return obj, blobs.Info{Key: key, Size: st.Size, ModTime: st.LastModified}, nil
+}
+
+func (s *Store) Stat(ctx context.Context, key string) (blobs.Info, error) {
+	name, err := s.object(key)
+	if err != nil {
+		return blobs.Info{}, err
+	}
+	st, err := s.c.StatObject(ctx, s.cfg.Bucket, name, minio.StatObjectOptions{})
+	if err != nil {
+		return blobs.Info{}, notExist(key, err)
+	}
+	return blobs.Info{Key: key, Size: st.Size, ModTime: st.LastModified}, nil
+}
+
+// Delete removes the object; S3 does not mind a missing one.
+func (s *Store) Delete(ctx context.Context, key string) error {
+	name, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	if err := s.c.RemoveObject(ctx, s.cfg.Bucket, name, minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("delete %s from bucket %s: %w", name, s.cfg.Bucket, err)
+	}
+	return nil
+}
+
+// PresignGet signs a GET of the object for ttl. Signing is local: with the
+// region known (region=R, or learnt from the bucket on the first call) it
+// costs no request to the service.
+func (s *Store) PresignGet(ctx context.Context, key string, ttl time.Duration, contentType, disposition string) (string, error) {
+	if s.cfg.NoDirect {
+		return "", nil
+	}
+	name, err := s.object(key)
+	if err != nil {
+		return "", err
+	}
+	q := url.Values{}
+	if contentType != "" {
+		q.Set("response-content-type", contentType)
+	}
+	if disposition != "" {
+		q.Set("response-content-disposition", disposition)
+	}
+	u, err := s.c.PresignedGetObject(ctx, s.cfg.Bucket, name, ttl, q)
+	if err != nil {
+		return "", fmt.Errorf("sign a download of %s: %w", name, err)
+	}
+	return u.String(), nil
+}
+
+// PresignPut signs a PUT carrying x-amz-checksum-sha256: the service
+// refuses a PUT without that header or with other bytes (BadDigest).
+func (s *Store) PresignPut(ctx context.Context, key string, ttl time.Duration, sha256hex string) (string, map[string]string, error) {
+	if s.cfg.NoDirect {
+		return "", nil, nil
+	}
+	name, err := s.object(key)
+	if err != nil {
+		return "", nil, err
+	}
+	raw, err := hex.DecodeString(sha256hex)
+	if err != nil || len(raw) != sha256.Size {
+		return "", nil, fmt.Errorf("invalid SHA-256 %q", sha256hex)
+	}
+	sum := base64.StdEncoding.EncodeToString(raw)
+	u, err := s.c.PresignHeader(ctx, http.MethodPut, s.cfg.Bucket, name, ttl, nil, http.Header{"X-Amz-Checksum-Sha256": {sum}})
+	if err != nil {
+		return "", nil, fmt.Errorf("sign an upload of %s: %w", name, err)
+	}
+	return u.String(), map[string]string{"X-Amz-Checksum-Sha256": sum}, nil
+}
+
+// Checksum reads the object's size and the SHA-256 the service verified
+// when it was uploaded with one.
+func (s *Store) Checksum(ctx context.Context, key string) (blobs.Info, string, error) {
+	name, err := s.object(key)
+	if err != nil {
+		return blobs.Info{}, "", err
+	}
+	st, err := s.c.StatObject(ctx, s.cfg.Bucket, name, minio.StatObjectOptions{Checksum: true})
+	if err != nil {
+		return blobs.Info{}, "", notExist(key, err)
+	}
+	info := blobs.Info{Key: key, Size: st.Size, ModTime: st.LastModified}
+	raw, err := base64.StdEncoding.DecodeString(st.ChecksumSHA256)
+	if err != nil || len(raw) != sha256.Size {
+		return info, "", nil // none kept (or a multipart checksum of checksums)
+	}
+	return info, hex.EncodeToString(raw), nil
+}
+
+// Copy copies src to dst inside the service (up to 5 GiB: what direct
+// uploads are limited to).
+func (s *Store) Copy(ctx context.Context, src, dst string) error {
+	from, err := s.object(src)
+	if err != nil {
+		return err
+	}
+	to, err := s.object(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := s.c.CopyObject(ctx, minio.CopyDestOptions{Bucket: s.cfg.Bucket, Object: to},
+		minio.CopySrcOptions{Bucket: s.cfg.Bucket, Object: from}); err != nil {
+		return fmt.Errorf("copy %s to %s in bucket %s: %w", from, to, s.cfg.Bucket, notExist(src, err))
+	}
+	return nil
+}
+
+// List yields the objects under prefix, paging through the bucket listing.
+func (s *Store) List(ctx context.Context, prefix string) iter.Seq2[blobs.Info, error] {
+	return func(yield func(blobs.Info, error) bool) {
+		for o := range s.c.ListObjectsIter(ctx, s.cfg.Bucket, minio.ListObjectsOptions{Prefix: s.prefix + prefix, Recursive: true}) {
+			if o.Err != nil {
+				yield(blobs.Info{}, fmt.Errorf("list bucket %s: %w", s.cfg.Bucket, o.Err))
+				return
+			}
+			if !yield(blobs.Info{Key: strings.TrimPrefix(o.Key, s.prefix), Size: o.Size, ModTime: o.LastModified}, nil) {
+				return
+			}
+		}
+	}
+}

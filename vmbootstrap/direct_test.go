@@ -1,0 +1,166 @@
+package vmbootstrap
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs"
+	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
+)
+
+// TestUploadArtifactDirect: with an S3 store the VM PUTs its artifact
+// straight to the bucket and the controller only records it; when the VM
+// cannot reach the bucket it sends the file through the controller.
+func TestUploadArtifactDirect(t *testing.T) {
+	bucket := s3test.NewBucket(t)
+	c := startControllerOn(t, func(t *testing.T) blobs.Backend {
+		cfg, err := s3blobs.ParseURL(bucket.URL(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := s3blobs.Open(context.Background(), cfg, s3blobs.Options{SpoolDir: t.TempDir(), Credentials: bucket.Credentials()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+	ctx := context.Background()
+	data := make([]byte, 1<<20+5)
+	rand.Read(data)
+	sum := sha256.Sum256(data)
+	path := filepath.Join(t.TempDir(), "app-release.apk")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bucketHost := strings.TrimPrefix(bucket.Endpoint, "http://")
+
+	for _, reachable := range []bool{true, false} {
+		j := c.startJob("android", tarGz(t, tarEntry{name: "package.json", body: "{}"}), nil)
+		var mu sync.Mutex
+		var toBucket []string // methods of the requests the VM sent to the bucket
+		client := &api.Client{BaseURL: c.URL, HTTP: &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+			if r.URL.Host == bucketHost {
+				mu.Lock()
+				toBucket = append(toBucket, r.Method)
+				mu.Unlock()
+				if !reachable {
+					return nil, errors.New("dial tcp: no route to host")
+				}
+			}
+			return http.DefaultTransport.RoundTrip(r)
+		})}}
+		art, err := uploadArtifact(ctx, client, j.job.ID, c.vmToken(j.job), path, 30*time.Second, nil)
+		if err != nil {
+			t.Fatalf("reachable %v: %v", reachable, err)
+		}
+		if art.SHA256 != hex.EncodeToString(sum[:]) || art.Size != int64(len(data)) || art.Name != "app-release.apk" {
+			t.Fatalf("reachable %v: recorded %+v", reachable, art)
+		}
+		if !slices.Equal(toBucket, []string{"PUT"}) {
+			t.Fatalf("reachable %v: requests to the bucket: %v", reachable, toBucket)
+		}
+		keys := bucket.Keys(t)
+		if !slices.Contains(keys, "builds/"+j.job.ID+"/artifact-app-release.apk") || slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, "uploads/") }) {
+			t.Fatalf("reachable %v: bucket holds %v", reachable, keys)
+		}
+	}
+}
+
+// TestDirectUploadProtocol: the controller's side of a direct upload
+// refuses what it did not sign, and a repeated completion gets the first
+// answer.
+func TestDirectUploadProtocol(t *testing.T) {
+	bucket := s3test.NewBucket(t)
+	c := startControllerOn(t, func(t *testing.T) blobs.Backend {
+		cfg, _ := s3blobs.ParseURL(bucket.URL("p"))
+		s, err := s3blobs.Open(context.Background(), cfg, s3blobs.Options{SpoolDir: t.TempDir(), Credentials: bucket.Credentials()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+	ctx := context.Background()
+	j := c.startJob("android", tarGz(t, tarEntry{name: "package.json", body: "{}"}), nil)
+	vm := c.vmToken(j.job)
+	client := &api.Client{BaseURL: c.URL}
+	data := []byte("an apk")
+	sum := sha256.Sum256(data)
+	req := api.DirectUploadRequest{Name: "app.apk", Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
+	for _, bad := range []api.DirectUploadRequest{
+		{Name: "../app.apk", Size: req.Size, SHA256: req.SHA256},
+		{Name: "app.apk", Size: -1, SHA256: req.SHA256},
+		{Name: "app.apk", Size: req.Size, SHA256: "abc"},
+	} {
+		if _, err := client.StartArtifactUpload(ctx, j.job.ID, vm, bad); api.StatusOf(err) != http.StatusBadRequest {
+			t.Fatalf("start %+v: %v", bad, err)
+		}
+	}
+	if _, err := client.StartArtifactUpload(ctx, j.job.ID, "not-the-vm", req); api.StatusOf(err) != http.StatusUnauthorized {
+		t.Fatalf("start without the VM token: %v", err)
+	}
+	up, err := client.StartArtifactUpload(ctx, j.job.ID, vm, req)
+	if err != nil || !up.Direct || up.Ticket == "" || time.Until(up.ExpiresAt) < 20*time.Minute {
+		t.Fatalf("start: %+v %v", up, err)
+	}
+	if _, err := client.CompleteArtifactUpload(ctx, j.job.ID, vm, up.Ticket); api.StatusOf(err) != http.StatusConflict {
+		t.Fatalf("complete before the PUT: %v", err)
+	}
+	forged := []byte(up.Ticket)
+	forged[len(forged)/2] ^= 1
+	if _, err := client.CompleteArtifactUpload(ctx, j.job.ID, vm, string(forged)); api.StatusOf(err) != http.StatusForbidden {
+		t.Fatalf("complete with a changed ticket: %v", err)
+	}
+	put := func(body string) int {
+		r, _ := http.NewRequest("PUT", up.URL, strings.NewReader(body))
+		for k, v := range up.Headers {
+			r.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if code := put("an apq"); code != http.StatusBadRequest {
+		t.Fatalf("PUT of other bytes: %d", code)
+	}
+	if code := put(string(data)); code != http.StatusOK {
+		t.Fatalf("PUT: %d", code)
+	}
+	first, err := client.CompleteArtifactUpload(ctx, j.job.ID, vm, up.Ticket)
+	if err != nil || first.SHA256 != req.SHA256 {
+		t.Fatalf("complete: %+v %v", first, err)
+	}
+	if again, err := client.CompleteArtifactUpload(ctx, j.job.ID, vm, up.Ticket); err != nil || again.SHA256 != first.SHA256 || again.Name != first.Name {
+		t.Fatalf("a repeated completion: %+v %v", again, err)
+	}
+	// A ticket is bound to its build: another build's VM cannot use it.
+	j2 := c.startJob("android", tarGz(t, tarEntry{name: "package.json", body: "{}"}), nil)
+	if _, err := client.CompleteArtifactUpload(ctx, j2.job.ID, c.vmToken(j2.job), up.Ticket); api.StatusOf(err) != http.StatusForbidden {
+		t.Fatalf("another build's ticket: %v", err)
+	}
+	keys, want := bucket.Keys(t), []string{"p/builds/" + j.job.ID + "/artifact-app.apk", "p/builds/" + j.job.ID + "/source", "p/builds/" + j2.job.ID + "/source"}
+	slices.Sort(keys)
+	slices.Sort(want)
+	if !slices.Equal(keys, want) {
+		t.Fatalf("bucket holds %v, want %v", keys, want)
+	}
+}
+
+type roundTrip func(*http.Request) (*http.Response, error)
+
+func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
