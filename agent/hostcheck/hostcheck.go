@@ -152,6 +152,9 @@ func Controller(ctx context.Context, cfg Config) Result {
 	if resp.StatusCode != http.StatusOK {
 		r.Message = fmt.Sprintf("controller %s answered /health with %s", cfg.ControllerURL, resp.Status)
 		r.Fix = "check that the URL points at a Free Agent controller and that it is healthy"
+		if loc := resp.Header.Get("Location"); loc != "" {
+			r.Fix = fmt.Sprintf("the URL redirects to %s: set the controller URL to where it leads (the worker key is never sent on a redirect)", loc)
+		}
 		return r
 	}
 	if cfg.APIKey == "" {
@@ -188,11 +191,16 @@ func Controller(ctx context.Context, cfg Config) Result {
 	return r
 }
 
+// httpClient follows no redirect: the key check sends the worker key,
+// which must not go wherever a redirect points, and a controller URL that
+// redirects is itself the finding.
 func httpClient(cfg Config) *http.Client {
+	hc := *http.DefaultClient
 	if cfg.HTTP != nil {
-		return cfg.HTTP
+		hc = *cfg.HTTP
 	}
-	return http.DefaultClient
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &hc
 }
 
 // Tart checks that the tart binary runs.
