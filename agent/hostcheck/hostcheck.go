@@ -62,6 +62,9 @@ type Config struct {
 	MinFree   uint64 // bytes; less free space fails the disk check
 	HTTP      *http.Client
 	Timeout   time.Duration // per network check
+	// Insecure: the owner allowed a plain-http controller on another
+	// machine (--insecure); otherwise such a URL fails the controller check.
+	Insecure bool
 
 	// InternetSharingPlist holds the DHCP lease time of Tart's VM network
 	// (checked with Tart); empty: the system's, InternetSharingPlist.
@@ -126,6 +129,11 @@ func Controller(ctx context.Context, cfg Config) Result {
 	if cfg.ControllerURL == "" {
 		r.Message = "no controller URL set"
 		r.Fix = "enter it in Preferences…, or run `freeagent setup --controller-url URL`"
+		return r
+	}
+	if err := api.CheckTransport(cfg.ControllerURL); err != nil && !cfg.Insecure {
+		r.Message = err.Error()
+		r.Fix = "enter the controller's https:// URL; to go on unencrypted anyway set insecure = true in agent.conf (or FREEAGENT_INSECURE=1, --insecure)"
 		return r
 	}
 	timeout := cfg.Timeout

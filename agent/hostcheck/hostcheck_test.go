@@ -165,6 +165,7 @@ func TestControllerAndCredentials(t *testing.T) {
 		{"no key", c.URL, "", hostcheck.Warn, "no API key to test"},
 		{"down", "http://127.0.0.1:1", workerKey, hostcheck.Fail, "unreachable"},
 		{"no url", "", workerKey, hostcheck.Fail, "no controller URL"},
+		{"plain http elsewhere", "http://192.0.2.10:8080", workerKey, hostcheck.Fail, "plain http to another machine"},
 	}
 	for _, tc := range cases {
 		r := hostcheck.Controller(ctx, hostcheck.Config{ControllerURL: tc.url, APIKey: tc.key, Timeout: 5 * time.Second})

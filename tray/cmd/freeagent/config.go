@@ -147,7 +147,7 @@ func (c *Config) checkTransport() error {
 		return nil
 	}
 	if err := api.CheckTransport(c.ControllerURL); err != nil {
-		return fmt.Errorf("--controller-url: %w; to go on unencrypted anyway pass --insecure (or set FREEAGENT_INSECURE=1)", err)
+		return fmt.Errorf("--controller-url: %w; to go on unencrypted anyway pass --insecure (or set FREEAGENT_INSECURE=1, or insecure = true in agent.conf)", err)
 	}
 	return nil
 }
@@ -239,7 +239,7 @@ func soloURL(listen string) string {
 // hostChecks is what `freeagent doctor` and the menu bar check on this host.
 func (c *Config) hostChecks(store secrets.Store) hostcheck.Config {
 	hc := hostcheck.Config{ControllerURL: c.ControllerURL, APIKey: c.APIKey, KeyStore: store,
-		DataDir: c.DataDir, MinFree: uint64(c.MinFreeGB) << 30, Platforms: c.platforms()}
+		DataDir: c.DataDir, MinFree: uint64(c.MinFreeGB) << 30, Platforms: c.platforms(), Insecure: c.Insecure || c.Solo}
 	if c.VMDriver == "tart" {
 		hc.Tart = c.tartDriver(logrus.New())
 	}
