@@ -116,10 +116,17 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 var credentialHeaders = []string{HeaderAPIKey, HeaderBuildToken, HeaderWorkerToken, HeaderVMToken, HeaderOTP, "Authorization", "Cookie"}
 
 // withoutCredentials wraps a redirect policy (nil: Go's default of at most
-// 10) so that a redirect to another host carries no credentials.
+// 10) so that a redirect to another origin (scheme, host or port) carries no
+// credentials, and neither does any later hop of the chain, even one back
+// to the controller: a host that was handed the request must not be able
+// to send it on, credentials restored, to a path of its choosing.
 func withoutCredentials(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
-		if req.URL.Host != via[0].URL.Host || req.URL.Scheme != via[0].URL.Scheme {
+		left := !sameOrigin(req.URL, via[0].URL)
+		for _, v := range via[1:] {
+			left = left || !sameOrigin(v.URL, via[0].URL)
+		}
+		if left {
 			for _, h := range credentialHeaders {
 				req.Header.Del(h)
 			}
@@ -132,6 +139,12 @@ func withoutCredentials(next func(*http.Request, []*http.Request) error) func(*h
 		}
 		return nil
 	}
+}
+
+// sameOrigin compares scheme, host and port (an explicit default port
+// counts as another origin: credentials are dropped, never added).
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Host, b.Host)
 }
 
 func decodeError(resp *http.Response) error {

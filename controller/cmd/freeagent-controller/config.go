@@ -45,6 +45,8 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 	if serving {
 		e.str(&cfg.Serve.BlobStore, "blob-store", "FREEAGENT_BLOB_STORE", "", "where build files live: file:///DIR, or s3://BUCKET/PREFIX?endpoint=URL&region=R shared by every replica (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials); empty: the data directory's files/")
 		e.str(&cfg.Serve.Listen, "listen", "FREEAGENT_LISTEN", "127.0.0.1:8080", "address to serve HTTP on (host:port)")
+		e.str(&cfg.Serve.TLSCert, "tls-cert", "FREEAGENT_TLS_CERT", "", "PEM certificate chain (leaf first): with --tls-key, serve HTTPS instead of HTTP")
+		e.str(&cfg.Serve.TLSKey, "tls-key", "FREEAGENT_TLS_KEY", "", "PEM private key of --tls-cert")
 		e.dur(&cfg.Serve.Store.LeaseTTL, "lease-ttl", "FREEAGENT_LEASE_TTL", cfg.Serve.Store.LeaseTTL, "a build lease not renewed for this long expires and the build is requeued")
 		e.dur(&cfg.Serve.Store.TokenTTL, "token-ttl", "FREEAGENT_TOKEN_TTL", cfg.Serve.Store.TokenTTL, "worker token lifetime")
 		e.dur(&cfg.Serve.Store.TokenRotateAfter, "token-rotate-after", "FREEAGENT_TOKEN_ROTATE_AFTER", cfg.Serve.Store.TokenRotateAfter, "a worker token older than this is replaced on its next use")
@@ -94,6 +96,9 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 	// A new worker token may ride on a long poll's answer: it is not taken
 	// as lost (and displaced by the previous one) before that answer could arrive.
 	cfg.Serve.Store.TokenDeliveryGrace = max(cfg.Serve.Store.TokenDeliveryGrace, cfg.Serve.Limits.PollMaxWait+15*time.Second)
+	if (cfg.Serve.TLSCert == "") != (cfg.Serve.TLSKey == "") {
+		return nil, nil, usageError{errors.New("--tls-cert and --tls-key (FREEAGENT_TLS_CERT, FREEAGENT_TLS_KEY) go together: give both to serve HTTPS, or neither")}
+	}
 	if cfg.Serve.DatabaseURL == "" && cfg.Serve.DataDir == "" {
 		return nil, nil, usageError{errors.New("set --data-dir (or FREEAGENT_DATA_DIR) or --database-url (DATABASE_URL)")}
 	}

@@ -60,6 +60,9 @@ type Config struct {
 	OpenCommand   string
 	Solo          bool
 	SoloListen    string
+	// Insecure allows a plain http:// controller on another machine
+	// (--insecure, FREEAGENT_INSECURE=1); refused otherwise.
+	Insecure bool
 
 	apiKeyStdin bool
 	jsonOut     bool
@@ -83,6 +86,7 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	o := options{fs: fs, file: file}
 	o.str(&cfg.DataDir, "data-dir", "FREEAGENT_DATA_DIR", defaultDataDir(), "credentials (off macOS), logs and build scratch space")
 	o.str(&cfg.ControllerURL, "controller-url", "FREEAGENT_CONTROLLER_URL", "", "the controller, e.g. https://builds.example.com")
+	o.boolv(&cfg.Insecure, "insecure", "FREEAGENT_INSECURE", false, "allow a plain http:// controller on another machine: the worker key, tokens and signing credentials then cross the network unencrypted")
 	if cmd == "setup" {
 		fs.BoolVar(&cfg.apiKeyStdin, "api-key-stdin", false, "read the API key from standard input and store it")
 	} else {
@@ -130,7 +134,33 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	if cmd == "run" && cfg.ControllerURL == "" {
 		return nil, usageError{errors.New("no controller: pass --controller-url, set FREEAGENT_CONTROLLER_URL, or run `freeagent setup --controller-url URL`")}
 	}
+	if err := cfg.checkTransport(); err != nil && cmd != "doctor" { // doctor reports it as a finding
+		return nil, usageError{err}
+	}
 	return cfg, nil
+}
+
+// checkTransport refuses a plain-http controller on another machine unless
+// Insecure. A loopback controller stays plain http, and so does the hop the
+// VMs make to it through HostAddress on the host-only VM network (guestURL):
+// neither leaves this Mac. Solo mode's controller is this Mac's.
+func (c *Config) checkTransport() error {
+	if c.Solo || c.Insecure || c.ControllerURL == "" {
+		return nil
+	}
+	if err := api.CheckTransport(c.ControllerURL); err != nil {
+		return fmt.Errorf("--controller-url: %w; to go on unencrypted anyway pass --insecure (or set FREEAGENT_INSECURE=1, or insecure = true in agent.conf)", err)
+	}
+	return nil
+}
+
+// insecureWarning is the loud warning for a plain-http controller the
+// owner allowed with --insecure; empty when there is nothing to say.
+func (c *Config) insecureWarning() string {
+	if c.Solo || !c.Insecure || api.CheckTransport(c.ControllerURL) == nil {
+		return ""
+	}
+	return api.InsecureWarning(c.ControllerURL, "--insecure / FREEAGENT_INSECURE=1")
 }
 
 // capabilities is what the worker advertises. With Tart, the platforms are
@@ -212,7 +242,7 @@ func soloURL(listen string) string {
 // hostChecks is what `freeagent doctor` and the menu bar check on this host.
 func (c *Config) hostChecks(store secrets.Store) hostcheck.Config {
 	hc := hostcheck.Config{ControllerURL: c.ControllerURL, APIKey: c.APIKey, KeyStore: store,
-		DataDir: c.DataDir, MinFree: uint64(c.MinFreeGB) << 30, Platforms: c.platforms()}
+		DataDir: c.DataDir, MinFree: uint64(c.MinFreeGB) << 30, Platforms: c.platforms(), Insecure: c.Insecure || c.Solo}
 	if c.VMDriver == "tart" {
 		hc.Tart = c.tartDriver(logrus.New())
 	}
