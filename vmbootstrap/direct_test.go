@@ -73,7 +73,7 @@ func TestUploadArtifactDirect(t *testing.T) {
 			t.Fatalf("reachable %v: requests to the bucket: %v", reachable, toBucket)
 		}
 		keys := bucket.Keys(t)
-		if !slices.Contains(keys, "builds/"+j.job.ID+"/artifact-app-release.apk") || slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, "uploads/") }) {
+		if !slices.Contains(keys, "builds/"+j.job.ID+"/attempts/"+j.job.AttemptID+"/artifact-app-release.apk") || slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, "uploads/") }) {
 			t.Fatalf("reachable %v: bucket holds %v", reachable, keys)
 		}
 	}
@@ -153,7 +153,7 @@ func TestDirectUploadProtocol(t *testing.T) {
 	if _, err := client.CompleteArtifactUpload(ctx, j2.job.ID, c.vmToken(j2.job), up.Ticket); api.StatusOf(err) != http.StatusForbidden {
 		t.Fatalf("another build's ticket: %v", err)
 	}
-	keys, want := bucket.Keys(t), []string{"p/builds/" + j.job.ID + "/artifact-app.apk", "p/builds/" + j.job.ID + "/source", "p/builds/" + j2.job.ID + "/source"}
+	keys, want := bucket.Keys(t), []string{"p/builds/" + j.job.ID + "/attempts/" + j.job.AttemptID + "/artifact-app.apk", "p/builds/" + j.job.ID + "/source", "p/builds/" + j2.job.ID + "/source"}
 	slices.Sort(keys)
 	slices.Sort(want)
 	if !slices.Equal(keys, want) {

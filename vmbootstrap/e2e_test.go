@@ -195,6 +195,10 @@ echo "done"
 	if fileExists(filepath.Join(shared, BuildErrorFile)) {
 		t.Fatal("build-error written too")
 	}
+	// The worker reports the attempt's end; the build then shows its artifact.
+	if res, err := c.report(j, api.Result{Success: true}); err != nil || res.Status != api.StatusCompleted {
+		t.Fatalf("report: %+v %v", res, err)
+	}
 	b, err := c.admin.GetBuild(context.Background(), j.sub.ID)
 	if err != nil || len(b.Artifacts) != 1 || b.Artifacts[0].SHA256 != sha(apk) {
 		t.Fatalf("controller's artifacts: %+v %v", b.Artifacts, err)

@@ -44,10 +44,15 @@ const (
 	ArtifactPrefix  = "artifact-"
 )
 
+// AttemptsDir holds the artifacts of a build's attempts, one folder per
+// attempt: builds/<id>/attempts/<attempt id>/artifact-<name>.
+const AttemptsDir = "attempts"
+
 // File names one stored file of a build.
 type File struct {
-	kind fileKind
-	name string
+	kind    fileKind
+	name    string
+	attempt string // the attempt that made an artifact; "" for artifacts stored before attempts owned theirs
 }
 
 type fileKind int
@@ -67,8 +72,14 @@ var (
 	Credentials = File{kind: kindCredentials}
 )
 
-// Artifact is a build artifact; name must be a CleanName.
-func Artifact(name string) File { return File{kind: kindArtifact, name: name} }
+// Artifact is an artifact made by one attempt of a build; name must be a
+// CleanName. Two attempts may upload the same name: each is kept under its
+// own attempt's folder, and the database says which attempt's file the
+// build shows. attemptID "" names an artifact stored before artifacts
+// belonged to attempts (builds/<id>/artifact-<name>).
+func Artifact(attemptID, name string) File {
+	return File{kind: kindArtifact, name: name, attempt: attemptID}
+}
 
 func (f File) String() string {
 	switch f.kind {
@@ -211,7 +222,13 @@ func objectKey(buildID string, f File) (string, error) {
 		if f.name == "" || CleanName(f.name) != f.name {
 			return "", fmt.Errorf("invalid artifact name %q", f.name)
 		}
-		return p + ArtifactPrefix + f.name, nil
+		if f.attempt == "" {
+			return p + ArtifactPrefix + f.name, nil
+		}
+		if strings.ContainsAny(f.attempt, "/\\.") {
+			return "", fmt.Errorf("invalid attempt id %q", f.attempt)
+		}
+		return p + AttemptsDir + "/" + f.attempt + "/" + ArtifactPrefix + f.name, nil
 	}
 	return "", errors.New("unknown kind of build file")
 }

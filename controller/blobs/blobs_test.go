@@ -46,14 +46,14 @@ func TestCleanName(t *testing.T) {
 
 func TestPendingCommitAbortAndLimit(t *testing.T) {
 	s, root := newStore(t)
-	p, err := s.Create(context.Background(), "b1", Artifact("app.apk"))
+	p, err := s.Create(context.Background(), "b1", Artifact("a1", "app.apk"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := p.Fill(strings.NewReader("hello"), 100); err != nil {
 		t.Fatal(err)
 	}
-	final := filepath.Join(root, "files", "builds", "b1", ArtifactPrefix+"app.apk")
+	final := filepath.Join(root, "files", "builds", "b1", AttemptsDir, "a1", ArtifactPrefix+"app.apk")
 	if _, err := os.Stat(final); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("file visible before commit")
 	}
@@ -71,20 +71,32 @@ func TestPendingCommitAbortAndLimit(t *testing.T) {
 		t.Fatalf("committed file: %q %v", b, err)
 	}
 
-	big, _ := s.Create(context.Background(), "b1", Artifact("big.bin"))
+	big, _ := s.Create(context.Background(), "b1", Artifact("a1", "big.bin"))
 	if err := big.Fill(bytes.NewReader(make([]byte, 101)), 100); !errors.Is(err, ErrTooLarge) {
 		t.Fatalf("over the limit: %v", err)
 	}
 	big.Abort()
-	entries, _ := os.ReadDir(filepath.Join(root, "files", "builds", "b1"))
+	entries, _ := os.ReadDir(filepath.Join(root, "files", "builds", "b1", AttemptsDir, "a1"))
 	if len(entries) != 1 {
 		t.Fatalf("aborted upload left files: %v", entries)
 	}
-	if _, err := s.Create(context.Background(), "../x", Artifact("a")); err == nil {
+	if _, err := s.Create(context.Background(), "../x", Artifact("a1", "a")); err == nil {
 		t.Fatal("a build id with a path was accepted")
 	}
-	if _, err := s.Create(context.Background(), "b1", Artifact("../x")); err == nil {
+	if _, err := s.Create(context.Background(), "b1", Artifact("a1", "../x")); err == nil {
 		t.Fatal("an unclean name was accepted")
+	}
+	if _, err := s.Create(context.Background(), "b1", Artifact("../a1", "x")); err == nil {
+		t.Fatal("an attempt id with a path was accepted")
+	}
+	// Artifacts stored before they belonged to attempts keep their key.
+	legacy, _ := s.Create(context.Background(), "b1", Artifact("", "old.apk"))
+	legacy.Write([]byte("old"))
+	if err := legacy.Commit(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(root, "files", "builds", "b1", ArtifactPrefix+"old.apk")); err != nil || string(b) != "old" {
+		t.Fatalf("legacy artifact: %q %v", b, err)
 	}
 }
 

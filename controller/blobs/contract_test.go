@@ -65,9 +65,9 @@ var behaviours = []struct {
 }{
 	{"commit makes the object visible, whole", func(t *testing.T, b blobs.Backend) {
 		data := random(t, 100_000)
-		w := create(t, b, "builds/b1/artifact-app.apk")
+		w := create(t, b, "builds/b1/attempts/a1/artifact-app.apk")
 		write(t, w, data[:50_000])
-		if _, err := b.Stat(ctx, "builds/b1/artifact-app.apk"); !errors.Is(err, fs.ErrNotExist) {
+		if _, err := b.Stat(ctx, "builds/b1/attempts/a1/artifact-app.apk"); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("visible before commit: %v", err)
 		}
 		write(t, w, data[50_000:])
@@ -81,11 +81,11 @@ var behaviours = []struct {
 		if err := w.Commit(ctx); err == nil {
 			t.Fatal("a second Commit succeeded")
 		}
-		if got := read(t, b, "builds/b1/artifact-app.apk"); !bytes.Equal(got, data) {
+		if got := read(t, b, "builds/b1/attempts/a1/artifact-app.apk"); !bytes.Equal(got, data) {
 			t.Fatalf("read back %d bytes, differing", len(got))
 		}
-		info, err := b.Stat(ctx, "builds/b1/artifact-app.apk")
-		if err != nil || info.Size != int64(len(data)) || info.Key != "builds/b1/artifact-app.apk" || time.Since(info.ModTime) > time.Hour {
+		info, err := b.Stat(ctx, "builds/b1/attempts/a1/artifact-app.apk")
+		if err != nil || info.Size != int64(len(data)) || info.Key != "builds/b1/attempts/a1/artifact-app.apk" || time.Since(info.ModTime) > time.Hour {
 			t.Fatalf("stat: %+v %v", info, err)
 		}
 	}},
@@ -313,13 +313,13 @@ var behaviours = []struct {
 		if err := s.FinishDirectUpload(ctx, up.Key, int64(len(data)), sum(string(data))); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.PromoteUpload(ctx, up.Key, "b1", blobs.Artifact("app.apk")); err != nil {
+		if err := s.PromoteUpload(ctx, up.Key, "b1", blobs.Artifact("a1", "app.apk")); err != nil {
 			t.Fatal(err)
 		}
-		if got := list(t, b, ""); !slices.Equal(got, []string{"builds/b1/artifact-app.apk"}) {
+		if got := list(t, b, ""); !slices.Equal(got, []string{"builds/b1/attempts/a1/artifact-app.apk"}) {
 			t.Fatalf("after promotion: %v", got)
 		}
-		if got := read(t, b, "builds/b1/artifact-app.apk"); !bytes.Equal(got, data) {
+		if got := read(t, b, "builds/b1/attempts/a1/artifact-app.apk"); !bytes.Equal(got, data) {
 			t.Fatalf("promoted: %q", got)
 		}
 	}},
@@ -358,7 +358,7 @@ var behaviours = []struct {
 		if err := p.Commit(ctx); err != nil {
 			t.Fatal(err)
 		}
-		big, _ := s.Create(ctx, "b1", blobs.Artifact("big.bin"))
+		big, _ := s.Create(ctx, "b1", blobs.Artifact("a1", "big.bin"))
 		if err := big.Fill(bytes.NewReader(make([]byte, 101)), 100); !errors.Is(err, blobs.ErrTooLarge) {
 			t.Fatalf("over the limit: %v", err)
 		}

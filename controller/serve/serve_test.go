@@ -238,7 +238,7 @@ func TestReplicasShareAnS3Store(t *testing.T) {
 	// The files are in the bucket, and on neither replica's disk.
 	keys := bucket.Keys(t)
 	slices.Sort(keys)
-	want := []string{"farm/builds/" + job.ID + "/artifact-app-release.apk", "farm/builds/" + job.ID + "/source", "farm/keys/certs-key-check.sealed"}
+	want := []string{"farm/builds/" + job.ID + "/attempts/" + job.AttemptID + "/artifact-app-release.apk", "farm/builds/" + job.ID + "/source", "farm/keys/certs-key-check.sealed"}
 	if !slices.Equal(keys, want) {
 		t.Fatalf("bucket holds %v, want %v", keys, want)
 	}

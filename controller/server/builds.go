@@ -545,7 +545,7 @@ func (s *Server) serveArtifact(w http.ResponseWriter, r *http.Request, id, name 
 		s.fail(w, r, err)
 		return
 	}
-	s.serveFile(w, r, id, blobs.Artifact(name), name, "application/octet-stream", a.SHA256)
+	s.serveFile(w, r, id, blobs.Artifact(a.AttemptID, name), name, "application/octet-stream", a.SHA256)
 }
 
 // directTTL is how long a direct download URL works: long enough to start

@@ -98,7 +98,7 @@ func (s *Server) completeDirectUpload(w http.ResponseWriter, r *http.Request, bu
 	err = s.blobs.FinishDirectUpload(r.Context(), t.Key, t.Size, t.SHA256)
 	if errors.Is(err, fs.ErrNotExist) {
 		// A repeat whose first answer was lost finds the artifact recorded.
-		if a, aerr := s.store.Artifact(r.Context(), buildID, t.Name); aerr == nil && a.SHA256 == t.SHA256 && a.Size == t.Size {
+		if a, aerr := s.store.AttemptArtifact(r.Context(), buildID, attemptID, t.Name); aerr == nil && a.SHA256 == t.SHA256 && a.Size == t.Size {
 			writeJSON(w, http.StatusCreated, a)
 			return
 		}
@@ -110,7 +110,9 @@ func (s *Server) completeDirectUpload(w http.ResponseWriter, r *http.Request, bu
 		return
 	}
 	a := &store.PendingArtifact{Name: t.Name, Size: t.Size, SHA256: t.SHA256,
-		Commit: func() error { return s.blobs.PromoteUpload(r.Context(), t.Key, buildID, blobs.Artifact(t.Name)) }}
+		Commit: func() error {
+			return s.blobs.PromoteUpload(r.Context(), t.Key, buildID, blobs.Artifact(attemptID, t.Name))
+		}}
 	if err := s.store.AddArtifact(r.Context(), buildID, attemptID, a); err != nil {
 		s.blobs.Backend().Delete(r.Context(), t.Key) //nolint:errcheck // best effort: the attempt is over
 		s.fail(w, r, err)

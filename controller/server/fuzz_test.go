@@ -191,10 +191,10 @@ func fzLeaks(tb testing.TB, e *env) []string {
 	tb.Helper()
 	ctx := context.Background()
 	builds := map[string]bool{}
-	artifacts := map[string]bool{} // "<build>/<name>"
+	artifacts := map[string]bool{} // the file of each record, "<build>/attempts/<attempt>/artifact-<name>"
 	for q, set := range map[string]map[string]bool{
-		`SELECT id FROM builds`:                         builds,
-		`SELECT build_id || '/' || name FROM artifacts`: artifacts,
+		`SELECT id FROM builds`: builds,
+		`SELECT build_id || '/' || CASE attempt_id WHEN '' THEN '' ELSE 'attempts/' || attempt_id || '/' END || 'artifact-' || name FROM artifacts`: artifacts,
 	} {
 		rows, err := e.store.Pool().Query(ctx, q)
 		if err != nil {
@@ -220,22 +220,19 @@ func fzLeaks(tb testing.TB, e *env) []string {
 			continue
 		}
 		for _, f := range files {
-			name, isArtifact := strings.CutPrefix(f, blobs.ArtifactPrefix)
 			switch {
 			case f == blobs.SourceFile || f == blobs.CertsFile || f == blobs.CredentialsFile:
-			case isArtifact && !strings.Contains(name, "/"):
-				if !artifacts[id+"/"+name] {
-					out = append(out, "file without a record: "+id+"/"+f)
-				}
+			case artifacts[id+"/"+f]:
+			case strings.HasPrefix(f, blobs.AttemptsDir+"/") || strings.HasPrefix(f, blobs.ArtifactPrefix):
+				out = append(out, "file without a record: "+id+"/"+f)
 			default:
 				out = append(out, "stray file: "+id+"/"+f)
 			}
 		}
 	}
 	for a := range artifacts {
-		id, name, _ := strings.Cut(a, "/")
-		if _, err := os.Stat(filepath.Join(biBuildsDir(e), id, blobs.ArtifactPrefix+name)); err != nil {
-			out = append(out, "record without a file: "+id+"/"+blobs.ArtifactPrefix+name)
+		if _, err := os.Stat(filepath.Join(biBuildsDir(e), filepath.FromSlash(a))); err != nil {
+			out = append(out, "record without a file: "+a)
 		}
 	}
 	slices.Sort(out)
@@ -564,7 +561,7 @@ func FuzzArtifactName(f *testing.F) {
 			strings.IndexFunc(n, unicode.IsControl) >= 0 {
 			t.Fatalf("name %q stored as unsafe name %q", name, n)
 		}
-		stored := "files/builds/" + R.ID + "/" + blobs.ArtifactPrefix + n
+		stored := "files/builds/" + R.ID + "/" + blobs.AttemptsDir + "/" + R.Job.AttemptID + "/" + blobs.ArtifactPrefix + n
 		want := slices.Clone(baseline)
 		if !slices.Contains(want, stored) {
 			want = append(want, stored)

@@ -97,7 +97,12 @@ func (s *Server) installManifest(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: build %s has no .ipa to install", store.ErrNotFound, b.ID))
 		return
 	}
-	f, _, err := s.blobs.Open(r.Context(), b.ID, blobs.Artifact(ipa.Name))
+	stored, err := s.store.Artifact(r.Context(), b.ID, ipa.Name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	f, _, err := s.blobs.Open(r.Context(), b.ID, blobs.Artifact(stored.AttemptID, ipa.Name))
 	if err != nil {
 		s.fail(w, r, fmt.Errorf("open %s of build %s: %w", ipa.Name, b.ID, err))
 		return
@@ -138,7 +143,7 @@ func (s *Server) installFile(w http.ResponseWriter, r *http.Request) {
 	if strings.HasSuffix(strings.ToLower(name), ".apk") {
 		contentType = "application/vnd.android.package-archive" // what makes Android offer to install it
 	}
-	s.serveFile(w, r, id, blobs.Artifact(name), name, contentType, a.SHA256)
+	s.serveFile(w, r, id, blobs.Artifact(a.AttemptID, name), name, contentType, a.SHA256)
 }
 
 // qrCode answers GET /api/builds/{id}/qr.png: the install page's link.

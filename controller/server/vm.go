@@ -213,7 +213,7 @@ func (s *Server) uploadArtifact(w http.ResponseWriter, r *http.Request, buildID,
 			s.fail(w, r, badRequest("the artifact's file name %q is not a usable file name; send a plain name such as app-release.apk", part.FileName()))
 			return
 		}
-		p, err := s.blobs.Create(r.Context(), buildID, blobs.Artifact(name))
+		p, err := s.blobs.Create(r.Context(), buildID, blobs.Artifact(attemptID, name))
 		if err != nil {
 			s.fail(w, r, err)
 			return

@@ -190,7 +190,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerA
 			s.fail(w, r, badRequest("the \"result\" file name %q is not a usable file name", part.FileName()))
 			return
 		}
-		if pending, err = s.blobs.Create(r.Context(), res.BuildID, blobs.Artifact(name)); err != nil {
+		if pending, err = s.blobs.Create(r.Context(), res.BuildID, blobs.Artifact(res.AttemptID, name)); err != nil {
 			s.fail(w, r, err)
 			return
 		}

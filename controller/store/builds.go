@@ -232,8 +232,17 @@ func scanBuildWithPosition(row pgx.Row, pos **int, extra ...any) (api.Build, err
 	return b, nil
 }
 
+// visibleArtifact is the condition under which artifact row a of build b
+// is shown: it was made by the attempt that ended the build, or stored
+// before artifacts belonged to attempts (an empty attempt_id). A live attempt's
+// artifacts appear when it ends the build; another attempt's never do.
+const visibleArtifact = `(a.attempt_id = '' OR (a.attempt_id = b.attempt_id AND b.status IN ('completed', 'failed', 'cancelled')))`
+
 func listArtifacts(ctx context.Context, q querier, buildID string) ([]api.Artifact, error) {
-	rows, err := q.Query(ctx, `SELECT name, size, sha256 FROM artifacts WHERE build_id = $1 ORDER BY name`, buildID)
+	// A build that was running across the upgrade may hold a name twice
+	// (an old row and its attempt's): the attempt's wins.
+	rows, err := q.Query(ctx, `SELECT DISTINCT ON (a.name) a.name, a.size, a.sha256 FROM artifacts a JOIN builds b ON b.id = a.build_id
+		WHERE a.build_id = $1 AND `+visibleArtifact+` ORDER BY a.name, a.attempt_id = ''`, buildID)
 	if err != nil {
 		return nil, fmt.Errorf("list artifacts: %w", err)
 	}
@@ -249,12 +258,42 @@ func listArtifacts(ctx context.Context, q querier, buildID string) ([]api.Artifa
 	return out, err
 }
 
-// Artifact returns one artifact record.
-func (s *Store) Artifact(ctx context.Context, buildID, name string) (api.Artifact, error) {
-	a := api.Artifact{Name: name, URL: ArtifactURL(buildID, name)}
-	err := s.pool.QueryRow(ctx, `SELECT size, sha256 FROM artifacts WHERE build_id = $1 AND name = $2`, buildID, name).Scan(&a.Size, &a.SHA256)
+// StoredArtifact is an artifact the build shows, with the attempt that made
+// it: the file is blobs.Artifact(AttemptID, Name).
+type StoredArtifact struct {
+	api.Artifact
+	AttemptID string
+}
+
+// Artifact returns an artifact the build shows. Once the collector deleted
+// the build's artifacts (--retain-artifacts) it gives ErrGone, saying when.
+func (s *Store) Artifact(ctx context.Context, buildID, name string) (StoredArtifact, error) {
+	a := StoredArtifact{Artifact: api.Artifact{Name: name, URL: ArtifactURL(buildID, name)}}
+	var deleted *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT a.size, a.sha256, a.attempt_id, b.artifacts_deleted_at FROM artifacts a JOIN builds b ON b.id = a.build_id
+		WHERE a.build_id = $1 AND a.name = $2 AND `+visibleArtifact+` ORDER BY a.attempt_id = '' LIMIT 1`, buildID, name).
+		Scan(&a.Size, &a.SHA256, &a.AttemptID, &deleted)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, fmt.Errorf("%w: build %s has no artifact %q", ErrNotFound, buildID, name)
+	}
+	if err != nil {
+		return a, fmt.Errorf("read artifact: %w", err)
+	}
+	if deleted != nil {
+		return a, fmt.Errorf("%w: the artifacts of build %s expired and were deleted on %s (the controller keeps artifacts for --retain-artifacts after a build ends); run the build again",
+			ErrGone, buildID, deleted.UTC().Format(time.RFC3339))
+	}
+	return a, nil
+}
+
+// AttemptArtifact returns an artifact attempt attemptID recorded, shown or
+// not: the answer to a repeated upload whose first answer was lost.
+func (s *Store) AttemptArtifact(ctx context.Context, buildID, attemptID, name string) (api.Artifact, error) {
+	a := api.Artifact{Name: name, URL: ArtifactURL(buildID, name)}
+	err := s.pool.QueryRow(ctx, `SELECT size, sha256 FROM artifacts WHERE build_id = $1 AND attempt_id = $2 AND name = $3`,
+		buildID, attemptID, name).Scan(&a.Size, &a.SHA256)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return a, fmt.Errorf("%w: attempt %s of build %s has no artifact %q", ErrNotFound, attemptID, buildID, name)
 	}
 	return a, err
 }

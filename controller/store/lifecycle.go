@@ -402,7 +402,8 @@ type Result struct {
 	Artifact *PendingArtifact
 }
 
-// PendingArtifact is an uploaded file waiting for its record.
+// PendingArtifact is an uploaded file waiting for its record; the file is
+// the attempt's own (blobs.Artifact(attempt id, Name)).
 type PendingArtifact struct {
 	Name   string
 	Size   int64
@@ -543,8 +544,8 @@ func (t *txn) endBuild(ctx context.Context, w WorkerAuth, r Result, resp api.Res
 			FROM a WHERE builds.id = $1 AND builds.attempt_id = a.id
 			RETURNING builds.id, builds.platform
 		), art AS (
-			INSERT INTO artifacts (build_id, name, size, sha256) SELECT b.id, $9, $10, $11 FROM b WHERE $9::text IS NOT NULL
-			ON CONFLICT (build_id, name) DO UPDATE SET size = EXCLUDED.size, sha256 = EXCLUDED.sha256, created_at = now()
+			INSERT INTO artifacts (build_id, attempt_id, name, size, sha256) SELECT b.id, $2, $9, $10, $11 FROM b WHERE $9::text IS NOT NULL
+			ON CONFLICT (build_id, attempt_id, name) DO UPDATE SET size = EXCLUDED.size, sha256 = EXCLUDED.sha256, created_at = now()
 		), wk AS (
 			UPDATE workers SET builds_completed = builds_completed + CASE WHEN $6 = 'completed' THEN 1 ELSE 0 END,
 				builds_failed = builds_failed + CASE WHEN $6 = 'completed' THEN 0 ELSE 1 END
@@ -564,12 +565,14 @@ func (t *txn) endBuild(ctx context.Context, w WorkerAuth, r Result, resp api.Res
 	return nil
 }
 
-// recordArtifact records an artifact the VM uploaded and moves its file into
-// place, inside the transaction that verified the VM's attempt.
-func (t *txn) recordArtifact(ctx context.Context, buildID string, a *PendingArtifact) error {
-	if _, err := t.Exec(ctx, `INSERT INTO artifacts (build_id, name, size, sha256) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (build_id, name) DO UPDATE SET size = EXCLUDED.size, sha256 = EXCLUDED.sha256, created_at = now()`,
-		buildID, a.Name, a.Size, a.SHA256); err != nil {
+// recordArtifact records an artifact the VM of attempt attemptID uploaded
+// and moves its file into place, inside the transaction that verified the
+// attempt. The row is the attempt's: the build shows it only if the attempt
+// ends the build.
+func (t *txn) recordArtifact(ctx context.Context, buildID, attemptID string, a *PendingArtifact) error {
+	if _, err := t.Exec(ctx, `INSERT INTO artifacts (build_id, attempt_id, name, size, sha256) VALUES ($1, $2, $3, $4, $5)
+		ON CONFLICT (build_id, attempt_id, name) DO UPDATE SET size = EXCLUDED.size, sha256 = EXCLUDED.sha256, created_at = now()`,
+		buildID, attemptID, a.Name, a.Size, a.SHA256); err != nil {
 		return fmt.Errorf("record artifact: %w", err)
 	}
 	if err := a.Commit(); err != nil {

@@ -83,7 +83,9 @@ func (s *Store) Files(ctx context.Context, buildID string) (BuildFiles, error) {
 }
 
 // AddArtifact records an artifact the VM uploaded for its live attempt. The
-// file is moved into place only while the attempt is verified live.
+// file is moved into place only while the attempt is verified live; the
+// build shows it once the attempt ends the build, and never if another
+// attempt does.
 func (s *Store) AddArtifact(ctx context.Context, buildID, attemptID string, a *PendingArtifact) error {
 	return s.withTx(ctx, func(t *txn) error {
 		var live bool
@@ -95,7 +97,7 @@ func (s *Store) AddArtifact(ctx context.Context, buildID, attemptID string, a *P
 		if !live {
 			return fmt.Errorf("%w: attempt %s of build %s has ended", ErrLeaseLost, attemptID, buildID)
 		}
-		return t.recordArtifact(ctx, buildID, a)
+		return t.recordArtifact(ctx, buildID, attemptID, a)
 	})
 }
 
