@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/boundedfile"
 	"github.com/freeagent-build/freeagent/vmbootstrap"
 )
 
@@ -252,34 +254,17 @@ func (b *build) watch(ctx context.Context, dir string, inst Instance) outcome {
 	ready := false
 	var lastProgress time.Time
 	for {
-		var be vmbootstrap.BuildError
-		if readJSON(filepath.Join(dir, vmbootstrap.BuildErrorFile), &be) == nil {
-			code := be.Code
-			if code == "" {
-				code = api.CodeBuildFailed
-			}
-			msg := be.Message
-			if be.LogTail != "" {
-				msg += "\n--- last lines of the log ---\n" + be.LogTail
-			}
-			b.log.WithFields(logrus.Fields{"code": code, "retryable": be.Retryable}).Warn("build failed: " + be.Message)
-			return outcome{code: code, message: msg, retryable: be.Retryable}
+		if out, ended := b.ended(dir); ended {
+			return out
 		}
-		var done vmbootstrap.Complete
-		if readJSON(filepath.Join(dir, vmbootstrap.BuildCompleteFile), &done) == nil {
-			b.log.WithField("artifacts", len(done.Artifacts)).Info("build completed")
-			return outcome{success: true}
-		}
-		if !ready {
-			if _, err := os.Stat(filepath.Join(dir, vmbootstrap.ReadyFile)); err == nil {
-				ready = true
-				boot.Stop()
-				b.a.vmStarted()
-				b.log.Info("environment ready")
-			}
+		if !ready && isSignalled(dir, vmbootstrap.ReadyFile) {
+			ready = true
+			boot.Stop()
+			b.a.vmStarted()
+			b.log.Info("environment ready")
 		}
 		var p vmbootstrap.Progress
-		if readJSON(filepath.Join(dir, vmbootstrap.ProgressFile), &p) == nil && p.UpdatedAt.After(lastProgress) {
+		if readVMFile(dir, vmbootstrap.ProgressFile, maxProgressBytes, &p) == nil && p.UpdatedAt.After(lastProgress) {
 			lastProgress = p.UpdatedAt
 			b.setPhase(p.Phase, p.Progress)
 		}
@@ -288,11 +273,8 @@ func (b *build) watch(ctx context.Context, dir string, inst Instance) outcome {
 			return b.interrupted(ctx)
 		case <-inst.Exited():
 			// A last look: the bootstrap may have signalled just before power-off.
-			if _, err := os.Stat(filepath.Join(dir, vmbootstrap.BuildCompleteFile)); err == nil {
-				continue
-			}
-			if _, err := os.Stat(filepath.Join(dir, vmbootstrap.BuildErrorFile)); err == nil {
-				continue
+			if out, ended := b.ended(dir); ended {
+				return out
 			}
 			err := inst.Err()
 			var se *StartError
@@ -387,12 +369,71 @@ func firstLine(s string) string {
 	return line
 }
 
-func readJSON(path string, v any) error {
-	data, err := os.ReadFile(path)
+// ended reads the bootstrap's last word: build-error or build-complete.
+// A signal file that exists but cannot be read (a symbolic link, a FIFO, a
+// file too large or not JSON) ends the build as failed: the bootstrap
+// writes each atomically, so only the build's own code can have put it
+// there.
+func (b *build) ended(dir string) (outcome, bool) {
+	var be vmbootstrap.BuildError
+	switch err := readVMFile(dir, vmbootstrap.BuildErrorFile, maxSignalBytes, &be); {
+	case err == nil:
+		code := be.Code
+		if code == "" {
+			code = api.CodeBuildFailed
+		}
+		msg := be.Message
+		if be.LogTail != "" {
+			msg += "\n--- last lines of the log ---\n" + be.LogTail
+		}
+		b.log.WithFields(logrus.Fields{"code": code, "retryable": be.Retryable}).Warn("build failed: " + be.Message)
+		return outcome{code: code, message: msg, retryable: be.Retryable}, true
+	case !errors.Is(err, fs.ErrNotExist):
+		return b.badSignal(err), true
+	}
+	var done vmbootstrap.Complete
+	switch err := readVMFile(dir, vmbootstrap.BuildCompleteFile, maxSignalBytes, &done); {
+	case err == nil:
+		b.log.WithField("artifacts", len(done.Artifacts)).Info("build completed")
+		return outcome{success: true}, true
+	case !errors.Is(err, fs.ErrNotExist):
+		return b.badSignal(err), true
+	}
+	return outcome{}, false
+}
+
+func (b *build) badSignal(err error) outcome {
+	b.log.WithError(err).Warn("the build left an unreadable signal file in the shared folder")
+	return outcome{code: api.CodeBuildFailed, message: fmt.Sprintf("the build's signal file is unusable (the build's code may have replaced it): %v", err)}
+}
+
+// Limits on what the agent reads from the shared folder, which the VM (and
+// so the build's code) can write: a progress report is a few hundred bytes,
+// a signal file carries at most an artifact list or a log tail.
+const (
+	maxProgressBytes = 64 << 10
+	maxSignalBytes   = 1 << 20
+)
+
+// readVMFile decodes the JSON file name of the shared folder, bounded,
+// without following a symbolic link and refusing anything but a regular
+// file (see boundedfile). A missing file is fs.ErrNotExist.
+func readVMFile(dir, name string, limit int64, v any) error {
+	data, err := boundedfile.ReadNoFollow(filepath.Join(dir, name), limit)
 	if err != nil {
 		return err
 	}
-	return json.Unmarshal(data, v)
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	return nil
+}
+
+// isSignalled reports whether the VM created the regular file name in the
+// shared folder (its content does not matter; a link does not count).
+func isSignalled(dir, name string) bool {
+	st, err := os.Lstat(filepath.Join(dir, name))
+	return err == nil && st.Mode().IsRegular()
 }
 
 func copyFile(src, dst string, mode os.FileMode) error {

@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
@@ -42,5 +45,77 @@ func TestSharedDirIsUsableByAnyGuestUID(t *testing.T) {
 		if got := st.Mode().Perm(); got != want {
 			t.Errorf("%s: mode %04o, want %04o (the guest's user is \"other\" when its uid differs)", filepath.Base(path), got, want)
 		}
+	}
+}
+
+// exitedVM is an environment that has already powered off.
+type exitedVM struct{ done chan struct{} }
+
+func (v exitedVM) Exited() <-chan struct{}       { return v.done }
+func (v exitedVM) Err() error                    { return nil }
+func (v exitedVM) Destroy(context.Context) error { return nil }
+
+// TestWatchSurvivesHostileSharedDir: the VM (so the build's code) writes
+// the shared folder. A link to a host file, a FIFO nobody writes and a
+// 64 GiB sparse progress.json must neither be followed, hang the agent nor
+// make it allocate; an unusable signal file fails the build.
+func TestWatchSurvivesHostileSharedDir(t *testing.T) {
+	secret := filepath.Join(t.TempDir(), "shadow")
+	if err := os.WriteFile(secret, []byte(`{"code":"leaked","message":"s3cret host file"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sparse := func(t *testing.T, path string) {
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if err := f.Truncate(64 << 30); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, dir string)
+		want  string // in the outcome's message
+	}{
+		{"build-error links to a host file", func(t *testing.T, dir string) {
+			if err := os.Symlink(secret, filepath.Join(dir, vmbootstrap.BuildErrorFile)); err != nil {
+				t.Fatal(err)
+			}
+		}, "symbolic link"},
+		{"build-complete is a FIFO", func(t *testing.T, dir string) {
+			if err := syscall.Mkfifo(filepath.Join(dir, vmbootstrap.BuildCompleteFile), 0o666); err != nil {
+				t.Fatal(err)
+			}
+		}, "is a FIFO"},
+		{"build-complete is 64 GiB", func(t *testing.T, dir string) {
+			sparse(t, filepath.Join(dir, vmbootstrap.BuildCompleteFile))
+		}, "larger than"},
+		{"progress.json is 64 GiB, vm-ready a link", func(t *testing.T, dir string) {
+			sparse(t, filepath.Join(dir, vmbootstrap.ProgressFile))
+			if err := os.Symlink(secret, filepath.Join(dir, vmbootstrap.ReadyFile)); err != nil {
+				t.Fatal(err)
+			}
+		}, "stopped before the build finished"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			tc.setup(t, dir)
+			a := &Agent{cfg: Config{FileWatchInterval: time.Millisecond, BootTimeout: time.Hour}}
+			b := &build{a: a, job: &api.Job{ID: "b1", AttemptID: "a1"}, log: logrus.New(), phase: "booting"}
+			vm := exitedVM{done: make(chan struct{})}
+			close(vm.done)
+			out := b.watch(context.Background(), dir, vm)
+			if out.success || !strings.Contains(out.message, tc.want) {
+				t.Fatalf("outcome %+v, want a failure mentioning %q", out, tc.want)
+			}
+			if strings.Contains(out.message, "s3cret") || out.code == "leaked" {
+				t.Fatalf("the agent followed the link: %+v", out)
+			}
+			if s := b.snapshot(); s.Phase != "booting" {
+				t.Fatalf("phase %q: the sparse progress.json was used", s.Phase)
+			}
+		})
 	}
 }

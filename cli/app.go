@@ -122,6 +122,7 @@ type invocation struct {
 	json          bool
 	noColor       bool
 	controllerURL string
+	insecure      bool // --insecure: plain http to another machine allowed
 	ui            *ui
 	aliases       map[string]string // short flag → long flag, for help
 }
@@ -236,6 +237,7 @@ func (inv *invocation) flags() *flag.FlagSet {
 	fs.BoolVar(&inv.json, "json", false, "machine-readable output on standard output")
 	fs.StringVar(&inv.controllerURL, "controller-url", "", "the controller `URL` (overrides EXPO_CONTROLLER_URL and the config file)")
 	fs.BoolVar(&inv.noColor, "no-color", false, "no colours (also NO_COLOR=1)")
+	fs.BoolVar(&inv.insecure, "insecure", false, "allow a plain http:// controller URL on another machine (also EXPO_BUILD_INSECURE=1); keys and tokens then cross the network unencrypted")
 	return fs
 }
 
@@ -283,7 +285,7 @@ func (inv *invocation) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs i
 
 // session opens the config and resolves the controller and credentials.
 func (inv *invocation) session() (*session, error) {
-	s, err := inv.a.newSession(inv.ui, inv.controllerURL)
+	s, err := inv.a.newSession(inv.ui, inv.controllerURL, inv.insecure)
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +326,7 @@ func (inv *invocation) usage(fs *flag.FlagSet) string {
 		b.WriteString(" " + c.args)
 	}
 	b.WriteString(" [flags]\n\n" + strings.TrimSpace(c.long) + "\n")
-	global := []string{"json", "controller-url", "no-color"}
+	global := []string{"json", "controller-url", "no-color", "insecure"}
 	var own strings.Builder
 	tw := tabwriter.NewWriter(&own, 0, 0, 2, ' ', 0)
 	fs.VisitAll(func(f *flag.Flag) {
@@ -382,12 +384,17 @@ Global flags (every command):
                         object on standard error: {"error", "hint", "exit_code"}
   --controller-url URL  the controller (overrides EXPO_CONTROLLER_URL and the config file)
   --no-color            no colours (also NO_COLOR=1); colours only ever go to a terminal
+  --insecure            allow a plain http:// controller on another machine (also
+                        EXPO_BUILD_INSECURE=1); refused otherwise, since keys, tokens and
+                        credentials would cross the network unencrypted
 
 Environment:
   EXPO_CONTROLLER_URL      the controller URL
   EXPO_CONTROLLER_API_KEY  the API key (overrides the config file; keys are never flags)
   EXPO_P12_PASSWORD        password of the --p12 certificate (else a hidden prompt)
   EXPO_BUILD_CONFIG        the config file (default <user config dir>/expo-build/config.json)
+  EXPO_BUILD_INSECURE      1: as --insecure
+  SSL_CERT_FILE            CA certificates to trust (a controller with a private CA)
 
 Typical use:
   expo-build config --controller-url https://builds.example.com

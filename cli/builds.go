@@ -108,7 +108,7 @@ func endResult(b api.Build) error {
 	}
 	detail := ""
 	if b.ErrorMessage != nil {
-		detail = *b.ErrorMessage
+		detail = plainText(*b.ErrorMessage)
 	}
 	if b.ErrorCode != nil && *b.ErrorCode != "" {
 		detail = strings.TrimSpace(detail + " [" + *b.ErrorCode + "]")
@@ -166,7 +166,7 @@ func statusLine(u *ui, b api.Build) string {
 	if b.Status.Terminal() && b.ErrorMessage != nil && *b.ErrorMessage != "" {
 		// One line: the log tail the worker appends is shown once, by the
 		// command's final error or by `status`'s Error row.
-		first, _, _ := strings.Cut(*b.ErrorMessage, "\n")
+		first, _, _ := strings.Cut(plainText(*b.ErrorMessage), "\n")
 		parts = append(parts, first)
 	}
 	return strings.Join(parts, " · ")
@@ -200,7 +200,7 @@ func printBuild(u *ui, b api.Build, now time.Time) {
 	if b.ErrorMessage != nil || b.ErrorCode != nil {
 		msg := ""
 		if b.ErrorMessage != nil {
-			msg = *b.ErrorMessage
+			msg = plainText(*b.ErrorMessage)
 		}
 		if b.ErrorCode != nil && *b.ErrorCode != "" {
 			msg += " [" + *b.ErrorCode + "]"
@@ -269,7 +269,7 @@ func printBuild(u *ui, b api.Build, now time.Time) {
 			}
 			line := fmt.Sprintf("#%d %s on %s", at.Number, at.Status, at.WorkerID)
 			if at.ErrorMessage != nil {
-				line += ": " + *at.ErrorMessage
+				line += ": " + plainText(*at.ErrorMessage)
 			}
 			row(k, line)
 		}

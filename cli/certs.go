@@ -3,12 +3,13 @@ package cli
 import (
 	"archive/zip"
 	"bytes"
+	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
+
+	"github.com/freeagent-build/freeagent/internal/boundedfile"
 )
 
 // signing is the iOS signing material of a submit or retry.
@@ -118,17 +119,13 @@ func (a *App) certsZip(s *signing) ([]byte, error) {
 }
 
 func readLimited(name string, limit int64) ([]byte, error) {
-	f, err := os.Open(name)
-	if err != nil {
-		return nil, usageErr("read %s: %v", name, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, usageErr("read %s: %v", name, err)
-	}
-	if int64(len(data)) > limit {
+	data, err := boundedfile.Read(name, limit)
+	var tooLarge *boundedfile.TooLargeError
+	if errors.As(err, &tooLarge) {
 		return nil, usageErr("%s is larger than %s; is it the right file?", name, humanBytes(limit))
+	}
+	if err != nil {
+		return nil, usageErr("read %s: %v", name, err)
 	}
 	return data, nil
 }

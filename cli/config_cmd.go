@@ -70,7 +70,7 @@ func (a *App) cmdConfig(ctx context.Context, inv *invocation, args []string) err
 		changed = true
 		// Show the new state (what was saved, unless the environment
 		// overrides it).
-		if s, err = a.newSession(inv.ui, ""); err != nil {
+		if s, err = a.newSession(inv.ui, "", inv.insecure); err != nil {
 			return err
 		}
 		if *keyStdin && s.apiKeySource == "EXPO_CONTROLLER_API_KEY" {

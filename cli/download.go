@@ -20,8 +20,9 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 )
 
-const downloadHelp = `Downloads a build's artifacts into the current directory, or into -o DIR (with a single
-artifact, -o may name the file). It shows a progress bar, resumes an interrupted download
+const downloadHelp = `Downloads a build's artifacts into ./<build-id>/ (created), or into -o DIR (with a single
+artifact, -o may name the file). Artifact names that are not plain file names, or that
+start with a dot, are refused. It shows a progress bar, resumes an interrupted download
 where it stopped (HTTP Range, from a hidden .part file beside the target, also across
 runs), verifies the SHA-256 the controller recorded, never writes outside the chosen
 directory, and keeps an existing file unless --force (a file that already holds the same
@@ -98,7 +99,7 @@ func (a *App) download(ctx context.Context, inv *invocation, s *session, b api.B
 			return nil, failErr(fmt.Sprintf("see why: expo-build logs %s", b.ID), "build %s %s and has no artifacts", b.ID, b.Status)
 		}
 	}
-	dir, fileName, err := outputTarget(output, len(arts))
+	dir, fileName, err := outputTarget(output, b.ID, len(arts))
 	if err != nil {
 		return nil, err
 	}
@@ -109,8 +110,8 @@ func (a *App) download(ctx context.Context, inv *invocation, s *session, b api.B
 	defer root.Close()
 	var out []downloaded
 	for _, art := range arts {
-		if !plainName(art.Name) {
-			return out, failErr("report this to whoever runs the controller", "refusing artifact %q of build %s: not a plain file name", art.Name, b.ID)
+		if !plainName(art.Name) || strings.HasPrefix(art.Name, ".") {
+			return out, failErr("report this to whoever runs the controller", "refusing artifact %q of build %s: not a plain file name, or a hidden one", art.Name, b.ID)
 		}
 		target := art.Name
 		if fileName != "" {
@@ -126,10 +127,18 @@ func (a *App) download(ctx context.Context, inv *invocation, s *session, b api.B
 }
 
 // outputTarget resolves -o: a directory (existing, or ending in a slash),
-// else the file name of a single artifact.
-func outputTarget(output string, count int) (dir, file string, err error) {
+// else the file name of a single artifact. Without -o it is ./<id>/, so
+// the artifacts of two builds never meet and none lands among the project's
+// own files.
+func outputTarget(output, id string, count int) (dir, file string, err error) {
 	if output == "" {
-		return ".", "", nil
+		if !plainName(id) || strings.HasPrefix(id, ".") {
+			return "", "", failErr("pass -o DIR", "the build id %q is not usable as a directory name", id)
+		}
+		if err := os.MkdirAll(id, 0o755); err != nil {
+			return "", "", usageErr("create the directory %s for the artifacts: %v (or choose one with -o DIR)", id, err)
+		}
+		return id, "", nil
 	}
 	st, statErr := os.Stat(output)
 	switch {
@@ -153,9 +162,9 @@ func outputTarget(output string, count int) (dir, file string, err error) {
 	return dir, file, nil
 }
 
-// plainName is a file name with no path in it.
+// plainName is a file name with no path and no control character in it.
 func plainName(name string) bool {
-	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\\\x00") && filepath.Base(name) == name && !filepath.IsAbs(name)
+	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\\\t\n") && plainText(name) == name && filepath.Base(name) == name && !filepath.IsAbs(name)
 }
 
 // fetchArtifact downloads one artifact to root/target through a hidden

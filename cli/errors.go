@@ -2,6 +2,8 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -93,7 +95,7 @@ func exitCode(err error) int {
 	if errors.Is(err, context.Canceled) {
 		return ExitInterrupted
 	}
-	if isNetworkError(err) {
+	if isNetworkError(err) || isCertError(err) {
 		return ExitUnreachable
 	}
 	switch s := api.StatusOf(err); {
@@ -124,7 +126,7 @@ func isNetworkError(err error) bool {
 		return false
 	}
 	var pe *packError
-	if errors.As(err, &pe) {
+	if errors.As(err, &pe) || isCertError(err) {
 		return false
 	}
 	var ne net.Error
@@ -132,6 +134,16 @@ func isNetworkError(err error) bool {
 	return errors.As(err, &ne) || errors.As(err, &ue) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
 		errors.Is(err, errStalled)
+}
+
+// isCertError reports a certificate the TLS handshake refused: retrying
+// will not help, and the fix is the URL or the trusted CAs.
+func isCertError(err error) bool {
+	var ve *tls.CertificateVerificationError
+	var ua x509.UnknownAuthorityError
+	var he x509.HostnameError
+	var ci x509.CertificateInvalidError
+	return errors.As(err, &ve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
 }
 
 // isDialError reports an error from before the request was sent: safe to
@@ -183,6 +195,10 @@ func describe(err error, s *session) (msg, hint string) {
 			return err.Error(), "the controller failed; its log says why (try again later)"
 		}
 		return err.Error(), ""
+	}
+	if isCertError(err) {
+		return fmt.Sprintf("the controller's TLS certificate is not trusted: %s", shortNetErr(err)),
+			"check that the URL's host name is the certificate's; a certificate from a private CA is trusted with SSL_CERT_FILE=ca.pem"
 	}
 	if isNetworkError(err) {
 		base := ""

@@ -84,7 +84,7 @@ func (k *logSink) line(text string, end int64) {
 		k.u.emit(map[string]any{"offset": end, "line": text}) //nolint:errcheck
 		return
 	}
-	k.u.printf("%s\n", text)
+	k.u.printf("%s\n", plainText(text))
 }
 
 // bytes takes raw log bytes ending at offset end (polling).

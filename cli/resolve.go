@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,10 +45,12 @@ type farm struct {
 }
 
 // resolveBuild decides everything about one build of the app in appRoot:
-// the eas.json profile for the platform, the app's identity, the layout
+// the eas.json profile for the platform, the app's identity, the farm
+// project (projectName, from --project, else the app's slug: this is the
+// one place that decides, recorded as the spec's ProjectName), the layout
 // and package manager, the credentials. Every problem is an error before
 // anything is uploaded.
-func resolveBuild(ctx context.Context, appRoot, platform, profileName string, farm farm) (*resolved, error) {
+func resolveBuild(ctx context.Context, appRoot, platform, profileName, projectName string, farm farm) (*resolved, error) {
 	r := &resolved{}
 	profile, err := resolveProfile(appRoot, platform, profileName, &r.warnings)
 	if err != nil {
@@ -85,8 +88,8 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName string, fa
 	// variables of the build's environment, under the profile's env (as
 	// eas-cli evaluates it; secret ones never leave the farm). Its slug
 	// names the project, so it is read once more with them.
-	if spec.App.ConfigSource == appconfig.SourceExpoConfig && spec.App.Slug != "" {
-		vars, err := farm.variables(ctx, spec.App.Slug, spec.Environment)
+	if spec.App.ConfigSource == appconfig.SourceExpoConfig && cmp.Or(projectName, spec.App.Slug) != "" {
+		vars, err := farm.variables(ctx, cmp.Or(projectName, spec.App.Slug), spec.Environment)
 		if err != nil {
 			return nil, err
 		}
@@ -106,6 +109,7 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName string, fa
 	if spec.App.Slug == "" {
 		return nil, usageErr("the app config has no slug: set expo.slug in app.json (it names the project whose variables and credentials the build uses)")
 	}
+	spec.ProjectName = cmp.Or(projectName, spec.App.Slug)
 	custom := hasCustomBuild(appRoot)
 	if platform == api.PlatformAndroid && spec.App.AndroidPackage == "" && !fileExists(filepath.Join(appRoot, "android")) && !custom {
 		return nil, usageErr("the app config has no android.package: set expo.android.package in app.json (e.g. com.example.app); expo prebuild needs it")
@@ -262,7 +266,7 @@ func (r *resolved) resolveCredentials(ctx context.Context, spec *api.BuildSpec, 
 	if name == "" {
 		name = "default"
 	}
-	list, err := farm.credentials(ctx, spec.App.Slug)
+	list, err := farm.credentials(ctx, spec.BuildProject())
 	if err != nil {
 		return err
 	}
@@ -275,9 +279,9 @@ func (r *resolved) resolveCredentials(ctx context.Context, spec *api.BuildSpec, 
 		}
 	}
 	if spec.Profile.KeystoreName != "" {
-		return usageErr("eas.json: keystoreName %q: the farm has no Android keystore of that name for project %q; add it with `expo-build credentials set --platform android --name %s`", name, spec.App.Slug, name)
+		return usageErr("eas.json: keystoreName %q: the farm has no Android keystore of that name for project %q; add it with `expo-build credentials set --platform android --name %s`", name, spec.BuildProject(), name)
 	}
-	r.warnings = append(r.warnings, fmt.Sprintf("no Android keystore on the farm for project %q: %s", spec.App.Slug, noneHint))
+	r.warnings = append(r.warnings, fmt.Sprintf("no Android keystore on the farm for project %q: %s", spec.BuildProject(), noneHint))
 	return nil
 }
 

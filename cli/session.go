@@ -45,7 +45,7 @@ type session struct {
 	worked map[string]*api.Client
 }
 
-func (a *App) newSession(ui *ui, urlFlag string) (*session, error) {
+func (a *App) newSession(ui *ui, urlFlag string, insecure bool) (*session, error) {
 	path, err := configPath(a.getenv)
 	if err != nil {
 		return nil, err
@@ -69,6 +69,9 @@ func (a *App) newSession(ui *ui, urlFlag string) (*session, error) {
 			return nil, usageErr("controller URL from %s: %v", s.baseURLSource, err)
 		}
 		s.baseURL = u
+		if err := a.checkTransport(ui, u, s.baseURLSource, insecure); err != nil {
+			return nil, err
+		}
 	}
 	switch {
 	case a.getenv("EXPO_CONTROLLER_API_KEY") != "":
@@ -84,6 +87,30 @@ func (a *App) newSession(ui *ui, urlFlag string) (*session, error) {
 		ui.secrets = append(ui.secrets, r.Token)
 	}
 	return s, nil
+}
+
+// checkTransport refuses a plain-http controller on another machine unless
+// --insecure (or EXPO_BUILD_INSECURE=1) allows it, and then warns.
+func (a *App) checkTransport(ui *ui, u, source string, insecure bool) error {
+	err := api.CheckTransport(u)
+	if err == nil {
+		return nil
+	}
+	setting := "--insecure"
+	if !insecure {
+		if v := a.getenv("EXPO_BUILD_INSECURE"); v == "1" || strings.EqualFold(v, "true") {
+			insecure, setting = true, "EXPO_BUILD_INSECURE=1"
+		}
+	}
+	if !insecure {
+		return &cliError{code: ExitUsage, msg: fmt.Sprintf("controller URL from %s: %v", source, err),
+			hint: "use the controller's https:// URL (freeagent-controller serve --tls-cert/--tls-key, or a TLS proxy); to go on unencrypted anyway pass --insecure"}
+	}
+	if !ui.insecureWarned {
+		ui.insecureWarned = true
+		ui.warn("%s", api.InsecureWarning(u, setting))
+	}
+	return nil
 }
 
 // normalizeURL checks a controller URL: http(s), a host, no query.

@@ -48,6 +48,7 @@ the first try made. --idempotency-key sets it explicitly (e.g. a CI job id).`
 
 type submitOpts struct {
 	platform, profileName, priority, output, idemKey, message string
+	project                                                   string
 	timeout                                                   time.Duration
 	wait, noWait, logs, force, nonInteractive                 bool
 	sign                                                      signing
@@ -62,6 +63,7 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	inv.alias(fs, "e", "profile")
 	fs.StringVar(&o.message, "message", "", "a short `NOTE` about the build, shown with it")
 	inv.alias(fs, "m", "message")
+	fs.StringVar(&o.project, "project", "", "the farm project `NAME` the build belongs to (default: the app's slug): its variables, credentials, pools and who sees it")
 	fs.BoolVar(&o.nonInteractive, "non-interactive", false, "never prompt (fail with a message instead)")
 	fs.StringVar(&o.priority, "priority", "", "queue priority `N`: 0 (highest) to 3 (controller default 2)")
 	fs.StringVar(&o.sign.p12, "p12", "", "iOS signing certificate `FILE` (.p12); password from EXPO_P12_PASSWORD or a prompt")
@@ -175,7 +177,7 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 		},
 	}
 	for i, platform := range platforms {
-		r, err := resolveBuild(ctx, root, platform, o.profileName, lookups)
+		r, err := resolveBuild(ctx, root, platform, o.profileName, o.project, lookups)
 		if err != nil {
 			return err
 		}

@@ -22,7 +22,9 @@ type ui struct {
 	quiet    bool     // no informational messages (JSON mode)
 	secrets  []string // never printed
 	session  *session // the command\'s, once opened (for messages)
-	mu       sync.Mutex
+	// insecureWarned: the plain-HTTP warning was printed (once a run).
+	insecureWarned bool
+	mu             sync.Mutex
 }
 
 const (

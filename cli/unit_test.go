@@ -66,25 +66,26 @@ func TestRedact(t *testing.T) {
 
 func TestPlainNameAndOutputTarget(t *testing.T) {
 	for name, want := range map[string]bool{"app.ipa": true, "App Release.apk": true, "": false, ".": false, "..": false,
-		"../x": false, "a/b": false, `a\b`: false, "/etc/passwd": false, "x\x00y": false} {
+		"../x": false, "a/b": false, `a\b`: false, "/etc/passwd": false, "x\x00y": false,
+		"x\ny": false, "x\ty": false, "\x1b[2Japp.apk": false, "a\u009bb": false, "\xffapp": false, "ünï.apk": true} {
 		if plainName(name) != want {
 			t.Errorf("plainName(%q) = %v", name, !want)
 		}
 	}
 	dir := t.TempDir()
-	if d, f, err := outputTarget(dir, 2); err != nil || d != dir || f != "" {
+	if d, f, err := outputTarget(dir, "b1", 2); err != nil || d != dir || f != "" {
 		t.Errorf("existing dir: %q %q %v", d, f, err)
 	}
-	if d, f, err := outputTarget(filepath.Join(dir, "new")+"/", 2); err != nil || f != "" || !isDir(d) {
+	if d, f, err := outputTarget(filepath.Join(dir, "new")+"/", "b1", 2); err != nil || f != "" || !isDir(d) {
 		t.Errorf("dir to create: %q %q %v", d, f, err)
 	}
-	if d, f, err := outputTarget(filepath.Join(dir, "x.ipa"), 1); err != nil || d != dir || f != "x.ipa" {
+	if d, f, err := outputTarget(filepath.Join(dir, "x.ipa"), "b1", 1); err != nil || d != dir || f != "x.ipa" {
 		t.Errorf("file: %q %q %v", d, f, err)
 	}
-	if _, _, err := outputTarget(filepath.Join(dir, "x.ipa"), 2); exitCode(err) != ExitUsage {
+	if _, _, err := outputTarget(filepath.Join(dir, "x.ipa"), "b1", 2); exitCode(err) != ExitUsage {
 		t.Errorf("file for two artifacts: %v", err)
 	}
-	if _, _, err := outputTarget(filepath.Join(dir, "missing", "x.ipa"), 1); exitCode(err) != ExitUsage {
+	if _, _, err := outputTarget(filepath.Join(dir, "missing", "x.ipa"), "b1", 1); exitCode(err) != ExitUsage {
 		t.Errorf("missing parent: %v", err)
 	}
 }

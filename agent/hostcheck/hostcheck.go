@@ -62,6 +62,9 @@ type Config struct {
 	MinFree   uint64 // bytes; less free space fails the disk check
 	HTTP      *http.Client
 	Timeout   time.Duration // per network check
+	// Insecure: the owner allowed a plain-http controller on another
+	// machine (--insecure); otherwise such a URL fails the controller check.
+	Insecure bool
 
 	// InternetSharingPlist holds the DHCP lease time of Tart's VM network
 	// (checked with Tart); empty: the system's, InternetSharingPlist.
@@ -128,6 +131,11 @@ func Controller(ctx context.Context, cfg Config) Result {
 		r.Fix = "enter it in Preferences…, or run `freeagent setup --controller-url URL`"
 		return r
 	}
+	if err := api.CheckTransport(cfg.ControllerURL); err != nil && !cfg.Insecure {
+		r.Message = err.Error()
+		r.Fix = "enter the controller's https:// URL; to go on unencrypted anyway set insecure = true in agent.conf (or FREEAGENT_INSECURE=1, --insecure)"
+		return r
+	}
 	timeout := cfg.Timeout
 	if timeout <= 0 {
 		timeout = 10 * time.Second
@@ -152,6 +160,9 @@ func Controller(ctx context.Context, cfg Config) Result {
 	if resp.StatusCode != http.StatusOK {
 		r.Message = fmt.Sprintf("controller %s answered /health with %s", cfg.ControllerURL, resp.Status)
 		r.Fix = "check that the URL points at a Free Agent controller and that it is healthy"
+		if loc := resp.Header.Get("Location"); loc != "" {
+			r.Fix = fmt.Sprintf("the URL redirects to %s: set the controller URL to where it leads (the worker key is never sent on a redirect)", loc)
+		}
 		return r
 	}
 	if cfg.APIKey == "" {
@@ -188,11 +199,16 @@ func Controller(ctx context.Context, cfg Config) Result {
 	return r
 }
 
+// httpClient follows no redirect: the key check sends the worker key,
+// which must not go wherever a redirect points, and a controller URL that
+// redirects is itself the finding.
 func httpClient(cfg Config) *http.Client {
+	hc := *http.DefaultClient
 	if cfg.HTTP != nil {
-		return cfg.HTTP
+		hc = *cfg.HTTP
 	}
-	return http.DefaultClient
+	hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &hc
 }
 
 // Tart checks that the tart binary runs.

@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/server"
@@ -161,12 +165,29 @@ func TestControllerAndCredentials(t *testing.T) {
 		{"no key", c.URL, "", hostcheck.Warn, "no API key to test"},
 		{"down", "http://127.0.0.1:1", workerKey, hostcheck.Fail, "unreachable"},
 		{"no url", "", workerKey, hostcheck.Fail, "no controller URL"},
+		{"plain http elsewhere", "http://192.0.2.10:8080", workerKey, hostcheck.Fail, "plain http to another machine"},
 	}
 	for _, tc := range cases {
 		r := hostcheck.Controller(ctx, hostcheck.Config{ControllerURL: tc.url, APIKey: tc.key, Timeout: 5 * time.Second})
 		if r.Severity != tc.want || !strings.Contains(r.Message, tc.text) || (r.Severity != hostcheck.OK && r.Fix == "") {
 			t.Errorf("%s: %+v", tc.name, r)
 		}
+	}
+	// A URL that redirects elsewhere is the finding; the key goes nowhere.
+	var leaked atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(api.HeaderAPIKey) != "" {
+			leaked.Add(1)
+		}
+	}))
+	defer elsewhere.Close()
+	redirector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer redirector.Close()
+	if r := hostcheck.Controller(ctx, hostcheck.Config{ControllerURL: redirector.URL, APIKey: workerKey, Timeout: 5 * time.Second}); r.Severity != hostcheck.Fail ||
+		!strings.Contains(r.Fix, "redirects to "+elsewhere.URL) || leaked.Load() != 0 {
+		t.Errorf("redirecting URL: %+v, key sent on %d times", r, leaked.Load())
 	}
 	// The key check registers nothing.
 	ws, err := st.ListWorkers(ctx)

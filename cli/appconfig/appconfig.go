@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/boundedfile"
 )
 
 // Sources of api.App.ConfigSource.
@@ -71,19 +72,12 @@ func Read(ctx context.Context, appDir string, env []string) (api.App, error) {
 }
 
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxConfigSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	if len(data) > maxConfigSize {
+	data, err := boundedfile.Read(path, maxConfigSize)
+	var tooLarge *boundedfile.TooLargeError
+	if errors.As(err, &tooLarge) {
 		return nil, fmt.Errorf("%s is larger than %d bytes: that is not an app config", path, maxConfigSize)
 	}
-	return data, nil
+	return data, err
 }
 
 // readStatic reads app.json: Expo's {"expo": {...}}, or the config at

@@ -21,14 +21,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/boundedfile"
 )
 
 // FileName is the credentials file, at the app's root.
@@ -71,7 +70,7 @@ type IOSTarget struct {
 // file is an error wrapping ErrNoFile.
 func Load(appDir string) (*File, error) {
 	name := filepath.Join(appDir, FileName)
-	data, err := readBounded(name, maxFileBytes)
+	data, err := boundedfile.Read(name, maxFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%w in %s: create it as https://docs.expo.dev/app-signing/local-credentials/ describes, or use remote credentials (credentialsSource \"remote\" in eas.json)", ErrNoFile, appDir)
 	}
@@ -83,23 +82,6 @@ func Load(appDir string) (*File, error) {
 		return nil, err
 	}
 	return f, nil
-}
-
-// readBounded reads a whole file, refusing one larger than limit.
-func readBounded(name string, limit int64) ([]byte, error) {
-	fh, err := os.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	data, err := io.ReadAll(io.LimitReader(fh, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", name, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s is larger than %d bytes", name, limit)
-	}
-	return data, nil
 }
 
 // object is a JSON object kept raw, with the path it sits at for messages.
@@ -332,7 +314,7 @@ func (f *File) Android() (api.AndroidKeystore, api.KeystoreInfo, error) {
 		return api.AndroidKeystore{}, api.KeystoreInfo{}, fmt.Errorf("%s has no \"android\" section: add android.keystore {keystorePath, keystorePassword, keyAlias, keyPassword}", FileName)
 	}
 	shown := filepath.ToSlash(a.KeystorePath)
-	raw, err := readBounded(f.abs(a.KeystorePath), MaxKeystoreBytes)
+	raw, err := boundedfile.Read(f.abs(a.KeystorePath), MaxKeystoreBytes)
 	if errors.Is(err, fs.ErrNotExist) {
 		return api.AndroidKeystore{}, api.KeystoreInfo{}, fmt.Errorf("%s: android.keystore.keystorePath names %s, which does not exist (paths are relative to %s); fix the path or copy the keystore there", FileName, shown, f.dir)
 	}

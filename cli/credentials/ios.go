@@ -13,9 +13,11 @@ import (
 	"strings"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
-	"github.com/freeagent-build/freeagent/internal/provisioning"
 	pkcs12 "software.sslmate.com/src/go-pkcs12"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/boundedfile"
+	"github.com/freeagent-build/freeagent/internal/provisioning"
 )
 
 // MaxP12Bytes bounds a distribution certificate's .p12 read into memory:
@@ -170,7 +172,7 @@ func (f *File) iosEntries(targets []api.IOSTarget) ([]iosEntry, error) {
 
 // readNamed reads a file credentials.json names in field.
 func (f *File) readNamed(p, field string, limit int64, fix string) ([]byte, error) {
-	raw, err := readBounded(f.abs(p), limit)
+	raw, err := boundedfile.Read(f.abs(p), limit)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("%s: %s names %s, which does not exist (paths are relative to %s); fix the path, or %s", FileName, field, filepath.ToSlash(p), f.dir, fix)
 	}

@@ -116,10 +116,17 @@ func (c *Client) Do(req *http.Request) (*http.Response, error) {
 var credentialHeaders = []string{HeaderAPIKey, HeaderBuildToken, HeaderWorkerToken, HeaderVMToken, HeaderOTP, "Authorization", "Cookie"}
 
 // withoutCredentials wraps a redirect policy (nil: Go's default of at most
-// 10) so that a redirect to another host carries no credentials.
+// 10) so that a redirect to another origin (scheme, host or port) carries no
+// credentials, and neither does any later hop of the chain, even one back
+// to the controller: a host that was handed the request must not be able
+// to send it on, credentials restored, to a path of its choosing.
 func withoutCredentials(next func(*http.Request, []*http.Request) error) func(*http.Request, []*http.Request) error {
 	return func(req *http.Request, via []*http.Request) error {
-		if req.URL.Host != via[0].URL.Host || req.URL.Scheme != via[0].URL.Scheme {
+		left := !sameOrigin(req.URL, via[0].URL)
+		for _, v := range via[1:] {
+			left = left || !sameOrigin(v.URL, via[0].URL)
+		}
+		if left {
 			for _, h := range credentialHeaders {
 				req.Header.Del(h)
 			}
@@ -132,6 +139,12 @@ func withoutCredentials(next func(*http.Request, []*http.Request) error) func(*h
 		}
 		return nil
 	}
+}
+
+// sameOrigin compares scheme, host and port (an explicit default port
+// counts as another origin: credentials are dropped, never added).
+func sameOrigin(a, b *url.URL) bool {
+	return strings.EqualFold(a.Scheme, b.Scheme) && strings.EqualFold(a.Host, b.Host)
 }
 
 func decodeError(resp *http.Response) error {
@@ -292,6 +305,9 @@ type SubmitRequest struct {
 	// Credentials are sent sealed (file "credentials", BuildCredentials JSON).
 	Credentials    *BuildCredentials
 	IdempotencyKey string
+	// Project names the project of a raw submit (field "project"); a
+	// spec's project is Spec.BuildProject().
+	Project string
 }
 
 // Submit queues a build.
@@ -302,6 +318,9 @@ func (c *Client) Submit(ctx context.Context, s SubmitRequest) (SubmitResponse, e
 	}
 	if s.TimeoutSeconds > 0 {
 		fields = append(fields, [2]string{"timeout_seconds", strconv.Itoa(s.TimeoutSeconds)})
+	}
+	if s.Project != "" {
+		fields = append(fields, [2]string{"project", s.Project})
 	}
 	name := s.SourceName
 	if name == "" {
@@ -338,13 +357,14 @@ func (c *Client) GetBuild(ctx context.Context, id string) (Build, error) {
 // ListOptions filter ListBuilds.
 type ListOptions struct {
 	Status, Platform, WorkerID, Cursor string
+	Project                            string
 	Limit                              int
 }
 
 // ListBuilds returns a page of builds, newest first.
 func (c *Client) ListBuilds(ctx context.Context, o ListOptions) (BuildList, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"status": o.Status, "platform": o.Platform, "worker_id": o.WorkerID, "cursor": o.Cursor} {
+	for k, v := range map[string]string{"status": o.Status, "platform": o.Platform, "worker_id": o.WorkerID, "cursor": o.Cursor, "project": o.Project} {
 		if v != "" {
 			q.Set(k, v)
 		}

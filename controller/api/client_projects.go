@@ -77,3 +77,30 @@ func (c *Client) ListCredentials(ctx context.Context, project string) (Credentia
 func (c *Client) DeleteCredential(ctx context.Context, project, platform, name string) error {
 	return c.call(ctx, http.MethodDelete, credentialPath(project, platform, name), nil, nil, nil)
 }
+
+// ListPools lists the pools (admin).
+func (c *Client) ListPools(ctx context.Context) (PoolList, error) {
+	var out PoolList
+	return out, c.call(ctx, http.MethodGet, "/api/pools", nil, &out, nil)
+}
+
+// SetPool records whether a pool is trusted and allows the local driver
+// for credentialed builds (admin).
+func (c *Client) SetPool(ctx context.Context, p Pool) (Pool, error) {
+	var out Pool
+	return out, c.call(ctx, http.MethodPut, "/api/pools/"+url.PathEscape(p.Name), p, &out, nil)
+}
+
+// SetProjectPools replaces the pools a project's builds may use; none:
+// any (admin).
+func (c *Client) SetProjectPools(ctx context.Context, project string, pools []string) (ProjectPools, error) {
+	var out ProjectPools
+	return out, c.call(ctx, http.MethodPut, "/api/projects/"+url.PathEscape(project)+"/pools", ProjectPools{Pools: pools}, &out, nil)
+}
+
+// Queue returns the first page of pending builds the key may see, with
+// why each waits.
+func (c *Client) Queue(ctx context.Context) (Queue, error) {
+	var out Queue
+	return out, c.call(ctx, http.MethodGet, "/api/queue", nil, &out, nil)
+}

@@ -34,6 +34,11 @@ type BuildSpec struct {
 	Environment string  `json:"environment"`
 	App         App     `json:"app"`
 	Project     Project `json:"project"`
+	// ProjectName is the farm project the build belongs to: its builds,
+	// variables, credentials and allowed pools. expo-build sets it (the
+	// app's slug, or `submit --project NAME`); empty in a spec from an older
+	// CLI, which means App.Slug. See BuildProject.
+	ProjectName string `json:"project_name,omitempty"`
 	// Android is set for Android builds: the decisions taken from Profile.
 	Android *AndroidBuild `json:"android,omitempty"`
 	// IOS is set for iOS builds: the decisions taken from Profile and
@@ -396,4 +401,14 @@ type Credential struct {
 // CredentialList answers GET /api/projects/:project/credentials.
 type CredentialList struct {
 	Credentials []Credential `json:"credentials"`
+}
+
+// BuildProject is the farm project the spec's build belongs to:
+// ProjectName, else the app's slug. Every reader of a spec's project uses
+// it, so the CLI's decision (ProjectName) is the only one.
+func (s *BuildSpec) BuildProject() string {
+	if s.ProjectName != "" {
+		return s.ProjectName
+	}
+	return s.App.Slug
 }

@@ -69,7 +69,8 @@ const (
 	CodeForbidden    = "forbidden"
 	CodeNotFound     = "not_found"
 	CodeConflict     = "conflict"
-	CodeGone         = "gone" // a once-per-attempt file (certificates, credentials, secrets) already fetched; an expired artifact, source or log
+	CodeGone         = "gone"         // a once-per-attempt file (certificates, credentials, secrets) already fetched; an expired artifact, source or log
+	CodeRateLimited  = "rate_limited" // 429: retry after the Retry-After header's seconds
 	CodeLeaseLost    = "lease_lost"
 	CodeTooLarge     = "too_large"
 	CodeChecksum     = "checksum_mismatch"
@@ -101,6 +102,73 @@ type Capabilities struct {
 	XcodeVersion        string            `json:"xcode_version,omitempty"`
 	TartVersion         string            `json:"tart_version,omitempty"`
 	Labels              map[string]string `json:"labels,omitempty"`
+	// Pool is the worker pool the owner put the worker in (`freeagent run
+	// --pool`; "" is "default"). A project lists the pools its builds may
+	// use; whether a pool is trusted with credentials is an admin's word
+	// (PUT /api/pools/{name}), never the worker's.
+	Pool string `json:"pool,omitempty"`
+	// VMDriver is how the worker isolates builds: "tart" (a fresh VM per
+	// build) or "local" (a plain process on the host). Credentialed builds
+	// never go to a local-driver worker unless its pool allows it.
+	VMDriver string `json:"vm_driver,omitempty"`
+	// MacOSVersion is the host's macOS version, when it is a Mac.
+	MacOSVersion string `json:"macos_version,omitempty"`
+}
+
+// DefaultPool is the pool of a worker that names none.
+const DefaultPool = "default"
+
+// VMDriverLocal is the driver that runs builds as plain host processes.
+const VMDriverLocal = "local"
+
+// Pool is what an admin says about a pool of workers (GET /api/pools,
+// PUT /api/pools/{name}).
+type Pool struct {
+	Name string `json:"name"`
+	// Trusted pools run builds that carry signing credentials or sensitive
+	// or secret variables; others never get them.
+	Trusted bool `json:"trusted"`
+	// AllowLocal lets credentialed builds run on the pool's local-driver
+	// workers (no VM between the build and the host). Default: never.
+	AllowLocal bool `json:"allow_local"`
+	// OnlineWorkers counts the pool's workers in contact now (read only).
+	OnlineWorkers int `json:"online_workers"`
+}
+
+// QueuedBuild is a pending build in claim order and why it waits.
+type QueuedBuild struct {
+	ID          string    `json:"id"`
+	Platform    string    `json:"platform"`
+	Profile     string    `json:"profile"`
+	Project     string    `json:"project"`
+	Priority    int       `json:"priority"`
+	Position    int       `json:"position"` // on the whole farm's queue; 1 is claimed next
+	Attempts    int       `json:"attempts"`
+	SubmittedAt time.Time `json:"submitted_at"`
+	// Reason says why it waits, e.g. `no trusted worker for project "x"
+	// online` for a build with credentials that no online worker may run.
+	Reason string `json:"reason"`
+}
+
+// Queue answers GET /api/queue: the pending builds the key may see, a page
+// at a time (next_cursor), with the farm's total.
+type Queue struct {
+	Builds     []QueuedBuild `json:"builds"`
+	Pending    int           `json:"pending"`
+	NextCursor string        `json:"next_cursor,omitempty"`
+}
+
+// PoolList answers GET /api/pools.
+type PoolList struct {
+	Pools []Pool `json:"pools"`
+}
+
+// ProjectPools is the body and answer of GET/PUT
+// /api/projects/{project}/pools: the pools the project's builds may use;
+// empty: any pool.
+type ProjectPools struct {
+	Project string   `json:"project"`
+	Pools   []string `json:"pools"`
 }
 
 // RegisterRequest is the body of POST /api/workers/register.
@@ -241,28 +309,31 @@ type DirectUploadComplete struct {
 
 // Build is the developer-facing view of a build.
 type Build struct {
-	ID              string      `json:"id"`
-	Status          BuildStatus `json:"status"`
-	Platform        string      `json:"platform"`
-	Profile         string      `json:"profile"`
-	Priority        int         `json:"priority"`
-	Attempts        int         `json:"attempts"`
-	MaxAttempts     int         `json:"max_attempts"`
-	WorkerID        *string     `json:"worker_id"`
-	QueuePosition   *int        `json:"queue_position"`
-	Phase           string      `json:"phase,omitempty"`
-	Progress        *int        `json:"progress,omitempty"`
-	CancelRequested bool        `json:"cancel_requested"`
-	RetryOf         *string     `json:"retry_of,omitempty"`
-	RunAfter        *time.Time  `json:"run_after,omitempty"`
-	SubmittedAt     time.Time   `json:"submitted_at"`
-	StartedAt       *time.Time  `json:"started_at"`
-	CompletedAt     *time.Time  `json:"completed_at"`
-	ErrorMessage    *string     `json:"error_message"`
-	ErrorCode       *string     `json:"error_code"`
-	LogLength       int64       `json:"log_length"`
-	Artifacts       []Artifact  `json:"artifacts"`
-	AttemptHistory  []Attempt   `json:"attempt_history,omitempty"`
+	ID       string      `json:"id"`
+	Status   BuildStatus `json:"status"`
+	Platform string      `json:"platform"`
+	Profile  string      `json:"profile"`
+	// Project is the project the build belongs to (its spec's project,
+	// the app's slug by default); "" for a build of no project.
+	Project         string     `json:"project"`
+	Priority        int        `json:"priority"`
+	Attempts        int        `json:"attempts"`
+	MaxAttempts     int        `json:"max_attempts"`
+	WorkerID        *string    `json:"worker_id"`
+	QueuePosition   *int       `json:"queue_position"`
+	Phase           string     `json:"phase,omitempty"`
+	Progress        *int       `json:"progress,omitempty"`
+	CancelRequested bool       `json:"cancel_requested"`
+	RetryOf         *string    `json:"retry_of,omitempty"`
+	RunAfter        *time.Time `json:"run_after,omitempty"`
+	SubmittedAt     time.Time  `json:"submitted_at"`
+	StartedAt       *time.Time `json:"started_at"`
+	CompletedAt     *time.Time `json:"completed_at"`
+	ErrorMessage    *string    `json:"error_message"`
+	ErrorCode       *string    `json:"error_code"`
+	LogLength       int64      `json:"log_length"`
+	Artifacts       []Artifact `json:"artifacts"`
+	AttemptHistory  []Attempt  `json:"attempt_history,omitempty"`
 	// Spec is the resolved build the CLI sent (nil for a raw API submit).
 	Spec *BuildSpec `json:"spec,omitempty"`
 	// InstallURL (completed builds, GET /api/builds/:id only) opens the

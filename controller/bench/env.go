@@ -204,7 +204,9 @@ func (e *env) startPostgres(ctx context.Context) error {
 
 func (e *env) startController(ctx context.Context) error {
 	var err error
-	e.ctrl, err = startChild(e.bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", e.dataDir, "--database-url", e.dsn}, e.logf)
+	// One key drives every simulated worker: no per-key budget.
+	e.ctrl, err = startChild(e.bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", e.dataDir, "--database-url", e.dsn,
+		"--rate-per-key", "0"}, e.logf)
 	if err != nil {
 		return err
 	}

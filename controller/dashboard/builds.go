@@ -61,8 +61,8 @@ func (d *Dashboard) workerNames(ctx context.Context) (workerNames, error) {
 func (d *Dashboard) builds(w http.ResponseWriter, r *http.Request, s *session) {
 	q := r.URL.Query()
 	f := store.ListFilter{Status: q.Get("status"), Platform: q.Get("platform"), WorkerID: q.Get("worker_id"),
-		Cursor: q.Get("cursor"), Limit: pageSize}
-	v := buildsView{Filter: f, Filtered: f.Status != "" || f.Platform != "" || f.WorkerID != "",
+		Project: q.Get("project"), Scope: s.Scope, Cursor: q.Get("cursor"), Limit: pageSize}
+	v := buildsView{Filter: f, Filtered: f.Status != "" || f.Platform != "" || f.WorkerID != "" || f.Project != "",
 		Statuses: []api.BuildStatus{api.StatusPending, api.StatusAssigned, api.StatusBuilding, api.StatusCompleted, api.StatusFailed, api.StatusCancelled}}
 	status := http.StatusOK
 	var err error
@@ -91,7 +91,7 @@ func (d *Dashboard) builds(w http.ResponseWriter, r *http.Request, s *session) {
 
 func buildsURL(f store.ListFilter, cursor string) string {
 	q := url.Values{}
-	for k, v := range map[string]string{"status": f.Status, "platform": f.Platform, "worker_id": f.WorkerID, "cursor": cursor} {
+	for k, v := range map[string]string{"status": f.Status, "platform": f.Platform, "worker_id": f.WorkerID, "project": f.Project, "cursor": cursor} {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -200,9 +200,9 @@ func (d *Dashboard) retry(w http.ResponseWriter, r *http.Request, s *session) {
 	http.Redirect(w, r, "/builds/"+sub.Build.ID, http.StatusSeeOther)
 }
 
-func (d *Dashboard) followLogs(w http.ResponseWriter, r *http.Request, _ *session) {
+func (d *Dashboard) followLogs(w http.ResponseWriter, r *http.Request, s *session) {
 	id := r.PathValue("id")
-	if !store.ValidID(id) {
+	if !store.ValidID(id) || !d.visible(r, s, id) {
 		http.Error(w, "no such build", http.StatusNotFound)
 		return
 	}
@@ -229,11 +229,21 @@ func (d *Dashboard) artifact(w http.ResponseWriter, r *http.Request, s *session)
 // page saying there is no such build.
 func (d *Dashboard) buildID(w http.ResponseWriter, r *http.Request, s *session) (string, bool) {
 	id := r.PathValue("id")
-	if !store.ValidID(id) {
+	if !store.ValidID(id) || !d.visible(r, s, id) {
 		d.renderError(w, r, s, http.StatusNotFound, "There is no build "+strconv.Quote(id)+".")
 		return "", false
 	}
 	return id, true
+}
+
+// visible reports whether the session's key may see build id: another
+// project's build is answered as if it did not exist.
+func (d *Dashboard) visible(r *http.Request, s *session, id string) bool {
+	if s.Scope.All {
+		return true
+	}
+	p, err := d.Store.BuildProject(r.Context(), id)
+	return err == nil && s.Scope.Allows(p)
 }
 
 func (d *Dashboard) qrCode(w http.ResponseWriter, r *http.Request, s *session) {

@@ -1,10 +1,13 @@
 package dashboard
 
 import (
+	"cmp"
+	"context"
 	"fmt"
 	"net/http"
 	"net/url"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -26,7 +29,7 @@ type queueView struct {
 
 func (d *Dashboard) queue(w http.ResponseWriter, r *http.Request, s *session) {
 	cursor := r.URL.Query().Get("cursor")
-	page, err := d.Store.Queue(r.Context(), cursor, 100)
+	q, err := LoadQueue(r.Context(), d.Store, cursor, 100, s.Scope)
 	if isInvalid(err) {
 		d.render(w, r, "queue", http.StatusUnprocessableEntity, view{Title: "Queue", Nav: "queue", Session: s,
 			Data: queueView{Error: trimSentinel(err, store.ErrInvalid), FirstPage: "/queue"}})
@@ -36,19 +39,12 @@ func (d *Dashboard) queue(w http.ResponseWriter, r *http.Request, s *session) {
 		d.fail(w, r, s, err)
 		return
 	}
-	workers, err := d.Store.ListWorkers(r.Context())
-	if err != nil {
-		d.fail(w, r, s, err)
-		return
+	v := queueView{Pending: q.Page.Pending, Online: q.Online, Paused: q.Paused, Active: q.Online - q.Paused}
+	for i, e := range q.Page.Entries {
+		v.Rows = append(v.Rows, queueRow{QueueEntry: e, Reason: q.Reasons[i]})
 	}
-	now := time.Now()
-	fleet := newFleet(workers, now, d.Store.Config().WorkerOfflineAfter)
-	v := queueView{Pending: page.Pending, Online: fleet.online, Paused: fleet.paused, Active: fleet.online - fleet.paused}
-	for i, reason := range fleet.reasons(page.Entries, page.ClaimableAhead, now) {
-		v.Rows = append(v.Rows, queueRow{QueueEntry: page.Entries[i], Reason: reason})
-	}
-	if page.NextCursor != "" {
-		v.NextPage = "/queue?cursor=" + url.QueryEscape(page.NextCursor)
+	if q.Page.NextCursor != "" {
+		v.NextPage = "/queue?cursor=" + url.QueryEscape(q.Page.NextCursor)
 	}
 	if cursor != "" {
 		v.FirstPage = "/queue"
@@ -56,23 +52,83 @@ func (d *Dashboard) queue(w http.ResponseWriter, r *http.Request, s *session) {
 	d.render(w, r, "queue", http.StatusOK, view{Title: "Queue", Nav: "queue", Session: s, Stream: "/ui/stream", Data: v})
 }
 
-// fleet is what the workers can take right now, per platform.
-type fleet struct {
-	online, paused int
-	eligible       map[string]int // online workers that build the platform
-	unpaused       map[string]int // of those, not paused
-	slots          []slot         // free build slots of unpaused online workers
+// Queue is a page of the queue and why each of its builds waits.
+type Queue struct {
+	Page           store.QueuePage // Entries: those the scope covers
+	Reasons        []string        // one per entry
+	Online, Paused int             // workers
 }
 
-type slot struct {
-	platforms []string
-	free      int
+// LoadQueue reads a page of pending builds (after cursor) and says why each
+// waits, from the workers online, the pools an admin trusts and the pools
+// each project may use: the one place "why is it waiting" is decided, for
+// the dashboard's queue page and GET /api/queue. Only the builds scope
+// covers are kept; positions stay the farm's.
+func LoadQueue(ctx context.Context, st *store.Store, cursor string, limit int, scope store.Scope) (Queue, error) {
+	var q Queue
+	page, err := st.Queue(ctx, cursor, limit)
+	if err != nil {
+		return q, err
+	}
+	workers, err := st.ListWorkers(ctx)
+	if err != nil {
+		return q, err
+	}
+	pools, err := st.ListPools(ctx)
+	if err != nil {
+		return q, err
+	}
+	projectPools, err := st.AllProjectPools(ctx)
+	if err != nil {
+		return q, err
+	}
+	now := time.Now()
+	f := newFleet(workers, now, st.Config().WorkerOfflineAfter)
+	f.routes = Routes{Pools: map[string]api.Pool{}, ProjectPools: projectPools}
+	for _, p := range pools {
+		f.routes.Pools[p.Name] = p
+	}
+	reasons := f.reasons(page.Entries, page.ClaimableAhead, now)
+	q.Online, q.Paused = f.online, f.paused
+	entries := page.Entries
+	page.Entries = nil
+	for i, e := range entries {
+		if scope.Allows(e.Project) {
+			page.Entries, q.Reasons = append(page.Entries, e), append(q.Reasons, reasons[i])
+		}
+	}
+	q.Page = page
+	return q, nil
+}
+
+// fleet is what the workers can take right now.
+type fleet struct {
+	online, paused int
+	workers        []fleetWorker // online workers
+	slots          []*fleetWorker
+	routes         Routes
+}
+
+// fleetWorker is an online worker and its free build slots.
+type fleetWorker struct {
+	platforms    []string
+	pool, driver string
+	paused       bool
+	free         int
+}
+
+// Routes is what routing needs beside the workers: the pools an admin
+// trusts (and lets run credentialed builds on the local driver), and the
+// pools each project may use (a project absent may use any).
+type Routes struct {
+	Pools        map[string]api.Pool
+	ProjectPools map[string][]string
 }
 
 // newFleet sums up the workers: online means in contact within offlineAfter
 // (the reaper marks the others offline only on its next sweep).
 func newFleet(workers []api.Worker, now time.Time, offlineAfter time.Duration) fleet {
-	f := fleet{eligible: map[string]int{}, unpaused: map[string]int{}}
+	var f fleet
 	for _, w := range workers {
 		if w.Status != "online" || now.Sub(w.LastSeenAt) > offlineAfter {
 			continue
@@ -82,43 +138,94 @@ func newFleet(workers []api.Worker, now time.Time, offlineAfter time.Duration) f
 			f.paused++
 		}
 		auth := store.WorkerAuth{Capabilities: w.Capabilities}
-		for _, p := range auth.Platforms() {
-			f.eligible[p]++
-			if !w.Paused {
-				f.unpaused[p]++
-			}
+		fw := fleetWorker{platforms: auth.Platforms(), pool: cmp.Or(w.Capabilities.Pool, api.DefaultPool),
+			driver: w.Capabilities.VMDriver, paused: w.Paused, free: max(0, auth.MaxConcurrent()-len(w.ActiveBuilds))}
+		if fw.driver == "" {
+			fw.driver = w.Capabilities.Labels["vm_driver"]
 		}
-		if free := auth.MaxConcurrent() - len(w.ActiveBuilds); !w.Paused && free > 0 {
-			f.slots = append(f.slots, slot{platforms: auth.Platforms(), free: free})
+		f.workers = append(f.workers, fw)
+	}
+	for i := range f.workers {
+		if w := &f.workers[i]; !w.paused && w.free > 0 {
+			f.slots = append(f.slots, w)
 		}
 	}
 	// Single-platform workers first: a build takes the most specific free
 	// slot, leaving the versatile ones for builds only they can take.
-	slices.SortStableFunc(f.slots, func(a, b slot) int { return len(a.platforms) - len(b.platforms) })
+	slices.SortStableFunc(f.slots, func(a, b *fleetWorker) int { return len(a.platforms) - len(b.platforms) })
 	return f
 }
 
-// take gives a build of platform p a free slot, if there is one left.
-func (f *fleet) take(p string) bool {
-	for i := range f.slots {
-		if f.slots[i].free > 0 && slices.Contains(f.slots[i].platforms, p) {
-			f.slots[i].free--
+// inPools: w is in a pool the entry's project may use.
+func (f fleet) inPools(w *fleetWorker, e store.QueueEntry) bool {
+	pools := f.routes.ProjectPools[e.Project]
+	return len(pools) == 0 || slices.Contains(pools, w.pool)
+}
+
+// trusted: w may run a build that carries credentials or secrets (the
+// claim's rule, store's routable).
+func (f fleet) trusted(w *fleetWorker) bool {
+	p := f.routes.Pools[w.pool]
+	return p.Trusted && (w.driver != api.VMDriverLocal || p.AllowLocal)
+}
+
+// routable: w may run the entry at all.
+func (f fleet) routable(w *fleetWorker, e store.QueueEntry) bool {
+	return slices.Contains(w.platforms, e.Platform) && f.inPools(w, e) && (!e.NeedsTrust || f.trusted(w))
+}
+
+// take gives build e a free slot, if there is one left.
+func (f *fleet) take(e store.QueueEntry) bool {
+	for _, w := range f.slots {
+		if w.free > 0 && f.routable(w, e) {
+			w.free--
 			return true
 		}
 	}
 	return false
 }
 
+// count counts the online workers for which ok holds.
+func (f fleet) count(ok func(*fleetWorker) bool) int {
+	n := 0
+	for i := range f.workers {
+		if ok(&f.workers[i]) {
+			n++
+		}
+	}
+	return n
+}
+
+// trustedPools names the pools trusted with credentialed builds.
+func (f fleet) trustedPools() string {
+	var names []string
+	for name, p := range f.routes.Pools {
+		if p.Trusted {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return "none; an admin trusts one with `freeagent-controller pools set NAME --trusted`"
+	}
+	slices.Sort(names)
+	return strings.Join(names, ", ")
+}
+
 // reasons says why each pending build (in claim order) is waiting. ahead
 // counts the claimable builds before the first entry, per platform: they
 // take the free slots first.
 func (f fleet) reasons(entries []store.QueueEntry, ahead map[string]int, now time.Time) []string {
-	f.slots = slices.Clone(f.slots)
+	slots := make([]*fleetWorker, len(f.slots))
+	for i, w := range f.slots { // a copy: reasons must not use up the fleet
+		c := *w
+		slots[i] = &c
+	}
+	f.slots = slots
 	seen := map[string]int{}
 	for _, p := range []string{api.PlatformIOS, api.PlatformAndroid} {
 		seen[p] = ahead[p]
 		for range ahead[p] {
-			if !f.take(p) {
+			if !f.take(store.QueueEntry{Platform: p}) {
 				break
 			}
 		}
@@ -126,16 +233,25 @@ func (f fleet) reasons(entries []store.QueueEntry, ahead map[string]int, now tim
 	out := make([]string, len(entries))
 	for i, e := range entries {
 		claimable := !e.RunAfter.After(now)
+		builds := func(w *fleetWorker) bool { return slices.Contains(w.platforms, e.Platform) }
+		inPools := func(w *fleetWorker) bool { return builds(w) && f.inPools(w, e) }
+		routable := func(w *fleetWorker) bool { return f.routable(w, e) }
 		switch {
 		case f.online == 0:
 			out[i] = "No worker is online."
-		case f.eligible[e.Platform] == 0:
+		case f.count(builds) == 0:
 			out[i] = fmt.Sprintf("No online worker builds %s.", e.Platform)
-		case f.unpaused[e.Platform] == 0:
+		case f.count(inPools) == 0:
+			out[i] = fmt.Sprintf("No online %s worker in pools %s, the pools project %q may use.", e.Platform,
+				strings.Join(f.routes.ProjectPools[e.Project], ", "), e.Project)
+		case f.count(routable) == 0:
+			out[i] = fmt.Sprintf("Waiting for a trusted pool: no trusted worker for project %q online (the build carries signing credentials or secrets; trusted pools: %s; a local-driver worker needs its pool to allow it).",
+				e.Project, f.trustedPools())
+		case f.count(func(w *fleetWorker) bool { return routable(w) && !w.paused }) == 0:
 			out[i] = fmt.Sprintf("Every %s worker is paused.", e.Platform)
 		case !claimable:
 			out[i] = "Backing off after a failed attempt until " + e.RunAfter.UTC().Format("15:04:05 UTC") + "."
-		case f.take(e.Platform):
+		case f.take(e):
 			out[i] = "Next in line: a worker takes it on its next poll."
 		default:
 			out[i] = fmt.Sprintf("All %s workers are busy (%d ahead).", e.Platform, seen[e.Platform])

@@ -34,6 +34,10 @@ type session struct {
 	Key  store.APIKey
 	id   string
 	CSRF string // the synchronizer token every form carries
+	// Scope is the projects whose builds the key sees (store.KeyScope);
+	// scopeErr refuses an unbound developer key on a farm of bound ones.
+	Scope    store.Scope
+	scopeErr error
 }
 
 // Admin reports whether the session may see and act on everything.
@@ -80,7 +84,8 @@ func (d *Dashboard) session(r *http.Request) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &session{Key: k, id: c.Value, CSRF: csrfToken(c.Value)}, nil
+	sc, scopeErr := store.KeyScope(k)
+	return &session{Key: k, id: c.Value, CSRF: csrfToken(c.Value), Scope: sc, scopeErr: scopeErr}, nil
 }
 
 // page guards a page: without a session the browser goes to the login page
@@ -100,6 +105,10 @@ func (d *Dashboard) page(need role, h func(http.ResponseWriter, *http.Request, *
 			d.renderError(w, r, s, http.StatusForbidden, "This page needs an admin key; you are signed in with a "+s.Key.Role+" key.")
 			return
 		}
+		if s.scopeErr != nil {
+			d.renderError(w, r, s, http.StatusForbidden, trimSentinel(s.scopeErr, store.ErrForbidden))
+			return
+		}
 		h(w, r, s)
 	}
 }
@@ -115,6 +124,8 @@ func (d *Dashboard) stream(need role, h func(http.ResponseWriter, *http.Request,
 			http.Error(w, "not signed in", http.StatusUnauthorized)
 		case !s.allows(need):
 			http.Error(w, "this needs an admin key", http.StatusForbidden)
+		case s.scopeErr != nil:
+			http.Error(w, trimSentinel(s.scopeErr, store.ErrForbidden), http.StatusForbidden)
 		default:
 			h(w, r, s)
 		}
@@ -136,6 +147,10 @@ func (d *Dashboard) action(need role, h func(http.ResponseWriter, *http.Request,
 		}
 		if !s.allows(need) {
 			d.renderError(w, r, s, http.StatusForbidden, "This action needs an admin key; you are signed in with a "+s.Key.Role+" key.")
+			return
+		}
+		if s.scopeErr != nil {
+			d.renderError(w, r, s, http.StatusForbidden, trimSentinel(s.scopeErr, store.ErrForbidden))
 			return
 		}
 		if !sameOrigin(r) {

@@ -7,6 +7,7 @@ package serve
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -36,10 +37,14 @@ import (
 
 // Config is everything `serve` can be told.
 type Config struct {
-	Listen      string // host:port; port 0 picks a free one
-	DataDir     string // files, the certificate key, and the private database when DatabaseURL is empty
-	DatabaseURL string // external Postgres; empty → a private cluster under DataDir/postgres
-	CertsKey    string // hex AES-256 key sealing certificates; empty → DataDir/certs.key (created once)
+	Listen string // host:port; port 0 picks a free one
+	// TLSCert and TLSKey are PEM files (the certificate chain, leaf first,
+	// and its private key): when both are set the controller serves HTTPS
+	// only. Read once at start; restart after renewing them.
+	TLSCert, TLSKey string
+	DataDir         string // files, the certificate key, and the private database when DatabaseURL is empty
+	DatabaseURL     string // external Postgres; empty → a private cluster under DataDir/postgres
+	CertsKey        string // hex AES-256 key sealing certificates; empty → DataDir/certs.key (created once)
 	// BlobStore is where build files live: file://DIR, or
 	// s3://BUCKET/PREFIX?endpoint=URL&region=R (credentials from the
 	// standard AWS variables or shared files); empty → file://DataDir/files.
@@ -90,7 +95,7 @@ func (cfg *Config) applyDefaults() {
 
 // Controller is a running controller.
 type Controller struct {
-	URL string // http://host:port it listens on
+	URL string // http(s)://host:port it listens on
 	ID  string // this replica's id in the controller registry
 
 	log        logrus.FieldLogger
@@ -145,6 +150,10 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	if cfg.DataDir == "" {
 		return nil, errors.New("a data directory is required (--data-dir or FREEAGENT_DATA_DIR)")
 	}
+	tlsConfig, err := loadTLS(cfg)
+	if err != nil {
+		return nil, err
+	}
 	dsn, cluster, err := OpenDatabase(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -192,6 +201,9 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 		return nil, fmt.Errorf("listen on %s: %w (is another controller running? choose another with --listen)", cfg.Listen, err)
 	}
 	c.URL = "http://" + ln.Addr().String()
+	if tlsConfig != nil {
+		c.URL = "https://" + ln.Addr().String()
+	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	c.cancel = cancel
@@ -228,8 +240,28 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	}
 	c.registered = true
 	c.goRun(func() { c.runRegistry(runCtx, node, cfg.ControllerTTL) })
-	go func() { c.serveErr <- c.http.Serve(ln) }()
+	if tlsConfig != nil {
+		c.http.TLSConfig = tlsConfig
+		go func() { c.serveErr <- c.http.ServeTLS(ln, "", "") }()
+	} else {
+		go func() { c.serveErr <- c.http.Serve(ln) }()
+	}
 	return c, nil
+}
+
+// loadTLS reads --tls-cert and --tls-key; nil when neither is set.
+func loadTLS(cfg Config) (*tls.Config, error) {
+	if cfg.TLSCert == "" && cfg.TLSKey == "" {
+		return nil, nil
+	}
+	if cfg.TLSCert == "" || cfg.TLSKey == "" {
+		return nil, errors.New("--tls-cert and --tls-key go together: give both (PEM files) to serve HTTPS, or neither")
+	}
+	cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
+	if err != nil {
+		return nil, fmt.Errorf("--tls-cert %s / --tls-key %s: %w (want PEM files: the certificate chain, leaf first, and its unencrypted private key)", cfg.TLSCert, cfg.TLSKey, err)
+	}
+	return &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, nil
 }
 
 // kickOnSealedEvents starts a webhook pass as soon as any replica's sealer

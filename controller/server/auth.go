@@ -22,6 +22,9 @@ func (s *Server) apiKey(r *http.Request, roles ...string) (store.APIKey, error) 
 	if err != nil {
 		return k, err
 	}
+	if err := s.rates.key(k.ID); err != nil {
+		return k, err
+	}
 	if !slices.Contains(roles, k.Role) {
 		return k, fmt.Errorf("%w: a %s API key cannot use %s %s", store.ErrForbidden, k.Role, r.Method, r.URL.Path)
 	}
@@ -117,9 +120,12 @@ func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// developer guards the developers' endpoints: an admin key, or a developer
+// key with a scope (store.KeyScope: an unbound key on a farm of bound ones
+// is refused here, everywhere).
 func (s *Server) developer(h func(http.ResponseWriter, *http.Request, store.APIKey)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		k, err := s.apiKey(r, api.RoleDeveloper, api.RoleAdmin)
+		k, err := s.developerKey(r)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -128,10 +134,54 @@ func (s *Server) developer(h func(http.ResponseWriter, *http.Request, store.APIK
 	}
 }
 
+func (s *Server) developerKey(r *http.Request) (store.APIKey, error) {
+	k, err := s.apiKey(r, api.RoleDeveloper, api.RoleAdmin)
+	if err != nil {
+		return k, err
+	}
+	if _, err := store.KeyScope(k); err != nil {
+		return k, err
+	}
+	return k, nil
+}
+
+// scope is what key k may see. developer() refused a key without one; the
+// zero Scope it would give sees nothing.
+func scope(k store.APIKey) store.Scope {
+	sc, _ := store.KeyScope(k)
+	return sc
+}
+
+// projectAllowed is ErrForbidden, naming the project and the fix, unless
+// key k may act in project p.
+func projectAllowed(k store.APIKey, p string) error {
+	sc, err := store.KeyScope(k)
+	if err != nil {
+		return err
+	}
+	if sc.Allows(p) {
+		return nil
+	}
+	if p == "" {
+		return fmt.Errorf("%w: this key is bound to projects %s, and the build names no project; submit from the app's directory (its slug is the project) or pass --project NAME",
+			store.ErrForbidden, strings.Join(sc.Projects, ", "))
+	}
+	return fmt.Errorf("%w: this key may not use project %q (it is bound to %s); use a key of that project, or have an admin bind this one (freeagent-controller keys bind %s --project %s)",
+		store.ErrForbidden, p, strings.Join(sc.Projects, ", "), k.ID, p)
+}
+
 // buildAccess is a caller allowed to read and act on one build.
 type buildAccess struct {
-	ID    string
-	KeyID string // the developer or admin key used; "" when a build token was used
+	ID  string
+	Key *store.APIKey // the developer or admin key used; nil when a build token was used
+}
+
+// KeyID is the id of the key used; "" for a build token.
+func (b buildAccess) KeyID() string {
+	if b.Key == nil {
+		return ""
+	}
+	return b.Key.ID
 }
 
 // buildReader guards a build's developer endpoints: a developer/admin API
@@ -160,12 +210,16 @@ func (s *Server) buildReader(h func(http.ResponseWriter, *http.Request, buildAcc
 			s.fail(w, r, fmt.Errorf("%w: send %s or the build's %s", store.ErrUnauthorized, api.HeaderAPIKey, api.HeaderBuildToken))
 			return
 		}
-		k, err := s.apiKey(r, api.RoleDeveloper, api.RoleAdmin)
+		k, err := s.developerKey(r)
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
-		h(w, r, buildAccess{ID: id, KeyID: k.ID})
+		if err := s.canSee(r, k, id); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		h(w, r, buildAccess{ID: id, Key: &k})
 	}
 }
 
@@ -218,4 +272,21 @@ func (s *Server) sourceReader(h func(w http.ResponseWriter, r *http.Request, bui
 		}
 		h(w, r, id)
 	}
+}
+
+// canSee is ErrNotFound unless key k may see build id: another project's
+// build answers as if it did not exist, so ids leak nothing.
+func (s *Server) canSee(r *http.Request, k store.APIKey, id string) error {
+	sc := scope(k)
+	if sc.All {
+		return nil
+	}
+	p, err := s.store.BuildProject(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	if !sc.Allows(p) {
+		return fmt.Errorf("%w: no build %q", store.ErrNotFound, id)
+	}
+	return nil
 }

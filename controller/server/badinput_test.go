@@ -439,7 +439,7 @@ func biEventually(tb testing.TB, d time.Duration, check func() string) {
 
 func TestBadCredentials(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t)
+	e := newEnv(t, noRateLimits)
 	ctx := context.Background()
 	vmc := &api.Client{BaseURL: e.URL}
 

@@ -151,6 +151,12 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 			fail(err)
 			return
 		}
+		p := spec.BuildProject()
+		if nb.Project != "" && nb.Project != p {
+			fail(fmt.Errorf("%w: field \"project\" (%q) differs from the spec's project (%q); send one of them", store.ErrInvalid, nb.Project, p))
+			return
+		}
+		nb.Project = p
 		if nb.Profile == "" {
 			nb.Profile = spec.ProfileName
 		}
@@ -158,6 +164,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 			fail(fmt.Errorf("encode the build spec: %w", err))
 			return
 		}
+	}
+	// Before anything of the project is read (its farm keystore).
+	if err := projectAllowed(key, nb.Project); err != nil {
+		fail(err)
+		return
 	}
 	if certs != nil && creds != nil {
 		fail(fmt.Errorf("%w: both a \"certs\" zip and a \"credentials\" file were sent; send the iOS targets' credentials in one of them (expo-build sends \"credentials\")", store.ErrInvalid))
@@ -208,6 +219,13 @@ func applySubmitField(nb *store.NewBuild, name, v string) error {
 		nb.Profile = v
 	case "base_image":
 		nb.BaseImage = v
+	case "project":
+		if v != "" {
+			if err := validProject(`field "project"`, v); err != nil {
+				return err
+			}
+		}
+		nb.Project = v
 	case "priority":
 		p, err := strconv.Atoi(v)
 		if err != nil || p < 0 || p > 3 {
@@ -331,7 +349,7 @@ func readZipEntry(f *zip.File, limit int64) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
+func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, k store.APIKey) {
 	q := r.URL.Query()
 	limit := 0
 	if v := q.Get("limit"); v != "" {
@@ -343,7 +361,7 @@ func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, _ store.APIK
 		limit = n
 	}
 	list, err := s.store.ListBuilds(r.Context(), store.ListFilter{Status: q.Get("status"), Platform: q.Get("platform"),
-		WorkerID: q.Get("worker_id"), Cursor: q.Get("cursor"), Limit: limit})
+		WorkerID: q.Get("worker_id"), Project: q.Get("project"), Scope: scope(k), Cursor: q.Get("cursor"), Limit: limit})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -387,7 +405,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, b buildAccess) {
 // A build token reads and cancels its build but creates no build: a retry
 // needs a developer (or admin) API key.
 func (s *Server) retry(w http.ResponseWriter, r *http.Request, b buildAccess) {
-	sub, err := s.retryBuild(w, r, b.ID, b.KeyID)
+	sub, err := s.retryBuild(w, r, b.ID, b.KeyID())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -415,7 +433,7 @@ func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID st
 	if err := s.checkFreeSpace(); err != nil {
 		return store.Submitted{}, err
 	}
-	nb := store.NewBuild{ID: store.NewID(), Platform: src.Platform, Profile: src.Profile, Priority: src.Priority,
+	nb := store.NewBuild{ID: store.NewID(), Platform: src.Platform, Profile: src.Profile, Project: src.Project, Priority: src.Priority,
 		SubmittedBy: keyID, RetryOf: id, SourceSize: src.SourceSize, SourceSHA256: src.SourceSHA256,
 		SourceFormat: src.SourceFormat, BaseImage: src.BaseImage, Timeout: src.Timeout, HasCerts: src.HadCerts,
 		HasCredentials: src.HadCredentials, Spec: src.Spec}
@@ -515,7 +533,7 @@ func (s *Server) retryCredentials(r *http.Request, from, to string, src store.Re
 	if spec.Credentials.Source != api.CredentialsRemote || spec.Credentials.Android == nil {
 		return nil, fmt.Errorf("%w: the credentials of build %s were deleted when it ended; submit the build again (expo-build submit) to send them", store.ErrConflict, from)
 	}
-	ks, err := s.farmKeystore(r, spec.App.Slug, spec.Credentials.Android)
+	ks, err := s.farmKeystore(r, spec.BuildProject(), spec.Credentials.Android)
 	if err != nil {
 		return nil, err
 	}

@@ -260,7 +260,7 @@ func TestControllerRestartMidBuildLosesNothing(t *testing.T) {
 // every build is assigned exactly once and completes.
 func TestRacingWorkersAssignEachBuildOnce(t *testing.T) {
 	t.Parallel()
-	raceWorkers(t, newEnv(t), 500, 50)
+	raceWorkers(t, newEnv(t, noRateLimits), 500, 50)
 }
 
 // raceWorkers submits builds and lets workers race to run them all, checking

@@ -43,6 +43,9 @@ func (f *form) next() (*multipart.Part, error) {
 		return nil, io.EOF
 	}
 	if err != nil {
+		if f.body.err != nil { // the body's own failure (a size limit, a slow client) says more
+			err = f.body.err
+		}
 		return nil, multipartErr(err)
 	}
 	return p, nil

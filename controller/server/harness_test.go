@@ -55,6 +55,11 @@ type env struct {
 
 type envOption func(*store.Config, *server.Limits)
 
+// noRateLimits turns the request budgets off, for tests that drive many
+// workers through one key or fail authentication on purpose, hundreds of
+// times a second.
+func noRateLimits(_ *store.Config, l *server.Limits) { l.RatePerKey, l.AuthFailuresPerIP = 0, 0 }
+
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
 	e := &env{t: t, dsn: pgtest.NewDatabase(t), dataDir: t.TempDir(), cfg: store.DefaultConfig(), limits: server.DefaultLimits()}

@@ -21,7 +21,6 @@ import (
 // isValidSlugStrict); an environment is what eas-cli's resolveEnvironment
 // accepts.
 var (
-	projectPattern        = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 	environmentPattern    = regexp.MustCompile(`^[a-z0-9_-]{3,100}$`)
 	variableNamePattern   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
 	credentialNamePattern = regexp.MustCompile(`^[A-Za-z0-9_.-]{1,100}$`)
@@ -44,12 +43,7 @@ const (
 // spec names none.
 const defaultCredentialName = "default"
 
-func validProject(field, p string) error {
-	if !projectPattern.MatchString(p) {
-		return fmt.Errorf("%w: %s %q is not a project slug: use 1 to 128 letters, digits, \"_\" and \"-\" (the app's expo.slug)", store.ErrInvalid, field, p)
-	}
-	return nil
-}
+func validProject(field, p string) error { return store.ValidateProject(field, p) }
 
 func validEnvironment(field, e string) error {
 	if !environmentPattern.MatchString(e) {
@@ -89,10 +83,14 @@ func (s *Server) projectBox(purpose string) (seal.Box, error) {
 // aad joins the parts that bind a sealed value to its row.
 func aad(parts ...string) []byte { return []byte(strings.Join(parts, "\x00")) }
 
-// project checks the {project} path element.
-func (s *Server) project(w http.ResponseWriter, r *http.Request) (string, bool) {
+// project checks the {project} path element: a project key k may use.
+func (s *Server) project(w http.ResponseWriter, r *http.Request, k store.APIKey) (string, bool) {
 	p := r.PathValue("project")
 	if err := validProject("project", p); err != nil {
+		s.fail(w, r, err)
+		return "", false
+	}
+	if err := projectAllowed(k, p); err != nil {
 		s.fail(w, r, err)
 		return "", false
 	}
@@ -101,8 +99,8 @@ func (s *Server) project(w http.ResponseWriter, r *http.Request) (string, bool) 
 
 // setVariable creates or replaces a variable in each of its environments
 // and answers with what it set, values left out.
-func (s *Server) setVariable(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
-	project, ok := s.project(w, r)
+func (s *Server) setVariable(w http.ResponseWriter, r *http.Request, k store.APIKey) {
+	project, ok := s.project(w, r, k)
 	if !ok {
 		return
 	}
@@ -196,8 +194,8 @@ func checkValueText(v string) error {
 }
 
 // listVariables lists a project's variables; secret values are left out.
-func (s *Server) listVariables(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
-	project, ok := s.project(w, r)
+func (s *Server) listVariables(w http.ResponseWriter, r *http.Request, k store.APIKey) {
+	project, ok := s.project(w, r, k)
 	if !ok {
 		return
 	}
@@ -241,8 +239,8 @@ func (s *Server) variables(r *http.Request, project, env string, withSecrets boo
 	return out, nil
 }
 
-func (s *Server) deleteVariable(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
-	project, ok := s.project(w, r)
+func (s *Server) deleteVariable(w http.ResponseWriter, r *http.Request, k store.APIKey) {
+	project, ok := s.project(w, r, k)
 	if !ok {
 		return
 	}
@@ -265,8 +263,8 @@ func (s *Server) deleteVariable(w http.ResponseWriter, r *http.Request, _ store.
 }
 
 // credentialPath checks the {project}, {platform} and {name} path elements.
-func (s *Server) credentialPath(w http.ResponseWriter, r *http.Request) (project, platform, name string, ok bool) {
-	if project, ok = s.project(w, r); !ok {
+func (s *Server) credentialPath(w http.ResponseWriter, r *http.Request, k store.APIKey) (project, platform, name string, ok bool) {
+	if project, ok = s.project(w, r, k); !ok {
 		return
 	}
 	platform, name = r.PathValue("platform"), r.PathValue("name")
@@ -283,8 +281,8 @@ func (s *Server) credentialPath(w http.ResponseWriter, r *http.Request) (project
 
 // setCredential stores a project's signing credential on the farm: the
 // keystore sealed, what identifies it in plain text.
-func (s *Server) setCredential(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
-	project, platform, name, ok := s.credentialPath(w, r)
+func (s *Server) setCredential(w http.ResponseWriter, r *http.Request, k store.APIKey) {
+	project, platform, name, ok := s.credentialPath(w, r, k)
 	if !ok {
 		return
 	}
@@ -379,8 +377,8 @@ func validateKeystoreInfo(field string, i *api.KeystoreInfo) error {
 	return nil
 }
 
-func (s *Server) listCredentials(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
-	project, ok := s.project(w, r)
+func (s *Server) listCredentials(w http.ResponseWriter, r *http.Request, k store.APIKey) {
+	project, ok := s.project(w, r, k)
 	if !ok {
 		return
 	}
@@ -395,8 +393,8 @@ func (s *Server) listCredentials(w http.ResponseWriter, r *http.Request, _ store
 	writeJSON(w, http.StatusOK, api.CredentialList{Credentials: list})
 }
 
-func (s *Server) deleteCredential(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
-	project, platform, name, ok := s.credentialPath(w, r)
+func (s *Server) deleteCredential(w http.ResponseWriter, r *http.Request, k store.APIKey) {
+	project, platform, name, ok := s.credentialPath(w, r, k)
 	if !ok {
 		return
 	}

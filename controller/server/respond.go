@@ -30,6 +30,7 @@ func writeError(w http.ResponseWriter, _ *http.Request, status int, code, msg st
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	var offset *store.OffsetAheadError
 	var maxBytes *http.MaxBytesError
+	var limited *errRateLimited
 	switch {
 	case errors.As(err, &offset):
 		writeJSON(w, http.StatusRequestedRangeNotSatisfiable, api.ErrorResponse{Error: err.Error(), Code: api.CodeOffsetAhead, Length: &offset.Length})
@@ -46,10 +47,19 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, r, http.StatusUnprocessableEntity, api.CodeInvalidField, strings.TrimPrefix(err.Error(), store.ErrInvalid.Error()+": "))
 	case errors.Is(err, errBadRequest):
 		writeError(w, r, http.StatusBadRequest, api.CodeBadRequest, strings.TrimPrefix(err.Error(), errBadRequest.Error()+": "))
+	case errors.As(err, &limited):
+		writeRateLimited(w, r, limited)
 	case errors.Is(err, store.ErrUnauthorized):
+		s.rates.authFailed(r)
+		closeAfter(w)
 		writeError(w, r, http.StatusUnauthorized, api.CodeUnauthorized, err.Error())
 	case errors.Is(err, store.ErrForbidden):
+		closeAfter(w)
 		writeError(w, r, http.StatusForbidden, api.CodeForbidden, err.Error())
+	case errors.Is(err, errSlowBody):
+		closeAfter(w)
+		writeError(w, r, http.StatusRequestTimeout, api.CodeBadRequest,
+			fmt.Sprintf("%v (the controller waits %s plus a second per %d bytes)", errSlowBody, s.limits.BodyGrace, s.limits.BodyMinRate))
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, r, http.StatusNotFound, api.CodeNotFound, strings.TrimPrefix(err.Error(), store.ErrNotFound.Error()+": "))
 	case errors.Is(err, store.ErrLeaseLost):

@@ -32,6 +32,18 @@ type Limits struct {
 	LogRead      int   // bytes per plain log read
 	PollMaxWait  time.Duration
 	PollBackstop time.Duration // a long poll re-checks this often even without a wake-up
+	// A request body must arrive within BodyGrace plus one second per
+	// BodyMinRate bytes (a slow-body guard; 0 BodyGrace turns it off).
+	BodyGrace   time.Duration
+	BodyMinRate int64
+	// RatePerKey requests per second (RateKeyBurst at once) per API key;
+	// AuthFailuresPerIP failed authentications per second (AuthFailureBurst
+	// at once) per client address, which is then refused until its budget
+	// refills. 0 turns a limit off.
+	RatePerKey        float64
+	RateKeyBurst      int
+	AuthFailuresPerIP float64
+	AuthFailureBurst  int
 }
 
 // DefaultLimits are the production limits.
@@ -47,6 +59,15 @@ func DefaultLimits() Limits {
 		LogRead:      4 << 20,
 		PollMaxWait:  30 * time.Second,
 		PollBackstop: 2 * time.Second,
+		BodyGrace:    10 * time.Second,
+		BodyMinRate:  64 << 10,
+		// A worker, a CLI or a dashboard stays far below these; the bench,
+		// driving hundreds of simulated workers through one key, turns
+		// the per-key limit off.
+		RatePerKey:        100,
+		RateKeyBurst:      400, // raised to 4 s worth when RatePerKey is set
+		AuthFailuresPerIP: 1,
+		AuthFailureBurst:  20,
 	}
 }
 
@@ -67,6 +88,7 @@ type Server struct {
 	minFree       blobs.Floor
 
 	keyCache   keyCache
+	rates      *rateLimits
 	queueDepth depthCache
 	mux        *http.ServeMux
 	draining   chan struct{} // closed by Drain
@@ -111,7 +133,7 @@ type Options struct {
 func New(o Options) *Server {
 	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
 		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, webhooks: o.Webhooks, publicURL: strings.TrimRight(o.PublicURL, "/"), minFree: o.MinFreeDisk,
-		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, draining: make(chan struct{})}
+		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, rates: newRateLimits(o.Limits), draining: make(chan struct{})}
 	if s.keyCache.ttl == 0 {
 		s.keyCache.ttl = 5 * time.Second
 	}
@@ -146,9 +168,15 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/events", s.admin(s.listEvents))
 	m.HandleFunc("GET /api/events/verify", s.admin(s.verifyEvents))
 	m.HandleFunc("GET /api/controllers", s.admin(s.listControllers))
+	m.HandleFunc("GET /api/pools", s.admin(s.listPools))
+	m.HandleFunc("PUT /api/pools/{name}", s.admin(s.setPool))
+	m.HandleFunc("DELETE /api/pools/{name}", s.admin(s.deletePool))
+	m.HandleFunc("GET /api/projects/{project}/pools", s.admin(s.projectPools))
+	m.HandleFunc("PUT /api/projects/{project}/pools", s.admin(s.setProjectPools))
 
 	m.HandleFunc("POST /api/builds", s.developer(s.submit))
 	m.HandleFunc("GET /api/builds", s.developer(s.listBuilds))
+	m.HandleFunc("GET /api/queue", s.developer(s.queue))
 	m.HandleFunc("GET /api/builds/{id}", s.buildReader(s.getBuild))
 	m.HandleFunc("POST /api/builds/{id}/cancel", s.buildReader(s.cancel))
 	m.HandleFunc("POST /api/builds/{id}/retry", s.buildReader(s.retry))
@@ -227,6 +255,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
+	if err := s.rates.shutOut(r); err != nil {
+		closeAfter(rec)
+		writeRateLimited(rec, r, err.(*errRateLimited))
+		return
+	}
+	s.guardBody(w, r)
 	s.mux.ServeHTTP(rec, r)
 }
 

@@ -61,6 +61,11 @@ func checkSpec(spec *api.BuildSpec, platform string) error {
 	if err := validProject(`field "spec": app.slug`, spec.App.Slug); err != nil {
 		return err
 	}
+	if spec.ProjectName != "" {
+		if err := validProject(`field "spec": project_name`, spec.ProjectName); err != nil {
+			return err
+		}
+	}
 	if err := validEnvironment(`field "spec": environment`, spec.Environment); err != nil {
 		return err
 	}
@@ -195,7 +200,7 @@ func (s *Server) submitCredentials(r *http.Request, platform string, spec *api.B
 	case sent != nil && remote:
 		return nil, fmt.Errorf("%w: the spec's credentials.source is remote, so the farm's keystore signs the build; leave out the \"credentials\" file, or build with credentialsSource local", store.ErrInvalid)
 	case remote && platform == api.PlatformAndroid:
-		ks, err := s.farmKeystore(r, spec.App.Slug, spec.Credentials.Android)
+		ks, err := s.farmKeystore(r, spec.BuildProject(), spec.Credentials.Android)
 		if err != nil {
 			return nil, err
 		}

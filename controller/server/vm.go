@@ -126,7 +126,7 @@ func (s *Server) buildJob(w http.ResponseWriter, r *http.Request, buildID, attem
 	}
 	job := api.BuildJob{Spec: spec, Variables: []api.Variable{}}
 	if spec != nil {
-		if job.Variables, err = s.variables(r, spec.App.Slug, spec.Environment, true); err != nil {
+		if job.Variables, err = s.variables(r, spec.BuildProject(), spec.Environment, true); err != nil {
 			s.fail(w, r, err)
 			return
 		}

@@ -270,7 +270,7 @@ func readField(p *multipart.Part) (string, error) {
 // size limit, or a malformed or truncated body.
 func multipartErr(err error) error {
 	var maxBytes *http.MaxBytesError
-	if errors.As(err, &maxBytes) || errors.Is(err, blobs.ErrTooLarge) || errors.Is(err, store.ErrTooLarge) {
+	if errors.As(err, &maxBytes) || errors.Is(err, blobs.ErrTooLarge) || errors.Is(err, store.ErrTooLarge) || errors.Is(err, errSlowBody) {
 		return err
 	}
 	return badRequest("malformed or truncated multipart body: %v", err)

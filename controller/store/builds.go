@@ -17,9 +17,11 @@ import (
 // NewBuild describes a submitted build whose files are already written to
 // temporary files; Commit moves them into place inside the transaction.
 type NewBuild struct {
-	ID             string // from NewID, chosen before the files were written
-	Platform       string
-	Profile        string
+	ID       string // from NewID, chosen before the files were written
+	Platform string
+	Profile  string
+	// Project is the project the build belongs to; "" for none.
+	Project        string
 	Priority       int
 	SubmittedBy    string // API key id
 	IdempotencyKey string
@@ -63,6 +65,11 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 	if nb.Priority < 0 || nb.Priority > 3 {
 		return Submitted{}, fmt.Errorf("%w: field \"priority\" must be 0 (highest) to 3", ErrInvalid)
 	}
+	if nb.Project != "" {
+		if err := ValidateProject("project", nb.Project); err != nil {
+			return Submitted{}, err
+		}
+	}
 	for field, v := range map[string]string{"profile": nb.Profile, "base_image": nb.BaseImage, "Idempotency-Key": nb.IdempotencyKey} {
 		if err := checkText(field, v); err != nil {
 			return Submitted{}, err
@@ -85,20 +92,20 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 		// answers with what the submitter sees, queue position included
 		// (the subquery sees the queue as it was before this row).
 		var pos int
-		b := api.Build{Status: api.StatusPending, Platform: nb.Platform, Profile: nb.Profile, Priority: nb.Priority,
+		b := api.Build{Status: api.StatusPending, Platform: nb.Platform, Profile: nb.Profile, Project: nb.Project, Priority: nb.Priority,
 			MaxAttempts: s.cfg.MaxAttempts, Artifacts: []api.Artifact{}}
 		err := t.QueryRow(ctx, `
 			INSERT INTO builds (id, status, platform, profile, priority, token_hash, submitted_by, idempotency_key, retry_of,
 				source_size, source_sha256, source_format, has_certs, base_image, timeout_seconds, max_attempts, has_credentials, spec,
-				token_expires_at)
+				token_expires_at, project)
 			VALUES ($1, 'pending', $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), NULLIF($8, ''), $9, $10, $11, $12, NULLIF($13, ''), $14, $15, $16, $17,
-				now() + $18::interval)
+				now() + $18::interval, $19)
 			ON CONFLICT (submitted_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 			RETURNING id, submitted_at, retry_of, (SELECT count(*) + 1 FROM builds p WHERE p.status = 'pending'
 				AND (p.priority, p.submitted_at, p.id) < (builds.priority, builds.submitted_at, builds.id)), token_expires_at`,
 			nb.ID, nb.Platform, nb.Profile, nb.Priority, hash, nb.SubmittedBy, nb.IdempotencyKey, nb.RetryOf,
 			nb.SourceSize, nb.SourceSHA256, nb.SourceFormat, nb.HasCerts, nb.BaseImage, int(timeout.Seconds()), s.cfg.MaxAttempts,
-			nb.HasCredentials, specParam(nb.Spec), s.cfg.BuildTokenTTL,
+			nb.HasCredentials, specParam(nb.Spec), s.cfg.BuildTokenTTL, nb.Project,
 		).Scan(&b.ID, &b.SubmittedAt, &b.RetryOf, &pos, &out.TokenExpiresAt)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -124,7 +131,7 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 		}
 		out.Build = b
 		t.emit(Change{Kind: "build", ID: b.ID, Status: string(api.StatusPending), Platform: nb.Platform, Event: "build.submitted",
-			Detail: map[string]any{"priority": nb.Priority, "profile": nb.Profile, "retry_of": nb.RetryOf}})
+			Detail: map[string]any{"priority": nb.Priority, "profile": nb.Profile, "retry_of": nb.RetryOf, "project": nb.Project}})
 		return nil
 	})
 	out.Token = token
@@ -133,7 +140,7 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 
 const buildColumns = `b.id, b.status, b.platform, b.profile, b.priority, b.attempts, b.max_attempts, b.worker_id, b.phase,
 	b.progress, b.cancel_requested, b.retry_of, b.run_after, b.submitted_at, b.started_at, b.completed_at,
-	b.error_message, b.error_code, b.log_length, b.artifacts_deleted_at`
+	b.error_message, b.error_code, b.log_length, b.artifacts_deleted_at, b.project`
 
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -207,7 +214,7 @@ func scanBuildWithPosition(row pgx.Row, pos **int, extra ...any) (api.Build, err
 	var p *int64
 	err := row.Scan(append([]any{&b.ID, &b.Status, &b.Platform, &b.Profile, &b.Priority, &b.Attempts, &b.MaxAttempts, &b.WorkerID, &b.Phase,
 		&progress, &b.CancelRequested, &b.RetryOf, &runAfter, &b.SubmittedAt, &b.StartedAt, &b.CompletedAt,
-		&b.ErrorMessage, &b.ErrorCode, &b.LogLength, &b.ArtifactsExpireAt, &p}, extra...)...)
+		&b.ErrorMessage, &b.ErrorCode, &b.LogLength, &b.ArtifactsExpireAt, &b.Project, &p}, extra...)...)
 	if err != nil {
 		return b, err
 	}
@@ -311,8 +318,12 @@ type ListFilter struct {
 	Status   string
 	Platform string
 	WorkerID string
-	Cursor   string
-	Limit    int
+	// Project keeps one project's builds; "" every project in Scope.
+	Project string
+	// Scope keeps the builds the caller may see (store.KeyScope).
+	Scope  Scope
+	Cursor string
+	Limit  int
 }
 
 // ListBuilds returns builds newest first, a page at a time.
@@ -327,6 +338,11 @@ func (s *Store) ListBuilds(ctx context.Context, f ListFilter) (api.BuildList, er
 	}
 	if err := checkText("worker_id", f.WorkerID); err != nil {
 		return api.BuildList{}, err
+	}
+	if f.Project != "" {
+		if err := ValidateProject("project filter", f.Project); err != nil {
+			return api.BuildList{}, err
+		}
 	}
 	if f.Limit <= 0 || f.Limit > 200 {
 		f.Limit = 50
@@ -343,8 +359,9 @@ func (s *Store) ListBuilds(ctx context.Context, f ListFilter) (api.BuildList, er
 	rows, err := s.pool.Query(ctx, `SELECT `+buildColumns+`, `+positionColumn+` FROM builds b
 		WHERE ($1 = '' OR b.status = $1) AND ($2 = '' OR b.platform = $2) AND ($3 = '' OR b.worker_id = $3)
 			AND ($4::timestamptz IS NULL OR (b.submitted_at, b.id) < ($4, $5))
+			AND ($7 = '' OR b.project = $7) AND ($8::text[] IS NULL OR b.project = ANY($8))
 		ORDER BY b.submitted_at DESC, b.id DESC LIMIT $6`,
-		f.Status, f.Platform, f.WorkerID, curTime, curID, f.Limit+1)
+		f.Status, f.Platform, f.WorkerID, curTime, curID, f.Limit+1, f.Project, f.Scope.filter())
 	if err != nil {
 		return api.BuildList{}, fmt.Errorf("list builds: %w", err)
 	}
@@ -463,6 +480,7 @@ func (s *Store) Cancel(ctx context.Context, id string) (api.CancelResponse, erro
 // RetrySource describes the build a retry copies.
 type RetrySource struct {
 	Platform, Profile, SourceFormat, SourceSHA256, BaseImage string
+	Project                                                  string
 	SubmittedBy                                              string
 	Priority                                                 int
 	SourceSize                                               int64
@@ -483,9 +501,9 @@ func (s *Store) RetrySource(ctx context.Context, id string) (RetrySource, error)
 	var base *string
 	err := s.pool.QueryRow(ctx, `SELECT platform, profile, source_format, source_sha256, base_image, COALESCE(submitted_by, ''),
 		priority, source_size, has_certs, has_credentials, certs_deleted_at IS NOT NULL, spec, timeout_seconds, status,
-		source_deleted_at IS NOT NULL FROM builds WHERE id = $1`, id).
+		source_deleted_at IS NOT NULL, project FROM builds WHERE id = $1`, id).
 		Scan(&r.Platform, &r.Profile, &r.SourceFormat, &r.SourceSHA256, &base, &r.SubmittedBy, &r.Priority, &r.SourceSize,
-			&r.HadCerts, &r.HadCredentials, &r.CertsDeleted, &r.Spec, &timeoutSec, &r.Status, &r.SourceDeleted)
+			&r.HadCerts, &r.HadCredentials, &r.CertsDeleted, &r.Spec, &timeoutSec, &r.Status, &r.SourceDeleted, &r.Project)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("%w: no build %q", ErrNotFound, id)
 	}

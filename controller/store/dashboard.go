@@ -40,10 +40,10 @@ func (s *Store) Session(ctx context.Context, id string) (APIKey, error) {
 	if !strings.HasPrefix(id, prefixSession) {
 		return k, ErrUnauthorized
 	}
-	err := s.pool.QueryRow(ctx, `SELECT k.id, k.name, k.role, k.created_at FROM dashboard_sessions d
+	err := s.pool.QueryRow(ctx, `SELECT k.id, k.name, k.role, k.created_at, `+keyBindings+`, `+bindingsInUse+` FROM dashboard_sessions d
 		JOIN api_keys k ON k.id = d.key_id
 		WHERE d.id_hash = $1 AND d.expires_at > now() AND k.revoked_at IS NULL`, HashSecret(id)).
-		Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt)
+		Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt, &k.Projects, &k.Pools, &k.ProjectsInUse, &k.PoolsInUse)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return k, ErrUnauthorized
 	}

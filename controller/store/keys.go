@@ -20,7 +20,27 @@ type APIKey struct {
 	// hold at once (nil: no cap). Admin-set: a Mac owner's key cannot
 	// claim more of the farm's queue than it was given.
 	MaxCapacity *int `json:"max_capacity,omitempty"`
+	// Projects are a developer key's projects: it sees only their builds,
+	// variables and credentials. Empty: see KeyScope.
+	Projects []string `json:"projects,omitempty"`
+	// Pools are the pools a worker key's workers may register in.
+	Pools []string `json:"pools,omitempty"`
+	// ProjectsInUse: some live key of the farm is bound to a project (read
+	// when the key is authenticated), so unbound developer keys are refused.
+	ProjectsInUse bool `json:"-"`
+	// PoolsInUse: some live worker key is bound to a pool, so an unbound
+	// worker key may no longer register in a trusted pool.
+	PoolsInUse bool `json:"-"`
 }
+
+// bindingsInUse are the columns saying whether any live key is bound to a
+// project, and to a pool.
+const bindingsInUse = `EXISTS (SELECT 1 FROM api_key_projects b JOIN api_keys l ON l.id = b.key_id WHERE l.revoked_at IS NULL),
+	EXISTS (SELECT 1 FROM api_key_pools b JOIN api_keys l ON l.id = b.key_id WHERE l.revoked_at IS NULL)`
+
+// keyBindings are the columns of a key's projects and pools (k is api_keys).
+const keyBindings = `ARRAY(SELECT project FROM api_key_projects WHERE key_id = k.id ORDER BY project),
+	ARRAY(SELECT pool FROM api_key_pools WHERE key_id = k.id ORDER BY pool)`
 
 // ValidRole reports whether r is one of admin, developer, worker.
 func ValidRole(r string) bool { return r == "admin" || r == "developer" || r == "worker" }
@@ -66,13 +86,14 @@ func (s *Store) SetKeyCapacity(ctx context.Context, id string, n int) error {
 
 // ListKeys returns every key, newest first, revoked ones included.
 func (s *Store) ListKeys(ctx context.Context) ([]APIKey, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, name, role, created_at, revoked_at, max_capacity FROM api_keys ORDER BY created_at DESC, id DESC`)
+	rows, err := s.pool.Query(ctx, `SELECT id, name, role, created_at, revoked_at, max_capacity, `+keyBindings+`
+		FROM api_keys k ORDER BY created_at DESC, id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("list keys: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (APIKey, error) {
 		var k APIKey
-		err := r.Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt, &k.RevokedAt, &k.MaxCapacity)
+		err := r.Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt, &k.RevokedAt, &k.MaxCapacity, &k.Projects, &k.Pools)
 		return k, err
 	})
 }
@@ -92,8 +113,9 @@ func (s *Store) RevokeKey(ctx context.Context, id string) error {
 // AuthenticateKey returns the live key whose secret is given.
 func (s *Store) AuthenticateKey(ctx context.Context, secret string) (APIKey, error) {
 	var k APIKey
-	err := s.pool.QueryRow(ctx, `SELECT id, name, role, created_at, max_capacity FROM api_keys WHERE key_hash = $1 AND revoked_at IS NULL`,
-		HashSecret(secret)).Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt, &k.MaxCapacity)
+	err := s.pool.QueryRow(ctx, `SELECT id, name, role, created_at, max_capacity, `+keyBindings+`, `+bindingsInUse+`
+		FROM api_keys k WHERE key_hash = $1 AND revoked_at IS NULL`,
+		HashSecret(secret)).Scan(&k.ID, &k.Name, &k.Role, &k.CreatedAt, &k.MaxCapacity, &k.Projects, &k.Pools, &k.ProjectsInUse, &k.PoolsInUse)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return APIKey{}, ErrUnauthorized
 	}

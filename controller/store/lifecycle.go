@@ -256,6 +256,21 @@ func scanJob(row pgx.Row, j *api.Job, extra ...any) error {
 	return nil
 }
 
+// needsTrust is true for a build (alias c) that carries signing
+// credentials or sensitive or secret variables of its project and
+// environment: one that only a trusted pool may run.
+const needsTrust = `(c.has_certs OR c.has_credentials OR EXISTS (SELECT 1 FROM project_variables v
+	WHERE v.project = c.project AND v.environment = c.spec->>'environment' AND v.visibility <> 'plaintext'))`
+
+// routable is true when the worker me (pool, vm_driver, trusted,
+// allow_local) may run build c: its pool is one the build's project may use
+// (a project that lists none may use any), and a build that needs trust
+// goes only to a trusted pool, and to a local-driver worker only when the
+// pool allows it.
+const routable = `(NOT EXISTS (SELECT 1 FROM project_pools pp WHERE pp.project = c.project)
+		OR EXISTS (SELECT 1 FROM project_pools pp WHERE pp.project = c.project AND pp.pool = me.pool))
+	AND (me.trusted AND (me.vm_driver <> '` + api.VMDriverLocal + `' OR me.allow_local) OR NOT ` + needsTrust + `)`
+
 func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, time.Duration, error) {
 	lease, leaseHash := newSecret(prefixLeaseToken)
 	otp, otpHash := newSecret(prefixOTP)
@@ -267,12 +282,15 @@ func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, time.Duration,
 			-- never acknowledged (that one is delivered again instead).
 			SELECT count(*) < $9 AND count(*) FILTER (WHERE status = 'assigned' AND worker_instance = $2) = 0 AS free
 			FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')
+		), me AS (
+			SELECT w.pool, w.vm_driver, COALESCE(p.trusted, false) AS trusted, COALESCE(p.allow_local, false) AS allow_local
+			FROM workers w LEFT JOIN pools p ON p.name = w.pool WHERE w.id = $1 AND NOT w.paused -- a paused worker drains
 		), next AS (
-			SELECT id FROM builds
-			WHERE status = 'pending' AND run_after <= now() AND platform = ANY($3) AND (SELECT free FROM live)
-				AND NOT EXISTS (SELECT 1 FROM workers WHERE id = $1 AND paused) -- a paused worker drains
-			ORDER BY priority, submitted_at, id
-			LIMIT 1 FOR UPDATE SKIP LOCKED
+			SELECT c.id FROM builds c, me
+			WHERE c.status = 'pending' AND c.run_after <= now() AND c.platform = ANY($3) AND (SELECT free FROM live)
+				AND `+routable+`
+			ORDER BY c.priority, c.submitted_at, c.id
+			LIMIT 1 FOR UPDATE OF c SKIP LOCKED
 		), b AS (
 			UPDATE builds SET status = 'assigned', worker_id = $1, attempt_id = $4, attempts = attempts + 1,
 				lease_expires_at = now() + $5::interval, phase = 'assigned', progress = NULL

@@ -21,6 +21,10 @@ type QueueEntry struct {
 	Position    int // 1 is claimed next
 	SubmittedAt time.Time
 	RunAfter    time.Time // not claimable before (backoff after a failed attempt)
+	Project     string
+	// NeedsTrust: the build carries signing credentials or sensitive or
+	// secret variables, so only a trusted pool runs it.
+	NeedsTrust bool
 }
 
 // QueuePage is a page of pending builds in claim order.
@@ -70,9 +74,9 @@ func (s *Store) Queue(ctx context.Context, cursor string, limit int) (QueuePage,
 			queueCountCap).Scan(&page.Pending); err != nil {
 			return fmt.Errorf("count queue: %w", err)
 		}
-		rows, err := tx.Query(ctx, `SELECT id, platform, profile, priority, attempts, submitted_at, run_after FROM builds
-			WHERE status = 'pending' AND ($1::smallint IS NULL OR (priority, submitted_at, id) > ($1, $2, $3))
-			ORDER BY priority, submitted_at, id LIMIT $4`, curPrio, curTime, curID, limit+1)
+		rows, err := tx.Query(ctx, `SELECT c.id, c.platform, c.profile, c.priority, c.attempts, c.submitted_at, c.run_after, c.project, `+needsTrust+`
+			FROM builds c WHERE c.status = 'pending' AND ($1::smallint IS NULL OR (c.priority, c.submitted_at, c.id) > ($1, $2, $3))
+			ORDER BY c.priority, c.submitted_at, c.id LIMIT $4`, curPrio, curTime, curID, limit+1)
 		if err != nil {
 			return fmt.Errorf("list queue: %w", err)
 		}
@@ -80,7 +84,7 @@ func (s *Store) Queue(ctx context.Context, cursor string, limit int) (QueuePage,
 			var e QueueEntry
 			ahead++
 			e.Position = ahead
-			err := r.Scan(&e.ID, &e.Platform, &e.Profile, &e.Priority, &e.Attempts, &e.SubmittedAt, &e.RunAfter)
+			err := r.Scan(&e.ID, &e.Platform, &e.Profile, &e.Priority, &e.Attempts, &e.SubmittedAt, &e.RunAfter, &e.Project, &e.NeedsTrust)
 			return e, err
 		})
 		if err != nil {

@@ -250,7 +250,7 @@ const maxNotifyPayload = 7000
 // Postgres's cluster-wide notify lock through commit.
 func (c Change) wanted() bool {
 	switch {
-	case c.Kind == "controller", c.Kind == "project":
+	case c.Kind == "controller", c.Kind == "project", c.Kind == "key", c.Kind == "pool":
 		return false
 	case c.Kind != "build", c.Claimable(), c.Status == "completed", c.Status == "failed", c.Status == "cancelled":
 		return true

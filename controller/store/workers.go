@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -83,6 +84,50 @@ func ValidateRegistration(req *api.RegisterRequest) error {
 	if c := req.Capabilities.MaxConcurrentBuilds; c < 0 || c > 64 {
 		return fmt.Errorf("%w: field \"capabilities.max_concurrent_builds\" must be between 1 and 64", ErrInvalid)
 	}
+	// A worker from before pools names its driver only as a label.
+	if req.Capabilities.VMDriver == "" {
+		req.Capabilities.VMDriver = req.Capabilities.Labels["vm_driver"]
+	}
+	if req.Capabilities.Pool == "" {
+		req.Capabilities.Pool = api.DefaultPool
+	}
+	if err := ValidatePool("capabilities.pool", req.Capabilities.Pool); err != nil {
+		return err
+	}
+	for field, v := range map[string]string{"capabilities.vm_driver": req.Capabilities.VMDriver, "capabilities.macos_version": req.Capabilities.MacOSVersion} {
+		if len(v) > 100 || checkText(field, v) != nil {
+			return fmt.Errorf("%w: field %q must be UTF-8 text of at most 100 bytes", ErrInvalid, field)
+		}
+	}
+	return nil
+}
+
+// checkPool says whether key may register a worker in pool: a key bound to
+// pools only in those; an unbound worker key in an untrusted pool, or in
+// any pool while no worker key is bound (a one-owner farm). An admin key
+// anywhere. Trust is the admin's word: a Mac owner cannot declare their way
+// into a trusted pool.
+func (t *txn) checkPool(ctx context.Context, key APIKey, pool string) error {
+	switch {
+	case key.Role == "admin":
+		return nil
+	case len(key.Pools) > 0:
+		if !slices.Contains(key.Pools, pool) {
+			return fmt.Errorf("%w: this worker key may register workers only in pools %s, not %q; run the worker with --pool %s, or have an admin bind the key (freeagent-controller keys bind %s --pool %s)",
+				ErrForbidden, strings.Join(key.Pools, ", "), pool, key.Pools[0], key.ID, pool)
+		}
+		return nil
+	case !key.PoolsInUse:
+		return nil
+	}
+	var trusted bool
+	err := t.QueryRow(ctx, `SELECT trusted FROM pools WHERE name = $1`, pool).Scan(&trusted)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("read pool %s: %w", pool, err)
+	}
+	if trusted {
+		return fmt.Errorf("%w: pool %q is trusted with signing credentials and this worker key is bound to no pool; have an admin bind it (freeagent-controller keys bind %s --pool %s), or run the worker in an untrusted pool", ErrForbidden, pool, key.ID, pool)
+	}
 	return nil
 }
 
@@ -130,16 +175,20 @@ func (s *Store) Register(ctx context.Context, req api.RegisterRequest, key APIKe
 		if owner != nil && *owner != key.ID && ownerLive {
 			return fmt.Errorf("%w: worker id %q is registered with another API key; register it with the key that registered it, choose another worker id, or have an admin revoke that key", ErrForbidden, id)
 		}
+		if err := t.checkPool(ctx, key, req.Capabilities.Pool); err != nil {
+			return err
+		}
 		var inserted bool
 		err = t.QueryRow(ctx, `
-			INSERT INTO workers (id, name, capabilities, instance_id, status, token_hash, token_issued_at, token_expires_at, key_id)
-			VALUES ($1, $2, $3, $4, 'online', $5, now(), now() + $6::interval, $7)
+			INSERT INTO workers (id, name, capabilities, instance_id, status, token_hash, token_issued_at, token_expires_at, key_id, pool, vm_driver)
+			VALUES ($1, $2, $3, $4, 'online', $5, now(), now() + $6::interval, $7, $8, $9)
 			ON CONFLICT (id) DO UPDATE SET name = EXCLUDED.name, capabilities = EXCLUDED.capabilities,
+				pool = EXCLUDED.pool, vm_driver = EXCLUDED.vm_driver,
 				instance_id = EXCLUDED.instance_id, status = 'online', token_hash = EXCLUDED.token_hash,
 				token_issued_at = now(), token_expires_at = EXCLUDED.token_expires_at,
 				prev_token_hash = NULL, prev_token_expires_at = NULL, last_seen_at = now(), key_id = EXCLUDED.key_id
 			RETURNING (xmax = 0), token_expires_at`,
-			id, req.Name, caps, NewID(), hash, s.cfg.TokenTTL, key.ID).Scan(&inserted, &reg.Grant.TokenExpiresAt)
+			id, req.Name, caps, NewID(), hash, s.cfg.TokenTTL, key.ID, req.Capabilities.Pool, req.Capabilities.VMDriver).Scan(&inserted, &reg.Grant.TokenExpiresAt)
 		if err != nil {
 			return fmt.Errorf("register worker: %w", err)
 		}

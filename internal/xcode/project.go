@@ -17,11 +17,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+
+	"github.com/freeagent-build/freeagent/internal/boundedfile"
 )
 
 // maxProjectSize bounds the read of a project.pbxproj; the largest real
@@ -55,17 +56,13 @@ const (
 // LoadProject reads and parses <xcodeproj>/project.pbxproj.
 func LoadProject(xcodeproj string) (*Project, error) {
 	path := filepath.Join(xcodeproj, "project.pbxproj")
-	f, err := os.Open(path)
+	data, err := boundedfile.Read(path, maxProjectSize)
+	var tooLarge *boundedfile.TooLargeError
+	if errors.As(err, &tooLarge) {
+		return nil, fmt.Errorf("%s is larger than %d MiB, which no real Xcode project is", path, maxProjectSize>>20)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("reading the Xcode project: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxProjectSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if len(data) > maxProjectSize {
-		return nil, fmt.Errorf("%s is larger than %d MiB, which no real Xcode project is", path, maxProjectSize>>20)
 	}
 	p, err := ParseProject(data)
 	if err != nil {

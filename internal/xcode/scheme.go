@@ -4,12 +4,13 @@ import (
 	"encoding/xml"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"unicode/utf16"
+
+	"github.com/freeagent-build/freeagent/internal/boundedfile"
 )
 
 // maxSchemeSize bounds the read of an .xcscheme (they are a few KiB).
@@ -150,17 +151,13 @@ func LoadScheme(xcodeproj, name string) (Scheme, error) {
 		return Scheme{}, fmt.Errorf("scheme '%s' does not exist, make sure it's marked as shared (the shared schemes: %s)", name, strings.Join(names, ", "))
 	}
 	path := filepath.Join(dir, file+".xcscheme")
-	f, err := os.Open(path)
+	data, err := boundedfile.Read(path, maxSchemeSize)
+	var tooLarge *boundedfile.TooLargeError
+	if errors.As(err, &tooLarge) {
+		return Scheme{}, fmt.Errorf("%s is larger than %d MiB, which no real scheme is", path, maxSchemeSize>>20)
+	}
 	if err != nil {
 		return Scheme{}, fmt.Errorf("reading the scheme %s: %w", name, err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSchemeSize+1))
-	if err != nil {
-		return Scheme{}, fmt.Errorf("reading %s: %w", path, err)
-	}
-	if len(data) > maxSchemeSize {
-		return Scheme{}, fmt.Errorf("%s is larger than %d MiB, which no real scheme is", path, maxSchemeSize>>20)
 	}
 	var x xmlScheme
 	if err := xml.Unmarshal(data, &x); err != nil {

@@ -50,6 +50,8 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 	if serving {
 		e.str(&cfg.Serve.BlobStore, "blob-store", "FREEAGENT_BLOB_STORE", "", "where build files live: file:///DIR, or s3://BUCKET/PREFIX?endpoint=URL&region=R shared by every replica (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials); empty: the data directory's files/")
 		e.str(&cfg.Serve.Listen, "listen", "FREEAGENT_LISTEN", "127.0.0.1:8080", "address to serve HTTP on (host:port)")
+		e.str(&cfg.Serve.TLSCert, "tls-cert", "FREEAGENT_TLS_CERT", "", "PEM certificate chain (leaf first): with --tls-key, serve HTTPS instead of HTTP")
+		e.str(&cfg.Serve.TLSKey, "tls-key", "FREEAGENT_TLS_KEY", "", "PEM private key of --tls-cert")
 		e.dur(&cfg.Serve.Store.LeaseTTL, "lease-ttl", "FREEAGENT_LEASE_TTL", cfg.Serve.Store.LeaseTTL, "a build lease not renewed for this long expires and the build is requeued")
 		e.dur(&cfg.Serve.Store.TokenTTL, "token-ttl", "FREEAGENT_TOKEN_TTL", cfg.Serve.Store.TokenTTL, "worker token lifetime")
 		e.dur(&cfg.Serve.Store.TokenRotateAfter, "token-rotate-after", "FREEAGENT_TOKEN_ROTATE_AFTER", cfg.Serve.Store.TokenRotateAfter, "a worker token older than this is replaced on its next use")
@@ -70,6 +72,8 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 		e.int64v(&cfg.Serve.Limits.Source, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", cfg.Serve.Limits.Source, "largest accepted project archive")
 		e.int64v(&cfg.Serve.Limits.Artifact, "max-artifact-bytes", "FREEAGENT_MAX_ARTIFACT_BYTES", cfg.Serve.Limits.Artifact, "largest accepted artifact")
 		e.int64v(&cfg.Serve.Limits.LogTotal, "max-log-bytes", "FREEAGENT_MAX_LOG_BYTES", cfg.Serve.Limits.LogTotal, "largest build log")
+		e.rate(&cfg.Serve.Limits.RatePerKey, "rate-per-key", "FREEAGENT_RATE_PER_KEY", cfg.Serve.Limits.RatePerKey, "requests per second one API key may make (bursts of 4 s worth), answered 429 with Retry-After beyond; 0: no limit")
+		e.rate(&cfg.Serve.Limits.AuthFailuresPerIP, "auth-failures-per-ip", "FREEAGENT_AUTH_FAILURES_PER_IP", cfg.Serve.Limits.AuthFailuresPerIP, "failed authentications per second a client address may make (after a burst of 20) before it is refused with 429; 0: no limit")
 		e.boolv(&cfg.Serve.MetricsPublic, "metrics-public", "FREEAGENT_METRICS_PUBLIC", false, "serve /metrics without an API key (otherwise an admin key: X-API-Key or Authorization: Bearer)")
 		e.str(&cfg.Serve.PublicURL, "public-url", "FREEAGENT_PUBLIC_URL", "", "URL phones and browsers reach this controller at, used in install links and QR codes; empty uses each request's host")
 		e.dur(&cfg.Serve.LinkTTL, "link-ttl", "FREEAGENT_LINK_TTL", install.DefaultTTL, "how long an install link (and its QR code) works")
@@ -109,6 +113,9 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 	// A new worker token may ride on a long poll's answer: it is not taken
 	// as lost (and displaced by the previous one) before that answer could arrive.
 	cfg.Serve.Store.TokenDeliveryGrace = max(cfg.Serve.Store.TokenDeliveryGrace, cfg.Serve.Limits.PollMaxWait+15*time.Second)
+	if (cfg.Serve.TLSCert == "") != (cfg.Serve.TLSKey == "") {
+		return nil, nil, usageError{errors.New("--tls-cert and --tls-key (FREEAGENT_TLS_CERT, FREEAGENT_TLS_KEY) go together: give both to serve HTTPS, or neither")}
+	}
 	if cfg.Serve.DatabaseURL == "" && cfg.Serve.DataDir == "" {
 		return nil, nil, usageError{errors.New("set --data-dir (or FREEAGENT_DATA_DIR) or --database-url (DATABASE_URL)")}
 	}
@@ -180,6 +187,14 @@ func formatRetention(d time.Duration) string {
 		return strconv.Itoa(int(d/(24*time.Hour))) + "d"
 	}
 	return d.String()
+}
+
+func (e *envFlags) rate(p *float64, name, env string, def float64, help string) {
+	def = fromEnv(e, env, def, func(v string) (float64, error) {
+		n, err := strconv.ParseFloat(v, 64)
+		return n, errors.Join(err, positive(n >= 0))
+	}, "a number of requests per second, 0 for no limit")
+	e.fs.Float64Var(p, name, def, help+" (env "+env+")")
 }
 
 func (e *envFlags) intv(p *int, name, env string, def int, help string) {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -27,9 +28,17 @@ const usage = `freeagent-controller — the Free Agent build controller
 Usage:
   freeagent-controller serve   [flags]   run the controller (HTTP API, queue, reaper)
   freeagent-controller migrate [flags]   apply database migrations and exit
-  freeagent-controller keys create --name NAME --role admin|developer|worker [--max-capacity N] [--json]
+  freeagent-controller keys create --name NAME --role admin|developer|worker [--project P]... [--pool P]... [--max-capacity N] [--json]
   freeagent-controller keys list [--json]
   freeagent-controller keys revoke ID
+  freeagent-controller keys bind|unbind ID [--project P]... [--pool P]...
+                                       a developer key's projects, a worker key's pools
+  freeagent-controller pools list [--json]
+  freeagent-controller pools set NAME [--trusted] [--allow-local]
+                                       trusted: runs builds with credentials or secrets
+  freeagent-controller pools delete NAME
+  freeagent-controller projects pools PROJECT [POOL...|any]
+                                       the pools a project's builds may use (any: every pool)
   freeagent-controller events verify [--json]         check the audit log's hash chain
   freeagent-controller events replay --check [--json] rebuild states from the log, compare with the tables
 
@@ -65,6 +74,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdKeys(ctx, args[1:], stdout, stderr)
 	case "events":
 		err = cmdEvents(ctx, args[1:], stdout, stderr)
+	case "pools":
+		err = cmdPools(ctx, args[1:], stdout, stderr)
+	case "projects":
+		err = cmdProjects(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "freeagent-controller: unknown command %q\n\n%s", args[0], usage)
 		return 2
@@ -186,11 +199,16 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var name, role string
 	var maxCapacity int
 	var asJSON bool
+	var projects, pools stringList
 	cfg, fs, err := parseConfigWith("keys "+sub, args, stderr, false, func(fs *flag.FlagSet) {
 		if sub == "create" {
 			fs.StringVar(&name, "name", "", "a name for the key (who or what uses it)")
 			fs.StringVar(&role, "role", "", "admin, developer or worker")
 			fs.IntVar(&maxCapacity, "max-capacity", 0, "for a worker key: the most builds its workers may hold at once (0: no cap)")
+		}
+		if sub == "create" || sub == "bind" || sub == "unbind" {
+			fs.Var(&projects, "project", "for a developer key: a project `NAME` it may use (repeat for several); see README \"Projects and pools\"")
+			fs.Var(&pools, "pool", "for a worker key: a pool `NAME` its workers may register in (repeat for several)")
 		}
 		fs.BoolVar(&asJSON, "json", false, "print JSON")
 	})
@@ -205,13 +223,20 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if maxCapacity < 0 {
 			return usageError{errors.New("--max-capacity must be a positive number of builds (or 0 for no cap)")}
 		}
+		if len(projects) > 0 && role != "developer" || len(pools) > 0 && role != "worker" {
+			return usageError{errors.New("--project binds developer keys, --pool worker keys")}
+		}
 	case "list":
 	case "revoke":
 		if fs.NArg() != 1 {
 			return usageError{errors.New("keys revoke needs the key's ID (see keys list)")}
 		}
+	case "bind", "unbind":
+		if fs.NArg() != 1 || len(projects)+len(pools) == 0 {
+			return usageError{fmt.Errorf("keys %s needs the key's ID (see keys list) and at least one --project or --pool", sub)}
+		}
 	default:
-		return usageError{fmt.Errorf("unknown keys subcommand %q: use create, list or revoke", sub)}
+		return usageError{fmt.Errorf("unknown keys subcommand %q: use create, list, revoke, bind or unbind", sub)}
 	}
 	st, done, err := openStore(ctx, cfg, stderr)
 	if err != nil {
@@ -230,10 +255,22 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			}
 			k.MaxCapacity = &maxCapacity
 		}
+		if len(projects)+len(pools) > 0 {
+			if err := st.BindKey(ctx, k.ID, projects, pools); err != nil {
+				return err
+			}
+			k.Projects, k.Pools = projects, pools
+		}
 		if asJSON {
 			out := map[string]any{"id": k.ID, "name": k.Name, "role": k.Role, "key": secret}
 			if k.MaxCapacity != nil {
 				out["max_capacity"] = *k.MaxCapacity
+			}
+			if len(k.Projects) > 0 {
+				out["projects"] = k.Projects
+			}
+			if len(k.Pools) > 0 {
+				out["pools"] = k.Pools
 			}
 			return json.NewEncoder(stdout).Encode(out)
 		}
@@ -251,16 +288,19 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return json.NewEncoder(stdout).Encode(keys)
 		}
 		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(tw, "ID\tNAME\tROLE\tMAX CAPACITY\tCREATED\tREVOKED")
+		fmt.Fprintln(tw, "ID\tNAME\tROLE\tMAX CAPACITY\tCREATED\tREVOKED\tPROJECTS/POOLS")
 		for _, k := range keys {
-			revoked, capacity := "-", "-"
+			revoked, capacity, bound := "-", "-", strings.Join(append(k.Projects, k.Pools...), ",")
+			if bound == "" {
+				bound = "-"
+			}
 			if k.RevokedAt != nil {
 				revoked = k.RevokedAt.UTC().Format(time.RFC3339)
 			}
 			if k.MaxCapacity != nil {
 				capacity = strconv.Itoa(*k.MaxCapacity)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, capacity, k.CreatedAt.UTC().Format(time.RFC3339), revoked)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Role, capacity, k.CreatedAt.UTC().Format(time.RFC3339), revoked, bound)
 		}
 		return tw.Flush()
 	case "revoke":
@@ -271,6 +311,18 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			return json.NewEncoder(stdout).Encode(map[string]any{"id": fs.Arg(0), "revoked": true})
 		}
 		fmt.Fprintf(stdout, "revoked key %s\n", fs.Arg(0))
+	case "bind", "unbind":
+		change := st.BindKey
+		if sub == "unbind" {
+			change = st.UnbindKey
+		}
+		if err := change(ctx, fs.Arg(0), projects, pools); err != nil {
+			return err
+		}
+		if asJSON {
+			return json.NewEncoder(stdout).Encode(map[string]any{"id": fs.Arg(0), sub: true, "projects": projects, "pools": pools})
+		}
+		fmt.Fprintf(stdout, "%s key %s: projects %v, pools %v\n", map[string]string{"bind": "bound", "unbind": "unbound"}[sub], fs.Arg(0), []string(projects), []string(pools))
 	}
 	return nil
 }

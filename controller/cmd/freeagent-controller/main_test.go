@@ -346,3 +346,27 @@ func TestConfigRetentionAndDiskFloor(t *testing.T) {
 		}
 	}
 }
+
+// TestTLSFlags: --tls-cert and --tls-key (or FREEAGENT_TLS_CERT/KEY) come
+// in pairs, and unusable files stop serve before it binds anything.
+func TestTLSFlags(t *testing.T) {
+	t.Setenv("FREEAGENT_TLS_CERT", "")
+	os.Unsetenv("FREEAGENT_TLS_CERT")
+	for _, args := range [][]string{{"--tls-cert", "c.pem"}, {"--tls-key", "k.pem"}} {
+		if _, _, err := parseConfig("serve", args, &bytes.Buffer{}, true); err == nil || !strings.Contains(err.Error(), "go together") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+	t.Setenv("FREEAGENT_TLS_CERT", "/env/cert.pem")
+	cfg, _, err := parseConfig("serve", []string{"--tls-key", "/k.pem"}, &bytes.Buffer{}, true)
+	if err != nil || cfg.Serve.TLSCert != "/env/cert.pem" || cfg.Serve.TLSKey != "/k.pem" {
+		t.Fatalf("from the environment: %+v %v", cfg, err)
+	}
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "bad.pem"), []byte("not pem"), 0o600)
+	_, stderr, code := runCmd(t, "serve", "--data-dir", dir, "--listen", "127.0.0.1:0",
+		"--tls-cert", filepath.Join(dir, "bad.pem"), "--tls-key", filepath.Join(dir, "bad.pem"))
+	if code == 0 || !strings.Contains(stderr, "--tls-cert") || !strings.Contains(stderr, "PEM") {
+		t.Fatalf("unusable certificate: exit %d %s", code, stderr)
+	}
+}

@@ -47,6 +47,7 @@ type Config struct {
 	Bootstrap     string
 	Name          string
 	Platforms     string
+	Pool          string
 	MaxBuilds     int
 	CPU           int
 	MemoryMB      int
@@ -59,6 +60,9 @@ type Config struct {
 	OpenCommand   string
 	Solo          bool
 	SoloListen    string
+	// Insecure allows a plain http:// controller on another machine
+	// (--insecure, FREEAGENT_INSECURE=1); refused otherwise.
+	Insecure bool
 
 	apiKeyStdin bool
 	jsonOut     bool
@@ -82,6 +86,7 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	o := options{fs: fs, file: file}
 	o.str(&cfg.DataDir, "data-dir", "FREEAGENT_DATA_DIR", defaultDataDir(), "credentials (off macOS), logs and build scratch space")
 	o.str(&cfg.ControllerURL, "controller-url", "FREEAGENT_CONTROLLER_URL", "", "the controller, e.g. https://builds.example.com")
+	o.boolv(&cfg.Insecure, "insecure", "FREEAGENT_INSECURE", false, "allow a plain http:// controller on another machine: the worker key, tokens and signing credentials then cross the network unencrypted")
 	if cmd == "setup" {
 		fs.BoolVar(&cfg.apiKeyStdin, "api-key-stdin", false, "read the API key from standard input and store it")
 	} else {
@@ -92,6 +97,7 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		o.str(&cfg.Bootstrap, "bootstrap", "FREEAGENT_BOOTSTRAP", defaultBootstrap(), "the freeagent-vm binary copied into every build")
 		o.str(&cfg.Name, "name", "FREEAGENT_WORKER_NAME", "", "worker name shown on the controller (default: host name)")
 		o.str(&cfg.Platforms, "platforms", "FREEAGENT_PLATFORMS", "", "platforms this worker builds, e.g. ios,android (default: what the VM template was built for, else ios,android)")
+		o.str(&cfg.Pool, "pool", "FREEAGENT_POOL", api.DefaultPool, "the worker pool this worker joins; an admin decides which pools are trusted with signing credentials and which projects use them")
 		o.intv(&cfg.MaxBuilds, "max-builds", "FREEAGENT_MAX_BUILDS", defaultMaxBuilds, "concurrent builds (at most 2 with tart: Apple's licence)")
 		o.intv(&cfg.CPU, "cpu", "FREEAGENT_CPU", 0, "CPU cores per VM (0: the template's)")
 		o.intv(&cfg.MemoryMB, "memory-mb", "FREEAGENT_MEMORY_MB", 0, "memory per VM in MB (0: the template's)")
@@ -128,7 +134,33 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	if cmd == "run" && cfg.ControllerURL == "" {
 		return nil, usageError{errors.New("no controller: pass --controller-url, set FREEAGENT_CONTROLLER_URL, or run `freeagent setup --controller-url URL`")}
 	}
+	if err := cfg.checkTransport(); err != nil && cmd != "doctor" { // doctor reports it as a finding
+		return nil, usageError{err}
+	}
 	return cfg, nil
+}
+
+// checkTransport refuses a plain-http controller on another machine unless
+// Insecure. A loopback controller stays plain http, and so does the hop the
+// VMs make to it through HostAddress on the host-only VM network (guestURL):
+// neither leaves this Mac. Solo mode's controller is this Mac's.
+func (c *Config) checkTransport() error {
+	if c.Solo || c.Insecure || c.ControllerURL == "" {
+		return nil
+	}
+	if err := api.CheckTransport(c.ControllerURL); err != nil {
+		return fmt.Errorf("--controller-url: %w; to go on unencrypted anyway pass --insecure (or set FREEAGENT_INSECURE=1, or insecure = true in agent.conf)", err)
+	}
+	return nil
+}
+
+// insecureWarning is the loud warning for a plain-http controller the
+// owner allowed with --insecure; empty when there is nothing to say.
+func (c *Config) insecureWarning() string {
+	if c.Solo || !c.Insecure || api.CheckTransport(c.ControllerURL) == nil {
+		return ""
+	}
+	return api.InsecureWarning(c.ControllerURL, "--insecure / FREEAGENT_INSECURE=1")
 }
 
 // capabilities is what the worker advertises. With Tart, the platforms are
@@ -145,7 +177,8 @@ func (c *Config) capabilities(log logrus.FieldLogger) api.Capabilities {
 	} else if len(ps) == 0 {
 		ps = hostcheck.DefaultPlatforms
 	}
-	return api.Capabilities{Platforms: ps, CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver}}
+	return api.Capabilities{Platforms: ps, CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver},
+		Pool: c.Pool, VMDriver: c.VMDriver, MacOSVersion: macOSVersion()}
 }
 
 // platforms is the owner's --platforms as a list; empty: not set.
@@ -209,7 +242,7 @@ func soloURL(listen string) string {
 // hostChecks is what `freeagent doctor` and the menu bar check on this host.
 func (c *Config) hostChecks(store secrets.Store) hostcheck.Config {
 	hc := hostcheck.Config{ControllerURL: c.ControllerURL, APIKey: c.APIKey, KeyStore: store,
-		DataDir: c.DataDir, MinFree: uint64(c.MinFreeGB) << 30, Platforms: c.platforms()}
+		DataDir: c.DataDir, MinFree: uint64(c.MinFreeGB) << 30, Platforms: c.platforms(), Insecure: c.Insecure || c.Solo}
 	if c.VMDriver == "tart" {
 		hc.Tart = c.tartDriver(logrus.New())
 	}

@@ -20,3 +20,6 @@ func defaultDataDir() string {
 	home, _ := os.UserHomeDir()
 	return filepath.Join(home, ".local", "share", "freeagent")
 }
+
+// macOSVersion is the host's macOS version: none off macOS.
+func macOSVersion() string { return "" }

@@ -244,6 +244,9 @@ func newAgent(cfg *Config, store secrets.Store, log logrus.FieldLogger) (*agent.
 	if err := os.Chmod(workDir, 0o700); err != nil {
 		return nil, fmt.Errorf("make %s private: %w", workDir, err)
 	}
+	if w := cfg.insecureWarning(); w != "" {
+		log.Warn(w)
+	}
 	a, err := agent.New(agent.Config{
 		ControllerURL:      cfg.ControllerURL,
 		APIKey:             cfg.APIKey,

@@ -13,7 +13,7 @@ import (
 
 func TestConfigPrecedenceFlagEnvFileDefault(t *testing.T) {
 	dir := t.TempDir()
-	os.WriteFile(filepath.Join(dir, confName), []byte("# comment\ncontroller-url = http://from-file:8080\nmax-builds = 2\ntemplate = from-file\npoll-wait = 7s\n"), 0o600)
+	os.WriteFile(filepath.Join(dir, confName), []byte("# comment\ncontroller-url = https://from-file:8080\nmax-builds = 2\ntemplate = from-file\npoll-wait = 7s\n"), 0o600)
 	t.Setenv("FREEAGENT_TEMPLATE", "from-env")
 	t.Setenv("FREEAGENT_MAX_BUILDS", "")
 	os.Unsetenv("FREEAGENT_MAX_BUILDS")
@@ -21,7 +21,7 @@ func TestConfigPrecedenceFlagEnvFileDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cfg.ControllerURL != "http://from-file:8080" || cfg.MaxBuilds != 2 || cfg.Template != "from-env" ||
+	if cfg.ControllerURL != "https://from-file:8080" || cfg.MaxBuilds != 2 || cfg.Template != "from-env" ||
 		cfg.PollWait != 3*time.Second || cfg.BootTimeout != 5*time.Minute || cfg.DataDir != dir {
 		t.Fatalf("precedence: %+v", cfg)
 	}
@@ -50,7 +50,7 @@ func TestRunNeedsAControllerAndAKey(t *testing.T) {
 		t.Fatalf("no key: %d %q", code, stderr.String())
 	}
 	stderr.Reset()
-	if code := run([]string{"run", "--data-dir", dir, "--controller-url", "http://x", "--vm-driver", "tart", "--max-builds", "3"},
+	if code := run([]string{"run", "--data-dir", dir, "--controller-url", "https://x", "--vm-driver", "tart", "--max-builds", "3"},
 		strings.NewReader(""), &bytes.Buffer{}, &stderr); code != 2 || !strings.Contains(stderr.String(), "at most 2") {
 		t.Fatalf("three macOS VMs: %d %q", code, stderr.String())
 	}
@@ -98,5 +98,67 @@ func TestProcessSerialNumberIsIgnored(t *testing.T) {
 	if code := run([]string{"-psn_0_1234567"}, strings.NewReader(""), &bytes.Buffer{}, &stderr); code != 2 ||
 		!strings.Contains(stderr.String(), "Usage:") || strings.Contains(stderr.String(), "unknown command") {
 		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+}
+
+// TestPlainHTTPControllerRefused: the worker refuses a plain-http
+// controller on another machine, from the flag, the environment or
+// agent.conf, naming --insecure; --insecure (or FREEAGENT_INSECURE=1, or
+// insecure = true in agent.conf) lets it go on with a loud warning in the
+// log. A loopback controller stays http, and the VMs still reach it over
+// plain http through the host's address on the VM network.
+func TestPlainHTTPControllerRefused(t *testing.T) {
+	dir := t.TempDir()
+	remote := "http://192.0.2.10:8080"
+	for name, setup := range map[string]func() []string{
+		"flag": func() []string { return []string{"--controller-url", remote} },
+		"env":  func() []string { t.Setenv("FREEAGENT_CONTROLLER_URL", remote); return nil },
+		"file": func() []string {
+			os.WriteFile(filepath.Join(dir, confName), []byte("controller-url = "+remote+"\n"), 0o600)
+			return nil
+		},
+	} {
+		os.Remove(filepath.Join(dir, confName))
+		os.Unsetenv("FREEAGENT_CONTROLLER_URL")
+		args := append([]string{"run", "--data-dir", dir, "--vm-driver", "local"}, setup()...)
+		var stderr bytes.Buffer
+		if code := run(args, strings.NewReader(""), &bytes.Buffer{}, &stderr); code != 2 ||
+			!strings.Contains(stderr.String(), "--insecure") || !strings.Contains(stderr.String(), "plain http") {
+			t.Errorf("%s: want exit 2 naming --insecure, got %d %q", name, code, stderr.String())
+		}
+		if _, err := loadConfig("setup", append([]string{"--data-dir", dir}, args[5:]...), &bytes.Buffer{}); err == nil {
+			t.Errorf("%s: setup accepted the plain-http URL", name)
+		}
+	}
+	os.Unsetenv("FREEAGENT_CONTROLLER_URL")
+	os.Remove(filepath.Join(dir, confName))
+	for _, allow := range [][]string{{"--insecure"}, {"FREEAGENT_INSECURE=1"}, {"insecure = true"}} {
+		args := []string{"--data-dir", dir, "--controller-url", remote}
+		switch a := allow[0]; {
+		case strings.HasPrefix(a, "--"):
+			args = append(args, a)
+		case strings.HasPrefix(a, "FREEAGENT_"):
+			t.Setenv("FREEAGENT_INSECURE", "1")
+		default:
+			os.WriteFile(filepath.Join(dir, confName), []byte(a+"\n"), 0o600)
+		}
+		cfg, err := loadConfig("run", args, &bytes.Buffer{})
+		if err != nil {
+			t.Fatalf("%s: %v", allow[0], err)
+		}
+		if w := cfg.insecureWarning(); !strings.Contains(w, "INSECURE: talking to "+remote+" over plain HTTP") {
+			t.Errorf("%s: warning %q", allow[0], w)
+		}
+		os.Unsetenv("FREEAGENT_INSECURE")
+		os.Remove(filepath.Join(dir, confName))
+	}
+	for _, u := range []string{"http://127.0.0.1:8080", "http://localhost:8080", "https://builds.example.com"} {
+		cfg, err := loadConfig("run", []string{"--data-dir", dir, "--controller-url", u, "--vm-driver", "tart"}, &bytes.Buffer{})
+		if err != nil || cfg.insecureWarning() != "" {
+			t.Fatalf("%s: %v %q", u, err, cfg.insecureWarning())
+		}
+		if u == "http://127.0.0.1:8080" && cfg.guestURL() != "http://192.168.64.1:8080" {
+			t.Fatalf("the VMs' plain-http hop to a loopback controller changed: %s", cfg.guestURL())
+		}
 	}
 }

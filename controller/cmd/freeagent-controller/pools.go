@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
+}
+
+// cmdPools says which pools are trusted with credentialed builds and which
+// may run them on local-driver workers.
+func cmdPools(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		return usageError{errors.New("pools needs a subcommand: list, set or delete")}
+	}
+	sub, args := args[0], args[1:]
+	var trusted, allowLocal, asJSON bool
+	cfg, fs, err := parseConfigWith("pools "+sub, args, stderr, false, func(fs *flag.FlagSet) {
+		if sub == "set" {
+			fs.BoolVar(&trusted, "trusted", false, "the pool's workers may run builds carrying signing credentials or sensitive/secret variables")
+			fs.BoolVar(&allowLocal, "allow-local", false, "those builds may also run on the pool's local-driver workers (no VM between the build and the host)")
+		}
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+	})
+	if err != nil {
+		return err
+	}
+	switch sub {
+	case "list":
+	case "set", "delete":
+		if fs.NArg() != 1 {
+			return usageError{fmt.Errorf("pools %s needs the pool's NAME", sub)}
+		}
+		if allowLocal && !trusted {
+			return usageError{errors.New("--allow-local needs --trusted: only a trusted pool runs credentialed builds")}
+		}
+	default:
+		return usageError{fmt.Errorf("unknown pools subcommand %q: use list, set or delete", sub)}
+	}
+	st, done, err := openStore(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	switch sub {
+	case "list":
+		pools, err := st.ListPools(ctx)
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			return json.NewEncoder(stdout).Encode(api.PoolList{Pools: pools})
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "POOL\tTRUSTED\tALLOW LOCAL\tONLINE WORKERS")
+		for _, p := range pools {
+			fmt.Fprintf(tw, "%s\t%t\t%t\t%d\n", p.Name, p.Trusted, p.AllowLocal, p.OnlineWorkers)
+		}
+		return tw.Flush()
+	case "set":
+		p := api.Pool{Name: fs.Arg(0), Trusted: trusted, AllowLocal: allowLocal}
+		if err := st.SetPool(ctx, p); err != nil {
+			return err
+		}
+		if asJSON {
+			return json.NewEncoder(stdout).Encode(p)
+		}
+		fmt.Fprintf(stdout, "pool %s: trusted %t, credentialed builds on local-driver workers %t\n", p.Name, p.Trusted, p.AllowLocal)
+	case "delete":
+		if err := st.DeletePool(ctx, fs.Arg(0)); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "pool %s is no longer trusted\n", fs.Arg(0))
+	}
+	return nil
+}
+
+// cmdProjects sets the pools a project's builds may use.
+func cmdProjects(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "pools" {
+		return usageError{errors.New("projects needs a subcommand: pools PROJECT [POOL]...")}
+	}
+	var asJSON bool
+	cfg, fs, err := parseConfigWith("projects pools", args[1:], stderr, false, func(fs *flag.FlagSet) {
+		fs.BoolVar(&asJSON, "json", false, "print JSON")
+	})
+	if err != nil {
+		return err
+	}
+	if fs.NArg() < 1 {
+		return usageError{errors.New("projects pools needs the PROJECT, then its pools (none: print them; --any: any pool)")}
+	}
+	st, done, err := openStore(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	project, pools := fs.Arg(0), fs.Args()[1:]
+	if len(pools) == 1 && pools[0] == "any" {
+		pools = []string{}
+	}
+	if len(pools) > 0 || fs.NArg() == 2 {
+		if err := st.SetProjectPools(ctx, project, pools); err != nil {
+			return err
+		}
+	}
+	got, err := st.ProjectPools(ctx, project)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		return json.NewEncoder(stdout).Encode(api.ProjectPools{Project: project, Pools: got})
+	}
+	if len(got) == 0 {
+		fmt.Fprintf(stdout, "project %s may use any pool\n", project)
+		return nil
+	}
+	fmt.Fprintf(stdout, "project %s may use pools %s\n", project, strings.Join(got, ", "))
+	return nil
+}
