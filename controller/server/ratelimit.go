@@ -74,13 +74,17 @@ func (rl *rateLimits) key(id string) error {
 }
 
 // shutOut reports whether the client address has used up its failed
-// authentications; it charges nothing.
+// authentications; it charges nothing. It runs on every request, so it
+// only looks: an address that never failed has no limiter and costs no
+// allocation.
 func (rl *rateLimits) shutOut(r *http.Request) error {
 	if rl.perIP <= 0 {
 		return nil
 	}
-	l := rl.limiter(rl.ips, clientIP(r), rl.perIP, rl.ipBurst)
-	if l.Tokens() >= 1 {
+	rl.mu.Lock()
+	l := rl.ips[clientIP(r)]
+	rl.mu.Unlock()
+	if l == nil || l.Tokens() >= 1 {
 		return nil
 	}
 	return &errRateLimited{what: "address after failed authentications", retry: retryAfter(l)}
