@@ -999,11 +999,8 @@ func TestSoftnetMustBeOnPath(t *testing.T) {
 // own loopback at 127.0.0.1: a service on the host's loopback is out of its
 // reach. FAKETART_NET=vmnet reproduces that with a network namespace.
 func TestVMNetGuestSeesHostAtGateway(t *testing.T) {
-	if err := faketarttest.VMNetUnavailable(); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
+	if !faketarttest.VMNet(t) {
+		t.Skip("no vmnet emulation here (reason logged above)")
 	}
 	loop, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

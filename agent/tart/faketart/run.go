@@ -624,6 +624,10 @@ func (rs *runState) bootGuest(guestRoot, home, poweroff, cpu, mem string) (*gues
 	}
 	defer logFile.Close()
 	if len(spec.Argv) == 0 {
+		// An idle VM still holds its lease, and `tart ip` shows it.
+		if rs.net != nil {
+			return nil, os.WriteFile(filepath.Join(rs.fdir, ipFile), []byte(rs.net.addr()), 0o644)
+		}
 		return nil, nil
 	}
 
