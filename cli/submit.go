@@ -491,10 +491,22 @@ func (s *session) recordSubmit(sub api.SubmitResponse, platform, fp string) erro
 
 var errUploadEnded = errors.New("upload ended")
 
-// upload packs and sends the project through a pipe: the archive is never
-// whole in memory or on disk. A network error repacks and resends with the
-// same Idempotency-Key.
+// upload sends the project. When the controller's store takes direct
+// uploads (S3), the archive goes straight to the store (uploadDirect);
+// otherwise it is packed and sent to the controller through a pipe: the
+// archive is never whole in memory or on disk. A network error repacks and
+// resends with the same Idempotency-Key.
 func (s *session) upload(ctx context.Context, c *api.Client, plan *pack.Plan, req api.SubmitRequest, certs []byte) (api.SubmitResponse, error) {
+	// Only the mode is asked here; a failure of this call leaves the
+	// streamed path, whose own retries and messages apply.
+	if mode, err := c.StartSourceUpload(ctx, api.DirectUploadRequest{Name: "source.tar.gz"}); err == nil && mode.Direct {
+		return s.uploadDirect(ctx, c, plan, req, certs)
+	}
+	return s.uploadStreamed(ctx, c, plan, req, certs)
+}
+
+// uploadStreamed packs the project into the submit's body.
+func (s *session) uploadStreamed(ctx context.Context, c *api.Client, plan *pack.Plan, req api.SubmitRequest, certs []byte) (api.SubmitResponse, error) {
 	var out api.SubmitResponse
 	err := s.retry(ctx, "upload", true, func(ctx context.Context) error {
 		bar := s.ui.newProgress("Uploading", plan.Bytes)
@@ -542,5 +554,89 @@ type countingReader struct {
 func (c *countingReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n.Add(int64(n))
+	return n, err
+}
+
+// uploadDirect packs the project into a temporary file (hashing it on the
+// way: the store is told the SHA-256 before the first byte), sends it to
+// the store with the URLs the controller signs, in parts when large, and
+// submits naming the upload's ticket. A store this machine cannot reach,
+// or a controller that declines the file, gets it through the submit.
+func (s *session) uploadDirect(ctx context.Context, c *api.Client, plan *pack.Plan, req api.SubmitRequest, certs []byte) (api.SubmitResponse, error) {
+	f, err := os.CreateTemp("", "expo-build-source-*.tar.gz")
+	if err != nil {
+		return api.SubmitResponse{}, &packError{err: fmt.Errorf("create a temporary file for the archive: %w", err)}
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	bar := s.ui.newProgress("Packing", plan.Bytes)
+	h := sha256.New()
+	err = plan.Write(ctx, io.MultiWriter(f, h), func(n int64) { bar.done.Store(n) })
+	bar.finish()
+	if err != nil {
+		return api.SubmitResponse{}, &packError{err: err}
+	}
+	size, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return api.SubmitResponse{}, &packError{err: err}
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	project := req.Project
+	if req.Spec != nil {
+		project = req.Spec.BuildProject()
+	}
+	var out api.SubmitResponse
+	streamed := false
+	err = s.retry(ctx, "upload", true, func(ctx context.Context) error {
+		r := req
+		if certs != nil {
+			r.Certs = bytes.NewReader(certs)
+		}
+		bar := s.ui.newProgress("Uploading", size)
+		bar.detail = func() string { return "sent " + humanBytes(bar.moved.Load()) }
+		defer bar.finish()
+		if !streamed {
+			up, err := c.StartSourceUpload(ctx, api.DirectUploadRequest{Name: "source.tar.gz", Size: size, SHA256: sum, Project: project})
+			switch {
+			case api.Streamed(up, err):
+				streamed = true
+			case err != nil:
+				return err
+			default:
+				err := api.SendDirect(ctx, c.HTTP, up, countingReaderAt{r: f, n: &bar.moved, done: &bar.done}, size)
+				if errors.Is(err, api.ErrStoreUnreachable) {
+					s.ui.warn("the object store is unreachable from here (%v); sending the archive through the controller", err)
+					streamed = true
+					break
+				}
+				if err != nil {
+					return err
+				}
+				r.SourceTicket = up.Ticket
+			}
+		}
+		if r.SourceTicket == "" {
+			r.Source = &countingReader{r: io.NewSectionReader(f, 0, size), n: &bar.moved}
+		}
+		resp, err := c.Submit(ctx, r)
+		if err != nil {
+			return err
+		}
+		s.ui.info("Uploaded %s (%d files, %s before compression) in %s", humanBytes(size), plan.Files, humanBytes(plan.Bytes), humanDuration(time.Since(bar.start)))
+		out = resp
+		return nil
+	})
+	return out, err
+}
+
+// countingReaderAt counts the bytes read through it, for the progress bar.
+type countingReaderAt struct {
+	r       io.ReaderAt
+	n, done *atomic.Int64
+}
+
+func (c countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := c.r.ReadAt(p, off)
+	c.done.Store(c.n.Add(int64(n)))
 	return n, err
 }

@@ -62,20 +62,17 @@ func downloadSource(ctx context.Context, c *api.Client, buildID, vmToken, path s
 	return size, sum, err
 }
 
-// errStoreUnreachable: the VM could not reach the object store a direct
-// upload URL points at; the upload goes through the controller instead.
-var errStoreUnreachable = errors.New("the object store is unreachable from here")
-
-// uploadDirect PUTs the file to the URL the controller signs for it and has
-// the controller record it; ok is false when the controller takes no direct
-// uploads (its file store, or a controller that predates them).
+// uploadDirect sends the file straight to the store, with the URL (or, for
+// a large file, the parts' URLs) the controller signs for it, and has the
+// controller check and record it; ok is false when the controller takes no
+// direct uploads (its file store, or a controller that predates them).
 func uploadDirect(ctx context.Context, c *api.Client, buildID, vmToken, path string, size int64, sum string) (api.Artifact, bool, error) {
 	name := filepath.Base(path)
 	up, err := c.StartArtifactUpload(ctx, buildID, vmToken, api.DirectUploadRequest{Name: name, Size: size, SHA256: sum})
-	if s := api.StatusOf(err); s == http.StatusNotFound || s == http.StatusMethodNotAllowed {
+	if api.Streamed(up, err) {
 		return api.Artifact{}, false, nil
 	}
-	if err != nil || !up.Direct {
+	if err != nil {
 		return api.Artifact{}, false, err
 	}
 	f, err := os.Open(path)
@@ -83,36 +80,15 @@ func uploadDirect(ctx context.Context, c *api.Client, buildID, vmToken, path str
 		return api.Artifact{}, true, fmt.Errorf("open artifact: %w", err)
 	}
 	defer f.Close()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPut, up.URL, f)
-	if err != nil {
-		return api.Artifact{}, true, fmt.Errorf("upload %s: %w", name, err)
-	}
-	req.ContentLength = size
-	for k, v := range up.Headers {
-		req.Header.Set(k, v)
-	}
-	hc := c.HTTP
-	if hc == nil {
-		hc = http.DefaultClient
-	}
-	resp, err := hc.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return api.Artifact{}, true, err
-		}
-		return api.Artifact{}, true, fmt.Errorf("upload %s: %w: %w", name, errStoreUnreachable, err)
-	}
-	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
-	resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
+	if err := api.SendDirect(ctx, c.HTTP, up, f, size); err != nil {
 		// Every refusal is worth one more try with a fresh URL: an expired
 		// signature, the store's hiccup, or bytes changed on the way
 		// (BadDigest, 400), which the next read of the file may fix.
-		err := fmt.Errorf("upload %s to the store: %s: %s", name, resp.Status, strings.TrimSpace(string(msg)))
-		if resp.StatusCode == http.StatusBadRequest {
+		var se *api.StoreError
+		if errors.As(err, &se) && se.Status == http.StatusBadRequest {
 			err = fmt.Errorf("%w: %w", errChecksum, err)
 		}
-		return api.Artifact{}, true, err
+		return api.Artifact{}, true, fmt.Errorf("upload %s: %w", name, err)
 	}
 	art, err := c.CompleteArtifactUpload(ctx, buildID, vmToken, up.Ticket)
 	if api.StatusOf(err) == http.StatusUnprocessableEntity {
@@ -178,7 +154,7 @@ func uploadArtifact(ctx context.Context, c *api.Client, buildID, vmToken, path s
 	err = retry(ctx, budget, func(ctx context.Context) error {
 		if direct {
 			art, ok, err := uploadDirect(ctx, c, buildID, vmToken, path, size, sum)
-			if errors.Is(err, errStoreUnreachable) {
+			if errors.Is(err, api.ErrStoreUnreachable) {
 				direct = false // the next try goes through the controller
 			}
 			if err != nil || ok {

@@ -299,7 +299,10 @@ type SubmitRequest struct {
 	TimeoutSeconds int
 	Source         io.Reader // tar.gz or zip, streamed
 	SourceName     string
-	Certs          io.Reader // optional certs zip
+	// SourceTicket, instead of Source, names a source already sent to the
+	// store (StartSourceUpload, SendDirect): field "source_upload".
+	SourceTicket string
+	Certs        io.Reader // optional certs zip
 	// Spec is the resolved build (sent as the JSON field "spec").
 	Spec *BuildSpec
 	// Credentials are sent sealed (file "credentials", BuildCredentials JSON).
@@ -326,7 +329,12 @@ func (c *Client) Submit(ctx context.Context, s SubmitRequest) (SubmitResponse, e
 	if name == "" {
 		name = "source.tar.gz"
 	}
-	files := []filePart{{field: "source", name: name, r: s.Source}}
+	var files []filePart
+	if s.SourceTicket != "" {
+		fields = append(fields, [2]string{"source_upload", s.SourceTicket})
+	} else {
+		files = append(files, filePart{field: "source", name: name, r: s.Source})
+	}
 	if s.Certs != nil {
 		files = append(files, filePart{field: "certs", name: "certs.zip", r: s.Certs})
 	}

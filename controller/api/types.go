@@ -278,26 +278,44 @@ type Artifact struct {
 	URL    string `json:"url,omitempty"`
 }
 
-// DirectUploadRequest asks where to send an artifact straight to the
-// controller's object store (POST /api/builds/{id}/artifacts/direct, VM
-// token): the file's name, size and hex SHA-256.
+// DirectUploadRequest declares a file to send straight to the controller's
+// object store: its name, size and hex SHA-256. The VM asks this for an
+// artifact (POST /api/builds/{id}/artifacts/direct, VM token); the CLI for
+// a source archive before it submits (POST /api/builds/uploads, developer
+// key, with the build's Project when it has one). A request with neither
+// Size nor SHA256 only asks the mode: Direct tells whether a declaration
+// would be answered with URLs, so a client that streams its archive as it
+// packs it learns whether to pack it to a file first.
 type DirectUploadRequest struct {
-	Name   string `json:"name"`
-	Size   int64  `json:"size"`
-	SHA256 string `json:"sha256"`
+	Name    string `json:"name"`
+	Size    int64  `json:"size"`
+	SHA256  string `json:"sha256"`
+	Project string `json:"project,omitempty"`
 }
 
-// DirectUpload answers a DirectUploadRequest. With Direct false the store
-// takes no direct uploads (the file store, or the file is too large for
-// one PUT): send the file to POST /api/builds/{id}/artifacts as before.
-// Otherwise PUT exactly the declared bytes to URL with Headers (the store
-// refuses other bytes) before ExpiresAt, then POST
-// DirectUploadComplete{Ticket} to /api/builds/{id}/artifacts/direct/complete,
-// which checks the stored object and records the artifact.
+// DirectUpload answers a DirectUploadRequest; it is the one negotiation of
+// every upload (CLI, VM). With Direct false the store takes no direct
+// uploads (the file store, or a file too large): send the bytes through
+// the controller as before; so too when the endpoint answers 404 or 405
+// (a controller that predates it). Otherwise send exactly the declared
+// bytes before ExpiresAt:
+//   - with URL, one PUT of the whole file with Headers (the store refuses
+//     other bytes);
+//   - with Parts, a multipart upload: PUT bytes [i*PartSize, (i+1)*PartSize)
+//     of the file to Parts[i], each on its own (a failed part is sent
+//     again to the same URL);
+//
+// then name Ticket: DirectUploadComplete{Ticket} to
+// /api/builds/{id}/artifacts/direct/complete for an artifact, the submit's
+// "source_upload" field for a source. The controller then checks the
+// stored object's size and SHA-256 (computed by the store) and records it;
+// a mismatch is refused (422) and the object removed.
 type DirectUpload struct {
 	Direct    bool              `json:"direct"`
 	URL       string            `json:"url,omitempty"`
 	Headers   map[string]string `json:"headers,omitempty"`
+	PartSize  int64             `json:"part_size,omitempty"`
+	Parts     []string          `json:"parts,omitempty"`
 	Ticket    string            `json:"ticket,omitempty"`
 	ExpiresAt time.Time         `json:"expires_at,omitzero"`
 }

@@ -70,6 +70,21 @@ type Direct interface {
 	// Copy copies the object at src to dst inside the service; dst
 	// appears whole or not at all.
 	Copy(ctx context.Context, src, dst string) error
+	// StartMultipart begins an upload of parts (numbered from 1) at key
+	// and signs a PUT for each, valid until ttl has passed; "" when
+	// direct transfers are off.
+	StartMultipart(ctx context.Context, key string, parts int, ttl time.Duration) (uploadID string, partURLs []string, err error)
+	// CompleteMultipart assembles the upload from exactly its planned
+	// parts (each partSize bytes but the last, size in all) and makes
+	// Checksum report the whole object's SHA-256. Other parts abort the
+	// upload with ErrChecksum; a repeat after completion only checks.
+	CompleteMultipart(ctx context.Context, key, uploadID string, size, partSize int64) error
+	// AbortMultipart abandons an upload and frees its parts.
+	AbortMultipart(ctx context.Context, key, uploadID string) error
+	// AbortStaleMultipart abandons the uploads under prefix begun more
+	// than age ago (the garbage collector's, for direct uploads whose URLs
+	// and ticket expired) and says how many.
+	AbortStaleMultipart(ctx context.Context, prefix string, age time.Duration) (int, error)
 }
 
 // Info describes a stored object.

@@ -361,28 +361,57 @@ func (s *Store) DirectURL(ctx context.Context, buildID string, f File, ttl time.
 }
 
 // MaxDirectUpload is the largest file a client uploads directly: what one
-// S3 PUT (and one server-side copy) takes. Larger files go through the
-// controller.
+// server-side copy takes (S3's CopyObject), which moves a checked upload
+// into place. Larger files go through the controller.
 const MaxDirectUpload = 5 << 30
 
-// DirectUpload is a signed URL where a client PUTs one file, to a staging
-// key of its own; FinishDirectUpload checks it and PromoteUpload moves it
-// to its build.
-type DirectUpload struct {
-	Key     string // the staging key
-	URL     string
-	Headers map[string]string
+// MultipartThreshold is the size above which a direct upload is sent in
+// parts (S3 multipart upload), each retried on its own, rather than as one
+// PUT.
+const MultipartThreshold = 64 << 20
+
+// minPartSize and maxPlannedParts shape a multipart plan: parts of at
+// least 16 MiB, more only when a file would need more than 256 of them.
+const (
+	minPartSize     = 16 << 20
+	maxPlannedParts = 256
+)
+
+// PartSize is the size of every part but the last in a multipart upload
+// of size bytes: 16 MiB, or larger (a whole number of MiB) for files over
+// 4 GiB, so that no plan has more than 256 parts.
+func PartSize(size int64) int64 {
+	ps := (size + maxPlannedParts - 1) / maxPlannedParts
+	ps = (ps + 1<<20 - 1) &^ (1<<20 - 1)
+	return max(ps, minPartSize)
 }
 
-// StartDirectUpload signs a PUT of size bytes with SHA-256 sha256hex for
-// an attempt of a build, valid for ttl. ok is false when the store takes
-// no direct uploads (the file store, direct=false, or a file over
-// MaxDirectUpload): the client streams through the controller instead.
-func (s *Store) StartDirectUpload(ctx context.Context, buildID, attemptID string, size int64, sha256hex string, ttl time.Duration) (up DirectUpload, ok bool, err error) {
-	d, isDirect := s.b.(Direct)
-	if !isDirect || size > MaxDirectUpload {
-		return DirectUpload{}, false, nil
-	}
+// UploadRef names a direct upload in progress: its staging key and, for a
+// multipart upload, the service's upload id and the plan's part size.
+// Controllers keep it in a sealed ticket between the two calls.
+type UploadRef struct {
+	Key      string
+	UploadID string
+	PartSize int64
+}
+
+// DirectUpload is where a client sends one file, to a staging key of its
+// own: one signed PUT URL (with Headers), or for a multipart upload one
+// signed URL per part. FinishDirectUpload checks it and PromoteUpload
+// moves it to its build.
+type DirectUpload struct {
+	UploadRef
+	URL      string
+	Headers  map[string]string
+	PartURLs []string
+}
+
+// StartDirectUpload signs the upload of an artifact of size bytes with
+// SHA-256 sha256hex by an attempt of a build, valid for ttl. ok is false
+// when the store takes no direct uploads (the file store, direct=false, or
+// a file over MaxDirectUpload): the client streams through the controller
+// instead.
+func (s *Store) StartDirectUpload(ctx context.Context, buildID, attemptID string, size int64, sha256hex string, ttl time.Duration) (DirectUpload, bool, error) {
 	p, err := prefix(buildID)
 	if err != nil {
 		return DirectUpload{}, false, err
@@ -390,30 +419,69 @@ func (s *Store) StartDirectUpload(ctx context.Context, buildID, attemptID string
 	if attemptID == "" || strings.ContainsAny(attemptID, "/\\.") {
 		return DirectUpload{}, false, fmt.Errorf("invalid attempt id %q", attemptID)
 	}
+	return s.startDirect(ctx, "uploads/"+strings.TrimPrefix(p, "builds/")+attemptID+"/", size, sha256hex, ttl)
+}
+
+// SourceUploads holds the staging keys of direct source uploads, made
+// before their build has an id.
+const SourceUploads = "uploads/sources/"
+
+// StartSourceUpload signs the upload of a build's source archive, before
+// the build exists; see StartDirectUpload.
+func (s *Store) StartSourceUpload(ctx context.Context, size int64, sha256hex string, ttl time.Duration) (DirectUpload, bool, error) {
+	return s.startDirect(ctx, SourceUploads, size, sha256hex, ttl)
+}
+
+// DirectUploads reports whether the store takes direct uploads at all.
+func (s *Store) DirectUploads() bool {
+	_, ok := s.b.(Direct)
+	return ok
+}
+
+func (s *Store) startDirect(ctx context.Context, dir string, size int64, sha256hex string, ttl time.Duration) (up DirectUpload, ok bool, err error) {
+	d, isDirect := s.b.(Direct)
+	if !isDirect || size > MaxDirectUpload {
+		return DirectUpload{}, false, nil
+	}
 	r := make([]byte, 12)
 	rand.Read(r) //nolint:errcheck // crypto/rand does not fail on supported platforms
-	up.Key = "uploads/" + strings.TrimPrefix(p, "builds/") + attemptID + "/" + hex.EncodeToString(r)
-	if up.URL, up.Headers, err = d.PresignPut(ctx, up.Key, ttl, sha256hex); err != nil || up.URL == "" {
+	up.Key = dir + hex.EncodeToString(r)
+	if size <= MultipartThreshold {
+		if up.URL, up.Headers, err = d.PresignPut(ctx, up.Key, ttl, sha256hex); err != nil || up.URL == "" {
+			return DirectUpload{}, false, err
+		}
+		return up, true, nil
+	}
+	up.PartSize = PartSize(size)
+	parts := int((size + up.PartSize - 1) / up.PartSize)
+	if up.UploadID, up.PartURLs, err = d.StartMultipart(ctx, up.Key, parts, ttl); err != nil || up.UploadID == "" {
 		return DirectUpload{}, false, err
 	}
 	return up, true, nil
 }
 
-// FinishDirectUpload checks the object a client PUT at a staging key
-// against the size and SHA-256 it declared, hashing it here only when the
-// service keeps no checksum. A mismatch removes the object and gives
-// ErrChecksum; a missing object gives fs.ErrNotExist.
-func (s *Store) FinishDirectUpload(ctx context.Context, key string, size int64, sha256hex string) error {
+// FinishDirectUpload checks the object a client sent to a staging key
+// against the size and SHA-256 it declared, completing a multipart upload
+// first. The service computes the SHA-256 (it verified a single PUT's, and
+// hashes an assembled multipart object); the controller reads the object
+// back only when the service keeps no checksum. A mismatch removes the
+// object and gives ErrChecksum; nothing at the key gives fs.ErrNotExist.
+func (s *Store) FinishDirectUpload(ctx context.Context, ref UploadRef, size int64, sha256hex string) error {
 	d, ok := s.b.(Direct)
-	if !ok || !strings.HasPrefix(key, "uploads/") {
-		return fmt.Errorf("%q is not a direct upload", key)
+	if !ok || !strings.HasPrefix(ref.Key, "uploads/") {
+		return fmt.Errorf("%q is not a direct upload", ref.Key)
 	}
-	info, sum, err := d.Checksum(ctx, key)
+	if ref.UploadID != "" {
+		if err := d.CompleteMultipart(ctx, ref.Key, ref.UploadID, size, ref.PartSize); err != nil {
+			return err
+		}
+	}
+	info, sum, err := d.Checksum(ctx, ref.Key)
 	if err != nil {
 		return err
 	}
 	if sum == "" && info.Size == size {
-		obj, _, err := s.b.Open(ctx, key)
+		obj, _, err := s.b.Open(ctx, ref.Key)
 		if err != nil {
 			return err
 		}
@@ -426,10 +494,38 @@ func (s *Store) FinishDirectUpload(ctx context.Context, key string, size int64, 
 		sum = hex.EncodeToString(h.Sum(nil))
 	}
 	if info.Size != size || !strings.EqualFold(sum, sha256hex) {
-		s.b.Delete(ctx, key) //nolint:errcheck // best effort: the garbage collector removes what remains
+		s.b.Delete(ctx, ref.Key) //nolint:errcheck // best effort: the garbage collector removes what remains
 		return fmt.Errorf("%w: declared %d bytes with sha256 %s, the store holds %d bytes with sha256 %s", ErrChecksum, size, sha256hex, info.Size, sum)
 	}
 	return nil
+}
+
+// AbortDirectUpload gives up a direct upload: its object, or its parts.
+func (s *Store) AbortDirectUpload(ctx context.Context, ref UploadRef) error {
+	d, ok := s.b.(Direct)
+	if !ok || !strings.HasPrefix(ref.Key, "uploads/") {
+		return fmt.Errorf("%q is not a direct upload", ref.Key)
+	}
+	var err error
+	if ref.UploadID != "" {
+		err = d.AbortMultipart(ctx, ref.Key, ref.UploadID)
+	}
+	return errors.Join(err, s.b.Delete(ctx, ref.Key))
+}
+
+// Head reads up to len(b) bytes from the start of a staging upload (to
+// tell an archive's format); it gives the number read.
+func (s *Store) Head(ctx context.Context, key string, b []byte) (int, error) {
+	obj, _, err := s.b.Open(ctx, key)
+	if err != nil {
+		return 0, err
+	}
+	defer obj.Close()
+	n, err := obj.ReadAt(b, 0)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return n, err
 }
 
 // PromoteUpload makes a checked direct upload build file f, inside the

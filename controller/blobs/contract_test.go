@@ -288,7 +288,7 @@ var behaviours = []struct {
 			resp.Body.Close()
 			return resp.StatusCode
 		}
-		if err := s.FinishDirectUpload(ctx, up.Key, int64(len(data)), sum(string(data))); !errors.Is(err, fs.ErrNotExist) {
+		if err := s.FinishDirectUpload(ctx, up.UploadRef, int64(len(data)), sum(string(data))); !errors.Is(err, fs.ErrNotExist) {
 			t.Fatalf("finish before the upload: %v", err)
 		}
 		if code := putURL([]byte("other bytes, same size"), up.Headers); code != http.StatusBadRequest {
@@ -300,7 +300,7 @@ var behaviours = []struct {
 		if code := putURL(data, up.Headers); code != http.StatusOK {
 			t.Fatalf("the declared bytes: %d", code)
 		}
-		if err := s.FinishDirectUpload(ctx, up.Key, int64(len(data))+1, sum(string(data))); !errors.Is(err, blobs.ErrChecksum) {
+		if err := s.FinishDirectUpload(ctx, up.UploadRef, int64(len(data))+1, sum(string(data))); !errors.Is(err, blobs.ErrChecksum) {
 			t.Fatalf("finish with another size: %v", err)
 		}
 		if keys := list(t, b, "uploads/"); len(keys) != 0 {
@@ -310,7 +310,7 @@ var behaviours = []struct {
 		if code := putURL(data, up.Headers); code != http.StatusOK {
 			t.Fatalf("upload: %d", code)
 		}
-		if err := s.FinishDirectUpload(ctx, up.Key, int64(len(data)), sum(string(data))); err != nil {
+		if err := s.FinishDirectUpload(ctx, up.UploadRef, int64(len(data)), sum(string(data))); err != nil {
 			t.Fatal(err)
 		}
 		if err := s.PromoteUpload(ctx, up.Key, "b1", blobs.Artifact("a1", "app.apk")); err != nil {

@@ -342,8 +342,16 @@ func (c *Collector) orphans(ctx context.Context, rep *Report) error {
 }
 
 // staging deletes direct uploads (uploads/) that can no longer be
-// completed: their URL and ticket have expired.
+// completed: their URL and ticket have expired. Multipart ones are
+// aborted, which frees the parts sent so far.
 func (c *Collector) staging(ctx context.Context, rep *Report) error {
+	if d, ok := c.blobs.Backend().(blobs.Direct); ok {
+		n, err := d.AbortStaleMultipart(ctx, "uploads/", c.cfg.StagingMaxAge)
+		rep.Staging += n
+		if err != nil {
+			return err
+		}
+	}
 	cutoff := time.Now().Add(-c.cfg.StagingMaxAge)
 	for info, err := range c.blobs.Backend().List(ctx, "uploads/") {
 		if err != nil {

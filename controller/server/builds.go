@@ -40,6 +40,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 	}
 	nb := store.NewBuild{ID: store.NewID(), SubmittedBy: key.ID, IdempotencyKey: r.Header.Get(api.HeaderIdempotencyKey), Priority: 2}
 	var source, certs, sealedCreds *blobs.Pending
+	var direct *directSource // a source sent to the store itself ("source_upload")
 	var spec *api.BuildSpec
 	var creds *api.BuildCredentials
 	committed := false
@@ -51,6 +52,9 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 		}
 		if !committed {
 			s.blobs.RemoveBuild(context.WithoutCancel(r.Context()), nb.ID) //nolint:errcheck // best effort: nothing else refers to this fresh id
+			if direct != nil && direct.format != "" {
+				s.blobs.AbortDirectUpload(context.WithoutCancel(r.Context()), direct.ticket.ref()) //nolint:errcheck // best effort: the collector removes what remains
+			}
 		}
 	}()
 	fail := func(err error) { s.fail(w, r, err) }
@@ -64,9 +68,25 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 			return
 		}
 		switch name := part.FormName(); {
+		case name == "source_upload" && part.FileName() == "":
+			if source != nil || direct != nil {
+				fail(badRequest("more than one source: send a \"source\" file or a \"source_upload\" ticket"))
+				return
+			}
+			ticket, err := readField(part)
+			if err != nil {
+				fail(err)
+				return
+			}
+			ds, err := s.checkSourceTicket(r, key, strings.TrimSpace(ticket))
+			if err != nil {
+				fail(err)
+				return
+			}
+			direct = &ds
 		case name == "source" && part.FileName() != "":
-			if source != nil {
-				fail(badRequest("more than one \"source\" file"))
+			if source != nil || direct != nil {
+				fail(badRequest("more than one source: send a \"source\" file or a \"source_upload\" ticket"))
 				return
 			}
 			br := bufio.NewReader(part)
@@ -138,13 +158,22 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 		fail(fmt.Errorf("%w: field \"platform\" is required (\"ios\" or \"android\")", store.ErrInvalid))
 		return
 	}
-	if source == nil {
-		fail(fmt.Errorf("%w: file \"source\" is required (the project as .tar.gz or .zip)", store.ErrInvalid))
+	switch {
+	case direct != nil:
+		// Checked when its ticket was read; the ticket is bound to this
+		// key, and the project is checked below like any other.
+		if direct.format == "" && nb.IdempotencyKey == "" {
+			fail(fmt.Errorf("%w: nothing was uploaded for the \"source_upload\" ticket, or it was used already: upload the source again", store.ErrConflict))
+			return
+		}
+	case source == nil:
+		fail(fmt.Errorf("%w: file \"source\" (the project as .tar.gz or .zip) or a \"source_upload\" ticket is required", store.ErrInvalid))
 		return
-	}
-	if err := source.Verify(r.Header.Get(api.HeaderChecksum)); err != nil {
-		fail(err)
-		return
+	default:
+		if err := source.Verify(r.Header.Get(api.HeaderChecksum)); err != nil {
+			fail(err)
+			return
+		}
 	}
 	if spec != nil {
 		if err := checkSpec(spec, nb.Platform); err != nil {
@@ -184,8 +213,26 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 			return
 		}
 	}
-	nb.SourceSize, nb.SourceSHA256, nb.HasCerts, nb.HasCredentials = source.Size(), source.SHA256(), certs != nil, creds != nil
+	nb.HasCerts, nb.HasCredentials = certs != nil, creds != nil
+	if direct != nil {
+		nb.SourceSize, nb.SourceSHA256, nb.SourceFormat = direct.ticket.Size, direct.ticket.SHA256, direct.format
+		if direct.format == "" {
+			// A repeat, found by its Idempotency-Key as a duplicate; if
+			// it is not one, Commit below refuses it.
+			nb.SourceFormat = "tar.gz"
+		}
+	} else {
+		nb.SourceSize, nb.SourceSHA256 = source.Size(), source.SHA256()
+	}
 	nb.Commit = func() error {
+		if direct != nil {
+			if direct.format == "" {
+				return fmt.Errorf("%w: nothing was uploaded for the \"source_upload\" ticket, or it was used already: upload the source again", store.ErrConflict)
+			}
+			if err := s.blobs.PromoteUpload(r.Context(), direct.ticket.Key, nb.ID, blobs.Source); err != nil {
+				return err
+			}
+		}
 		for _, p := range []*blobs.Pending{source, certs, sealedCreds} {
 			if p != nil {
 				if err := p.Commit(r.Context()); err != nil {

@@ -175,6 +175,7 @@ func (s *Server) routes() {
 	m.HandleFunc("PUT /api/projects/{project}/pools", s.admin(s.setProjectPools))
 
 	m.HandleFunc("POST /api/builds", s.developer(s.submit))
+	m.HandleFunc("POST /api/builds/uploads", s.developer(s.startSourceUpload))
 	m.HandleFunc("GET /api/builds", s.developer(s.listBuilds))
 	m.HandleFunc("GET /api/queue", s.developer(s.queue))
 	m.HandleFunc("GET /api/builds/{id}", s.buildReader(s.getBuild))

@@ -471,18 +471,153 @@ func (s *Store) SweepStale(ctx context.Context, age time.Duration) (int, error) 
 			}
 		}
 	}
+	m, err := s.AbortStaleMultipart(ctx, "", age)
+	return n + m, err
+}
+
+// AbortStaleMultipart aborts the multipart uploads under prefix begun more
+// than age ago and says how many.
+func (s *Store) AbortStaleMultipart(ctx context.Context, prefix string, age time.Duration) (int, error) {
+	cutoff := time.Now().Add(-age)
+	n := 0
 	core := minio.Core{Client: s.c}
-	for up := range s.c.ListIncompleteUploads(ctx, s.cfg.Bucket, s.prefix, true) {
+	for up := range s.c.ListIncompleteUploads(ctx, s.cfg.Bucket, s.prefix+prefix, true) {
 		if up.Err != nil {
 			return n, s.explain(fmt.Sprintf("list incomplete uploads in bucket %q", s.cfg.Bucket), up.Err)
 		}
 		if up.Initiated.After(cutoff) {
 			continue
 		}
-		if err := core.AbortMultipartUpload(ctx, s.cfg.Bucket, up.Key, up.UploadID); err != nil {
+		if err := core.AbortMultipartUpload(ctx, s.cfg.Bucket, up.Key, up.UploadID); err != nil && minio.ToErrorResponse(err).Code != "NoSuchUpload" {
 			return n, s.explain(fmt.Sprintf("abort the incomplete upload of %s", up.Key), err)
 		}
 		n++
 	}
 	return n, nil
+}
+
+// StartMultipart begins a multipart upload for key and signs an UploadPart
+// PUT for each of its parts, numbered from 1. The parts are assembled at
+// key + partsSuffix and carry no checksum of their own: CompleteMultipart
+// has the service hash the assembled object as it copies it to key.
+func (s *Store) StartMultipart(ctx context.Context, key string, parts int, ttl time.Duration) (string, []string, error) {
+	if s.cfg.NoDirect {
+		return "", nil, nil
+	}
+	name, err := s.object(key)
+	if err != nil {
+		return "", nil, err
+	}
+	if parts < 1 || parts > maxParts {
+		return "", nil, fmt.Errorf("a multipart upload has 1 to %d parts, not %d", maxParts, parts)
+	}
+	name += partsSuffix
+	core := minio.Core{Client: s.c}
+	id, err := core.NewMultipartUpload(ctx, s.cfg.Bucket, name, minio.PutObjectOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		return "", nil, s.explain(fmt.Sprintf("start a multipart upload of %s", name), err)
+	}
+	urls := make([]string, parts)
+	for i := range urls {
+		q := url.Values{"partNumber": {strconv.Itoa(i + 1)}, "uploadId": {id}}
+		u, err := s.c.Presign(ctx, http.MethodPut, s.cfg.Bucket, name, ttl, q)
+		if err != nil {
+			core.AbortMultipartUpload(context.WithoutCancel(ctx), s.cfg.Bucket, name, id) //nolint:errcheck // best effort: the collector aborts what remains
+			return "", nil, fmt.Errorf("sign part %d of %s: %w", i+1, name, err)
+		}
+		urls[i] = u.String()
+	}
+	return id, urls, nil
+}
+
+// maxParts is S3's limit on the parts of one upload.
+const maxParts = 10000
+
+// partsSuffix names where a multipart upload is assembled, beside its key.
+const partsSuffix = ".parts"
+
+// CompleteMultipart assembles the upload from exactly the parts 1..parts,
+// each partSize bytes but the last, then copies the assembled object to
+// key asking the service for its SHA-256: a multipart object only has a
+// checksum of its parts' checksums, a copied one the whole object's, so
+// Checksum reports it. (A copy onto itself would do with less room, but
+// some services, versitygw 1.8 among them, then hash nothing.) A repeat
+// after the upload was completed only does what is missing. Parts of other
+// sizes, or missing, abort the upload and give blobs.ErrChecksum; an
+// unknown upload with nothing assembled gives fs.ErrNotExist.
+func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, size, partSize int64) error {
+	name, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	parts := name + partsSuffix
+	core := minio.Core{Client: s.c}
+	var got []minio.CompletePart
+	var total int64
+	marker := 0
+	for {
+		res, err := core.ListObjectParts(ctx, s.cfg.Bucket, parts, uploadID, marker, 1000)
+		if code := minio.ToErrorResponse(err).Code; code == "NoSuchUpload" || code == "NoSuchKey" {
+			return s.checksumCopy(ctx, key, parts, name)
+		}
+		if err != nil {
+			return fmt.Errorf("list the parts of the upload of %s: %w", name, err)
+		}
+		for _, p := range res.ObjectParts {
+			got = append(got, minio.CompletePart{PartNumber: p.PartNumber, ETag: p.ETag})
+			want := min(partSize, size-int64(p.PartNumber-1)*partSize)
+			if p.PartNumber != len(got) || p.Size != want {
+				core.AbortMultipartUpload(ctx, s.cfg.Bucket, parts, uploadID) //nolint:errcheck // best effort: the collector aborts what remains
+				return fmt.Errorf("%w: part %d of the upload holds %d bytes where %d were declared", blobs.ErrChecksum, p.PartNumber, p.Size, want)
+			}
+			total += p.Size
+		}
+		if !res.IsTruncated {
+			break
+		}
+		marker = res.NextPartNumberMarker
+	}
+	if total != size {
+		core.AbortMultipartUpload(ctx, s.cfg.Bucket, parts, uploadID) //nolint:errcheck // best effort: the collector aborts what remains
+		return fmt.Errorf("%w: the upload's %d parts hold %d bytes where %d were declared", blobs.ErrChecksum, len(got), total, size)
+	}
+	if _, err := core.CompleteMultipartUpload(ctx, s.cfg.Bucket, parts, uploadID, got, minio.PutObjectOptions{}); err != nil {
+		if code := minio.ToErrorResponse(err).Code; code != "NoSuchUpload" {
+			return fmt.Errorf("complete the upload of %s: %w", name, err)
+		}
+	}
+	return s.checksumCopy(ctx, key, parts, name)
+}
+
+// checksumCopy copies the assembled parts to name asking for a SHA-256,
+// which the service computes as it copies, and removes the parts object.
+// Once name holds the copy there is nothing to do.
+func (s *Store) checksumCopy(ctx context.Context, key, parts, name string) error {
+	if _, sum, err := s.Checksum(ctx, key); err == nil && sum != "" {
+		return nil
+	}
+	if _, err := s.c.CopyObject(ctx,
+		minio.CopyDestOptions{Bucket: s.cfg.Bucket, Object: name, ChecksumType: minio.ChecksumSHA256, ReplaceMetadata: true, ContentType: "application/octet-stream"},
+		minio.CopySrcOptions{Bucket: s.cfg.Bucket, Object: parts}); err != nil {
+		return fmt.Errorf("have the store hash %s: %w", name, notExist(key, err))
+	}
+	s.c.RemoveObject(ctx, s.cfg.Bucket, parts, minio.RemoveObjectOptions{}) //nolint:errcheck // best effort: the collector removes staging leftovers
+	return nil
+}
+
+// AbortMultipart abandons an upload and frees its parts; an unknown upload
+// is not an error.
+func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error {
+	name, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	err = minio.Core{Client: s.c}.AbortMultipartUpload(ctx, s.cfg.Bucket, name+partsSuffix, uploadID)
+	if code := minio.ToErrorResponse(err).Code; err != nil && code != "NoSuchUpload" {
+		return fmt.Errorf("abort the upload of %s: %w", name, err)
+	}
+	if err := s.c.RemoveObject(ctx, s.cfg.Bucket, name+partsSuffix, minio.RemoveObjectOptions{}); err != nil {
+		return fmt.Errorf("delete %s from bucket %s: %w", name+partsSuffix, s.cfg.Bucket, err)
+	}
+	return nil
 }
