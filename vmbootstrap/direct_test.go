@@ -1,6 +1,7 @@
 package vmbootstrap
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -164,3 +165,119 @@ func TestDirectUploadProtocol(t *testing.T) {
 type roundTrip func(*http.Request) (*http.Response, error)
 
 func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// TestUploadLargeArtifactInParts: an artifact over the multipart threshold
+// goes to the bucket in parts (a part whose connection fails is sent
+// again on its own), and the controller records it with the SHA-256 the
+// store computed. Parts of other bytes or sizes are refused, and nothing
+// of them stays in the bucket.
+func TestUploadLargeArtifactInParts(t *testing.T) {
+	bucket := s3test.NewBucket(t)
+	c := startControllerOn(t, func(t *testing.T) blobs.Backend {
+		cfg, _ := s3blobs.ParseURL(bucket.URL(""))
+		s, err := s3blobs.Open(context.Background(), cfg, s3blobs.Options{SpoolDir: t.TempDir(), Credentials: bucket.Credentials()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	})
+	ctx := context.Background()
+	data := make([]byte, blobs.MultipartThreshold+3)
+	rand.Read(data)
+	sum := sha256.Sum256(data)
+	path := filepath.Join(t.TempDir(), "app.ipa")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	bucketHost := strings.TrimPrefix(bucket.Endpoint, "http://")
+	j := c.startJob("ios", tarGz(t, tarEntry{name: "package.json", body: "{}"}), nil)
+	var mu sync.Mutex
+	var parts []string // part numbers PUT to the bucket, in order of sending
+	failed := false
+	client := &api.Client{BaseURL: c.URL, HTTP: &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+		if r.URL.Host == bucketHost && r.Method == http.MethodPut {
+			mu.Lock()
+			n := r.URL.Query().Get("partNumber")
+			parts = append(parts, n)
+			fail := n == "3" && !failed
+			failed = failed || fail
+			mu.Unlock()
+			if fail {
+				return nil, errors.New("connection reset by peer")
+			}
+		}
+		return http.DefaultTransport.RoundTrip(r)
+	})}}
+	vm := c.vmToken(j.job)
+	art, err := uploadArtifact(ctx, client, j.job.ID, vm, path, time.Minute, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if art.SHA256 != hex.EncodeToString(sum[:]) || art.Size != int64(len(data)) {
+		t.Fatalf("recorded %+v", art)
+	}
+	slices.Sort(parts)
+	if !slices.Equal(parts, []string{"1", "2", "3", "3", "4", "5"}) {
+		t.Fatalf("parts sent: %v", parts)
+	}
+	noStaging := func(what string) {
+		t.Helper()
+		for _, k := range bucket.Keys(t) {
+			if strings.HasPrefix(k, "uploads/") {
+				t.Fatalf("%s: staging object %s left", what, k)
+			}
+		}
+		for u := range bucket.Client(t).ListIncompleteUploads(ctx, bucket.Name, "", true) {
+			t.Fatalf("%s: incomplete upload %s left (%v)", what, u.Key, u.Err)
+		}
+	}
+	noStaging("after the upload")
+
+	// Refusals, with the parts sent by hand.
+	plain := &api.Client{BaseURL: c.URL}
+	for _, tc := range []struct {
+		name   string
+		change func(part int, b []byte) []byte
+	}{
+		{"a changed byte", func(part int, b []byte) []byte {
+			if part == 2 {
+				b = slices.Clone(b)
+				b[7] ^= 1
+			}
+			return b
+		}},
+		{"a short last part", func(part int, b []byte) []byte {
+			if part == 4 {
+				return b[:len(b)-1]
+			}
+			return b
+		}},
+	} {
+		up, err := plain.StartArtifactUpload(ctx, j.job.ID, vm, api.DirectUploadRequest{Name: "other.ipa", Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])})
+		if err != nil || len(up.Parts) != 5 {
+			t.Fatalf("%s: start: %+v %v", tc.name, up, err)
+		}
+		for i, u := range up.Parts {
+			b := data[int64(i)*up.PartSize : min(int64(i+1)*up.PartSize, int64(len(data)))]
+			req, _ := http.NewRequest(http.MethodPut, u, bytes.NewReader(tc.change(i, b)))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Fatalf("%s: part %d: %s", tc.name, i+1, resp.Status)
+			}
+		}
+		if _, err := plain.CompleteArtifactUpload(ctx, j.job.ID, vm, up.Ticket); api.StatusOf(err) != http.StatusUnprocessableEntity {
+			t.Fatalf("%s: complete: %v", tc.name, err)
+		}
+		noStaging(tc.name)
+	}
+	if _, err := c.store.AttemptArtifact(ctx, j.job.ID, j.job.AttemptID, "other.ipa"); err == nil {
+		t.Fatal("a refused upload was recorded")
+	}
+	if a, err := c.store.AttemptArtifact(ctx, j.job.ID, j.job.AttemptID, "app.ipa"); err != nil || a.SHA256 != art.SHA256 {
+		t.Fatalf("the artifact: %+v %v", a, err)
+	}
+}

@@ -3,9 +3,11 @@ package gc_test
 import (
 	"bytes"
 	"context"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -178,5 +180,68 @@ func TestCollectOnBothStores(t *testing.T) {
 				t.Fatalf("the store holds %v, want %v", got, want)
 			}
 		})
+	}
+}
+
+// A direct upload the client gave up half way (one part of a multipart
+// source upload sent, never completed) leaves nothing once a collection
+// pass finds its URLs and ticket expired, although the store's own
+// leftovers are not yet old enough to be swept.
+func TestAbandonedDirectUploadLeavesNothing(t *testing.T) {
+	ctx := context.Background()
+	st, err := store.Open(ctx, pgtest.NewDatabase(t), store.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if _, err := st.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	b := s3test.NewBucket(t)
+	cfg, err := s3blobs.ParseURL(b.URL("p"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	backend, err := s3blobs.Open(ctx, cfg, s3blobs.Options{SpoolDir: t.TempDir(), Credentials: b.Credentials()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := blobs.New(backend, bytes.Repeat([]byte{7}, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(blobs.MultipartThreshold + 1)
+	up, ok, err := files.StartSourceUpload(ctx, size, strings.Repeat("ab", 32), time.Hour)
+	if err != nil || !ok || len(up.PartURLs) != 5 {
+		t.Fatalf("start: %+v %v %v", up.UploadRef, ok, err)
+	}
+	req, _ := http.NewRequest(http.MethodPut, up.PartURLs[0], bytes.NewReader(make([]byte, up.PartSize)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("PUT part 1: %s", resp.Status)
+	}
+	incomplete := func() []string {
+		var out []string
+		for u := range b.Client(t).ListIncompleteUploads(ctx, b.Name, "", true) {
+			if u.Err != nil {
+				t.Fatal(u.Err)
+			}
+			out = append(out, u.Key)
+		}
+		return out
+	}
+	if got := incomplete(); len(got) != 1 {
+		t.Fatalf("incomplete uploads before: %v", got)
+	}
+	rep, err := gc.New(st, files, gc.Config{StagingMaxAge: time.Nanosecond}, logrus.New()).Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := append(incomplete(), keys(t, backend)...); len(got) != 0 || rep.Staging != 1 || rep.Leftovers != 0 {
+		t.Fatalf("after a pass: %v (report %+v)", got, rep)
 	}
 }
