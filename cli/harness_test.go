@@ -27,13 +27,14 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(s3test.Main(s3test.Run(func() int { return pgtest.Main(m) }))) }
 
 // env is a real controller on a fresh Postgres database, with one API key
 // of each role and a config file for the CLI.
@@ -46,6 +47,13 @@ type env struct {
 }
 
 func newEnv(t *testing.T, tune ...func(*server.Limits)) *env {
+	t.Helper()
+	return newEnvOn(t, "", tune...)
+}
+
+// newEnvOn is newEnv with the controller's files in blobStore (its
+// --blob-store; "" is the file store under its data directory).
+func newEnvOn(t *testing.T, blobStore string, tune ...func(*server.Limits)) *env {
 	t.Helper()
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
@@ -60,7 +68,7 @@ func newEnv(t *testing.T, tune ...func(*server.Limits)) *env {
 	}
 	logger := logrus.New()
 	logger.SetOutput(io.Discard)
-	ctrl, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: filepath.Join(parent, "data"), DatabaseURL: dsn,
+	ctrl, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: filepath.Join(parent, "data"), DatabaseURL: dsn, BlobStore: blobStore,
 		ReaperInterval: time.Second, Store: store.DefaultConfig(), Limits: limits}, logger)
 	if err != nil {
 		t.Fatalf("start controller: %v", err)

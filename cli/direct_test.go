@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
+)
+
+// countingBody counts the bytes a request body gives.
+type countingBody struct {
+	io.ReadCloser
+	n *atomic.Int64
+}
+
+func (b countingBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+// TestSubmitDirectToS3: with a controller on an S3 store, expo-build sends
+// the archive straight to the bucket, in parts when it is large, and the
+// controller receives only the submit's fields; the worker gets exactly
+// the project.
+func TestSubmitDirectToS3(t *testing.T) {
+	bucket := s3test.NewBucket(t)
+	bucket.Setenv(t)
+	e := newEnvOn(t, bucket.URL("farm"))
+	bucketHost := strings.TrimPrefix(bucket.Endpoint, "http://")
+	for _, tc := range []struct {
+		name  string
+		asset int
+		puts  int // PUTs to the bucket: one, or one per part
+	}{{"small", 2 << 20, 1}, {"multipart", 66 << 20, 5}} {
+		t.Run(tc.name, func(t *testing.T) {
+			asset := randomBytes(t, tc.asset)
+			dir := project(t, map[string]string{"package.json": `{"name":"demo"}`, "assets/video.bin": string(asset)})
+			var toController atomic.Int64
+			var mu sync.Mutex
+			var puts []string
+			record := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.URL.Host == bucketHost {
+					mu.Lock()
+					puts = append(puts, r.Method+" "+r.URL.Path)
+					mu.Unlock()
+				} else if r.Body != nil {
+					r.Body = countingBody{r.Body, &toController}
+				}
+				return http.DefaultTransport.RoundTrip(r)
+			})}
+			r := e.runApp(func(a *App) { a.HTTPClient = record }, nil, "submit", dir, "--platform", "android", "--json")
+			if r.code != 0 {
+				t.Fatalf("submit: %s", r)
+			}
+			id, _ := jsonOf[map[string]any](t, r)["id"].(string)
+			if len(puts) != tc.puts {
+				t.Fatalf("requests to the bucket: %v, want %d PUTs", puts, tc.puts)
+			}
+			for _, p := range puts {
+				if !strings.HasPrefix(p, "PUT /"+bucket.Name+"/farm/uploads/sources/") {
+					t.Fatalf("request to the bucket: %s", p)
+				}
+			}
+			if n := toController.Load(); n > 64<<10 {
+				t.Fatalf("%d bytes went to the controller", n)
+			}
+			w := e.worker("android")
+			job := w.claim()
+			if job.ID != id {
+				t.Fatalf("job %s, want %s", job.ID, id)
+			}
+			if got := untar(t, w.source(job))["assets/video.bin"]; !bytes.Equal([]byte(got), asset) {
+				t.Fatalf("the worker got %d bytes of the asset, want %d", len(got), len(asset))
+			}
+			e.mustRun(0, nil, "cancel", id)
+		})
+	}
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
