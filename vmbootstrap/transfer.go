@@ -150,7 +150,7 @@ func uploadArtifact(ctx context.Context, c *api.Client, buildID, vmToken, path s
 		return api.Artifact{}, err
 	}
 	var out api.Artifact
-	direct := true
+	direct, raw := true, true
 	err = retry(ctx, budget, func(ctx context.Context) error {
 		if direct {
 			art, ok, err := uploadDirect(ctx, c, buildID, vmToken, path, size, sum)
@@ -168,7 +168,19 @@ func uploadArtifact(ctx context.Context, c *api.Client, buildID, vmToken, path s
 			return fmt.Errorf("open artifact: %w", err)
 		}
 		defer f.Close()
-		art, err := c.UploadArtifact(ctx, buildID, vmToken, filepath.Base(path), f, sum)
+		var art api.Artifact
+		if raw {
+			art, err = c.PutArtifact(ctx, buildID, vmToken, filepath.Base(path), f, size, sum)
+			if s := api.StatusOf(err); s == http.StatusNotFound || s == http.StatusMethodNotAllowed {
+				raw = false // a controller that predates the raw upload
+				if _, err = f.Seek(0, io.SeekStart); err != nil {
+					return fmt.Errorf("rewind artifact: %w", err)
+				}
+			}
+		}
+		if !raw {
+			art, err = c.UploadArtifact(ctx, buildID, vmToken, filepath.Base(path), f, sum)
+		}
 		if err != nil {
 			if api.StatusOf(err) == 422 {
 				// The bytes changed on the way: send them again.

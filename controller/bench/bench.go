@@ -33,6 +33,7 @@ const (
 	PhasePickup    = "pickup"
 	PhaseEmptyPoll = "emptypoll"
 	PhaseArtifact  = "artifact"
+	PhaseTransfer  = "transfer"
 	PhasePgbench   = "pgbench"
 	PhaseClaim     = "claim"
 )
@@ -40,7 +41,7 @@ const (
 // Phases lists every phase in the order Run runs them. The claim phase comes
 // last because it leaves a million pending rows behind.
 func Phases() []string {
-	return []string{PhaseLifecycle, PhasePickup, PhaseEmptyPoll, PhaseArtifact, PhasePgbench, PhaseClaim}
+	return []string{PhaseLifecycle, PhasePickup, PhaseEmptyPoll, PhaseArtifact, PhaseTransfer, PhasePgbench, PhaseClaim}
 }
 
 // Shape is a lifecycle load: simulated workers and submitters.
@@ -86,6 +87,13 @@ type Config struct {
 	ArtifactBytes int64
 	RSSInterval   time.Duration
 
+	// TransferBytes are moved through the controller (file store) and
+	// compared with a copy + fsync on the same disk, then moved with an
+	// S3 store (a versitygw started for the run, VersitygwPath or found
+	// on PATH / in GOPATH/bin) while the controller's CPU is counted.
+	TransferBytes int64
+	VersitygwPath string
+
 	// pgbench ceiling: the lifecycle's SQL (lifecycle.pgbench) for each of
 	// PgbenchClients for PgbenchDuration; the best rate is the ceiling.
 	PgbenchClients  []int
@@ -122,6 +130,7 @@ func DefaultConfig() Config {
 		ClaimLarge:        1_000_000,
 		ClaimSamples:      200,
 		ArtifactBytes:     2 << 30,
+		TransferBytes:     256 << 20,
 		RSSInterval:       50 * time.Millisecond,
 		PgbenchClients:    []int{2, 4, 8},
 		PgbenchDuration:   15 * time.Second,
@@ -138,6 +147,7 @@ func SmokeConfig() Config {
 	c.EmptyPollClients, c.EmptyPollDuration = 4, time.Second
 	c.ClaimSmall, c.ClaimLarge, c.ClaimSamples = 100, 1_000, 20
 	c.ArtifactBytes = 16 << 20
+	c.TransferBytes = 80 << 20 // over the multipart threshold: the S3 upload goes in parts
 	c.PgbenchClients, c.PgbenchDuration = []int{2}, 2*time.Second
 	return c
 }
@@ -166,6 +176,9 @@ func (c *Config) check() error {
 	}
 	if c.ClaimSmall <= 0 || c.ClaimLarge < c.ClaimSmall || c.ClaimSamples <= 0 || c.ClaimSamples > c.ClaimSmall {
 		errs = append(errs, errors.New("claim sizes: need 0 < samples ≤ small ≤ large"))
+	}
+	if c.TransferBytes <= 0 {
+		errs = append(errs, errors.New("transfer size must be > 0"))
 	}
 	if c.ArtifactBytes <= 0 || c.RSSInterval <= 0 {
 		errs = append(errs, errors.New("artifact size and RSS interval must be > 0"))
@@ -197,6 +210,7 @@ type Report struct {
 	Pickup       *PickupResult    `json:"pickup,omitempty"`
 	EmptyPoll    *EmptyPollResult `json:"empty_poll,omitempty"`
 	Artifact     *ArtifactResult  `json:"artifact,omitempty"`
+	Transfer     *TransferResult  `json:"transfer,omitempty"`
 	Pgbench      *PgbenchResult   `json:"pgbench,omitempty"`
 	Claim        *ClaimResult     `json:"claim,omitempty"`
 	Summary      []SummaryRow     `json:"summary"`
@@ -299,6 +313,7 @@ func runPhases(ctx context.Context, e *env, rep *Report) error {
 		{PhasePickup, func() (err error) { rep.Pickup, err = runPickup(ctx, e); return }},
 		{PhaseEmptyPoll, func() (err error) { rep.EmptyPoll, err = runEmptyPoll(ctx, e); return }},
 		{PhaseArtifact, func() (err error) { rep.Artifact, err = runArtifact(ctx, e); return }},
+		{PhaseTransfer, func() (err error) { rep.Transfer, err = runTransfer(ctx, e); return }},
 		{PhasePgbench, func() (err error) {
 			rep.Pgbench, err = runPgbench(ctx, e)
 			if rep.Pgbench != nil && rep.Lifecycle != nil && rep.Pgbench.BestPerSecond > 0 {

@@ -59,15 +59,23 @@ func TestSmoke(t *testing.T) {
 	if rep.Artifact == nil || len(rep.Artifact.SHA256) != 64 || rep.Artifact.BaselineRSS <= 0 {
 		t.Errorf("artifact: %+v", rep.Artifact)
 	}
+	if x := rep.Transfer; x == nil || x.UploadRatio <= 0 || x.DownloadRatio <= 0 || x.CopySeconds <= 0 {
+		t.Errorf("transfer: %+v", x)
+	} else if x.S3 == nil && os.Getenv("CI") != "" {
+		t.Errorf("the S3 transfer did not run on CI: %s", x.S3Skipped)
+	}
 	if rep.Claim == nil || rep.Claim.Small.Latency.N != cfg.ClaimSamples || rep.Claim.Large.Latency.N != cfg.ClaimSamples || rep.Claim.Ratio <= 0 {
 		t.Errorf("claim: %+v", rep.Claim)
 	}
 	if rep.Pgbench == nil || (rep.Pgbench.Skipped == "" && (rep.Pgbench.BestPerSecond <= 0 || rep.Pgbench.Ratio <= 0)) {
 		t.Errorf("pgbench: %+v", rep.Pgbench)
 	}
-	wantRows := 6
+	wantRows := 8
 	if rep.Pgbench != nil && rep.Pgbench.Skipped != "" {
 		wantRows--
+	}
+	if rep.Transfer != nil && rep.Transfer.S3 != nil {
+		wantRows++
 	}
 	if len(rep.Summary) != wantRows {
 		t.Errorf("summary has %d rows, want %d: %+v", len(rep.Summary), wantRows, rep.Summary)

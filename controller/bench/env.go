@@ -372,10 +372,11 @@ type child struct {
 	stopErr  error
 }
 
-func startChild(bin string, args []string, logf func(string, ...any)) (*child, error) {
+// startChild starts the controller with args, and env added to childEnv.
+func startChild(bin string, args []string, logf func(string, ...any), env ...string) (*child, error) {
 	c := &child{out: &childLog{ready: make(chan string, 1), logf: logf}, exited: make(chan struct{})}
 	c.cmd = exec.Command(bin, args...) // not CommandContext: stop shuts it down gracefully
-	c.cmd.Env = childEnv()
+	c.cmd.Env = append(childEnv(), env...)
 	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
 	c.cmd.SysProcAttr = sysProcAttr()
 	c.cmd.WaitDelay = 5 * time.Second

@@ -27,6 +27,8 @@ const (
 	targetClaimRatio          = 2.0
 	targetRSSGrowthMiB        = 64.0
 	targetPgbenchRatio        = 0.70
+	targetTransferRatio       = 0.80 // issue 16: ≥ 0.8 × a copy + fsync on the same disk
+	targetS3CPUPerGiB         = 0.05 // issue 16: "near zero" CPU per GiB with S3; ours: 50 ms
 )
 
 func summarize(r *Report) []SummaryRow {
@@ -51,6 +53,19 @@ func summarize(r *Report) []SummaryRow {
 		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Controller RSS growth, %s artifact", size(a.Bytes)), Value: a.Growth,
 			Shown: fmt.Sprintf("%.1f MiB", a.Growth), Target: fmt.Sprintf("< %.0f MiB", targetRSSGrowthMiB),
 			Pass: a.Growth < targetRSSGrowthMiB, Source: "issue"})
+	}
+	if x := r.Transfer; x != nil {
+		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Upload through the controller ÷ copy+fsync, %s", size(x.Bytes)), Value: x.UploadRatio,
+			Shown: fmt.Sprintf("%.2f", x.UploadRatio), Target: fmt.Sprintf("≥ %.2f", targetTransferRatio),
+			Pass: x.UploadRatio >= targetTransferRatio, Source: "issue 16"})
+		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Download through the controller ÷ copy+fsync, %s", size(x.Bytes)), Value: x.DownloadRatio,
+			Shown: fmt.Sprintf("%.2f", x.DownloadRatio), Target: fmt.Sprintf("≥ %.2f", targetTransferRatio),
+			Pass: x.DownloadRatio >= targetTransferRatio, Source: "issue 16"})
+		if s3 := x.S3; s3 != nil {
+			rows = append(rows, SummaryRow{Name: "Controller CPU per GiB moved with S3 (direct)", Value: s3.ControllerCPUPerGiB,
+				Shown: fmt.Sprintf("%.3f CPU-s", s3.ControllerCPUPerGiB), Target: fmt.Sprintf("≤ %.2f CPU-s", targetS3CPUPerGiB),
+				Pass: s3.ControllerCPUPerGiB <= targetS3CPUPerGiB, Source: "issue 16: near zero, the controller only signs"})
+		}
 	}
 	if p := r.Pgbench; p != nil && p.Skipped == "" && p.Ratio > 0 {
 		rows = append(rows, SummaryRow{Name: fmt.Sprintf("HTTP ÷ pgbench lifecycles/s (ceiling %.0f /s)", p.BestPerSecond), Value: p.Ratio,

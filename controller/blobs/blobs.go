@@ -254,13 +254,80 @@ func (s *Store) Create(ctx context.Context, buildID string, f File) (*Pending, e
 	return &Pending{w: w, h: sha256.New()}, nil
 }
 
+// Buffers of Fill: a small first one, enough for most sources and logs,
+// and for larger files fillBuffers of fillChunk bytes cycling between the
+// writer and the hasher.
+const (
+	fillFirst   = 64 << 10
+	fillChunk   = 1 << 20
+	fillBuffers = 4
+)
+
 // Fill copies r into the file, failing with ErrTooLarge beyond limit bytes.
+//
+// Large files are hashed in a second goroutine while the next chunk is
+// read and written: receiving, writing and hashing each cost about as
+// much CPU, and one after the other they made an upload through the
+// controller half as fast as a plain copy of the same bytes. The chunks
+// are large (fewer write calls) and reused (no allocation per chunk).
 func (p *Pending) Fill(r io.Reader, limit int64) error {
-	n, err := io.Copy(io.MultiWriter(p.w, p.h), io.LimitReader(r, limit-p.n+1))
-	p.n += n
+	lr := io.LimitReader(r, limit-p.n+1)
+	first := make([]byte, fillFirst)
+	n, err := io.ReadFull(lr, first)
+	if err == io.EOF || err == io.ErrUnexpectedEOF {
+		// Small: all of it is here.
+		if _, err := p.Write(first[:n]); err != nil {
+			return err
+		}
+		return p.checkLimit(limit)
+	}
 	if err != nil {
 		return err
 	}
+	if _, err := p.Write(first); err != nil {
+		return err
+	}
+	free := make(chan []byte, fillBuffers)
+	for range fillBuffers {
+		free <- make([]byte, fillChunk)
+	}
+	full := make(chan []byte, fillBuffers)
+	hashed := make(chan struct{})
+	go func() {
+		defer close(hashed)
+		for b := range full {
+			p.h.Write(b)
+			free <- b[:cap(b)]
+		}
+	}()
+	err = func() error {
+		for {
+			b := <-free
+			n, rerr := io.ReadFull(lr, b)
+			if n > 0 {
+				if _, err := p.w.Write(b[:n]); err != nil {
+					return err
+				}
+				p.n += int64(n)
+				full <- b[:n]
+			}
+			if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+				return nil
+			}
+			if rerr != nil {
+				return rerr
+			}
+		}
+	}()
+	close(full)
+	<-hashed
+	if err != nil {
+		return err
+	}
+	return p.checkLimit(limit)
+}
+
+func (p *Pending) checkLimit(limit int64) error {
 	if p.n > limit {
 		return ErrTooLarge
 	}

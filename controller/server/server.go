@@ -213,6 +213,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/builds/{id}/credentials", s.vm(s.buildCredentials))
 	m.HandleFunc("POST /api/builds/{id}/logs", s.vm(s.appendLog))
 	m.HandleFunc("POST /api/builds/{id}/artifacts", s.vm(s.uploadArtifact))
+	m.HandleFunc("PUT /api/builds/{id}/artifacts/{name}", s.vm(s.putArtifact))
 	m.HandleFunc("POST /api/builds/{id}/artifacts/direct", s.vm(s.startDirectUpload))
 	m.HandleFunc("POST /api/builds/{id}/artifacts/direct/complete", s.vm(s.completeDirectUpload))
 

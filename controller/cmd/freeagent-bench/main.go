@@ -104,6 +104,8 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, bool, error) {
 	fs.IntVar(&cfg.ClaimLarge, "claim-large", cfg.ClaimLarge, "pending builds for the second")
 	fs.IntVar(&cfg.ClaimSamples, "claim-samples", cfg.ClaimSamples, "claims timed at each size")
 	artifact := fs.String("artifact-size", strconv.FormatInt(cfg.ArtifactBytes, 10), "artifact streamed through the controller: bytes, or with KiB, MiB, GiB")
+	transfer := fs.String("transfer-size", strconv.FormatInt(cfg.TransferBytes, 10), "file moved through the controller and compared with copy + fsync, and with S3: bytes, or with KiB, MiB, GiB")
+	fs.StringVar(&cfg.VersitygwPath, "versitygw", cfg.VersitygwPath, "versitygw binary for the S3 transfer (default: on PATH or in GOPATH/bin; without it that part is skipped)")
 	pgClients := fs.String("pgbench-clients", ints(cfg.PgbenchClients), "pgbench client counts to try; the best is the ceiling")
 	fs.DurationVar(&cfg.PgbenchDuration, "pgbench-duration", cfg.PgbenchDuration, "pgbench -T of each run")
 	fs.StringVar(&cfg.PgbenchMode, "pgbench-mode", cfg.PgbenchMode, "pgbench -M: simple, extended or prepared (the controller's driver prepares)")
@@ -124,6 +126,9 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, bool, error) {
 	}
 	if cfg.ArtifactBytes, err = parseSize(*artifact); err != nil {
 		return cfg, false, err
+	}
+	if cfg.TransferBytes, err = parseSize(*transfer); err != nil {
+		return cfg, false, fmt.Errorf("--transfer-size: %w", err)
 	}
 	if cfg.PgbenchClients, err = parseInts(*pgClients); err != nil {
 		return cfg, false, fmt.Errorf("--pgbench-clients: %w", err)

@@ -1,0 +1,413 @@
+package bench
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/minio/minio-go/v7"
+	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// TransferResult compares moving a file through the controller with
+// copying it on the same disk, in the same run (issue 16, item 5).
+type TransferResult struct {
+	Bytes  int64 `json:"bytes"`
+	Rounds int   `json:"rounds"` // each figure is the best of this many
+	// CopySeconds is the baseline: read the file (from the page cache)
+	// and write it to a new file on the controller's disk in 1 MiB
+	// blocks, then fsync it once.
+	CopySeconds float64 `json:"copy_seconds"`
+	// File store, through the controller: the VM's upload of the file as
+	// an artifact (PUT, the client reads it from the page cache and sends
+	// its SHA-256, computed beforehand), and the download of it into a
+	// file on the same disk, fsynced.
+	UploadSeconds   float64 `json:"upload_seconds"`
+	DownloadSeconds float64 `json:"download_seconds"`
+	UploadRatio     float64 `json:"upload_ratio"`   // CopySeconds ÷ UploadSeconds
+	DownloadRatio   float64 `json:"download_ratio"` // CopySeconds ÷ DownloadSeconds
+	// StreamCPUPerGiB is the file-store controller's CPU seconds per GiB
+	// moved (up and down together).
+	StreamCPUPerGiB float64 `json:"stream_cpu_s_per_gib"`
+	// S3 is the same transfer with an S3 store (a local versitygw): the
+	// VM's direct upload (parts above the multipart threshold) and the
+	// 307 download; nil when skipped, see S3Skipped.
+	S3        *S3Transfer `json:"s3,omitempty"`
+	S3Skipped string      `json:"s3_skipped,omitempty"`
+}
+
+// S3Transfer is the transfer with an S3 store.
+type S3Transfer struct {
+	UploadSeconds   float64 `json:"upload_seconds"`
+	DownloadSeconds float64 `json:"download_seconds"`
+	// ControllerCPUPerGiB is the controller's CPU seconds per GiB moved,
+	// counted during the uploads and downloads: it only signs URLs and
+	// checks what the store computed. IdleCPUPerGiB is what the same
+	// controller used doing nothing for as long (its background loops),
+	// included in the former.
+	ControllerCPUPerGiB float64 `json:"controller_cpu_s_per_gib"`
+	IdleCPUPerGiB       float64 `json:"idle_cpu_s_per_gib"`
+}
+
+const transferRounds = 3
+
+func runTransfer(ctx context.Context, e *env) (*TransferResult, error) {
+	cfg := e.cfg
+	r := &TransferResult{Bytes: cfg.TransferBytes, Rounds: transferRounds}
+	dir := filepath.Join(e.dir, "transfer")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, "payload")
+	sum, err := writePayload(src, cfg.TransferBytes)
+	if err != nil {
+		return nil, err
+	}
+	pid := e.ctrl.pid()
+	var cpu float64
+	for i := range transferRounds {
+		d, err := copyFsync(src, filepath.Join(e.dataDir, "copy-baseline"))
+		if err != nil {
+			return nil, err
+		}
+		r.CopySeconds = best(r.CopySeconds, d)
+		up, down, used, err := e.transferOnce(ctx, e.client(), pid, src, sum, filepath.Join(dir, "download"), false)
+		if err != nil {
+			return nil, fmt.Errorf("file store, round %d: %w", i+1, err)
+		}
+		cpu += used
+		r.UploadSeconds, r.DownloadSeconds = best(r.UploadSeconds, up), best(r.DownloadSeconds, down)
+	}
+	gib := float64(2*transferRounds) * float64(cfg.TransferBytes) / (1 << 30)
+	r.StreamCPUPerGiB = cpu / gib
+	r.UploadRatio, r.DownloadRatio = r.CopySeconds/r.UploadSeconds, r.CopySeconds/r.DownloadSeconds
+	e.logf("   file store, %s: copy+fsync %.2fs; upload %.2fs (%.2f×), download %.2fs (%.2f×); controller %.2f CPU-s/GiB",
+		size(cfg.TransferBytes), r.CopySeconds, r.UploadSeconds, r.UploadRatio, r.DownloadSeconds, r.DownloadRatio, r.StreamCPUPerGiB)
+
+	s3c, skipped, err := e.startS3Controller(ctx)
+	if err != nil {
+		return r, err
+	}
+	if s3c == nil {
+		r.S3Skipped = skipped
+		e.logf("   S3: skipped: %s", skipped)
+		return r, nil
+	}
+	r.S3 = &S3Transfer{}
+	cpu = 0
+	var busy time.Duration
+	for i := range transferRounds {
+		up, down, used, err := e.transferOnce(ctx, s3c.client, s3c.pid, src, sum, filepath.Join(dir, "download"), true)
+		if err != nil {
+			return nil, fmt.Errorf("S3 store, round %d: %w", i+1, err)
+		}
+		cpu += used
+		busy += up + down
+		r.S3.UploadSeconds, r.S3.DownloadSeconds = best(r.S3.UploadSeconds, up), best(r.S3.DownloadSeconds, down)
+	}
+	r.S3.ControllerCPUPerGiB = cpu / gib
+	idle0, err := cpuSeconds(s3c.pid)
+	if err != nil {
+		return nil, err
+	}
+	if err := sleep(ctx, busy); err != nil {
+		return nil, err
+	}
+	idle1, err := cpuSeconds(s3c.pid)
+	if err != nil {
+		return nil, err
+	}
+	r.S3.IdleCPUPerGiB = (idle1 - idle0) / gib
+	e.logf("   S3 store (versitygw on this machine): upload %.2fs, download %.2fs; controller %.3f CPU-s/GiB (idle for as long: %.3f)",
+		r.S3.UploadSeconds, r.S3.DownloadSeconds, r.S3.ControllerCPUPerGiB, r.S3.IdleCPUPerGiB)
+	return r, errors.Join(e.alive(), s3c.ctrl.died())
+}
+
+// best keeps the shorter of two durations, 0 meaning none yet.
+func best(cur float64, d time.Duration) float64 {
+	if s := d.Seconds(); cur == 0 || s < cur {
+		return s
+	}
+	return cur
+}
+
+// writePayload writes n pseudo-random bytes to path and syncs them, and
+// gives their hex SHA-256; reading them back afterwards hits the page
+// cache, for the copy and the upload alike.
+func writePayload(path string, n int64) (string, error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(rand.NewChaCha8([32]byte{'x', 'f', 'e', 'r'}), n)); err != nil {
+		return "", fmt.Errorf("write the payload: %w", err)
+	}
+	if err := f.Sync(); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// copyFsync is the baseline: a plain copy in 1 MiB blocks (as dd or cp
+// without a kernel copy offload would) and one fsync.
+func copyFsync(src, dst string) (time.Duration, error) {
+	start := time.Now()
+	in, err := os.Open(src)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(dst)
+	defer out.Close()
+	buf := make([]byte, 1<<20)
+	for {
+		n, err := in.Read(buf)
+		if n > 0 {
+			if _, err := out.Write(buf[:n]); err != nil {
+				return 0, err
+			}
+		}
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return 0, err
+		}
+	}
+	if err := out.Sync(); err != nil {
+		return 0, err
+	}
+	return time.Since(start), nil
+}
+
+// transferOnce submits a build, takes it as a worker, uploads the payload
+// as its artifact as the VM does (direct: straight to the store with the
+// URLs the controller signs; else streamed through the controller as a
+// raw PUT), completes the build and downloads the artifact into dst,
+// fsynced. cpu is the CPU time process pid (the controller) used during
+// the upload and the download. The SHA-256 of what came back is checked
+// after the clock stops.
+func (e *env) transferOnce(ctx context.Context, c *api.Client, pid int, src, sum, dst string, direct bool) (up, down time.Duration, cpu float64, err error) {
+	w, err := registerWorker(ctx, c, "transfer")
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	sub, err := e.submit(ctx, c)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	job, err := w.poll(ctx, 5*time.Second)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if job == nil || job.ID != sub.ID {
+		return 0, 0, 0, fmt.Errorf("the worker did not claim build %s", sub.ID)
+	}
+	if err := w.heartbeat(ctx, job); err != nil {
+		return 0, 0, 0, err
+	}
+	f, err := os.Open(src)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer f.Close()
+	size := e.cfg.TransferBytes
+	auth, err := c.VMAuth(ctx, job.ID, job.OTP)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("vm auth: %w", err)
+	}
+	cpu0, err := cpuSeconds(pid)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	start := time.Now()
+	if direct {
+		d, err := c.StartArtifactUpload(ctx, job.ID, auth.VMToken, api.DirectUploadRequest{Name: artifactName, Size: size, SHA256: sum})
+		if err != nil || !d.Direct {
+			return 0, 0, 0, fmt.Errorf("start a direct upload: %+v %v", d, err)
+		}
+		if err := api.SendDirect(ctx, e.hc, d, f, size); err != nil {
+			return 0, 0, 0, err
+		}
+		if _, err := c.CompleteArtifactUpload(ctx, job.ID, auth.VMToken, d.Ticket); err != nil {
+			return 0, 0, 0, fmt.Errorf("complete the direct upload: %w", err)
+		}
+	} else if _, err := c.PutArtifact(ctx, job.ID, auth.VMToken, artifactName, f, size, sum); err != nil {
+		return 0, 0, 0, fmt.Errorf("upload: %w", err)
+	}
+	up = time.Since(start)
+	cpu1, err := cpuSeconds(pid)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if _, err := w.c.Upload(ctx, w.token, api.Result{BuildID: job.ID, AttemptID: job.AttemptID, LeaseToken: job.LeaseToken, Success: true}); err != nil {
+		return 0, 0, 0, fmt.Errorf("complete the build: %w", err)
+	}
+
+	cpu2, err := cpuSeconds(pid)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	start = time.Now()
+	resp, err := c.DownloadArtifact(ctx, job.ID, artifactName, 0)
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("download: %w", err)
+	}
+	defer resp.Body.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	defer os.Remove(dst)
+	defer out.Close()
+	n, err := io.Copy(out, resp.Body)
+	if err == nil {
+		err = out.Sync()
+	}
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("download: %w", err)
+	}
+	down = time.Since(start)
+	cpu3, err := cpuSeconds(pid)
+	if err != nil {
+		return 0, 0, 0, err
+	}
+	if _, err := out.Seek(0, io.SeekStart); err != nil {
+		return 0, 0, 0, err
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, out); err != nil {
+		return 0, 0, 0, err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); n != size || got != sum {
+		return 0, 0, 0, fmt.Errorf("download: %d bytes with SHA-256 %s, want %d with %s", n, got, size, sum)
+	}
+	return up, down, (cpu1 - cpu0) + (cpu3 - cpu2), nil
+}
+
+// s3Controller is a second controller, on the same database, whose store
+// is a bucket of a versitygw gateway started for the run.
+type s3Controller struct {
+	ctrl   *child
+	pid    int
+	client *api.Client
+}
+
+// startS3Controller starts versitygw and the controller on it. Without
+// versitygw it says why in skipped.
+func (e *env) startS3Controller(ctx context.Context) (_ *s3Controller, skipped string, err error) {
+	bin := e.cfg.VersitygwPath
+	if bin == "" {
+		if bin, err = findVersitygw(); err != nil {
+			return nil, "versitygw not found on PATH or in $(go env GOPATH)/bin; install it with `go install github.com/versity/versitygw/cmd/versitygw@v1.8.0`", nil
+		}
+	}
+	dir := filepath.Join(e.dir, "s3")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, "", err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, "", err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", port)
+	access, secret := "bench", fmt.Sprintf("%x", rand.Uint64())+fmt.Sprintf("%x", rand.Uint64())
+	gw := exec.Command(bin, "--port", addr, "--quiet", "posix", dir)
+	gw.Env = append(childEnv(), "ROOT_ACCESS_KEY_ID="+access, "ROOT_SECRET_ACCESS_KEY="+secret)
+	gw.SysProcAttr = sysProcAttr()
+	if err := gw.Start(); err != nil {
+		return nil, "", fmt.Errorf("start versitygw: %w", err)
+	}
+	exited := make(chan struct{})
+	go func() { gw.Wait(); close(exited) }()
+	e.onClose(func() error {
+		gw.Process.Kill()
+		<-exited
+		return nil
+	})
+	if err := waitListening(ctx, addr, exited); err != nil {
+		return nil, "", err
+	}
+	mc, err := minio.New(addr, &minio.Options{Creds: credentials.NewStaticV4(access, secret, ""), Region: "us-east-1"})
+	if err != nil {
+		return nil, "", err
+	}
+	if err := mc.MakeBucket(ctx, "bench", minio.MakeBucketOptions{Region: "us-east-1"}); err != nil {
+		return nil, "", fmt.Errorf("create the bench bucket: %w", err)
+	}
+	ctrl, err := startChild(e.bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(e.dir, "controller-s3"),
+		"--database-url", e.dsn, "--rate-per-key", "0", "--blob-store", "s3://bench/farm?endpoint=http://" + addr + "&region=us-east-1"},
+		e.logf, "AWS_ACCESS_KEY_ID="+access, "AWS_SECRET_ACCESS_KEY="+secret)
+	if err != nil {
+		return nil, "", err
+	}
+	e.onClose(ctrl.stop)
+	u, err := ctrl.waitURL(ctx, time.Minute)
+	if err != nil {
+		return nil, "", err
+	}
+	return &s3Controller{ctrl: ctrl, pid: ctrl.pid(), client: &api.Client{BaseURL: u, APIKey: e.key, HTTP: e.hc, UserAgent: "freeagent-bench"}}, "", nil
+}
+
+// findVersitygw looks on PATH, then in $(go env GOPATH)/bin.
+func findVersitygw() (string, error) {
+	if p, err := exec.LookPath("versitygw"); err == nil {
+		return p, nil
+	}
+	out, err := exec.Command(goTool(), "env", "GOPATH").Output()
+	if err != nil {
+		return "", err
+	}
+	for _, d := range filepath.SplitList(strings.TrimSpace(string(out))) {
+		p := filepath.Join(d, "bin", "versitygw")
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p, nil
+		}
+	}
+	return "", errors.New("versitygw not found")
+}
+
+// waitListening waits until addr accepts connections.
+func waitListening(ctx context.Context, addr string, exited <-chan struct{}) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			resp, err := http.Get("http://" + addr + "/")
+			if err == nil {
+				resp.Body.Close()
+				return nil
+			}
+		}
+		select {
+		case <-exited:
+			return errors.New("versitygw exited at start")
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("versitygw did not answer on %s within 30 s", addr)
+		}
+	}
+}
