@@ -21,6 +21,10 @@ type Backend interface {
 	// existing object stays readable, whole, until then, and is replaced
 	// whole.
 	Create(ctx context.Context, key string) (Writer, error)
+	// CreateNew stores a small object at key only if none is there: an
+	// error satisfying errors.Is(err, fs.ErrExist) otherwise. Replicas
+	// starting together on an empty store race through it.
+	CreateNew(ctx context.Context, key string, data []byte) error
 	// Open opens the object at key for reading. The Object reads any
 	// range (Seek, ReadAt), which is how resumable downloads (Range)
 	// are served.
@@ -39,6 +43,14 @@ type Backend interface {
 // Commit leaves nothing behind.
 type Writer interface {
 	io.Writer
+	// Prepare does ahead what makes Commit slow, once everything is
+	// written: the bytes become durable in the backend (the file store
+	// syncs its temporary file; the S3 store sends it to a staging
+	// object) without being visible at key. Callers prepare before the
+	// database transaction that commits and records the object, so that
+	// transaction lasts a rename or a copy inside the service, not an
+	// upload. Optional: Commit does whatever Prepare did not.
+	Prepare(ctx context.Context) error
 	// Commit makes the object visible at its key, complete and durable.
 	Commit(ctx context.Context) error
 	// Abort discards what was written.

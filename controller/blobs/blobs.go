@@ -273,8 +273,8 @@ const (
 func (p *Pending) Fill(r io.Reader, limit int64) error {
 	lr := io.LimitReader(r, limit-p.n+1)
 	first := make([]byte, fillFirst)
-	n, err := io.ReadFull(lr, first)
-	if err == io.EOF || err == io.ErrUnexpectedEOF {
+	n, err := readChunk(lr, first)
+	if err == io.EOF {
 		// Small: all of it is here.
 		if _, err := p.Write(first[:n]); err != nil {
 			return err
@@ -303,15 +303,18 @@ func (p *Pending) Fill(r io.Reader, limit int64) error {
 	err = func() error {
 		for {
 			b := <-free
-			n, rerr := io.ReadFull(lr, b)
+			n, rerr := readChunk(lr, b)
 			if n > 0 {
 				if _, err := p.w.Write(b[:n]); err != nil {
+					free <- b
 					return err
 				}
 				p.n += int64(n)
 				full <- b[:n]
+			} else {
+				free <- b
 			}
-			if rerr == io.EOF || rerr == io.ErrUnexpectedEOF {
+			if rerr == io.EOF {
 				return nil
 			}
 			if rerr != nil {
@@ -325,6 +328,21 @@ func (p *Pending) Fill(r io.Reader, limit int64) error {
 		return err
 	}
 	return p.checkLimit(limit)
+}
+
+// readChunk reads into b until it is full or r fails; io.EOF means r
+// ended cleanly (a truncated multipart part says io.ErrUnexpectedEOF,
+// which must not pass for the end).
+func readChunk(r io.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := r.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 func (p *Pending) checkLimit(limit int64) error {
@@ -355,6 +373,11 @@ func (p *Pending) Verify(want string) error {
 	}
 	return nil
 }
+
+// Prepare makes the written bytes durable in the store without showing
+// them (see Writer.Prepare): call it before the transaction that commits
+// and records the file, which then stays short.
+func (p *Pending) Prepare(ctx context.Context) error { return p.w.Prepare(ctx) }
 
 // Commit makes the file visible, complete and durable: the caller records
 // it in the database next, and that record must never outlive the file.
@@ -388,15 +411,13 @@ func (s *Store) CheckSealKey(ctx context.Context) error {
 	aad := []byte("certificate key check")
 	obj, _, err := s.b.Open(ctx, keyCheck)
 	if errors.Is(err, fs.ErrNotExist) {
-		w, err := s.b.Create(ctx, keyCheck)
-		if err != nil {
+		// The first start. Replicas starting together race here: one
+		// marker wins, and the others check their key against it.
+		err = s.b.CreateNew(ctx, keyCheck, s.box.Seal([]byte("freeagent"), aad))
+		if !errors.Is(err, fs.ErrExist) {
 			return err
 		}
-		if _, err := w.Write(s.box.Seal([]byte("freeagent"), aad)); err != nil {
-			w.Abort()
-			return err
-		}
-		return w.Commit(ctx)
+		obj, _, err = s.b.Open(ctx, keyCheck)
 	}
 	if err != nil {
 		return fmt.Errorf("read the key check: %w", err)

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -87,6 +88,47 @@ var behaviours = []struct {
 		info, err := b.Stat(ctx, "builds/b1/attempts/a1/artifact-app.apk")
 		if err != nil || info.Size != int64(len(data)) || info.Key != "builds/b1/attempts/a1/artifact-app.apk" || time.Since(info.ModTime) > time.Hour {
 			t.Fatalf("stat: %+v %v", info, err)
+		}
+	}},
+	{"prepare then commit, or abort", func(t *testing.T, b blobs.Backend) {
+		data := random(t, 70_000)
+		w := create(t, b, "builds/b1/source")
+		write(t, w, data)
+		if err := w.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Stat(ctx, "builds/b1/source"); !errors.Is(err, fs.ErrNotExist) {
+			t.Fatalf("visible once prepared: %v", err)
+		}
+		if err := w.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := read(t, b, "builds/b1/source"); !bytes.Equal(got, data) {
+			t.Fatalf("read back %d bytes, differing", len(got))
+		}
+		a := create(t, b, "builds/b2/source")
+		write(t, a, data)
+		if err := a.Prepare(ctx); err != nil {
+			t.Fatal(err)
+		}
+		a.Abort()
+		// Only the committed object is left, staging included.
+		if keys := list(t, b, ""); !slices.Equal(keys, []string{"builds/b1/source"}) {
+			t.Fatalf("after a prepared abort: %v", keys)
+		}
+	}},
+	{"create new never replaces", func(t *testing.T, b blobs.Backend) {
+		if err := b.CreateNew(ctx, "keys/marker", []byte("first")); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.CreateNew(ctx, "keys/marker", []byte("second")); !errors.Is(err, fs.ErrExist) {
+			t.Fatalf("a second CreateNew: %v", err)
+		}
+		if got := read(t, b, "keys/marker"); string(got) != "first" {
+			t.Fatalf("the marker holds %q", got)
+		}
+		if keys := list(t, b, ""); !slices.Equal(keys, []string{"keys/marker"}) {
+			t.Fatalf("left: %v", keys)
 		}
 	}},
 	{"abort leaves nothing", func(t *testing.T, b blobs.Backend) {
@@ -321,6 +363,28 @@ var behaviours = []struct {
 		}
 		if got := read(t, b, "builds/b1/attempts/a1/artifact-app.apk"); !bytes.Equal(got, data) {
 			t.Fatalf("promoted: %q", got)
+		}
+	}},
+	{"replicas starting together on an empty store agree on one key", func(t *testing.T, b blobs.Backend) {
+		const n = 6
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			s, _ := blobs.New(b, bytes.Repeat([]byte{byte(i + 1)}, 32))
+			wg.Go(func() { errs[i] = s.CheckSealKey(ctx) })
+		}
+		wg.Wait()
+		ok := 0
+		for i, err := range errs {
+			switch {
+			case err == nil:
+				ok++
+			case !errors.Is(err, blobs.ErrKeyMismatch):
+				t.Fatalf("replica %d: %v", i, err)
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("%d of %d replicas with different keys started (errors %v)", ok, n, errs)
 		}
 	}},
 	{"replicas sharing the store must share the certificate key", func(t *testing.T, b blobs.Backend) {

@@ -78,20 +78,37 @@ func (d *Dir) Create(_ context.Context, key string) (Writer, error) {
 }
 
 type dirWriter struct {
-	f     *os.File
-	final string
-	done  bool
+	f        *os.File
+	final    string
+	done     bool
+	prepared bool // synced by Prepare
 }
 
 func (w *dirWriter) Write(b []byte) (int, error) { return w.f.Write(b) }
 
-// Commit flushes the file to disk and renames it into place.
+// Prepare flushes the temporary file to disk.
+func (w *dirWriter) Prepare(context.Context) error {
+	if w.done {
+		return errors.New("file already committed or aborted")
+	}
+	if err := w.f.Sync(); err != nil {
+		return fmt.Errorf("store file: %w", err)
+	}
+	w.prepared = true
+	return nil
+}
+
+// Commit flushes the file to disk (unless Prepare did) and renames it
+// into place.
 func (w *dirWriter) Commit(context.Context) error {
 	if w.done {
 		return errors.New("file already committed or aborted")
 	}
 	w.done = true
-	err := w.f.Sync()
+	var err error
+	if !w.prepared {
+		err = w.f.Sync()
+	}
 	if cerr := w.f.Close(); err == nil {
 		err = cerr
 	}
@@ -269,4 +286,32 @@ func (d *Dir) SweepStale(ctx context.Context, age time.Duration) (int, error) {
 		return n, fmt.Errorf("sweep temporary files: %w", err)
 	}
 	return n, nil
+}
+
+// CreateNew writes a synced temporary file and links it to key, which
+// fails when key exists: unlike a rename, a link never replaces.
+func (d *Dir) CreateNew(ctx context.Context, key string, data []byte) error {
+	final, err := d.path(key)
+	if err != nil {
+		return err
+	}
+	w, err := d.Create(ctx, key)
+	if err != nil {
+		return err
+	}
+	dw := w.(*dirWriter)
+	defer dw.Abort() // removes the temporary file, linked or not
+	if _, err := dw.Write(data); err != nil {
+		return fmt.Errorf("store file: %w", err)
+	}
+	if err := dw.Prepare(ctx); err != nil {
+		return err
+	}
+	if err := os.Link(dw.f.Name(), final); err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s: %w", key, fs.ErrExist)
+		}
+		return fmt.Errorf("store file: %w", err)
+	}
+	return syncDir(filepath.Dir(final))
 }

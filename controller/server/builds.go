@@ -224,6 +224,10 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 	} else {
 		nb.SourceSize, nb.SourceSHA256 = source.Size(), source.SHA256()
 	}
+	if err := preparePending(r.Context(), source, certs, sealedCreds); err != nil {
+		fail(err)
+		return
+	}
 	nb.Commit = func() error {
 		if direct != nil {
 			if direct.format == "" {
@@ -513,6 +517,9 @@ func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID st
 		}
 		pendings = append(pendings, creds)
 	}
+	if err := preparePending(r.Context(), pendings...); err != nil {
+		return store.Submitted{}, err
+	}
 	nb.Commit = func() error {
 		for _, p := range pendings {
 			if err := p.Commit(r.Context()); err != nil {
@@ -647,3 +654,18 @@ func (s *Server) serveFile(w http.ResponseWriter, r *http.Request, buildID strin
 // checkFreeSpace refuses new builds (507) while the file store's disk is
 // below --min-free-disk, instead of filling it.
 func (s *Server) checkFreeSpace() error { return s.blobs.CheckFloor(s.minFree, "--min-free-disk") }
+
+// preparePending makes the files written for a request durable in the
+// store before the transaction that commits and records them (nil ones
+// are skipped): that transaction then lasts a rename, or a copy inside the
+// object store, never an upload.
+func preparePending(ctx context.Context, ps ...*blobs.Pending) error {
+	for _, p := range ps {
+		if p != nil {
+			if err := p.Prepare(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}

@@ -227,6 +227,10 @@ func (s *Server) uploadArtifact(w http.ResponseWriter, r *http.Request, buildID,
 			s.fail(w, r, err)
 			return
 		}
+		if err := p.Prepare(r.Context()); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		a := &store.PendingArtifact{Name: name, Size: p.Size(), SHA256: p.SHA256(), Commit: func() error { return p.Commit(r.Context()) }}
 		if err := s.store.AddArtifact(r.Context(), buildID, attemptID, a); err != nil {
 			s.fail(w, r, err)

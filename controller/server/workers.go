@@ -226,6 +226,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerA
 			s.fail(w, r, err)
 			return
 		}
+		if err := pending.Prepare(r.Context()); err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		res.Artifact = &store.PendingArtifact{Name: name, Size: pending.Size(), SHA256: pending.SHA256(), Commit: func() error { return pending.Commit(r.Context()) }}
 	}
 	resp, err := s.store.Complete(r.Context(), wa, res)

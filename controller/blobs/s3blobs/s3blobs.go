@@ -14,7 +14,9 @@
 package s3blobs
 
 import (
+	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
@@ -269,11 +271,12 @@ func (s *Store) Create(_ context.Context, key string) (blobs.Writer, error) {
 }
 
 type writer struct {
-	s    *Store
-	f    *os.File
-	name string
-	n    int64
-	done bool
+	s      *Store
+	f      *os.File
+	name   string
+	n      int64
+	done   bool
+	staged string // the staging object Prepare sent the bytes to
 }
 
 func (w *writer) Write(b []byte) (int, error) {
@@ -282,24 +285,65 @@ func (w *writer) Write(b []byte) (int, error) {
 	return n, err
 }
 
-// Commit PUTs the spooled bytes (in parallel parts when large). Each
+// Prepare PUTs the spooled bytes to a staging object under uploads/ (the
+// collector removes one a crash leaves), so that Commit is a copy inside
+// the service.
+func (w *writer) Prepare(ctx context.Context) error {
+	if w.done || w.staged != "" {
+		return errors.New("object already prepared, committed or aborted")
+	}
+	r := make([]byte, 12)
+	rand.Read(r) //nolint:errcheck // crypto/rand does not fail on supported platforms
+	staged := w.s.prefix + "uploads/staged/" + hex.EncodeToString(r)
+	if err := w.put(ctx, staged); err != nil {
+		return err
+	}
+	w.staged = staged
+	w.discard()
+	return nil
+}
+
+// put sends the spooled bytes to name (in parallel parts when large). Each
 // request is retried with backoff by the client, re-reading the spool file;
 // the object appears only when the PUT (or the multipart upload's
 // completion) succeeds, and a failed multipart upload is aborted.
+func (w *writer) put(ctx context.Context, name string) error {
+	// A SectionReader, not the file: the client closes a body that is an
+	// io.Closer, and re-reads one that is an io.Seeker when it retries.
+	body := io.NewSectionReader(w.f, 0, w.n)
+	if _, err := w.s.c.PutObject(ctx, w.s.cfg.Bucket, name, body, w.n,
+		minio.PutObjectOptions{ContentType: "application/octet-stream"}); err != nil {
+		return fmt.Errorf("upload %s to bucket %s: %w", name, w.s.cfg.Bucket, err)
+	}
+	return nil
+}
+
+// Commit PUTs the spooled bytes to the object, or, once prepared, copies
+// the staging object there inside the service (ComposeObject: a single
+// copy, or part copies beyond 5 GiB) and removes it.
 func (w *writer) Commit(ctx context.Context) error {
 	if w.done {
 		return errors.New("object already committed or aborted")
 	}
 	w.done = true
-	defer w.discard()
-	// A SectionReader, not the file: the client closes a body that is an
-	// io.Closer, and re-reads one that is an io.Seeker when it retries.
-	body := io.NewSectionReader(w.f, 0, w.n)
-	if _, err := w.s.c.PutObject(ctx, w.s.cfg.Bucket, w.name, body, w.n,
-		minio.PutObjectOptions{ContentType: "application/octet-stream"}); err != nil {
-		return fmt.Errorf("upload %s to bucket %s: %w", w.name, w.s.cfg.Bucket, err)
+	if w.staged == "" {
+		defer w.discard()
+		return w.put(ctx, w.name)
+	}
+	defer w.removeStaged()
+	if _, err := w.s.c.ComposeObject(ctx, minio.CopyDestOptions{Bucket: w.s.cfg.Bucket, Object: w.name},
+		minio.CopySrcOptions{Bucket: w.s.cfg.Bucket, Object: w.staged}); err != nil {
+		return fmt.Errorf("copy %s to %s in bucket %s: %w", w.staged, w.name, w.s.cfg.Bucket, err)
 	}
 	return nil
+}
+
+// removeStaged deletes the staging object, whatever became of the
+// request that used it: the collector removes it if this fails.
+func (w *writer) removeStaged() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	w.s.c.RemoveObject(ctx, w.s.cfg.Bucket, w.staged, minio.RemoveObjectOptions{}) //nolint:errcheck // see above
 }
 
 func (w *writer) discard() {
@@ -312,6 +356,10 @@ func (w *writer) Abort() {
 		return
 	}
 	w.done = true
+	if w.staged != "" {
+		w.removeStaged()
+		return
+	}
 	w.discard()
 }
 
@@ -618,6 +666,25 @@ func (s *Store) AbortMultipart(ctx context.Context, key, uploadID string) error 
 	}
 	if err := s.c.RemoveObject(ctx, s.cfg.Bucket, name+partsSuffix, minio.RemoveObjectOptions{}); err != nil {
 		return fmt.Errorf("delete %s from bucket %s: %w", name+partsSuffix, s.cfg.Bucket, err)
+	}
+	return nil
+}
+
+// CreateNew PUTs with If-None-Match: *, which the service refuses (412)
+// when the key exists.
+func (s *Store) CreateNew(ctx context.Context, key string, data []byte) error {
+	name, err := s.object(key)
+	if err != nil {
+		return err
+	}
+	opts := minio.PutObjectOptions{ContentType: "application/octet-stream"}
+	opts.SetMatchETagExcept("*")
+	_, err = s.c.PutObject(ctx, s.cfg.Bucket, name, bytes.NewReader(data), int64(len(data)), opts)
+	if code := minio.ToErrorResponse(err).Code; code == "PreconditionFailed" || code == "ConditionalRequestConflict" {
+		return fmt.Errorf("%s: %w", key, fs.ErrExist)
+	}
+	if err != nil {
+		return fmt.Errorf("upload %s to bucket %s: %w", name, s.cfg.Bucket, err)
 	}
 	return nil
 }
