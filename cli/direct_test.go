@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -34,10 +35,11 @@ func TestSubmitDirectToS3(t *testing.T) {
 	e := newEnvOn(t, bucket.URL("farm"))
 	bucketHost := strings.TrimPrefix(bucket.Endpoint, "http://")
 	for _, tc := range []struct {
-		name  string
-		asset int
-		puts  int // PUTs to the bucket: one, or one per part
-	}{{"small", 2 << 20, 1}, {"multipart", 66 << 20, 5}} {
+		name        string
+		asset       int
+		puts        int  // PUTs to the bucket: one, or one per part
+		unreachable bool // the bucket cannot be reached from here: the archive goes through the controller
+	}{{"small", 2 << 20, 1, false}, {"multipart", 66 << 20, 5, false}, {"unreachable", 2 << 20, 1, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			asset := randomBytes(t, tc.asset)
 			dir := project(t, map[string]string{"package.json": `{"name":"demo"}`, "assets/video.bin": string(asset)})
@@ -49,6 +51,9 @@ func TestSubmitDirectToS3(t *testing.T) {
 					mu.Lock()
 					puts = append(puts, r.Method+" "+r.URL.Path)
 					mu.Unlock()
+					if tc.unreachable && r.Method == http.MethodPut {
+						return nil, errors.New("dial tcp: connect: no route to host")
+					}
 				} else if r.Body != nil {
 					r.Body = countingBody{r.Body, &toController}
 				}
@@ -67,8 +72,11 @@ func TestSubmitDirectToS3(t *testing.T) {
 					t.Fatalf("request to the bucket: %s", p)
 				}
 			}
-			if n := toController.Load(); n > 64<<10 {
+			if n := toController.Load(); tc.unreachable != (n > int64(tc.asset)) || (!tc.unreachable && n > 64<<10) {
 				t.Fatalf("%d bytes went to the controller", n)
+			}
+			if tc.unreachable != strings.Contains(r.stderr, "object store is unreachable from here") {
+				t.Fatalf("warning about the unreachable store:\n%s", r.stderr)
 			}
 			w := e.worker("android")
 			job := w.claim()

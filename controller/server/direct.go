@@ -24,10 +24,12 @@ import (
 const directUploadTTL = 30 * time.Minute
 
 // uploadTicket is what a direct upload's ticket carries, sealed (AES-GCM,
-// bound to the build) so the controller keeps no state between the two
-// calls and a VM cannot change what it declared.
+// bound to the build, or for a source to the API key that asked) so the
+// controller keeps no state between the calls and a client cannot change
+// what it declared: the staging key and, for a multipart upload, its id
+// and part size.
 type uploadTicket struct {
-	Attempt  string    `json:"a,omitempty"`
+	Attempt  string    `json:"a,omitempty"` // "" for a source
 	Name     string    `json:"n"`
 	Size     int64     `json:"s"`
 	SHA256   string    `json:"h"`
