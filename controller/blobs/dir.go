@@ -81,10 +81,24 @@ type dirWriter struct {
 	f        *os.File
 	final    string
 	done     bool
-	prepared bool // synced by Prepare
+	prepared bool  // synced by Prepare
+	n        int64 // bytes written
+	flushed  int64 // bytes whose writeback has been started
 }
 
-func (w *dirWriter) Write(b []byte) (int, error) { return w.f.Write(b) }
+// writebackEvery is how many written bytes start their writeback early
+// (see startWriteback).
+const writebackEvery = 8 << 20
+
+func (w *dirWriter) Write(b []byte) (int, error) {
+	n, err := w.f.Write(b)
+	w.n += int64(n)
+	if w.n-w.flushed >= writebackEvery {
+		startWriteback(w.f, w.flushed, w.n-w.flushed)
+		w.flushed = w.n
+	}
+	return n, err
+}
 
 // Prepare flushes the temporary file to disk.
 func (w *dirWriter) Prepare(context.Context) error {
