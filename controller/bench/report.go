@@ -62,9 +62,13 @@ func summarize(r *Report) []SummaryRow {
 			Shown: fmt.Sprintf("%.2f", x.DownloadRatio), Target: fmt.Sprintf("≥ %.2f", targetTransferRatio),
 			Pass: x.DownloadRatio >= targetTransferRatio, Source: "issue 16"})
 		if s3 := x.S3; s3 != nil {
-			rows = append(rows, SummaryRow{Name: "Controller CPU per GiB moved with S3 (direct)", Value: s3.ControllerCPUPerGiB,
-				Shown: fmt.Sprintf("%.3f CPU-s", s3.ControllerCPUPerGiB), Target: fmt.Sprintf("≤ %.2f CPU-s", targetS3CPUPerGiB),
-				Pass: s3.ControllerCPUPerGiB <= targetS3CPUPerGiB, Source: "issue 16: near zero, the controller only signs"})
+			// What the transfers cost, without what the controller's
+			// background loops use in the same time anyway.
+			net := max(s3.ControllerCPUPerGiB-s3.IdleCPUPerGiB, 0)
+			rows = append(rows, SummaryRow{Name: fmt.Sprintf("Controller CPU per GiB moved with S3, direct (file store: %.2f)", x.StreamCPUPerGiB), Value: net,
+				Shown:  fmt.Sprintf("%.3f CPU-s (%.3f with idle loops)", net, s3.ControllerCPUPerGiB),
+				Target: fmt.Sprintf("≤ %.2f CPU-s", targetS3CPUPerGiB),
+				Pass:   net <= targetS3CPUPerGiB, Source: "issue 16: near zero, the controller only signs"})
 		}
 	}
 	if p := r.Pgbench; p != nil && p.Skipped == "" && p.Ratio > 0 {
