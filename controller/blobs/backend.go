@@ -68,6 +68,10 @@ type Object interface {
 // go straight between the client and the service with short-lived signed
 // URLs, and the controller only signs and checks (the S3 store).
 type Direct interface {
+	// DirectTransfers is false when clients must not be sent to the
+	// service (direct=false): every transfer then goes through the
+	// controller, and the Presign and multipart methods answer "".
+	DirectTransfers() bool
 	// PresignGet returns a URL that GETs the object at key (Range
 	// included) until ttl has passed, answering with contentType and
 	// Content-Disposition disposition; "" when direct transfers are off.

@@ -522,13 +522,13 @@ func (s *Store) StartSourceUpload(ctx context.Context, size int64, sha256hex str
 
 // DirectUploads reports whether the store takes direct uploads at all.
 func (s *Store) DirectUploads() bool {
-	_, ok := s.b.(Direct)
-	return ok
+	d, ok := s.b.(Direct)
+	return ok && d.DirectTransfers()
 }
 
 func (s *Store) startDirect(ctx context.Context, dir string, size int64, sha256hex string, ttl time.Duration) (up DirectUpload, ok bool, err error) {
 	d, isDirect := s.b.(Direct)
-	if !isDirect || size > MaxDirectUpload {
+	if !isDirect || !d.DirectTransfers() || size > MaxDirectUpload {
 		return DirectUpload{}, false, nil
 	}
 	r := make([]byte, 12)

@@ -405,6 +405,9 @@ func (s *Store) Delete(ctx context.Context, key string) error {
 	return nil
 }
 
+// DirectTransfers is false with direct=false.
+func (s *Store) DirectTransfers() bool { return !s.cfg.NoDirect }
+
 // PresignGet signs a GET of the object for ttl. Signing is local: with the
 // region known (region=R, or learnt from the bucket on the first call) it
 // costs no request to the service.

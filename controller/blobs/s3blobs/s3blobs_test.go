@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
 )
@@ -195,5 +196,22 @@ func TestPresignedGet(t *testing.T) {
 	}
 	if u, err := off.PresignGet(ctx, "builds/x/source", time.Minute, "", ""); u != "" || err != nil {
 		t.Fatalf("direct=false: %q %v", u, err)
+	}
+	// Nor direct uploads: the controller says so before anything is signed.
+	files, err := blobs.New(off, make([]byte, 32))
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := strings.Repeat("ab", 32)
+	for _, size := range []int64{10, blobs.MultipartThreshold + 1} {
+		if up, ok, err := files.StartSourceUpload(ctx, size, sum, time.Minute); ok || err != nil || up.URL != "" || up.UploadID != "" {
+			t.Fatalf("direct=false, %d bytes: %+v %v %v", size, up, ok, err)
+		}
+	}
+	if files.DirectUploads() {
+		t.Fatal("direct=false takes direct uploads")
+	}
+	for up := range b.Client(t).ListIncompleteUploads(ctx, b.Name, "", true) {
+		t.Fatalf("direct=false began an upload: %+v", up)
 	}
 }
