@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -279,5 +280,51 @@ func TestUploadLargeArtifactInParts(t *testing.T) {
 	}
 	if a, err := c.store.AttemptArtifact(ctx, j.job.ID, j.job.AttemptID, "app.ipa"); err != nil || a.SHA256 != art.SHA256 {
 		t.Fatalf("the artifact: %+v %v", a, err)
+	}
+}
+
+// TestUploadArtifactStreamed: on the file store the VM streams its
+// artifact through the controller as a raw PUT, and to a controller that
+// predates that (404 for the PUT) as the multipart POST.
+func TestUploadArtifactStreamed(t *testing.T) {
+	c := startController(t)
+	ctx := context.Background()
+	data := make([]byte, 3<<20+1)
+	rand.Read(data)
+	sum := sha256.Sum256(data)
+	path := filepath.Join(t.TempDir(), "app-release.apk")
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, old := range []bool{false, true} {
+		j := c.startJob("android", tarGz(t, tarEntry{name: "package.json", body: "{}"}), nil)
+		var mu sync.Mutex
+		var sent []string // method and the last path element of each artifact request
+		client := &api.Client{BaseURL: c.URL, HTTP: &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+			if strings.Contains(r.URL.Path, "/artifacts") {
+				mu.Lock()
+				sent = append(sent, r.Method+" "+filepath.Base(r.URL.Path))
+				mu.Unlock()
+				if old && r.Method == http.MethodPut {
+					return &http.Response{StatusCode: http.StatusNotFound, Header: http.Header{"Content-Type": {"application/json"}},
+						Body: io.NopCloser(strings.NewReader(`{"error":"no such endpoint","code":"not_found"}`)), Request: r}, nil
+				}
+			}
+			return http.DefaultTransport.RoundTrip(r)
+		})}}
+		art, err := uploadArtifact(ctx, client, j.job.ID, c.vmToken(j.job), path, 30*time.Second, nil)
+		if err != nil {
+			t.Fatalf("old %v: %v", old, err)
+		}
+		if art.SHA256 != hex.EncodeToString(sum[:]) || art.Size != int64(len(data)) {
+			t.Fatalf("old %v: recorded %+v", old, art)
+		}
+		want := []string{"POST direct", "PUT app-release.apk"}
+		if old {
+			want = append(want, "POST artifacts")
+		}
+		if !slices.Equal(sent, want) {
+			t.Fatalf("old %v: requests %v, want %v", old, sent, want)
+		}
 	}
 }
