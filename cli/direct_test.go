@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
 )
 
@@ -39,14 +41,24 @@ func TestSubmitDirectToS3(t *testing.T) {
 		asset       int
 		puts        int  // PUTs to the bucket: one, or one per part
 		unreachable bool // the bucket cannot be reached from here: the archive goes through the controller
-	}{{"small", 2 << 20, 1, false}, {"multipart", 66 << 20, 5, false}, {"unreachable", 2 << 20, 1, true}} {
+		loseAnswer  bool // the first submit's answer is lost: the retry names the same upload
+	}{{"small", 2 << 20, 1, false, false}, {"multipart", 66 << 20, 5, false, false}, {"unreachable", 2 << 20, 1, true, false},
+		{"answer lost", 1 << 20, 1, false, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			asset := randomBytes(t, tc.asset)
 			dir := project(t, map[string]string{"package.json": `{"name":"demo"}`, "assets/video.bin": string(asset)})
 			var toController atomic.Int64
 			var mu sync.Mutex
 			var puts []string
+			var submits atomic.Int64
 			record := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
+				if r.Method == http.MethodPost && r.URL.Path == "/api/builds" && submits.Add(1) == 1 && tc.loseAnswer {
+					resp, err := http.DefaultTransport.RoundTrip(r)
+					if err == nil {
+						resp.Body.Close()
+					}
+					return nil, errors.New("read: connection reset by peer")
+				}
 				if r.URL.Host == bucketHost {
 					mu.Lock()
 					puts = append(puts, r.Method+" "+r.URL.Path)
@@ -64,6 +76,12 @@ func TestSubmitDirectToS3(t *testing.T) {
 				t.Fatalf("submit: %s", r)
 			}
 			id, _ := jsonOf[map[string]any](t, r)["id"].(string)
+			if want := map[bool]int64{false: 1, true: 2}[tc.loseAnswer]; submits.Load() != want {
+				t.Fatalf("%d submits, want %d", submits.Load(), want)
+			}
+			if list, err := e.admin.ListBuilds(context.Background(), api.ListOptions{Status: "pending"}); err != nil || len(list.Builds) != 1 || list.Builds[0].ID != id {
+				t.Fatalf("pending builds: %+v %v", list.Builds, err)
+			}
 			if len(puts) != tc.puts {
 				t.Fatalf("requests to the bucket: %v, want %d PUTs", puts, tc.puts)
 			}

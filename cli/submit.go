@@ -587,15 +587,20 @@ func (s *session) uploadDirect(ctx context.Context, c *api.Client, plan *pack.Pl
 	}
 	var out api.SubmitResponse
 	streamed := false
+	// The ticket of an upload sent: a submit retried after a network error
+	// names it again rather than sending the archive again (a first submit
+	// that went through is found by its Idempotency-Key).
+	ticket := ""
 	err = s.retry(ctx, "upload", true, func(ctx context.Context) error {
 		r := req
 		if certs != nil {
 			r.Certs = bytes.NewReader(certs)
 		}
+		r.SourceTicket = ticket
 		bar := s.ui.newProgress("Uploading", size)
 		bar.detail = func() string { return "sent " + humanBytes(bar.moved.Load()) }
 		defer bar.finish()
-		if !streamed {
+		if !streamed && ticket == "" {
 			up, err := c.StartSourceUpload(ctx, api.DirectUploadRequest{Name: "source.tar.gz", Size: size, SHA256: sum, Project: project})
 			switch {
 			case api.Streamed(up, err):
@@ -612,7 +617,7 @@ func (s *session) uploadDirect(ctx context.Context, c *api.Client, plan *pack.Pl
 				if err != nil {
 					return err
 				}
-				r.SourceTicket = up.Ticket
+				ticket, r.SourceTicket = up.Ticket, up.Ticket
 			}
 		}
 		if r.SourceTicket == "" {
