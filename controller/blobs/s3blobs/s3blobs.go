@@ -6,11 +6,15 @@
 // parallel parts, with no AWS SDK dependency tree.
 //
 // An upload is first written to a spool file on local disk, hashed by the
-// caller, and sent to the bucket only on Commit, once its size and SHA-256
-// are verified: a PUT is atomic in S3, so an object appears whole or not at
-// all, and because the spool file can be re-read, a PUT that fails on the
-// way is retried. Downloads can skip the controller: PresignGet signs a
-// short-lived GET URL that clients follow (off with direct=false).
+// caller, and sent to the bucket only once its size and SHA-256 are
+// verified: by Prepare to a staging object, before the database
+// transaction that records it, whose Commit then copies it into place
+// inside the service (or by Commit itself, unprepared). A PUT is atomic in
+// S3, so an object appears whole or not at all, and because the spool file
+// can be re-read, a PUT that fails on the way is retried. Clients can skip
+// the controller (off with direct=false): PresignGet signs a short-lived
+// GET URL they follow, PresignPut and StartMultipart the URLs they upload
+// to, and CompleteMultipart has the service hash what they sent.
 package s3blobs
 
 import (
