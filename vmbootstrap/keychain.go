@@ -54,6 +54,10 @@ type SecurityKeychain struct {
 	tool    string
 	path    string
 	secrets []string
+	// user, when set, runs security (with env): the keychain is the build
+	// user's, in its search list, for its codesign.
+	user *buildUser
+	env  []string
 }
 
 // NewSecurityKeychain returns a keychain at path (ending in .keychain-db)
@@ -70,6 +74,11 @@ func (k *SecurityKeychain) Create(ctx context.Context, password string) error {
 	k.secrets = append(k.secrets, password)
 	if err := os.MkdirAll(filepath.Dir(k.path), 0o700); err != nil {
 		return fmt.Errorf("create keychain directory: %w", err)
+	}
+	if k.user != nil {
+		if err := k.user.share(filepath.Dir(k.path), 0o770); err != nil {
+			return fmt.Errorf("create keychain directory: %w", err)
+		}
 	}
 	if _, err := k.security(ctx, "create-keychain", "-p", password, k.path); err != nil {
 		return err
@@ -94,7 +103,17 @@ func (k *SecurityKeychain) Import(ctx context.Context, p12 []byte, p12Password, 
 	if err := os.WriteFile(p12Path, p12, 0o600); err != nil {
 		return fmt.Errorf("import signing certificate: %w", err)
 	}
-	if _, err := k.security(ctx, "import", p12Path, "-k", k.path, "-f", "pkcs12", "-P", p12Password,
+	if k.user != nil {
+		// security reads it as the build user, before any build command
+		// runs; it is removed right after.
+		if err := k.user.shareTree(dir); err != nil {
+			return fmt.Errorf("import signing certificate: %w", err)
+		}
+	}
+	// -x: the private key is non-extractable (security export and
+	// SecItemExport refuse it), so not even the build's own code can take
+	// it out of the VM; codesign still signs with it.
+	if _, err := k.security(ctx, "import", p12Path, "-k", k.path, "-f", "pkcs12", "-P", p12Password, "-x",
 		"-T", "/usr/bin/codesign", "-T", "/usr/bin/security"); err != nil {
 		return err
 	}
@@ -147,8 +166,13 @@ func (k *SecurityKeychain) Delete(ctx context.Context) error {
 func (k *SecurityKeychain) security(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, k.tool, args...)
-	cmd.Stdin = nil
+	var cmd *exec.Cmd
+	if k.user != nil {
+		cmd = k.user.command(ctx, k.tool, append([]string{"security"}, args...), k.env)
+	} else {
+		cmd = exec.CommandContext(ctx, k.tool, args...)
+		cmd.Stdin = nil
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
