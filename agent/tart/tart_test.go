@@ -46,7 +46,8 @@ func newTartEnv(t *testing.T) *tartEnv {
 	faketarttest.Template(t, home, "macos-template", []string{"/bin/sh", "-c", "sleep 3600"}, nil)
 	e := &tartEnv{fake: true, log: filepath.Join(t.TempDir(), "tart.log")}
 	e.driver = &Driver{Tart: bin, Template: "macos-template", LogDir: t.TempDir(), Log: log,
-		Env: append(faketarttest.Env(home, "FAKETART_BOOT_DELAY=10ms"), "FAKETART_LOG="+e.log)}
+		Env:     append(faketarttest.Env(home, "FAKETART_BOOT_DELAY=10ms"), "FAKETART_LOG="+e.log),
+		Softnet: faketarttest.Softnet(t), SoftnetAllow: []string{"192.168.64.1/32", "10.20.0.0/16"}}
 	return e
 }
 
@@ -120,7 +121,7 @@ func TestStartAndDestroy(t *testing.T) {
 		want := []string{
 			"clone clone macos-template " + vm,
 			"set set " + vm + " --random-mac --cpu 4 --memory 8192",
-			"run run --no-graphics --no-audio --no-clipboard --dir build-config:" + shared + " " + vm,
+			"run run --no-graphics --no-audio --no-clipboard --net-softnet --net-softnet-allow 192.168.64.1/32,10.20.0.0/16 --dir build-config:" + shared + " " + vm,
 			"stop stop --timeout 30 " + vm,
 			"delete delete " + vm,
 		}
