@@ -223,7 +223,7 @@ func (w syncWriter) Write(p []byte) (int, error) {
 func (f *farm) startAgent(extraEnv ...string) *agentProc {
 	f.t.Helper()
 	dir := f.t.TempDir()
-	args := []string{"run", "--controller-url", f.url, "--vm-driver", "tart", "--tart", f.tart,
+	args := []string{"run", "--controller-url", f.url, "--vm-driver", "tart", "--tart", f.tart, "--softnet", faketarttest.Softnet(f.t),
 		"--template", "macos-expo", "--data-dir", dir, "--bootstrap", f.vmBin,
 		"--backoff-min", "200ms", "--boot-timeout", "20s", "--max-builds", "2", "--name", "e2e-mac"}
 	tartEnv := []string{"FAKETART_BOOT_DELAY=50ms"}

@@ -28,7 +28,7 @@ const (
 )
 
 // ErrSoftnetMissing means the softnet binary was not found.
-var ErrSoftnetMissing = errors.New("softnet is not installed (brew install cirruslabs/cli/softnet, then give it root: sudo chown root \"$(realpath \"$(command -v softnet)\")\" && sudo chmod u+s \"$(realpath \"$(command -v softnet)\")\"), or run VMs on Tart's shared network with --vm-network shared")
+var ErrSoftnetMissing = errors.New("softnet is not installed (brew install cirruslabs/cli/softnet; `freeagent doctor` says how to give it root), or run VMs on Tart's shared network with --vm-network shared")
 
 // ParseNetwork checks a --vm-network value ("" is softnet).
 func ParseNetwork(s string) (string, error) {
