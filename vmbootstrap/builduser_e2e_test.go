@@ -3,6 +3,7 @@ package vmbootstrap
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -109,5 +110,63 @@ wait
 	}
 	if left := processesOf(t, u.uid); len(left) != 0 {
 		t.Fatalf("processes of the build user left after the build was stopped: %v\n%s", left, c.log(j.sub.ID))
+	}
+}
+
+// TestEndToEndBuildUserIOSSigning: with a build user the keychain is the
+// build user's (every security call runs as it), the key is imported
+// non-extractable, and the provisioning profile lands in the build user's
+// home for the build and is gone afterwards.
+func TestEndToEndBuildUserIOSSigning(t *testing.T) {
+	t.Parallel()
+	requireNPM(t)
+	u := testBuildUser(t)
+	c := startController(t)
+	base := sharedTempDir(t)
+	tools := filepath.Join(base, "tools")
+	if err := os.Mkdir(tools, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tools, 0o777); err != nil { // the fake writes its log here as the build user
+		t.Fatal(err)
+	}
+	fake, secLog := fakeSecurity(t, tools, "")
+	tool := filepath.Join(tools, "security-as")
+	writeExecutable(t, tool, "#!/bin/sh\nid -u >> '"+secLog+".uid'\nexec '"+fake+"' \"$@\"\n")
+	src := project(t, map[string]string{
+		"package.json": `{"name":"fixture","private":true,"scripts":{"freeagent:build":"sh ./build.sh"}}`,
+		"build.sh": `#!/bin/sh
+ls "$HOME/Library/MobileDevice/Provisioning Profiles"
+echo IPA > "$FREEAGENT_ARTIFACTS_DIR/App.ipa"
+`,
+	})
+	profile := testProfile("9F2B3C4D-1111-2222-3333-444455556666", "com.example.app", false)
+	certs := certsZip(t, map[string][]byte{"dist.p12": []byte("P12-BYTES"), "password.txt": []byte("hunter2-p12-secret\n"), "App.mobileprovision": profile})
+	j := c.startJob(api.PlatformIOS, src, certs)
+	shared := t.TempDir()
+	writeConfig(t, shared, c, j, j.job.OTP)
+	vm := startVM(t, shared, nil, "--security", tool, "--build-user", u.name, "--work-dir", filepath.Join(base, "work"))
+	if code := vm.exitCode(t, time.Minute); code != 0 {
+		t.Fatalf("exit code %d\n%s", code, c.log(j.sub.ID))
+	}
+	log := string(c.log(j.sub.ID))
+	if !strings.Contains(log, "9F2B3C4D-1111-2222-3333-444455556666.mobileprovision\n") {
+		t.Fatalf("the profile was not in the build user's home during the build:\n%s", log)
+	}
+	uids, _ := os.ReadFile(secLog + ".uid")
+	lines := strings.Fields(string(uids))
+	if len(lines) != 9 || slices.ContainsFunc(lines, func(l string) bool { return l != strconv.Itoa(u.uid) }) {
+		t.Fatalf("security ran as uids %q, want 9 calls as the build user's %d", lines, u.uid)
+	}
+	if b, _ := os.ReadFile(secLog + ".x"); string(b) != "non-extractable\n" {
+		t.Fatalf("the key was imported %q, want non-extractable (security import -x)", b)
+	}
+	if b, _ := os.ReadFile(secLog + ".p12"); string(b) != "P12-BYTES" {
+		t.Fatalf("security imported %q", b)
+	}
+	for _, d := range profileDirs(u.home) {
+		if entries, err := os.ReadDir(d); err != nil || len(entries) != 0 {
+			t.Fatalf("profiles left in %s (%v)", d, err)
+		}
 	}
 }
