@@ -217,7 +217,6 @@ guest "sudo -n sh -c '
 	rm -f \"\$tmp\"
 	visudo -c >/dev/null
 '" || die "cannot set up the build user $build_user"
-[ "$(guest "sudo -n -u $build_user id -un")" = "$build_user" ] || die "$user cannot run commands as $build_user"
 android_home=$(sed -n "s/^ANDROID_HOME='\(.*\)'\$/\1/p" "$stage/freeagent-vm.env")
 case $android_home in
 /Users/*)
@@ -261,6 +260,8 @@ guest "sudo -n sh -c '
 		rm -f \"\$f.freeagent\"
 	done
 	visudo -c >/dev/null
+	su $user -c \"sudo -n -u $build_user true\" || { echo \"$user cannot run commands as $build_user\" >&2; exit 1; }
+	if su $user -c \"sudo -n true\" >/dev/null 2>&1; then echo \"$user still has passwordless sudo\" >&2; exit 1; fi
 	mkdir -p /etc/ssh/sshd_config.d
 	printf \"%s\\n\" \"# Free Agent: no password logins (the farm uses tart exec)\" \
 		\"PasswordAuthentication no\" \"KbdInteractiveAuthentication no\" >/etc/ssh/sshd_config.d/000-freeagent.conf
