@@ -594,7 +594,7 @@ func TestEndToEndDrain(t *testing.T) {
 
 // registryAllow is the npm registry's IPv4 addresses as /32s, for
 // --softnet-allow ("" when it does not resolve).
-func registryAllow(t *testing.T) string {
+func registryAllow(t testing.TB) string {
 	t.Helper()
 	ips, err := net.LookupIP("registry.npmjs.org")
 	if err != nil {
