@@ -9,6 +9,7 @@
 package vmbootstrap
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -604,15 +605,24 @@ func (r *buildRun) finish(ctx context.Context, arts []api.Artifact, err error) i
 }
 
 func (r *buildRun) removeWork() {
-	if r.work != "" {
-		if err := os.RemoveAll(r.work); err != nil {
-			r.log.WithError(err).Warn("cannot remove the work directory")
+	if r.work == "" {
+		return
+	}
+	if r.user != nil {
+		// What the build user made with modes of its own (0755 from a
+		// tarball) this process may read but not empty: the build user
+		// removes everything it can first (all but the directory itself).
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if out, err := r.user.command(ctx, "/bin/rm", []string{"rm", "-rf", "--", r.work}, []string{"PATH=/usr/bin:/bin"}).CombinedOutput(); err != nil {
+			r.log.WithError(err).WithField("output", string(bytes.TrimSpace(out))).Debug("the build user left part of the work directory")
 		}
+	}
+	if err := os.RemoveAll(r.work); err != nil {
+		r.log.WithError(err).Warn("cannot remove the work directory")
 	}
 }
 
-// progress rewrites progress.json. A failure to write it is logged only:
-// the host also learns the phase from the end files.
 // setupUser resolves Config.BuildUser, checks that sudo lets this
 // process run commands as it, and prepares the work directory they share;
 // without a build user it warns in the build's log.
@@ -657,6 +667,8 @@ func sameUserWarning() string {
 	return "build commands run as the bootstrap's user " + name + ", who holds the build's tokens: rebuild the template with scripts/build-vm-template.sh (it creates the build user and sets FREEAGENT_BUILD_USER)"
 }
 
+// progress rewrites progress.json. A failure to write it is logged only:
+// the host also learns the phase from the end files.
 func (r *buildRun) progress(phase string, pct int, msg string) {
 	err := writeJSONAtomic(r.cfg.SharedDir, ProgressFile, Progress{Phase: phase, Progress: pct, Message: msg, UpdatedAt: time.Now().UTC()})
 	if err != nil {

@@ -41,6 +41,7 @@ if sudo -n true 2>/dev/null; then echo "probe: sudo allowed"; else echo "probe: 
 echo "uid=$(id -u) home=$HOME"
 id -u > "$FREEAGENT_ARTIFACTS_DIR/uid.txt"
 echo node_modules > generated.txt
+mkdir -m 755 from-a-tarball && echo x > from-a-tarball/file && chmod 644 from-a-tarball/file
 yes APK | head -n 1000 > "$FREEAGENT_ARTIFACTS_DIR/app-release.apk"
 `,
 	})
@@ -73,6 +74,10 @@ yes APK | head -n 1000 > "$FREEAGENT_ARTIFACTS_DIR/app-release.apk"
 	}
 	if left := processesOf(t, u.uid); len(left) != 0 {
 		t.Fatalf("processes of the build user left after the build: %v", left)
+	}
+	// The work directory goes, also what the build user made 0755.
+	if entries, err := os.ReadDir(filepath.Join(base, "work")); err != nil || len(entries) != 0 {
+		t.Fatalf("the work directory is left: %v %v", entries, err)
 	}
 }
 
