@@ -376,6 +376,8 @@ func (s *Server) getBuild(w http.ResponseWriter, r *http.Request, b buildAccess)
 		return
 	}
 	if s.links != nil && build.Status == api.StatusCompleted {
+		// Behind a proxy without --public-url there is no link to give
+		// (the QR code endpoint says why).
 		if l, err := s.installLinks(r, build); err == nil {
 			u, exp := l.Page(), l.Expires
 			build.InstallURL, build.InstallURLExpiresAt = &u, &exp

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/install"
 )
 
 // NewBuild describes a submitted build whose files are already written to
@@ -265,16 +266,30 @@ func listArtifacts(ctx context.Context, q querier, buildID string) ([]api.Artifa
 type StoredArtifact struct {
 	api.Artifact
 	AttemptID string
+	// App is what the artifact says about its app, read once when it was
+	// recorded (an .ipa's Info.plist); nil when it was not read. AppError
+	// says why an .ipa could not be read, so it cannot be installed.
+	App      *install.AppInfo
+	AppError string
 }
 
 // Artifact returns an artifact the build shows. Once the collector deleted
 // the build's artifacts (--retain-artifacts) it gives ErrGone, saying when.
 func (s *Store) Artifact(ctx context.Context, buildID, name string) (StoredArtifact, error) {
 	a := StoredArtifact{Artifact: api.Artifact{Name: name, URL: ArtifactURL(buildID, name)}}
-	var deleted *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT a.size, a.sha256, a.attempt_id, b.artifacts_deleted_at FROM artifacts a JOIN builds b ON b.id = a.build_id
+	var (
+		deleted  *time.Time
+		bundleID *string
+		app      install.AppInfo
+	)
+	err := s.pool.QueryRow(ctx, `SELECT a.size, a.sha256, a.attempt_id, b.artifacts_deleted_at, a.app_bundle_id, a.app_version, a.app_title, a.app_error
+		FROM artifacts a JOIN builds b ON b.id = a.build_id
 		WHERE a.build_id = $1 AND a.name = $2 AND `+visibleArtifact+` ORDER BY a.attempt_id = '' LIMIT 1`, buildID, name).
-		Scan(&a.Size, &a.SHA256, &a.AttemptID, &deleted)
+		Scan(&a.Size, &a.SHA256, &a.AttemptID, &deleted, &bundleID, &app.Version, &app.Title, &a.AppError)
+	if bundleID != nil {
+		app.BundleID = *bundleID
+		a.App = &app
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, fmt.Errorf("%w: build %s has no artifact %q", ErrNotFound, buildID, name)
 	}

@@ -71,6 +71,7 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 		e.dur(&cfg.Serve.Limits.PollMaxWait, "poll-max-wait", "FREEAGENT_POLL_MAX_WAIT", cfg.Serve.Limits.PollMaxWait, "longest a worker's long poll is held")
 		e.int64v(&cfg.Serve.Limits.Source, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", cfg.Serve.Limits.Source, "largest accepted project archive")
 		e.int64v(&cfg.Serve.Limits.Artifact, "max-artifact-bytes", "FREEAGENT_MAX_ARTIFACT_BYTES", cfg.Serve.Limits.Artifact, "largest accepted artifact")
+		e.intv(&cfg.Serve.Limits.ArtifactsPerBuild, "max-artifacts-per-build", "FREEAGENT_MAX_ARTIFACTS_PER_BUILD", cfg.Serve.Limits.ArtifactsPerBuild, "most artifacts one attempt of a build may upload; 0: no limit")
 		e.int64v(&cfg.Serve.Limits.LogTotal, "max-log-bytes", "FREEAGENT_MAX_LOG_BYTES", cfg.Serve.Limits.LogTotal, "largest build log")
 		e.rate(&cfg.Serve.Limits.RatePerKey, "rate-per-key", "FREEAGENT_RATE_PER_KEY", cfg.Serve.Limits.RatePerKey, "requests per second one API key may make (bursts of 4 s worth), answered 429 with Retry-After beyond; 0: no limit")
 		e.rate(&cfg.Serve.Limits.AuthFailuresPerIP, "auth-failures-per-ip", "FREEAGENT_AUTH_FAILURES_PER_IP", cfg.Serve.Limits.AuthFailuresPerIP, "failed authentications per second a client address may make (after a burst of 20) before it is refused with 429; 0: no limit")
