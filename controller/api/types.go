@@ -492,6 +492,9 @@ type WebhookRequest struct {
 	URL         string   `json:"url"`
 	Events      []string `json:"events"`
 	Description string   `json:"description,omitempty"`
+	// Projects limits the endpoint to these projects' builds and project
+	// events; empty: every event, farm-wide ones (workers) included.
+	Projects []string `json:"projects,omitempty"`
 }
 
 // Webhook is an endpoint. Secret is set only in the answer that created it.
@@ -500,6 +503,7 @@ type Webhook struct {
 	URL         string    `json:"url"`
 	Events      []string  `json:"events"`
 	Description string    `json:"description"`
+	Projects    []string  `json:"projects"` // empty: every project
 	CreatedAt   time.Time `json:"created_at"`
 	Secret      string    `json:"secret,omitempty"`
 }
