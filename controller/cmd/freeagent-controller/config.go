@@ -88,7 +88,7 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 	if e.err != nil {
 		return nil, nil, usageError{e.err}
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseInterspersed(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, nil, err
 		}
@@ -246,4 +246,28 @@ func defaultDataDir() string {
 		return ""
 	}
 	return filepath.Join(home, ".local", "share", "freeagent-controller")
+}
+
+// parseInterspersed parses flags wherever they stand among the arguments,
+// as the usage writes them ("keys bind ID --project P", "pools set NAME
+// --trusted"): the flag package alone stops at the first argument and
+// would silently leave the flags after it unset. After "--" everything is
+// an argument.
+func parseInterspersed(fs *flag.FlagSet, args []string) error {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional, args = append(positional, rest[0]), rest[1:]
+	}
+	return fs.Parse(append([]string{"--"}, positional...))
 }
