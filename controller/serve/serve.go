@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -38,6 +39,11 @@ import (
 // Config is everything `serve` can be told.
 type Config struct {
 	Listen string // host:port; port 0 picks a free one
+	// AllowClients, when set, are the only addresses whose connections are
+	// served: any other connection is closed as it is accepted, before a
+	// byte is read (solo mode: this Mac and its VMs, on a wildcard
+	// listener because the VM bridge exists only while a VM runs).
+	AllowClients []netip.Prefix
 	// TLSCert and TLSKey are PEM files (the certificate chain, leaf first,
 	// and its private key): when both are set the controller serves HTTPS
 	// only. Read once at start; restart after renewing them.
@@ -199,6 +205,9 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w (is another controller running? choose another with --listen)", cfg.Listen, err)
+	}
+	if len(cfg.AllowClients) > 0 {
+		ln = AllowOnly(ln, cfg.AllowClients, log)
 	}
 	c.URL = "http://" + ln.Addr().String()
 	if tlsConfig != nil {

@@ -60,6 +60,7 @@ type Config struct {
 	OpenCommand   string
 	Solo          bool
 	SoloListen    string
+	SoloVMNetwork string
 	// Insecure allows a plain http:// controller on another machine
 	// (--insecure, FREEAGENT_INSECURE=1); refused otherwise.
 	Insecure bool
@@ -111,7 +112,8 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	if cmd == "app" || cmd == "doctor" {
 		// The app runs the solo controller; doctor checks it.
 		o.boolv(&cfg.Solo, "solo", "FREEAGENT_SOLO", false, "run the controller on this Mac too (one Mac, no server); ignores --controller-url")
-		o.str(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens (the VMs reach it through the host's address)")
+		o.str(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens (the VMs reach it through the host's address); it serves only this Mac and --solo-vm-network")
+		o.str(&cfg.SoloVMNetwork, "solo-vm-network", "FREEAGENT_SOLO_VM_NETWORK", solo.DefaultVMNetwork, "the build VMs' network (CIDR): the only addresses beside this Mac the solo controller serves")
 	}
 	if cmd == "app" {
 		o.str(&cfg.OpenCommand, "open-command", "FREEAGENT_OPEN_COMMAND", defaultOpener, "command that shows the dashboard, logs and preferences")
