@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -169,18 +170,31 @@ func (c *Config) insecureWarning() string {
 // limited to what the template builds (hostcheck.Platforms); log hears why
 // when that differs from the setting.
 func (c *Config) capabilities(log logrus.FieldLogger) api.Capabilities {
-	ps := c.platforms()
-	if c.VMDriver == "tart" {
-		var r hostcheck.Result
-		ps, r = hostcheck.Platforms(c.tartDriver(log), ps)
-		if r.Severity != hostcheck.OK {
-			log.WithField("fix", r.Fix).Warn(r.Message)
-		}
-	} else if len(ps) == 0 {
-		ps = hostcheck.DefaultPlatforms
-	}
-	return api.Capabilities{Platforms: ps, CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver},
+	caps := api.Capabilities{Platforms: c.platforms(), CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver},
 		Pool: c.Pool, VMDriver: c.VMDriver, MacOSVersion: macOSVersion()}
+	if c.VMDriver != "tart" {
+		if len(caps.Platforms) == 0 {
+			caps.Platforms = hostcheck.DefaultPlatforms
+		}
+		return caps
+	}
+	d := c.tartDriver(log)
+	var r hostcheck.Result
+	caps.Platforms, r = hostcheck.Platforms(d, caps.Platforms)
+	if r.Severity != hostcheck.OK {
+		log.WithField("fix", r.Fix).Warn(r.Message)
+	}
+	// The Xcode that builds run with is the template's, as its marker
+	// recorded it; an image without a marker leaves it unknown.
+	if info, err := d.TemplateInfo(); err == nil {
+		caps.XcodeVersion = info.XcodeVersion
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if v, err := d.Version(ctx); err == nil {
+		caps.TartVersion = v
+	}
+	return caps
 }
 
 // platforms is the owner's --platforms as a list; empty: not set.
