@@ -73,7 +73,7 @@ func TestAdminCommandsAgainstRunningController(t *testing.T) {
 	admin := &api.Client{BaseURL: c.URL, APIKey: adminKey}
 	_, workKey := createKey(t, bin, "--name", "macs", "--role", "worker")
 	worker := &api.Client{BaseURL: c.URL, APIKey: workKey}
-	_, dev1Key := createKey(t, bin, "--name", "team-1", "--role", "developer", "--project", "p1")
+	dev1ID, dev1Key := createKey(t, bin, "--name", "team-1", "--role", "developer", "--project", "p1")
 	dev2ID, dev2Key := createKey(t, bin, "--name", "team-2", "--role", "developer", "--project", "p2")
 	dev2 := &api.Client{BaseURL: c.URL, APIKey: dev2Key}
 
@@ -214,6 +214,19 @@ func TestAdminCommandsAgainstRunningController(t *testing.T) {
 	if out, _, code := ctl(t, bin, "projects", "pools", "p3", "any"); code != 0 || !strings.Contains(out, "p3 may use any pool") {
 		t.Fatalf("projects pools p3 any: %d %q", code, out)
 	}
+
+	// keys revoke: the build token of a build the key submitted dies with it.
+	owner := &api.Client{BaseURL: c.URL, BuildToken: b1.AccessToken}
+	if _, err := owner.GetBuild(ctx, b1.ID); err != nil {
+		t.Fatalf("the build token before its key is revoked: %v", err)
+	}
+	if _, stderr, code := ctl(t, bin, "keys", "revoke", dev1ID); code != 0 {
+		t.Fatalf("keys revoke: %d %s", code, stderr)
+	}
+	eventually(t, "the build token of a revoked key's build is refused", func() bool {
+		_, err := owner.GetBuild(ctx, b1.ID)
+		return api.StatusOf(err) == http.StatusUnauthorized
+	})
 }
 
 // TestSlowBodyAgainstTheBinary: an unauthenticated client that trickles
