@@ -7,7 +7,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -164,18 +166,26 @@ func (c *Config) insecureWarning() string {
 }
 
 // capabilities is what the worker advertises. With Tart, the platforms are
-// limited to what the template builds (hostcheck.Platforms); log hears why
-// when that differs from the setting.
+// limited to what the template builds (hostcheck.Platforms); with the local
+// driver, to what this host builds (hostcheck.LocalPlatforms: no iOS
+// without macOS and Xcode); log hears why when that differs from the
+// setting.
 func (c *Config) capabilities(log logrus.FieldLogger) api.Capabilities {
 	ps := c.platforms()
-	if c.VMDriver == "tart" {
-		var r hostcheck.Result
+	var r hostcheck.Result
+	switch c.VMDriver {
+	case "tart":
 		ps, r = hostcheck.Platforms(c.tartDriver(log), ps)
-		if r.Severity != hostcheck.OK {
-			log.WithField("fix", r.Fix).Warn(r.Message)
+	case "local":
+		ps, r = hostcheck.LocalPlatforms(ps, runtime.GOOS, exec.LookPath)
+	default:
+		if len(ps) == 0 {
+			ps = hostcheck.DefaultPlatforms
 		}
-	} else if len(ps) == 0 {
-		ps = hostcheck.DefaultPlatforms
+		r.Severity = hostcheck.OK
+	}
+	if r.Severity != hostcheck.OK {
+		log.WithField("fix", r.Fix).Warn(r.Message)
 	}
 	return api.Capabilities{Platforms: ps, CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver},
 		Pool: c.Pool, VMDriver: c.VMDriver, MacOSVersion: macOSVersion()}
