@@ -28,7 +28,9 @@ downloads the artifacts when it completes.
 
 The project is the directory given (default: the current one) or its nearest parent that
 holds app.json or app.config.(js|ts|mjs|cjs|json). It is streamed as a tar.gz while it
-uploads, so a project of any size needs little memory.
+uploads, so a project of any size needs little memory. Before anything is sent, a project
+without package.json is refused, and one larger than the controller accepts (its
+--max-source-bytes) is refused with its largest files named.
 
 What is left out: node_modules, .git, .expo, /dist, /build, /web-build, /logs, *.log,
 native build output (ios/build, ios/Pods, android/build, android/app/build, .gradle, .cxx),
