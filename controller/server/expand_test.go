@@ -105,3 +105,14 @@ func TestSourceCompressedLimitNamed(t *testing.T) {
 		}
 	}
 }
+
+// The case at its size: a 2.6 GB file of zeros (a few megabytes
+// compressed) against the default limit of 2 GiB.
+func TestSourceOfZerosAtDefaultLimit(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	_, err := e.developer.Submit(context.Background(), api.SubmitRequest{Platform: "android", Source: zerosTarGz(2_600_000_000)})
+	if api.StatusOf(err) != http.StatusRequestEntityTooLarge || !strings.Contains(err.Error(), "expands to more than 2147483648 bytes (2.0 GiB)") {
+		t.Fatalf("submit of 2.6 GB of zeros: %v, want 413 naming the 2 GiB limit", err)
+	}
+}
