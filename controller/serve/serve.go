@@ -111,6 +111,7 @@ type Controller struct {
 	wg         sync.WaitGroup
 	store      *store.Store
 	cluster    *pgcluster.Cluster
+	dirLock    *dataDirLock // held while the built-in database is ours
 	serveErr   chan error
 	registered bool
 }
@@ -159,6 +160,17 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	tlsConfig, err := loadTLS(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.DatabaseURL == "" {
+		// One controller per built-in database: a second start is refused
+		// with the first one's pid and URL, rather than attaching to its
+		// database and serving beside it.
+		if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
+		if c.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
 	}
 	dsn, cluster, err := OpenDatabase(ctx, cfg, log)
 	if err != nil {
@@ -212,6 +224,12 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	c.URL = "http://" + ln.Addr().String()
 	if tlsConfig != nil {
 		c.URL = "https://" + ln.Addr().String()
+	}
+	if c.dirLock != nil {
+		if err := c.dirLock.write(c.URL); err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -388,6 +406,7 @@ func (c *Controller) closeResources() {
 			c.log.WithError(err).Warn("stopping the built-in PostgreSQL")
 		}
 	}
+	c.dirLock.release() // last: the database is down before another may start it
 }
 
 // OpenBlobStore opens the store cfg.BlobStore names, checking that it can

@@ -261,6 +261,38 @@ func listArtifacts(ctx context.Context, q querier, buildID string) ([]api.Artifa
 	return out, err
 }
 
+// attachArtifacts fills in the artifacts of a page of builds with one
+// query (as listArtifacts does for one build).
+func attachArtifacts(ctx context.Context, q querier, builds []api.Build) error {
+	ids := make([]string, len(builds))
+	for i, b := range builds {
+		ids[i] = b.ID
+	}
+	rows, err := q.Query(ctx, `SELECT DISTINCT ON (a.build_id, a.name) a.build_id, a.name, a.size, a.sha256 FROM artifacts a JOIN builds b ON b.id = a.build_id
+		WHERE a.build_id = ANY($1) AND `+visibleArtifact+` ORDER BY a.build_id, a.name, a.attempt_id = ''`, ids)
+	if err != nil {
+		return fmt.Errorf("list artifacts: %w", err)
+	}
+	byBuild := map[string][]api.Artifact{}
+	var id string
+	var a api.Artifact
+	_, err = pgx.ForEachRow(rows, []any{&id, &a.Name, &a.Size, &a.SHA256}, func() error {
+		a.URL = ArtifactURL(id, a.Name)
+		byBuild[id] = append(byBuild[id], a)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list artifacts: %w", err)
+	}
+	for i := range builds {
+		builds[i].Artifacts = byBuild[builds[i].ID]
+		if builds[i].Artifacts == nil {
+			builds[i].Artifacts = []api.Artifact{}
+		}
+	}
+	return nil
+}
+
 // StoredArtifact is an artifact the build shows, with the attempt that made
 // it: the file is blobs.Artifact(AttemptID, Name).
 type StoredArtifact struct {
@@ -397,6 +429,9 @@ func (s *Store) ListBuilds(ctx context.Context, f ListFilter) (api.BuildList, er
 		last := builds[f.Limit-1]
 		out.Builds = builds[:f.Limit]
 		out.NextCursor = encodeCursor(last.SubmittedAt, last.ID)
+	}
+	if err := attachArtifacts(ctx, s.pool, out.Builds); err != nil {
+		return api.BuildList{}, err
 	}
 	if out.Builds == nil {
 		out.Builds = []api.Build{}

@@ -69,7 +69,7 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 		e.str(&cfg.Serve.AdvertiseURL, "advertise-url", "FREEAGENT_ADVERTISE_URL", "", "URL other replicas and people reach this replica at (default: the listen address)")
 		e.dur(&cfg.Serve.ControllerTTL, "controller-ttl", "FREEAGENT_CONTROLLER_TTL", 5*time.Minute, "a replica that stops refreshing its registration expires after this long")
 		e.dur(&cfg.Serve.Limits.PollMaxWait, "poll-max-wait", "FREEAGENT_POLL_MAX_WAIT", cfg.Serve.Limits.PollMaxWait, "longest a worker's long poll is held")
-		e.int64v(&cfg.Serve.Limits.Source, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", cfg.Serve.Limits.Source, "largest accepted project archive")
+		e.int64v(&cfg.Serve.Limits.Source, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", cfg.Serve.Limits.Source, "largest accepted project, in bytes: both the archive as sent and the total of the files it expands to (a tar.gz of zeros is measured by what it holds)")
 		e.int64v(&cfg.Serve.Limits.Artifact, "max-artifact-bytes", "FREEAGENT_MAX_ARTIFACT_BYTES", cfg.Serve.Limits.Artifact, "largest accepted artifact")
 		e.intv(&cfg.Serve.Limits.ArtifactsPerBuild, "max-artifacts-per-build", "FREEAGENT_MAX_ARTIFACTS_PER_BUILD", cfg.Serve.Limits.ArtifactsPerBuild, "most artifacts one attempt of a build may upload; 0: no limit")
 		e.int64v(&cfg.Serve.Limits.LogTotal, "max-log-bytes", "FREEAGENT_MAX_LOG_BYTES", cfg.Serve.Limits.LogTotal, "largest build log")

@@ -8,7 +8,9 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -167,33 +169,41 @@ func (c *Config) insecureWarning() string {
 }
 
 // capabilities is what the worker advertises. With Tart, the platforms are
-// limited to what the template builds (hostcheck.Platforms); log hears why
-// when that differs from the setting.
+// limited to what the template builds (hostcheck.Platforms); with the local
+// driver, to what this host builds (hostcheck.LocalPlatforms: no iOS
+// without macOS and Xcode); log hears why when that differs from the
+// setting.
 func (c *Config) capabilities(log logrus.FieldLogger) api.Capabilities {
-	caps := api.Capabilities{Platforms: c.platforms(), CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver},
+	caps := api.Capabilities{CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver},
 		Pool: c.Pool, VMDriver: c.VMDriver, MacOSVersion: macOSVersion()}
-	if c.VMDriver != "tart" {
-		if len(caps.Platforms) == 0 {
-			caps.Platforms = hostcheck.DefaultPlatforms
-		}
-		return caps
-	}
-	d := c.tartDriver(log)
+	ps := c.platforms()
 	var r hostcheck.Result
-	caps.Platforms, r = hostcheck.Platforms(d, caps.Platforms)
+	switch c.VMDriver {
+	case "tart":
+		d := c.tartDriver(log)
+		ps, r = hostcheck.Platforms(d, ps)
+		// The Xcode that builds run with is the template's, as its marker
+		// recorded it; an image without a marker leaves it unknown.
+		if info, err := d.TemplateInfo(); err == nil {
+			caps.XcodeVersion = info.XcodeVersion
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if v, err := d.Version(ctx); err == nil {
+			caps.TartVersion = v
+		}
+	case "local":
+		ps, r = hostcheck.LocalPlatforms(ps, runtime.GOOS, exec.LookPath)
+	default:
+		if len(ps) == 0 {
+			ps = hostcheck.DefaultPlatforms
+		}
+		r.Severity = hostcheck.OK
+	}
 	if r.Severity != hostcheck.OK {
 		log.WithField("fix", r.Fix).Warn(r.Message)
 	}
-	// The Xcode that builds run with is the template's, as its marker
-	// recorded it; an image without a marker leaves it unknown.
-	if info, err := d.TemplateInfo(); err == nil {
-		caps.XcodeVersion = info.XcodeVersion
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if v, err := d.Version(ctx); err == nil {
-		caps.TartVersion = v
-	}
+	caps.Platforms = ps
 	return caps
 }
 
