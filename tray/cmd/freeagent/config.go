@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -8,7 +9,9 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,6 +68,7 @@ type Config struct {
 	OpenCommand   string
 	Solo          bool
 	SoloListen    string
+	SoloVMNetwork string
 	// Insecure allows a plain http:// controller on another machine
 	// (--insecure, FREEAGENT_INSECURE=1); refused otherwise.
 	Insecure bool
@@ -119,7 +123,8 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	if cmd == "app" || cmd == "doctor" {
 		// The app runs the solo controller; doctor checks it.
 		o.boolv(&cfg.Solo, "solo", "FREEAGENT_SOLO", false, "run the controller on this Mac too (one Mac, no server); ignores --controller-url")
-		o.str(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens (the VMs reach it through the host's address)")
+		o.str(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens (the VMs reach it through the host's address); it serves only this Mac and --solo-vm-network")
+		o.str(&cfg.SoloVMNetwork, "solo-vm-network", "FREEAGENT_SOLO_VM_NETWORK", solo.DefaultVMNetwork, "the build VMs' network (CIDR): the only addresses beside this Mac the solo controller serves")
 	}
 	if cmd == "app" {
 		o.str(&cfg.OpenCommand, "open-command", "FREEAGENT_OPEN_COMMAND", defaultOpener, "command that shows the dashboard, logs and preferences")
@@ -178,21 +183,42 @@ func (c *Config) insecureWarning() string {
 }
 
 // capabilities is what the worker advertises. With Tart, the platforms are
-// limited to what the template builds (hostcheck.Platforms); log hears why
-// when that differs from the setting.
+// limited to what the template builds (hostcheck.Platforms); with the local
+// driver, to what this host builds (hostcheck.LocalPlatforms: no iOS
+// without macOS and Xcode); log hears why when that differs from the
+// setting.
 func (c *Config) capabilities(log logrus.FieldLogger) api.Capabilities {
-	ps := c.platforms()
-	if c.VMDriver == "tart" {
-		var r hostcheck.Result
-		ps, r = hostcheck.Platforms(c.tartDriver(log), ps)
-		if r.Severity != hostcheck.OK {
-			log.WithField("fix", r.Fix).Warn(r.Message)
-		}
-	} else if len(ps) == 0 {
-		ps = hostcheck.DefaultPlatforms
-	}
-	return api.Capabilities{Platforms: ps, CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver},
+	caps := api.Capabilities{CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver},
 		Pool: c.Pool, VMDriver: c.VMDriver, MacOSVersion: macOSVersion()}
+	ps := c.platforms()
+	var r hostcheck.Result
+	switch c.VMDriver {
+	case "tart":
+		d := c.tartDriver(log)
+		ps, r = hostcheck.Platforms(d, ps)
+		// The Xcode that builds run with is the template's, as its marker
+		// recorded it; an image without a marker leaves it unknown.
+		if info, err := d.TemplateInfo(); err == nil {
+			caps.XcodeVersion = info.XcodeVersion
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if v, err := d.Version(ctx); err == nil {
+			caps.TartVersion = v
+		}
+	case "local":
+		ps, r = hostcheck.LocalPlatforms(ps, runtime.GOOS, exec.LookPath)
+	default:
+		if len(ps) == 0 {
+			ps = hostcheck.DefaultPlatforms
+		}
+		r.Severity = hostcheck.OK
+	}
+	if r.Severity != hostcheck.OK {
+		log.WithField("fix", r.Fix).Warn(r.Message)
+	}
+	caps.Platforms = ps
+	return caps
 }
 
 // platforms is the owner's --platforms as a list; empty: not set.

@@ -129,8 +129,12 @@ func TestPlatformsComeFromTheTemplate(t *testing.T) {
 		t.Fatalf("no marker, no setting: advertises %v", got)
 	}
 	marker := filepath.Join(home, "vms", "macos-expo", tart.TemplateInfoFile)
-	if err := os.WriteFile(marker, []byte(`{"platforms": ["ios"]}`+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(marker, []byte(`{"platforms": ["ios"], "xcode_version": "16.2"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// The worker advertises the template's Xcode and its Tart's version.
+	if caps := cfg.capabilities(log); caps.XcodeVersion != "16.2" || caps.TartVersion == "" {
+		t.Errorf("capabilities of a template whose marker records Xcode 16.2: xcode %q, tart %q", caps.XcodeVersion, caps.TartVersion)
 	}
 	for _, set := range []string{"", "ios,android"} {
 		cfg.Platforms = set
