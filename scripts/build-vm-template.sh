@@ -186,6 +186,8 @@ echo "--- toolchain environment"
 guest "sh '$setup/freeagent-toolchain-env'" >"$stage/freeagent-vm.env"
 cat "$stage/freeagent-vm.env"
 platforms=$(sed -n "s/^FREEAGENT_TEMPLATE_PLATFORMS='\(.*\)'\$/\1/p" "$stage/freeagent-vm.env")
+# The Xcode builds will use, for the worker to report (empty without Xcode).
+xcode=$(guest "xcodebuild -version 2>/dev/null | sed -n 's/^Xcode //p'" || true)
 case ",$platforms," in *,ios,*) ;; *) echo "warning: no working xcodebuild: this template cannot build iOS (use a *-xcode base image)" >&2 ;; esac
 case ",$platforms," in *,android,*) ;; *) echo "warning: no JDK and Android SDK (platform-tools, build-tools): this template cannot build Android (pass --android)" >&2 ;; esac
 [ -n "$platforms" ] || die "the template can build neither iOS nor Android"
@@ -279,10 +281,10 @@ run_pid=""
 # `tart delete` removes it with the VM, `tart rename` moves it along).
 # Images carry no marker: there the worker's owner sets --platforms.
 tart_home=${TART_HOME:-$HOME/.tart}
-printf '{"platforms": ["%s"]}\n' "$(printf '%s' "$platforms" | sed 's/,/", "/g')" >"$tart_home/vms/$name/freeagent-template.json"
+printf '{"platforms": ["%s"], "xcode_version": "%s"}\n' "$(printf '%s' "$platforms" | sed 's/,/", "/g')" "$xcode" >"$tart_home/vms/$name/freeagent-template.json"
 
 if [ -n "$push" ]; then
 	echo "--- tart push $name $push"
-	tart push --label "build.freeagent.platforms=$platforms" "$name" "$push"
+	tart push --label "build.freeagent.platforms=$platforms" --label "build.freeagent.xcode=$xcode" "$name" "$push"
 fi
 echo "--- template $name is ready; it builds $platforms: freeagent run --template $name${push:+ (or --template $push --platforms $platforms)}"
