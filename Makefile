@@ -13,7 +13,8 @@ build:
 	$(GO) build -buildvcs=auto -o $(BIN)/ ./controller/cmd/... ./tray/cmd/freeagent ./vmbootstrap/cmd/freeagent-vm ./cli/cmd/expo-build
 
 # Starts the controller on its built-in PostgreSQL and a worker with the
-# local driver (data under .run/), and prints a ready-to-use API key.
+# local driver (data under .run/), and prints a ready-to-use API key. Once
+# per .run/: a second start names the running farm; Ctrl-C stops it all.
 run: build
 	./scripts/dev-run.sh
 

@@ -223,12 +223,19 @@ func (w syncWriter) Write(p []byte) (int, error) {
 func (f *farm) startAgent(extraEnv ...string) *agentProc {
 	f.t.Helper()
 	dir := f.t.TempDir()
-	args := []string{"run", "--controller-url", f.url, "--vm-driver", "tart", "--tart", f.tart,
+	args := []string{"run", "--controller-url", f.url, "--vm-driver", "tart", "--tart", f.tart, "--softnet", faketarttest.Softnet(f.t),
 		"--template", "macos-expo", "--data-dir", dir, "--bootstrap", f.vmBin,
 		"--backoff-min", "200ms", "--boot-timeout", "20s", "--max-builds", "2", "--name", "e2e-mac"}
 	tartEnv := []string{"FAKETART_BOOT_DELAY=50ms"}
 	if f.vmnet {
 		tartEnv = append(tartEnv, "FAKETART_NET=vmnet")
+		// The VMs are on Softnet (the default), which lets them reach
+		// global addresses only: where the npm registry resolves to a
+		// private or reserved one (a CI's mirror), it is allowed as an
+		// owner would allow a LAN registry.
+		if allow := registryAllow(f.t); allow != "" {
+			args = append(args, "--softnet-allow", allow)
+		}
 	} else {
 		args = append(args, "--host-address", "127.0.0.1")
 	}
@@ -583,4 +590,22 @@ func TestEndToEndDrain(t *testing.T) {
 		t.Fatalf("handed-back build: %+v", bl)
 	}
 	f.noBuildVMs()
+}
+
+// registryAllow is the npm registry's IPv4 addresses as /32s, for
+// --softnet-allow ("" when it does not resolve).
+func registryAllow(t testing.TB) string {
+	t.Helper()
+	ips, err := net.LookupIP("registry.npmjs.org")
+	if err != nil {
+		t.Logf("the npm registry does not resolve (%v): no --softnet-allow for it", err)
+		return ""
+	}
+	var cidrs []string
+	for _, ip := range ips {
+		if v4 := ip.To4(); v4 != nil {
+			cidrs = append(cidrs, v4.String()+"/32")
+		}
+	}
+	return strings.Join(cidrs, ",")
 }

@@ -168,7 +168,9 @@ func (a *App) Run(ctx context.Context, args []string) int {
 			inv.ui.fail(ExitUsage, "no command given", "run `expo-build --help` for the commands")
 			return ExitUsage
 		}
-		fmt.Fprint(a.Stdout, a.help())
+		// A usage error like any other: the help goes to standard error,
+		// so a script's captured output holds no help text.
+		fmt.Fprint(a.Stderr, a.help())
 		return ExitUsage
 	}
 	if name == "help" {

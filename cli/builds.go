@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -516,7 +517,8 @@ func rawRequest(ctx context.Context, c *api.Client, method, path string, body io
 }
 
 const workersHelp = `Lists the registered workers: status, platforms, running builds, counts and last contact.
-Needs an admin API key. With --json: the controller's {"workers": [...]}.`
+A paused worker (it takes no new builds) and one that needs attention are marked, with why
+and how to undo it. Needs an admin API key. With --json: the controller's {"workers": [...]}.`
 
 func (a *App) cmdWorkers(ctx context.Context, inv *invocation, args []string) error {
 	fs := inv.flags()
@@ -547,17 +549,38 @@ func (a *App) cmdWorkers(ctx context.Context, inv *invocation, args []string) er
 		inv.ui.printf("No workers registered.\n")
 		return nil
 	}
+	inv.ui.printf("%s", workersTable(list.Workers, time.Now()))
+	return nil
+}
+
+// workersTable is the workers list for people: a paused worker reads as
+// paused (whatever its connection) and one that needs attention says so,
+// each with why and what to do below the table.
+func workersTable(workers []api.Worker, now time.Time) string {
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tID\tSTATUS\tPLATFORMS\tRUNNING\tDONE\tFAILED\tLAST SEEN")
-	now := time.Now()
-	for _, w := range list.Workers {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", w.Name, w.ID, w.Status, strings.Join(w.Capabilities.Platforms, ","),
+	var notes []string
+	for _, w := range workers {
+		status := w.Status
+		if w.Paused {
+			status = "paused (" + w.Status + ")"
+			notes = append(notes, fmt.Sprintf("%s (%s) is paused by an admin: it finishes the builds it runs and takes no new ones; "+
+				"resume it from the dashboard's Workers page or with POST /api/workers/%s/resume", w.Name, w.ID, w.ID))
+		}
+		if w.NeedsAttention {
+			status += ", needs attention"
+			notes = append(notes, fmt.Sprintf("%s (%s) needs attention: %s; check the machine, then acknowledge it from the dashboard or with POST /api/workers/%s/acknowledge",
+				w.Name, w.ID, cmp.Or(w.AttentionReason, "no reason recorded"), w.ID))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%d\t%d\t%s\n", w.Name, w.ID, status, strings.Join(w.Capabilities.Platforms, ","),
 			len(w.ActiveBuilds), w.Capabilities.MaxConcurrentBuilds, w.BuildsCompleted, w.BuildsFailed, ago(w.LastSeenAt, now))
 	}
 	tw.Flush()
-	inv.ui.printf("%s", buf.String())
-	return nil
+	if len(notes) > 0 {
+		buf.WriteString("\n" + strings.Join(notes, "\n") + "\n")
+	}
+	return buf.String()
 }
 
 // artifactsExpiry says when an ended build's artifacts are deleted

@@ -20,8 +20,8 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 )
 
-const downloadHelp = `Downloads a build's artifacts into ./<build-id>/ (created), or into -o DIR (with a single
-artifact, -o may name the file). Artifact names that are not plain file names, or that
+const downloadHelp = `Downloads a build's artifacts into ./<build-id>/ (created), or into -o DIR (created if
+missing; -o always names a directory, the artifacts keep their names). Artifact names that are not plain file names, or that
 start with a dot, are refused. It shows a progress bar, resumes an interrupted download
 where it stopped (HTTP Range, from a hidden .part file beside the target, also across
 runs), verifies the SHA-256 the controller recorded, never writes outside the chosen
@@ -39,7 +39,7 @@ type downloaded struct {
 
 func (a *App) cmdDownload(ctx context.Context, inv *invocation, args []string) error {
 	fs := inv.flags()
-	output := fs.String("output", "", "directory for the artifacts, or the file `PATH` for a single artifact")
+	output := fs.String("output", "", "`DIR` for the artifacts (created if missing; default ./<build-id>/)")
 	inv.alias(fs, "o", "output")
 	force := fs.Bool("force", false, "replace existing files")
 	only := fs.String("artifact", "", "download only the artifact with this `NAME`")
@@ -99,7 +99,7 @@ func (a *App) download(ctx context.Context, inv *invocation, s *session, b api.B
 			return nil, failErr(fmt.Sprintf("see why: expo-build logs %s", b.ID), "build %s %s and has no artifacts", b.ID, b.Status)
 		}
 	}
-	dir, fileName, err := outputTarget(output, b.ID, len(arts))
+	dir, err := outputDir(output, b.ID)
 	if err != nil {
 		return nil, err
 	}
@@ -113,11 +113,7 @@ func (a *App) download(ctx context.Context, inv *invocation, s *session, b api.B
 		if !plainName(art.Name) || strings.HasPrefix(art.Name, ".") {
 			return out, failErr("report this to whoever runs the controller", "refusing artifact %q of build %s: not a plain file name, or a hidden one", art.Name, b.ID)
 		}
-		target := art.Name
-		if fileName != "" {
-			target = fileName
-		}
-		d, err := a.fetchArtifact(ctx, inv, s, root, dir, b.ID, art, target, force)
+		d, err := a.fetchArtifact(ctx, inv, s, root, dir, b.ID, art, force)
 		if err != nil {
 			return out, err
 		}
@@ -126,40 +122,25 @@ func (a *App) download(ctx context.Context, inv *invocation, s *session, b api.B
 	return out, nil
 }
 
-// outputTarget resolves -o: a directory (existing, or ending in a slash),
-// else the file name of a single artifact. Without -o it is ./<id>/, so
-// the artifacts of two builds never meet and none lands among the project's
-// own files.
-func outputTarget(output, id string, count int) (dir, file string, err error) {
+// outputDir resolves -o, which always names a directory: an existing
+// one, or one created (with its parents), whatever its name looks like
+// ("-o app.apk" makes a directory app.apk; the artifact keeps its name in
+// it). Without -o it is ./<id>/, so the artifacts of two builds never meet
+// and none lands among the project's own files.
+func outputDir(output, id string) (string, error) {
 	if output == "" {
 		if !plainName(id) || strings.HasPrefix(id, ".") {
-			return "", "", failErr("pass -o DIR", "the build id %q is not usable as a directory name", id)
+			return "", usageErr("the build id %q is not usable as a directory name: pass -o DIR", id)
 		}
-		if err := os.MkdirAll(id, 0o755); err != nil {
-			return "", "", usageErr("create the directory %s for the artifacts: %v (or choose one with -o DIR)", id, err)
-		}
-		return id, "", nil
+		output = id
 	}
-	st, statErr := os.Stat(output)
-	switch {
-	case statErr == nil && st.IsDir():
-		return output, "", nil
-	case strings.HasSuffix(output, "/") || strings.HasSuffix(output, string(os.PathSeparator)):
-		if err := os.MkdirAll(output, 0o755); err != nil {
-			return "", "", usageErr("create the output directory %s: %v", output, err)
-		}
-		return output, "", nil
-	case count > 1:
-		return "", "", usageErr("-o %s: the build has %d artifacts, so -o must be a directory (end it with / to create it)", output, count)
+	if st, err := os.Stat(output); err == nil && !st.IsDir() {
+		return "", usageErr("-o %s: a file of that name exists; -o names the directory the artifacts go into (created if missing)", output)
 	}
-	dir, file = filepath.Dir(output), filepath.Base(output)
-	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
-		return "", "", usageErr("-o %s: the directory %s does not exist", output, dir)
+	if err := os.MkdirAll(output, 0o755); err != nil {
+		return "", usageErr("create the output directory %s: %v (choose another with -o DIR)", output, err)
 	}
-	if !plainName(file) {
-		return "", "", usageErr("-o %s: not a usable file name", output)
-	}
-	return dir, file, nil
+	return output, nil
 }
 
 // plainName is a file name with no path and no control character in it.
@@ -167,11 +148,12 @@ func plainName(name string) bool {
 	return name != "" && name != "." && name != ".." && !strings.ContainsAny(name, "/\\\t\n") && plainText(name) == name && filepath.Base(name) == name && !filepath.IsAbs(name)
 }
 
-// fetchArtifact downloads one artifact to root/target through a hidden
+// fetchArtifact downloads one artifact to root/<its name> through a hidden
 // .part file named after its checksum (so only a partial copy of the same
 // bytes is ever resumed), verifies it and renames it into place.
-func (a *App) fetchArtifact(ctx context.Context, inv *invocation, s *session, root *os.Root, dir, id string, art api.Artifact, target string, force bool) (downloaded, error) {
+func (a *App) fetchArtifact(ctx context.Context, inv *invocation, s *session, root *os.Root, dir, id string, art api.Artifact, force bool) (downloaded, error) {
 	u := inv.ui
+	target := art.Name
 	shown := filepath.Join(dir, target)
 	d := downloaded{Name: art.Name, Path: shown, Size: art.Size, SHA256: art.SHA256}
 	if abs, err := filepath.Abs(shown); err == nil {

@@ -106,6 +106,15 @@ func TestSubmitBuildDownload(t *testing.T) {
 	if list := e.mustRun(0, nil, "list"); !strings.Contains(list.stdout, "ARTIFACTS UNTIL") || !strings.Contains(list.stdout, expires) {
 		t.Errorf("list output lacks the artifacts' expiry %s:\n%s", expires, list.stdout)
 	}
+	// list --json carries each build's artifacts: name, size, checksum,
+	// and when they expire.
+	listed := jsonOf[api.BuildList](t, e.mustRun(0, nil, "list", "--json"))
+	if len(listed.Builds) != 1 || len(listed.Builds[0].Artifacts) != 1 || listed.Builds[0].ArtifactsExpireAt == nil {
+		t.Fatalf("list --json: %+v", listed.Builds)
+	}
+	if a := listed.Builds[0].Artifacts[0]; a.Name != "app-release.apk" || a.Size != int64(len(apk)) || a.SHA256 != sha(apk) {
+		t.Errorf("list --json artifact: %+v", a)
+	}
 	if r := e.mustRun(0, nil, "logs", id); r.stdout != "npm ci\n./gradlew assembleRelease\n" {
 		t.Errorf("logs: %q", r.stdout)
 	}
@@ -137,10 +146,11 @@ func TestSubmitBuildDownload(t *testing.T) {
 	if got, _ := os.ReadFile(path); !bytes.Equal(got, apk) {
 		t.Fatal("--force did not replace the file")
 	}
-	// -o naming the file of a single artifact.
+	// -o always names a directory, created if missing, even when its
+	// name looks like a file's.
 	e.mustRun(0, nil, "download", id, "-o", filepath.Join(out, "renamed.apk"))
-	if got, _ := os.ReadFile(filepath.Join(out, "renamed.apk")); !bytes.Equal(got, apk) {
-		t.Fatal("-o FILE did not get the artifact")
+	if got, _ := os.ReadFile(filepath.Join(out, "renamed.apk", "app-release.apk")); !bytes.Equal(got, apk) {
+		t.Fatal("-o renamed.apk did not make a directory holding the artifact")
 	}
 	// Unknown artifact name.
 	e.mustRun(ExitNotFound, nil, "download", id, "--artifact", "nope.ipa", "-o", out)

@@ -28,7 +28,9 @@ downloads the artifacts when it completes.
 
 The project is the directory given (default: the current one) or its nearest parent that
 holds app.json or app.config.(js|ts|mjs|cjs|json). It is streamed as a tar.gz while it
-uploads, so a project of any size needs little memory.
+uploads, so a project of any size needs little memory. Before anything is sent, a project
+without package.json is refused, and one larger than the controller accepts (its
+--max-source-bytes) is refused with its largest files named.
 
 What is left out: node_modules, .git, .expo, /dist, /build, /web-build, /logs, *.log,
 native build output (ios/build, ios/Pods, android/build, android/app/build, .gradle, .cxx),
@@ -52,6 +54,7 @@ type submitOpts struct {
 	timeout                                                   time.Duration
 	wait, noWait, logs, force, nonInteractive                 bool
 	sign                                                      signing
+	limits                                                    api.Limits // the controller's, learnt before packing
 }
 
 func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) error {
@@ -119,6 +122,9 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	if err != nil {
 		return err
 	}
+	if err := checkProject(root); err != nil {
+		return err
+	}
 	s, c, err := inv.keySession()
 	if err != nil {
 		return err
@@ -142,11 +148,8 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 		}
 	}
 	// Fail fast on a wrong key or an unreachable controller, before packing.
-	if err := s.retry(ctx, "check the API key", true, func(ctx context.Context) error {
-		_, err := c.ListBuilds(ctx, api.ListOptions{Limit: 1})
+	if o.limits, err = controllerLimits(ctx, s, c); err != nil {
 		return err
-	}); err != nil {
-		return wrapOp("check the API key", err)
 	}
 	// Everything is decided (and every problem reported) before any upload.
 	builds := make([]*resolved, len(platforms))
@@ -238,6 +241,9 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 	}
 	if plan.Files == 0 {
 		return api.SubmitResponse{}, nil, failErr("check .easignore / .gitignore", "nothing to upload: every file of %s is excluded", r.uploadRoot)
+	}
+	if err := checkUpload(plan, o.limits.MaxSourceBytes); err != nil {
+		return api.SubmitResponse{}, nil, err
 	}
 	describePlan(inv.ui, plan, appConfig)
 	if len(r.exclude) > 0 {
@@ -388,7 +394,7 @@ func findProject(dir string) (root, appConfig string, err error) {
 		d = parent
 	}
 	return "", "", &cliError{code: ExitUsage, msg: fmt.Sprintf("no Expo project at %s: no app.json or app.config.* there or in a parent directory", abs),
-		hint: "run expo-build in your project, or pass its path: expo-build submit path/to/app"}
+		hint: `run expo-build in your project, or pass its path: expo-build submit path/to/app; a project without an app config needs an app.json such as {"expo":{"name":"My App","slug":"my-app","android":{"package":"com.example.myapp"},"ios":{"bundleIdentifier":"com.example.myapp"}}}`}
 }
 
 func (a *App) askPlatform(inv *invocation) (string, error) {

@@ -72,21 +72,21 @@ func TestPlainNameAndOutputTarget(t *testing.T) {
 			t.Errorf("plainName(%q) = %v", name, !want)
 		}
 	}
+	// -o always names a directory: existing, or created with its
+	// parents, whatever its name looks like; never a file.
 	dir := t.TempDir()
-	if d, f, err := outputTarget(dir, "b1", 2); err != nil || d != dir || f != "" {
-		t.Errorf("existing dir: %q %q %v", d, f, err)
+	for _, o := range []string{dir, filepath.Join(dir, "new") + "/", filepath.Join(dir, "x.ipa"), filepath.Join(dir, "a", "b", "app.apk")} {
+		if d, err := outputDir(o, "b1"); err != nil || d != o || !isDir(d) {
+			t.Errorf("outputDir(%q) = %q, %v; want the directory, created", o, d, err)
+		}
 	}
-	if d, f, err := outputTarget(filepath.Join(dir, "new")+"/", "b1", 2); err != nil || f != "" || !isDir(d) {
-		t.Errorf("dir to create: %q %q %v", d, f, err)
+	file := filepath.Join(dir, "file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	if _, err := outputDir(file, "b1"); exitCode(err) != ExitUsage || !strings.Contains(err.Error(), "names the directory") {
+		t.Errorf("an existing file: %v", err)
 	}
-	if d, f, err := outputTarget(filepath.Join(dir, "x.ipa"), "b1", 1); err != nil || d != dir || f != "x.ipa" {
-		t.Errorf("file: %q %q %v", d, f, err)
-	}
-	if _, _, err := outputTarget(filepath.Join(dir, "x.ipa"), "b1", 2); exitCode(err) != ExitUsage {
-		t.Errorf("file for two artifacts: %v", err)
-	}
-	if _, _, err := outputTarget(filepath.Join(dir, "missing", "x.ipa"), "b1", 1); exitCode(err) != ExitUsage {
-		t.Errorf("missing parent: %v", err)
+	if _, err := outputDir("", "../b1"); exitCode(err) != ExitUsage {
+		t.Errorf("a build id that is no directory name: %v", err)
 	}
 }
 

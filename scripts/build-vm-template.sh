@@ -14,6 +14,18 @@ Agent's in-VM launcher, its LaunchAgent and a fallback freeagent-vm, shuts it
 down and optionally pushes it to an OCI registry. Workers then use it with
 `freeagent run --template NAME` (default freeagent-template).
 
+Build commands run as an unprivileged user of their own, never as the
+auto-login user that runs freeagent-vm: the script creates that user
+(freeagent-build, a standard account with a random password it neither
+stores nor prints), lets only the auto-login user run commands as it
+without a password (a sudoers drop-in), moves the Android SDK where both
+can use it, and writes FREEAGENT_BUILD_USER into freeagent-vm.env. As its
+very last step it takes away the auto-login user's passwordless sudo, gives
+that user a random password (kept only in macOS's auto-login file) and
+turns off password logins over SSH: the farm never uses SSH (tart exec and
+the LaunchAgent do the work), and a build must not become admin with the
+image's well-known password.
+
 It records the toolchain environment of the guest's login shell (PATH,
 JAVA_HOME, ANDROID_HOME…) in the image's freeagent-vm.env, which the
 launcher exports for every build (a LaunchAgent reads no shell profile),
@@ -35,7 +47,9 @@ Options:
                         the maintained LTS lines)
   --android             also install a JDK (openjdk@17) and the Android SDK command-line tools
   --eas-cli             also install eas-cli with npm
-  --user NAME           the guest user that logs in automatically and owns Homebrew (default admin)
+  --user NAME           the guest user that logs in automatically, owns Homebrew and runs
+                        freeagent-vm (default admin)
+  --build-user NAME     the unprivileged user build commands run as (default freeagent-build)
   --ssh                 talk to the guest over SSH as that user (password from
                         FREEAGENT_TEMPLATE_SSH_PASSWORD, default admin; needs sshpass) instead of
                         `tart exec` (which needs macOS 14+ and the Tart guest agent in the image,
@@ -44,7 +58,9 @@ Options:
   -h, --help            this text
 
 The guest must log in automatically (the Cirrus Labs images log in as admin)
-and allow passwordless sudo for that user.
+and allow passwordless sudo for that user while the template is built (the
+script removes it at the end). --ssh works for the build itself; the
+finished template accepts no SSH password.
 USAGE
 }
 
@@ -57,6 +73,7 @@ android=0
 eas=0
 transport="exec"
 user="admin"
+build_user="freeagent-build"
 force=0
 while [ $# -gt 0 ]; do
 	case $1 in
@@ -68,6 +85,7 @@ while [ $# -gt 0 ]; do
 	--android) android=1; shift ;;
 	--eas-cli) eas=1; shift ;;
 	--user) user=${2:?--user needs a name}; shift 2 ;;
+	--build-user) build_user=${2:?--build-user needs a name}; shift 2 ;;
 	--ssh) transport=ssh; shift ;;
 	--force) force=1; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -76,6 +94,10 @@ while [ $# -gt 0 ]; do
 done
 
 die() { echo "build-vm-template.sh: $*" >&2; exit 1; }
+case $build_user in
+'' | *[!a-z0-9_-]* | -*) die "--build-user $build_user: use lowercase letters, digits, - and _" ;;
+esac
+[ "$build_user" != "$user" ] || die "--build-user must differ from --user: build commands must not run as the user that holds the build's tokens"
 [ "$(uname -s)" = Darwin ] || die "Tart runs on macOS only: run this on the Mac that will host the builds"
 command -v tart >/dev/null || die "tart is not installed: brew install cirruslabs/cli/tart"
 if [ "$transport" = ssh ]; then
@@ -164,9 +186,53 @@ echo "--- toolchain environment"
 guest "sh '$setup/freeagent-toolchain-env'" >"$stage/freeagent-vm.env"
 cat "$stage/freeagent-vm.env"
 platforms=$(sed -n "s/^FREEAGENT_TEMPLATE_PLATFORMS='\(.*\)'\$/\1/p" "$stage/freeagent-vm.env")
+# The Xcode builds will use, for the worker to report (empty without Xcode).
+xcode=$(guest "xcodebuild -version 2>/dev/null | sed -n 's/^Xcode //p'" || true)
 case ",$platforms," in *,ios,*) ;; *) echo "warning: no working xcodebuild: this template cannot build iOS (use a *-xcode base image)" >&2 ;; esac
 case ",$platforms," in *,android,*) ;; *) echo "warning: no JDK and Android SDK (platform-tools, build-tools): this template cannot build Android (pass --android)" >&2 ;; esac
 [ -n "$platforms" ] || die "the template can build neither iOS nor Android"
+
+# The build user: a standard account (not admin) that runs every build
+# command through `sudo -n -u`, which the drop-in allows the auto-login user
+# and nobody else; its password is random and never leaves this command.
+# Its home holds its keychains, caches and provisioning profiles. The
+# Android SDK moves out of the auto-login user's private ~/Library to
+# /opt/android-sdk, shared through the staff group both users are in
+# (Gradle may install missing packages into it).
+echo "--- build user $build_user"
+sudoers=/etc/sudoers.d/freeagent-build-user
+guest "sudo -n sh -c '
+	set -e
+	if ! id $build_user >/dev/null 2>&1; then
+		sysadminctl -addUser $build_user -fullName \"Free Agent build\" -shell /bin/zsh -home /Users/$build_user \
+			-password \"\$(openssl rand -base64 24)\" >/dev/null 2>&1
+	fi
+	id $build_user >/dev/null
+	createhomedir -c -u $build_user >/dev/null
+	dscl . -create /Users/$build_user IsHidden 1
+	dseditgroup -o checkmember -m $build_user admin >/dev/null 2>&1 && { echo \"$build_user is an administrator\" >&2; exit 1; }
+	tmp=\$(mktemp)
+	printf \"%s\\n\" \"# Free Agent: freeagent-vm (running as $user) starts build commands as $build_user.\" \
+		\"Defaults:$user !use_pty\" \"$user ALL=($build_user) NOPASSWD: ALL\" >\"\$tmp\"
+	visudo -cf \"\$tmp\" >/dev/null
+	install -m 0440 -o root -g wheel \"\$tmp\" $sudoers
+	rm -f \"\$tmp\"
+	visudo -c >/dev/null
+'" || die "cannot set up the build user $build_user"
+android_home=$(sed -n "s/^ANDROID_HOME='\(.*\)'\$/\1/p" "$stage/freeagent-vm.env")
+case $android_home in
+/Users/*)
+	echo "--- moving the Android SDK from $android_home to /opt/android-sdk"
+	guest "sudo -n mkdir -p /opt && sudo -n mv '$android_home' /opt/android-sdk && ln -s /opt/android-sdk '$android_home'"
+	sed -i '' "s#$android_home#/opt/android-sdk#g" "$stage/freeagent-vm.env"
+	android_home=/opt/android-sdk
+	;;
+esac
+if [ -n "$android_home" ]; then
+	guest "sudo -n chown -R $user:staff '$android_home' && sudo -n chmod -R g+rwX '$android_home' &&
+		sudo -n find '$android_home' -type d -exec chmod g+s {} +"
+fi
+printf "FREEAGENT_BUILD_USER='%s'\n" "$build_user" >>"$stage/freeagent-vm.env"
 
 echo "--- Free Agent launcher and LaunchAgent"
 guest "sudo -n mkdir -p /usr/local/libexec/freeagent &&
@@ -178,8 +244,35 @@ guest "sudo -n mkdir -p /usr/local/libexec/freeagent &&
 autologin=$(guest 'defaults read /Library/Preferences/com.apple.loginwindow autoLoginUser 2>/dev/null || true')
 [ "$autologin" = "$user" ] || echo "warning: the guest does not log in $user automatically (autoLoginUser: '$autologin'), so the LaunchAgent will not start builds: enable automatic login" >&2
 
-echo "--- cleaning up and shutting down"
-guest "$brewenv && brew cleanup -s >/dev/null; rm -f /tmp/freeagent-vm.log; sudo -n shutdown -h now" || true
+# Last, in one root shell that ends by shutting down: the auto-login user
+# loses passwordless sudo (every NOPASSWD rule but the build-user drop-in
+# is commented out, each file checked with visudo before it is replaced)
+# and the image's well-known password (a random one, kept only in the
+# auto-login file /etc/kcpassword), and sshd refuses passwords.
+echo "--- locking the template down and shutting down"
+guest "$brewenv && brew cleanup -s >/dev/null; rm -f /tmp/freeagent-vm.log" || true
+guest "sudo -n sh -c '
+	set -e
+	for f in /etc/sudoers /etc/sudoers.d/*; do
+		[ -f \"\$f\" ] && [ \"\$f\" != $sudoers ] || continue
+		grep -Eq \"^[^#]*NOPASSWD\" \"\$f\" || continue
+		sed -E \"/^[^#]*NOPASSWD/s/^/# removed by Free Agent: /\" \"\$f\" >\"\$f.freeagent\"
+		visudo -cf \"\$f.freeagent\" >/dev/null
+		cat \"\$f.freeagent\" >\"\$f\"
+		rm -f \"\$f.freeagent\"
+	done
+	visudo -c >/dev/null
+	su $user -c \"sudo -n -u $build_user true\" || { echo \"$user cannot run commands as $build_user\" >&2; exit 1; }
+	if su $user -c \"sudo -n true\" >/dev/null 2>&1; then echo \"$user still has passwordless sudo\" >&2; exit 1; fi
+	mkdir -p /etc/ssh/sshd_config.d
+	printf \"%s\\n\" \"# Free Agent: no password logins (the farm uses tart exec)\" \
+		\"PasswordAuthentication no\" \"KbdInteractiveAuthentication no\" >/etc/ssh/sshd_config.d/000-freeagent.conf
+	launchctl disable system/com.openssh.sshd 2>/dev/null || true
+	pw=\$(openssl rand -base64 24)
+	dscl . -passwd /Users/$user \"\$pw\"
+	sysadminctl -autologin set -userName $user -password \"\$pw\" >/dev/null 2>&1
+	shutdown -h now
+'" || die "locking the template down failed: it may still allow passwordless sudo; rebuild it"
 wait "$run_pid" || true
 run_pid=""
 
@@ -188,10 +281,10 @@ run_pid=""
 # `tart delete` removes it with the VM, `tart rename` moves it along).
 # Images carry no marker: there the worker's owner sets --platforms.
 tart_home=${TART_HOME:-$HOME/.tart}
-printf '{"platforms": ["%s"]}\n' "$(printf '%s' "$platforms" | sed 's/,/", "/g')" >"$tart_home/vms/$name/freeagent-template.json"
+printf '{"platforms": ["%s"], "xcode_version": "%s"}\n' "$(printf '%s' "$platforms" | sed 's/,/", "/g')" "$xcode" >"$tart_home/vms/$name/freeagent-template.json"
 
 if [ -n "$push" ]; then
 	echo "--- tart push $name $push"
-	tart push --label "build.freeagent.platforms=$platforms" "$name" "$push"
+	tart push --label "build.freeagent.platforms=$platforms" --label "build.freeagent.xcode=$xcode" "$name" "$push"
 fi
 echo "--- template $name is ready; it builds $platforms: freeagent run --template $name${push:+ (or --template $push --platforms $platforms)}"

@@ -9,6 +9,7 @@
 package vmbootstrap
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -81,6 +83,9 @@ func (b *Bootstrap) Run(ctx context.Context) int {
 		log.Info("this build has already failed")
 		return 1
 	}
+	if cfg.BuildUser == "" {
+		log.Warn(sameUserWarning())
+	}
 	r := &buildRun{b: b, cfg: cfg, bc: bc, log: log.WithFields(logrus.Fields{"build": bc.BuildID, "attempt": bc.AttemptID})}
 	arts, err := r.execute(ctx)
 	return r.finish(ctx, arts, err)
@@ -118,6 +123,7 @@ type buildRun struct {
 	token  string
 	logs   *LogStream // nil until authenticated
 	work   string
+	user   *buildUser // nil: build commands run as this process's user
 }
 
 // execute runs every phase up to the uploaded artifacts. Its error is a
@@ -151,6 +157,9 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 		}
 	}()
 	r.logs.Printf("▸ freeagent-vm %s: build %s, attempt %s, %s, profile %q", r.b.Version, r.bc.BuildID, r.bc.AttemptID, r.bc.Platform, r.bc.Profile)
+	if err := r.setupUser(ctx); err != nil {
+		return nil, fail(CodeInternalFailure, false, err, "prepare the build user")
+	}
 
 	r.progress(PhaseAuth, 4, "fetching the build's spec and variables")
 	job, err := r.job(ctx)
@@ -196,12 +205,18 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 	}
 
 	artifactsDir := filepath.Join(r.work, "artifacts")
-	if err := os.MkdirAll(artifactsDir, 0o755); err != nil {
+	if err := os.MkdirAll(artifactsDir, 0o775); err != nil {
 		return nil, fmt.Errorf("create the artifacts directory: %w", err)
 	}
-	be, err := newBuildEnvironment(job, r.bc.BuildID, tree, filepath.Join(r.work, "env-files"))
+	filesDir := filepath.Join(r.work, "env-files")
+	be, err := newBuildEnvironment(job, r.bc.BuildID, tree, filesDir)
 	if err != nil {
 		return nil, fail(CodeInternalFailure, false, err, "prepare the build's variables")
+	}
+	if r.user != nil && fileExists(filesDir) {
+		if err := r.user.shareTree(filesDir); err != nil { // the build's own secrets: it reads them
+			return nil, fail(CodeInternalFailure, false, err, "prepare the build's variables")
+		}
 	}
 	for _, secret := range be.secrets {
 		for _, form := range secretForms(secret) {
@@ -214,6 +229,13 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 		"FREEAGENT_ARTIFACTS_DIR="+artifactsDir,
 		"CI=1",
 	)
+	if r.user != nil {
+		tmp := filepath.Join(r.work, "tmp")
+		if err := os.Mkdir(tmp, 0o770); err != nil {
+			return nil, fmt.Errorf("create the build's temporary directory: %w", err)
+		}
+		env = r.user.env(env, tmp)
+	}
 	env = mergeEnv(env, be.vars...)
 	if len(job.Variables) > 0 {
 		names := make([]string, len(job.Variables))
@@ -229,7 +251,7 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 	}
 	p := &pipeline{
 		tree: tree, root: root, workDir: r.work, artifactsDir: artifactsDir, spec: spec, keystore: keystore, signing: sign,
-		runner: &stepRunner{env: env, out: r.logs, grace: r.cfg.KillGrace, drain: 2 * time.Second},
+		runner: &stepRunner{env: env, out: r.logs, grace: r.cfg.KillGrace, drain: 2 * time.Second, user: r.user},
 		phase:  r.progress,
 	}
 	files, err := p.run(ctx)
@@ -311,9 +333,17 @@ func (r *buildRun) certificates(ctx context.Context, spec *api.BuildSpec) (*sign
 	if r.b.NewKeychain != nil {
 		kc = r.b.NewKeychain(path)
 	} else {
-		kc = NewSecurityKeychain(r.cfg.SecurityTool, path)
+		skc := NewSecurityKeychain(r.cfg.SecurityTool, path)
+		if r.user != nil {
+			skc.user, skc.env = r.user, r.user.env(buildEnv(r.b.Env, r.logs), filepath.Dir(path))
+		}
+		kc = skc
 	}
-	s, cleanup, err := installSigning(ctx, kc, m, r.cfg.HomeDir, r.logs)
+	home := r.cfg.HomeDir
+	if home == "" && r.user != nil {
+		home = r.user.home
+	}
+	s, cleanup, err := installSigning(ctx, kc, m, home, r.logs)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
 			return nil, cleanup, fail(CodeToolMissing, true, err, "install the signing certificates")
@@ -331,6 +361,13 @@ func (r *buildRun) source(ctx context.Context) (string, error) {
 	}
 	if err := os.MkdirAll(r.work, 0o755); err != nil {
 		return "", fmt.Errorf("create the work directory: %w", err)
+	}
+	if r.user != nil {
+		// The build user writes the tree; this process made it, with
+		// modes the umask (buildUmask) opens to the group only.
+		if err := r.user.share(r.work, 0o770); err != nil {
+			return "", err
+		}
 	}
 	archive := filepath.Join(r.work, "source.archive")
 	start := time.Now()
@@ -568,11 +605,66 @@ func (r *buildRun) finish(ctx context.Context, arts []api.Artifact, err error) i
 }
 
 func (r *buildRun) removeWork() {
-	if r.work != "" {
-		if err := os.RemoveAll(r.work); err != nil {
-			r.log.WithError(err).Warn("cannot remove the work directory")
+	if r.work == "" {
+		return
+	}
+	if r.user != nil {
+		// What the build user made with modes of its own (0755 from a
+		// tarball) this process may read but not empty: the build user
+		// removes everything it can first (all but the directory itself).
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+		defer cancel()
+		if out, err := r.user.command(ctx, "/bin/rm", []string{"rm", "-rf", "--", r.work}, []string{"PATH=/usr/bin:/bin"}).CombinedOutput(); err != nil {
+			r.log.WithError(err).WithField("output", string(bytes.TrimSpace(out))).Debug("the build user left part of the work directory")
 		}
 	}
+	if err := os.RemoveAll(r.work); err != nil {
+		r.log.WithError(err).Warn("cannot remove the work directory")
+	}
+}
+
+// setupUser resolves Config.BuildUser, checks that sudo lets this
+// process run commands as it, and prepares the work directory they share;
+// without a build user it warns in the build's log.
+func (r *buildRun) setupUser(ctx context.Context) error {
+	if r.cfg.BuildUser == "" {
+		r.logs.Printf("▸ warning: %s", sameUserWarning())
+		return nil
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this program for the build user to run: %w", err)
+	}
+	u, err := lookupBuildUser(r.cfg.BuildUser, self)
+	if err != nil {
+		return err
+	}
+	if err := u.probe(ctx); err != nil {
+		return err
+	}
+	// Files this process creates are shared with the build user's group
+	// at most, never with other users (modes ask for group write where
+	// the build writes: the extracted tree, the artifacts directory).
+	setUmask(buildUmask)
+	if err := os.MkdirAll(r.cfg.WorkDir, 0o750); err != nil {
+		return fmt.Errorf("create the work directory: %w", err)
+	}
+	if err := u.share(r.cfg.WorkDir, 0o750); err != nil {
+		return fmt.Errorf("%w (the work directory must belong to the bootstrap's user: see --work-dir)", err)
+	}
+	r.user = u
+	r.logs.Printf("▸ build commands run as the build user %s (uid %d)", u.name, u.uid)
+	return nil
+}
+
+// sameUserWarning is logged when build commands run as the bootstrap's own
+// user: the template predates the build user.
+func sameUserWarning() string {
+	name := "this user"
+	if u, err := user.Current(); err == nil {
+		name = u.Username
+	}
+	return "build commands run as the bootstrap's user " + name + ", who holds the build's tokens: rebuild the template with scripts/build-vm-template.sh (it creates the build user and sets FREEAGENT_BUILD_USER)"
 }
 
 // progress rewrites progress.json. A failure to write it is logged only:

@@ -216,6 +216,19 @@ func TestConfigPrecedence(t *testing.T) {
 	if _, err := ParseConfig([]string{"extra"}, func(string) string { return "" }, &strings.Builder{}); err == nil {
 		t.Fatal("a positional argument was accepted")
 	}
+	if def.BuildUser != "" || def.HomeDir == "" {
+		t.Fatalf("without a build user: %+v", def)
+	}
+	// A build user moves the defaults of --home (its own) and --work-dir
+	// (out of this user's private temporary directory), not given values.
+	bu, err := ParseConfig(nil, func(k string) string { return map[string]string{"FREEAGENT_BUILD_USER": "freeagent-build"}[k] }, &strings.Builder{})
+	if err != nil || bu.BuildUser != "freeagent-build" || bu.HomeDir != "" || bu.WorkDir != DefaultBuildUserWorkDir {
+		t.Fatalf("with a build user: %+v %v", bu, err)
+	}
+	bu, err = ParseConfig([]string{"--build-user", "b", "--home", "/h", "--work-dir", "/w"}, func(string) string { return "" }, &strings.Builder{})
+	if err != nil || bu.BuildUser != "b" || bu.HomeDir != "/h" || bu.WorkDir != "/w" {
+		t.Fatalf("with a build user and explicit directories: %+v %v", bu, err)
+	}
 }
 
 func TestWriteFileAtomic(t *testing.T) {

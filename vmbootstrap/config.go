@@ -16,6 +16,10 @@ import (
 // (`tart run --dir build-config:<dir>`).
 const DefaultSharedDir = "/Volumes/My Shared Files/build-config"
 
+// DefaultBuildUserWorkDir is the work directory when there is a build user
+// and --work-dir is not given: outside the bootstrap's private $TMPDIR.
+const DefaultBuildUserWorkDir = "/tmp/freeagent-build"
+
 // Config is everything freeagent-vm can be told. Each field comes from its
 // flag, else its environment variable, else the default.
 type Config struct {
@@ -24,7 +28,8 @@ type Config struct {
 	BuildTimeout time.Duration // --build-timeout, FREEAGENT_BUILD_TIMEOUT: the whole build (the host enforces the real one)
 	KillGrace    time.Duration // --kill-grace, FREEAGENT_KILL_GRACE: SIGTERM → SIGKILL delay for build steps
 	WorkDir      string        // --work-dir, FREEAGENT_WORK_DIR: the source is extracted under it
-	HomeDir      string        // --home, FREEAGENT_HOME: provisioning profiles are installed under it (default $HOME)
+	HomeDir      string        // --home, FREEAGENT_HOME: provisioning profiles are installed under it (default $HOME; with a build user, its home)
+	BuildUser    string        // --build-user, FREEAGENT_BUILD_USER: the unprivileged account build commands run as ("": this process's user)
 	SecurityTool string        // --security, FREEAGENT_SECURITY: the macOS `security` program
 	LogLevel     string        // --log-level, FREEAGENT_LOG_LEVEL: this program's own diagnostics on stderr
 	Limits       ExtractLimits // --max-source-bytes, --max-source-files, --max-file-bytes (FREEAGENT_MAX_…)
@@ -98,7 +103,8 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		{"build-timeout", "FREEAGENT_BUILD_TIMEOUT", "time limit of the whole build (default 2h)", dur(&cfg.BuildTimeout)},
 		{"kill-grace", "FREEAGENT_KILL_GRACE", "time between SIGTERM and SIGKILL of a build step (default 10s)", dur(&cfg.KillGrace)},
 		{"work-dir", "FREEAGENT_WORK_DIR", "directory the source is extracted under (default $TMPDIR/freeagent-build)", str(&cfg.WorkDir)},
-		{"home", "FREEAGENT_HOME", "home directory provisioning profiles are installed under (default $HOME)", str(&cfg.HomeDir)},
+		{"home", "FREEAGENT_HOME", "home directory provisioning profiles are installed under (default $HOME; with --build-user, the build user's)", str(&cfg.HomeDir)},
+		{"build-user", "FREEAGENT_BUILD_USER", "unprivileged user build commands run as, through sudo -n -u (default: this program's user)", str(&cfg.BuildUser)},
 		{"security", "FREEAGENT_SECURITY", "path of the macOS security tool (default /usr/bin/security)", str(&cfg.SecurityTool)},
 		{"log-level", "FREEAGENT_LOG_LEVEL", "diagnostics level on stderr: debug, info, warn, error (default info)", str(&cfg.LogLevel)},
 		{"max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", "limit on the extracted source's total size (default 10GiB)", size(&cfg.Limits.MaxBytes)},
@@ -112,19 +118,31 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 			return nil
 		}},
 	}
+	given := map[string]bool{} // options set by the environment or a flag
 	for _, o := range opts {
 		if v := getenv(o.env); v != "" {
 			if err := o.set(v); err != nil {
 				return cfg, fmt.Errorf("environment variable %s: %w", o.env, err)
 			}
+			given[o.flag] = true
 		}
-		fs.Func(o.flag, o.help+"; env "+o.env, o.set)
+		fs.Func(o.flag, o.help+"; env "+o.env, func(v string) error { given[o.flag] = true; return o.set(v) })
 	}
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
 	if fs.NArg() > 0 {
 		return cfg, fmt.Errorf("unexpected argument %q (freeagent-vm takes only flags)", fs.Arg(0))
+	}
+	if cfg.BuildUser != "" {
+		// This user's home and temporary directory (private on macOS)
+		// are no place for what the build user reads and writes.
+		if !given["home"] {
+			cfg.HomeDir = "" // the build user's home
+		}
+		if !given["work-dir"] {
+			cfg.WorkDir = DefaultBuildUserWorkDir
+		}
 	}
 	return cfg, cfg.validate()
 }

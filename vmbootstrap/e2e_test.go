@@ -326,6 +326,9 @@ echo IPA > "$FREEAGENT_ARTIFACTS_DIR/App.ipa"
 	if p12pw := calls[3][slices.Index(calls[3], "-P")+1]; p12pw != "hunter2-p12-secret" {
 		t.Fatalf("import got p12 password %q", p12pw)
 	}
+	if b, _ := os.ReadFile(secLog + ".x"); string(b) != "non-extractable\n" {
+		t.Fatalf("the key was imported %q, want non-extractable (security import -x)", b)
+	}
 	for _, d := range profileDirs(home) {
 		if entries, _ := os.ReadDir(d); len(entries) != 0 {
 			t.Fatalf("profiles left in %s", d)

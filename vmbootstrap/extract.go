@@ -64,14 +64,14 @@ func ExtractFile(ctx context.Context, archivePath, dest string, lim ExtractLimit
 // hard links to anything but a regular file inside it, and device, FIFO and
 // socket entries make the whole archive refused (ErrBadArchive), as do the
 // limits. A single top-level directory is kept as it is. Modes are reduced
-// to 0644/0755 (no setuid, no world-writable files).
+// to 0664/0775 less the umask (no setuid, no world-writable files).
 func Extract(ctx context.Context, r io.ReaderAt, size int64, dest string, lim ExtractLimits) (ExtractStats, error) {
 	var head [512]byte
 	n, err := r.ReadAt(head[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return ExtractStats{}, fmt.Errorf("read source archive: %w", err)
 	}
-	if err := os.MkdirAll(dest, 0o755); err != nil {
+	if err := os.MkdirAll(dest, 0o775); err != nil {
 		return ExtractStats{}, fmt.Errorf("create %s: %w", dest, err)
 	}
 	root, err := os.OpenRoot(dest)
@@ -260,7 +260,7 @@ func (x *extractor) entry(name string, kind entryKind, mode fs.FileMode, size in
 	}
 	if kind != kindDir {
 		if dir := path.Dir(rel); dir != "." {
-			if err := x.root.MkdirAll(dir, 0o755); err != nil {
+			if err := x.root.MkdirAll(dir, 0o775); err != nil {
 				return x.wrap(name, err)
 			}
 		}
@@ -270,7 +270,7 @@ func (x *extractor) entry(name string, kind entryKind, mode fs.FileMode, size in
 	}
 	switch kind {
 	case kindDir:
-		return x.wrap(name, x.root.MkdirAll(rel, 0o755))
+		return x.wrap(name, x.root.MkdirAll(rel, 0o775))
 	case kindFile:
 		return x.file(rel, name, mode, size, body)
 	case kindSymlink:
@@ -300,9 +300,12 @@ func (x *extractor) file(rel, name string, mode fs.FileMode, size int64, body io
 	if size > x.lim.MaxFileBytes {
 		return fmt.Errorf("%w: %q is %d bytes, more than the per-file limit of %d", ErrBadArchive, name, size, x.lim.MaxFileBytes)
 	}
-	perm := fs.FileMode(0o644)
+	// Group-writable as far as the umask allows: with a build user the
+	// umask is 007 and the build user writes the tree through the group;
+	// otherwise the usual 022 makes these 0755/0644.
+	perm := fs.FileMode(0o664)
 	if mode&0o111 != 0 {
-		perm = 0o755
+		perm = 0o775
 	}
 	f, err := x.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
 	if err != nil {

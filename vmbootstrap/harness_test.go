@@ -55,6 +55,10 @@ func buildBinaries() {
 	if binDir.err != nil {
 		return
 	}
+	// A test's build user runs freeagent-vm too.
+	if binDir.err = os.Chmod(binDir.dir, 0o755); binDir.err != nil {
+		return
+	}
 	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
 	if p, err := exec.LookPath("go"); err == nil {
 		gobin = p

@@ -46,14 +46,19 @@ type Keychain interface {
 // Passwords: `security` takes the keychain and p12 passwords only as
 // arguments (-p, -P, -k) or through an interactive prompt, so they are
 // visible in the process list of the VM for the few milliseconds each call
-// runs. The VM is single-user and destroyed after the build, the keychain
-// password is random and per build, and the build's own processes start only
-// after these calls. They never appear in this program's logs or errors:
+// runs. The VM is destroyed after the build, the keychain password is
+// random and per build, and the build's own processes start only after
+// these calls (with a build user, the calls run as it: the keychain is
+// its own, for its codesign). They never appear in this program's logs or errors:
 // error messages name the subcommand only and redact the tool's output.
 type SecurityKeychain struct {
 	tool    string
 	path    string
 	secrets []string
+	// user, when set, runs security (with env): the keychain is the build
+	// user's, in its search list, for its codesign.
+	user *buildUser
+	env  []string
 }
 
 // NewSecurityKeychain returns a keychain at path (ending in .keychain-db)
@@ -70,6 +75,11 @@ func (k *SecurityKeychain) Create(ctx context.Context, password string) error {
 	k.secrets = append(k.secrets, password)
 	if err := os.MkdirAll(filepath.Dir(k.path), 0o700); err != nil {
 		return fmt.Errorf("create keychain directory: %w", err)
+	}
+	if k.user != nil {
+		if err := k.user.share(filepath.Dir(k.path), 0o770); err != nil {
+			return fmt.Errorf("create keychain directory: %w", err)
+		}
 	}
 	if _, err := k.security(ctx, "create-keychain", "-p", password, k.path); err != nil {
 		return err
@@ -94,7 +104,17 @@ func (k *SecurityKeychain) Import(ctx context.Context, p12 []byte, p12Password, 
 	if err := os.WriteFile(p12Path, p12, 0o600); err != nil {
 		return fmt.Errorf("import signing certificate: %w", err)
 	}
-	if _, err := k.security(ctx, "import", p12Path, "-k", k.path, "-f", "pkcs12", "-P", p12Password,
+	if k.user != nil {
+		// security reads it as the build user, before any build command
+		// runs; it is removed right after.
+		if err := k.user.shareTree(dir); err != nil {
+			return fmt.Errorf("import signing certificate: %w", err)
+		}
+	}
+	// -x: the private key is non-extractable (security export and
+	// SecItemExport refuse it), so not even the build's own code can take
+	// it out of the VM; codesign still signs with it.
+	if _, err := k.security(ctx, "import", p12Path, "-k", k.path, "-f", "pkcs12", "-P", p12Password, "-x",
 		"-T", "/usr/bin/codesign", "-T", "/usr/bin/security"); err != nil {
 		return err
 	}
@@ -147,8 +167,13 @@ func (k *SecurityKeychain) Delete(ctx context.Context) error {
 func (k *SecurityKeychain) security(ctx context.Context, args ...string) ([]byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, k.tool, args...)
-	cmd.Stdin = nil
+	var cmd *exec.Cmd
+	if k.user != nil {
+		cmd = k.user.command(ctx, k.tool, append([]string{"security"}, args...), k.env)
+	} else {
+		cmd = exec.CommandContext(ctx, k.tool, args...)
+		cmd.Stdin = nil
+	}
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
@@ -166,6 +191,67 @@ func (k *SecurityKeychain) security(ctx context.Context, args ...string) ([]byte
 		return out.Bytes(), fmt.Errorf("security %s: %w%s", args[0], err, msg)
 	}
 	return out.Bytes(), nil
+}
+
+// profileFiles writes and removes provisioning profiles in a home.
+type profileFiles interface {
+	write(ctx context.Context, path string, data []byte) error
+	remove(ctx context.Context, path string) error
+}
+
+// profileFilesOf is how profiles reach the home of the keychain's user:
+// the build user's through the build user (this process cannot write its
+// home), else directly.
+func profileFilesOf(kc Keychain) profileFiles {
+	if k, ok := kc.(*SecurityKeychain); ok && k.user != nil {
+		return k
+	}
+	return localFiles{}
+}
+
+type localFiles struct{}
+
+func (localFiles) write(_ context.Context, path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(path, data, 0o644)
+}
+
+func (localFiles) remove(_ context.Context, path string) error { return os.Remove(path) }
+
+// write puts data at path as the build user: staged in the keychain's
+// directory (shared with it), then copied by it.
+func (k *SecurityKeychain) write(ctx context.Context, path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(k.path), "profile-")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	_, err = f.Write(data)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = k.user.share(f.Name(), 0o640)
+	}
+	if err != nil {
+		return err
+	}
+	return k.asUser(ctx, `mkdir -p "$(dirname "$1")" && cp "$2" "$1" && chmod 644 "$1"`, path, f.Name())
+}
+
+// remove removes path as the build user.
+func (k *SecurityKeychain) remove(ctx context.Context, path string) error {
+	return k.asUser(ctx, `rm -f "$1"`, path)
+}
+
+func (k *SecurityKeychain) asUser(ctx context.Context, script string, args ...string) error {
+	cmd := k.user.command(ctx, "/bin/sh", append([]string{"sh", "-c", script, "sh"}, args...), k.env)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("as the build user %s: %w: %s", k.user.name, err, bytes.TrimSpace(out))
+	}
+	return nil
 }
 
 // signing is the installed signing material of an iOS build.
@@ -274,10 +360,11 @@ func profileDirs(home string) []string {
 func installSigning(ctx context.Context, kc Keychain, m signingMaterial, home string, log io.Writer) (*signing, func(context.Context) error, error) {
 	s := &signing{keychain: kc}
 	created := false
+	files := profileFilesOf(kc)
 	cleanup := func(ctx context.Context) error {
 		var errs []error
 		for _, f := range s.files {
-			if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			if err := files.remove(ctx, f); err != nil && !errors.Is(err, os.ErrNotExist) {
 				errs = append(errs, err)
 			}
 		}
@@ -326,11 +413,8 @@ func installSigning(ctx context.Context, kc Keychain, m signingMaterial, home st
 	for _, ip := range s.profiles {
 		p := ip.profile
 		for _, dir := range profileDirs(home) {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				return nil, cleanup, fmt.Errorf("install provisioning profile: %w", err)
-			}
 			f := filepath.Join(dir, p.UUID+".mobileprovision")
-			if err := os.WriteFile(f, p.Raw, 0o644); err != nil {
+			if err := files.write(ctx, f, p.Raw); err != nil {
 				return nil, cleanup, fmt.Errorf("install provisioning profile: %w", err)
 			}
 			s.files = append(s.files, f)

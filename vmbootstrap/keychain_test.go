@@ -22,6 +22,10 @@ const fakeIdentity = "0123456789ABCDEF0123456789ABCDEF01234567"
 // copy of the imported p12, answers list-keychains and find-identity like
 // the real tool, and fails the subcommand named in failOn, echoing its
 // arguments (passwords included) to stderr as a careless tool might.
+// import parses its options as macOS's security does (import inputfile
+// [-k keychain] [-t type] [-f format] [-w] [-P passphrase] [-a attr value]
+// [-A] [-T appPath] [-x]; an unknown option is a usage error, exit 2) and
+// writes "non-extractable" to log.x when -x was given.
 func fakeSecurity(t testing.TB, dir, failOn string) (tool, log string) {
 	t.Helper()
 	tool = filepath.Join(dir, "security")
@@ -38,7 +42,19 @@ list-keychains)
 find-identity)
 	printf '  1) ` + fakeIdentity + ` "Apple Distribution: Example Ltd (TEAM123456)"\n     1 valid identities found\n' ;;
 import)
-	cp "$2" "$log.p12" ;;
+	file=$2; shift 2
+	extractable=extractable
+	while [ "$#" -gt 0 ]; do
+		case "$1" in
+		-k|-t|-f|-P|-T) [ "$#" -ge 2 ] || { echo "security: import: option $1 needs an argument" >&2; exit 2; }; shift 2 ;;
+		-a) [ "$#" -ge 3 ] || { echo "security: import: -a needs a name and a value" >&2; exit 2; }; shift 3 ;;
+		-w|-A) shift ;;
+		-x) extractable=non-extractable; shift ;;
+		*) echo "security: import: illegal option $1" >&2; exit 2 ;;
+		esac
+	done
+	cp "$file" "$log.p12"
+	echo "$extractable" > "$log.x" ;;
 esac
 exit 0
 `
@@ -132,6 +148,9 @@ func TestSecurityKeychainSequence(t *testing.T) {
 	if b, _ := os.ReadFile(log + ".p12"); string(b) != "P12-BYTES" {
 		t.Fatalf("security imported %q", b)
 	}
+	if b, _ := os.ReadFile(log + ".x"); string(b) != "non-extractable\n" {
+		t.Fatalf("the key was imported %q, want non-extractable (security import -x)", b)
+	}
 	if err := cleanup(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +163,7 @@ func TestSecurityKeychainSequence(t *testing.T) {
 		{"create-keychain", "-p", "kc-secret-123", kcPath},
 		{"set-keychain-settings", "-lut", "21600", kcPath},
 		{"unlock-keychain", "-p", "kc-secret-123", kcPath},
-		{"import", p12Path, "-k", kcPath, "-f", "pkcs12", "-P", "p12-secret", "-T", "/usr/bin/codesign", "-T", "/usr/bin/security"},
+		{"import", p12Path, "-k", kcPath, "-f", "pkcs12", "-P", "p12-secret", "-x", "-T", "/usr/bin/codesign", "-T", "/usr/bin/security"},
 		{"set-key-partition-list", "-S", "apple-tool:,apple:,codesign:", "-s", "-k", "kc-secret-123", kcPath},
 		{"list-keychains", "-d", "user"},
 		{"list-keychains", "-d", "user", "-s", kcPath, "/Users/admin/Library/Keychains/login.keychain-db", "/Library/Keychains/System.keychain"},

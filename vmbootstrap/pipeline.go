@@ -249,6 +249,11 @@ func (p *pipeline) android(ctx context.Context) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
+		if p.runner.user != nil { // Gradle reads it as the build user
+			if err := p.runner.user.shareTree(filepath.Dir(path)); err != nil {
+				return nil, err
+			}
+		}
 		step.Env = gradleSigningEnv(path, *p.keystore)
 		fmt.Fprintf(p.runner.out, "\n▸ signing with the %s upload keystore (key %q, certificate SHA-256 %s)\n",
 			p.spec.Credentials.Source, p.keystore.KeyAlias, keystoreFingerprint(p.spec))

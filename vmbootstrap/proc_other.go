@@ -3,6 +3,7 @@
 package vmbootstrap
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 )
@@ -14,3 +15,9 @@ func setProcessGroup(*exec.Cmd) {}
 func terminateGroup(p *os.Process) { p.Kill() } //nolint:errcheck
 
 func killGroup(p *os.Process) { p.Kill() } //nolint:errcheck
+
+func signalOwnProcesses(bool) error { return errors.ErrUnsupported }
+
+func execWithUmask(string, []string, []string, int) error { return errors.ErrUnsupported }
+
+func setUmask(int) {}

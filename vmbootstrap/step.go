@@ -65,6 +65,9 @@ type stepRunner struct {
 	// drain bounds the wait for output after the step's main process
 	// exited, when something it left behind still holds the pipe.
 	drain time.Duration
+	// user, when set, runs the steps (see buildUser); their "process
+	// group" is then every process of that user.
+	user *buildUser
 }
 
 // run runs s to completion. When ctx ends first, the step's whole process
@@ -84,11 +87,16 @@ func (r *stepRunner) run(ctx context.Context, s Step) error {
 	if err != nil {
 		return &ToolMissingError{Step: s, Err: err}
 	}
-	cmd := exec.Command(bin, s.Argv[1:]...)
-	cmd.Args[0] = s.Argv[0]
+	var cmd *exec.Cmd
+	if r.user != nil {
+		cmd = r.user.command(context.Background(), bin, s.Argv, env) // its stdin carries env, then ends
+	} else {
+		cmd = exec.Command(bin, s.Argv[1:]...)
+		cmd.Args[0] = s.Argv[0]
+		cmd.Env = env
+		cmd.Stdin = nil // /dev/null: nothing may wait for input
+	}
 	cmd.Dir = s.Dir
-	cmd.Env = env
-	cmd.Stdin = nil // /dev/null: nothing may wait for input
 	// One writer for both: os/exec then gives the child a single pipe,
 	// so stdout and stderr stay in the order they were written.
 	cmd.Stdout, cmd.Stderr = r.out, r.out
@@ -102,17 +110,17 @@ func (r *stepRunner) run(ctx context.Context, s Step) error {
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err = <-done:
-		killGroup(cmd.Process) // leftovers of a finished step
+		r.kill(cmd.Process) // leftovers of a finished step
 	case <-ctx.Done():
 		fmt.Fprintf(r.out, "\n▸ stopping `%s`: %v\n", s, context.Cause(ctx))
-		terminateGroup(cmd.Process)
+		r.terminate(cmd.Process)
 		select {
 		case <-done:
 		case <-time.After(r.grace):
-			killGroup(cmd.Process)
+			r.kill(cmd.Process)
 			<-done
 		}
-		killGroup(cmd.Process)
+		r.kill(cmd.Process)
 		return fmt.Errorf("`%s` stopped: %w", s, context.Cause(ctx))
 	}
 	if errors.Is(err, exec.ErrWaitDelay) {
@@ -127,6 +135,33 @@ func (r *stepRunner) run(ctx context.Context, s Step) error {
 		return fmt.Errorf("run `%s`: %w", s, err)
 	}
 	return nil
+}
+
+// terminate sends SIGTERM to the step: its process group, or every
+// process of the build user.
+func (r *stepRunner) terminate(p *os.Process) {
+	if r.user == nil {
+		terminateGroup(p)
+		return
+	}
+	r.signalUser(false)
+}
+
+// kill sends SIGKILL to the step's process group and, with a build user,
+// to every process of that user.
+func (r *stepRunner) kill(p *os.Process) {
+	killGroup(p) // sudo's group, where this process may signal
+	if r.user != nil {
+		r.signalUser(true)
+	}
+}
+
+func (r *stepRunner) signalUser(kill bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := r.user.signalAll(ctx, kill); err != nil {
+		fmt.Fprintf(r.out, "\n▸ warning: %v\n", err)
+	}
 }
 
 // lookPath finds a command the way the step's shell would: in the PATH of

@@ -88,7 +88,7 @@ func Run(ctx context.Context, cfg Config) []Result {
 		if plistPath == "" {
 			plistPath = InternetSharingPlist
 		}
-		rs = append(rs, DHCPLease(plistPath))
+		rs = append(rs, Softnet(ctx, cfg.Tart), DHCPLease(plistPath))
 	}
 	return append(rs, Disk(cfg.DataDir, cfg.MinFree))
 }

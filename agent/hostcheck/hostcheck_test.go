@@ -208,3 +208,30 @@ func TestControllerAndCredentials(t *testing.T) {
 		t.Fatalf("json: %s", b)
 	}
 }
+
+// TestSoftnet: a missing softnet fails with the install command; one
+// owned by root with the setuid bit passes; the shared network warns.
+func TestSoftnet(t *testing.T) {
+	ctx := context.Background()
+	d := &tart.Driver{Softnet: filepath.Join(t.TempDir(), "softnet"), Log: quietLog()}
+	if r := hostcheck.Softnet(ctx, d); r.Severity != hostcheck.Fail || !strings.Contains(r.Message, "softnet is not installed") || !strings.Contains(r.Fix, "brew install cirruslabs/cli/softnet") {
+		t.Fatalf("no softnet: %+v", r)
+	}
+	d.Network = tart.NetworkShared
+	if r := hostcheck.Softnet(ctx, d); r.Severity != hostcheck.Warn || !strings.Contains(r.Message, "LAN") {
+		t.Fatalf("shared network: %+v", r)
+	}
+	d.Network = ""
+	bin := faketarttest.Softnet(t)
+	d.Softnet = bin
+	if os.Geteuid() != 0 {
+		t.Log("not root: the setuid-root case is not checked")
+		return
+	}
+	if err := os.Chmod(bin, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	if r := hostcheck.Softnet(ctx, d); r.Severity != hostcheck.OK || !strings.Contains(r.Message, "setuid root") {
+		t.Fatalf("setuid softnet: %+v", r)
+	}
+}

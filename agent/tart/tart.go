@@ -51,6 +51,15 @@ type Driver struct {
 	LogDir   string // `tart run` output of each VM
 	Env      []string
 	Log      logrus.FieldLogger
+	// Network is the VMs' network: NetworkSoftnet (also ""), or
+	// NetworkShared, Tart's default (see network.go).
+	Network string
+	// Softnet is the softnet binary (a path, or a name looked up on PATH;
+	// "" is "softnet"), put first on `tart run`'s PATH.
+	Softnet string
+	// SoftnetAllow are IPv4 CIDRs a softnet VM may reach beyond Softnet's
+	// defaults (`--net-softnet-allow`): the controller, a LAN registry.
+	SoftnetAllow []string
 
 	mu    sync.Mutex
 	owned map[string]bool // VMs started by this process
@@ -352,6 +361,10 @@ func (d *Driver) Start(ctx context.Context, name, sharedDir string, res agent.Re
 	if err := d.EnsureTemplate(ctx); err != nil {
 		return nil, classify(err)
 	}
+	runEnv, err := d.runEnv()
+	if err != nil {
+		return nil, &agent.StartError{Retryable: true, Code: "softnet_missing", Err: err}
+	}
 	d.setOwned(name, true)
 	if err := d.clone(ctx, name); err != nil {
 		d.setOwned(name, false)
@@ -374,8 +387,9 @@ func (d *Driver) Start(ctx context.Context, name, sharedDir string, res agent.Re
 		d.destroy(context.WithoutCancel(ctx), name) //nolint:errcheck
 		return nil, &agent.StartError{Retryable: true, Code: "worker_disk", Err: err}
 	}
-	cmd := exec.Command(d.Tart, "run", "--no-graphics", "--no-audio", "--no-clipboard", "--dir", "build-config:"+sharedDir, name)
-	cmd.Env = append(os.Environ(), d.Env...)
+	args := append([]string{"run", "--no-graphics", "--no-audio", "--no-clipboard"}, d.networkArgs()...)
+	cmd := exec.Command(d.Tart, append(args, "--dir", "build-config:"+sharedDir, name)...)
+	cmd.Env = runEnv
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	p, err := agent.StartProcess(cmd)
 	logFile.Close()

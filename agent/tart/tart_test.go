@@ -46,7 +46,8 @@ func newTartEnv(t *testing.T) *tartEnv {
 	faketarttest.Template(t, home, "macos-template", []string{"/bin/sh", "-c", "sleep 3600"}, nil)
 	e := &tartEnv{fake: true, log: filepath.Join(t.TempDir(), "tart.log")}
 	e.driver = &Driver{Tart: bin, Template: "macos-template", LogDir: t.TempDir(), Log: log,
-		Env: append(faketarttest.Env(home, "FAKETART_BOOT_DELAY=10ms"), "FAKETART_LOG="+e.log)}
+		Env:     append(faketarttest.Env(home, "FAKETART_BOOT_DELAY=10ms"), "FAKETART_LOG="+e.log),
+		Softnet: faketarttest.Softnet(t), SoftnetAllow: []string{"192.168.64.1/32", "10.20.0.0/16"}}
 	return e
 }
 
@@ -120,7 +121,7 @@ func TestStartAndDestroy(t *testing.T) {
 		want := []string{
 			"clone clone macos-template " + vm,
 			"set set " + vm + " --random-mac --cpu 4 --memory 8192",
-			"run run --no-graphics --no-audio --no-clipboard --dir build-config:" + shared + " " + vm,
+			"run run --no-graphics --no-audio --no-clipboard --net-softnet --net-softnet-allow 192.168.64.1/32,10.20.0.0/16 --dir build-config:" + shared + " " + vm,
 			"stop stop --timeout 30 " + vm,
 			"delete delete " + vm,
 		}
@@ -181,7 +182,7 @@ func TestCleanupRemovesOnlyItsOwnVMs(t *testing.T) {
 func TestCleanupRemovesDeadOwnersLockFiles(t *testing.T) {
 	e := newTartEnv(t)
 	ctx := context.Background()
-	live := &Driver{Tart: e.driver.Tart, Template: e.driver.Template, LogDir: t.TempDir(), Log: e.driver.Log, Env: e.driver.Env}
+	live := &Driver{Tart: e.driver.Tart, Template: e.driver.Template, LogDir: t.TempDir(), Log: e.driver.Log, Env: e.driver.Env, Softnet: e.driver.Softnet}
 	defer live.Close()
 	liveID := mustInstance(t, live)
 	dir, err := e.driver.ownersDir()
@@ -215,7 +216,7 @@ func TestTwoAgentsShareOneTartHome(t *testing.T) {
 	e := newTartEnv(t)
 	ctx := context.Background()
 	app := e.driver
-	cli := &Driver{Tart: app.Tart, Template: app.Template, LogDir: t.TempDir(), Log: app.Log, Env: app.Env}
+	cli := &Driver{Tart: app.Tart, Template: app.Template, LogDir: t.TempDir(), Log: app.Log, Env: app.Env, Softnet: app.Softnet}
 	defer cli.Close()
 	appVM, err := app.Start(ctx, "fa-b1-a1", t.TempDir(), agent.Resources{})
 	if err != nil {
@@ -250,7 +251,7 @@ func TestTwoAgentsShareOneTartHome(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	second := &Driver{Tart: app.Tart, Template: app.Template, LogDir: t.TempDir(), Log: app.Log, Env: app.Env}
+	second := &Driver{Tart: app.Tart, Template: app.Template, LogDir: t.TempDir(), Log: app.Log, Env: app.Env, Softnet: app.Softnet}
 	defer second.Close()
 	if err := second.Cleanup(ctx); err != nil {
 		t.Fatal(err)
@@ -286,7 +287,7 @@ func TestDeadAgentsVMsAreSwept(t *testing.T) {
 	ctx := context.Background()
 	helper := exec.Command(os.Args[0], "-test.run=^TestHelperAgent$")
 	helper.Env = append(os.Environ(), "FREEAGENT_TEST_HELPER_AGENT=1", "FREEAGENT_TEST_HELPER_TART="+e.driver.Tart,
-		"FREEAGENT_TEST_HELPER_ENV="+strings.Join(e.driver.Env, "\n"))
+		"FREEAGENT_TEST_HELPER_ENV="+strings.Join(e.driver.Env, "\n"), "FREEAGENT_TEST_HELPER_SOFTNET="+e.driver.Softnet)
 	out, err := helper.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -329,7 +330,7 @@ func TestHelperAgent(t *testing.T) {
 	log := logrus.New()
 	log.SetOutput(os.Stderr)
 	d := &Driver{Tart: os.Getenv("FREEAGENT_TEST_HELPER_TART"), Template: "macos-template", LogDir: t.TempDir(), Log: log,
-		Env: strings.Split(os.Getenv("FREEAGENT_TEST_HELPER_ENV"), "\n")}
+		Env: strings.Split(os.Getenv("FREEAGENT_TEST_HELPER_ENV"), "\n"), Softnet: os.Getenv("FREEAGENT_TEST_HELPER_SOFTNET")}
 	if _, err := d.Start(context.Background(), "fa-b9-a9", t.TempDir(), agent.Resources{}); err != nil {
 		t.Fatal(err)
 	}
@@ -350,20 +351,20 @@ func TestStartErrorsAreClassified(t *testing.T) {
 	e := newTartEnv(t)
 	ctx := context.Background()
 	d := e.driver
-	missing := &Driver{Tart: d.Tart, Template: "no-such-template", LogDir: d.LogDir, Log: d.Log, Env: d.Env}
+	missing := &Driver{Tart: d.Tart, Template: "no-such-template", LogDir: d.LogDir, Log: d.Log, Env: d.Env, Softnet: d.Softnet}
 	_, err := missing.Start(ctx, "fa-x-1", t.TempDir(), agent.Resources{})
 	var se *agent.StartError
 	if !errors.As(err, &se) || se.Code != "template_missing" || !se.Retryable || !strings.Contains(se.Error(), "no-such-template") ||
 		!strings.Contains(se.Error(), "scripts/build-vm-template.sh") {
 		t.Fatalf("missing template: %#v", err)
 	}
-	absent := &Driver{Tart: filepath.Join(t.TempDir(), "tart"), Template: d.Template, LogDir: d.LogDir, Log: d.Log, Env: d.Env}
+	absent := &Driver{Tart: filepath.Join(t.TempDir(), "tart"), Template: d.Template, LogDir: d.LogDir, Log: d.Log, Env: d.Env, Softnet: d.Softnet}
 	_, err = absent.Start(ctx, "fa-x-2", t.TempDir(), agent.Resources{})
 	if !errors.As(err, &se) || se.Code != "tart_missing" || !strings.Contains(se.Error(), "brew install") {
 		t.Fatalf("tart not installed: %#v", err)
 	}
 	if e.fake {
-		failing := &Driver{Tart: d.Tart, Template: d.Template, LogDir: d.LogDir, Log: d.Log,
+		failing := &Driver{Tart: d.Tart, Template: d.Template, LogDir: d.LogDir, Log: d.Log, Softnet: d.Softnet,
 			Env: append(slices.Clone(d.Env), "FAKETART_FAIL_CLONE=1:disk full")}
 		_, err = failing.Start(ctx, "fa-x-3", t.TempDir(), agent.Resources{})
 		var te *Error

@@ -18,6 +18,9 @@ const TemplateInfoFile = "freeagent-template.json"
 // TemplateInfo is the marker's content.
 type TemplateInfo struct {
 	Platforms []string `json:"platforms"`
+	// XcodeVersion is the template's `xcodebuild -version` ("16.2"), ""
+	// when it has no Xcode or an older script made the marker.
+	XcodeVersion string `json:"xcode_version,omitempty"`
 }
 
 // ErrNoTemplateInfo: the template is an image, or was built by hand or by

@@ -434,6 +434,12 @@ func (c *Client) DownloadArtifact(ctx context.Context, id, name string, offset i
 	return c.Do(req)
 }
 
+// Limits returns what the controller accepts (developer and admin keys).
+func (c *Client) Limits(ctx context.Context) (Limits, error) {
+	var out Limits
+	return out, c.call(ctx, http.MethodGet, "/api/limits", nil, &out, nil)
+}
+
 // ListWorkers returns the registered workers (admin keys).
 func (c *Client) ListWorkers(ctx context.Context) (WorkerList, error) {
 	var out WorkerList

@@ -270,6 +270,16 @@ type SubmitResponse struct {
 	AccessTokenExpiresAt time.Time `json:"access_token_expires_at"`
 }
 
+// Limits answers GET /api/limits (developer and admin keys): what the
+// controller accepts, so a client refuses an oversized project before it
+// uploads a byte instead of after.
+type Limits struct {
+	// MaxSourceBytes bounds a submitted project archive, both as sent and
+	// as it expands (the total of the files in it): the controller's
+	// --max-source-bytes.
+	MaxSourceBytes int64 `json:"max_source_bytes"`
+}
+
 // Artifact is one file a build produced.
 type Artifact struct {
 	Name   string `json:"name"`
@@ -510,6 +520,9 @@ type WebhookRequest struct {
 	URL         string   `json:"url"`
 	Events      []string `json:"events"`
 	Description string   `json:"description,omitempty"`
+	// Projects limits the endpoint to these projects' builds and project
+	// events; empty: every event, farm-wide ones (workers) included.
+	Projects []string `json:"projects,omitempty"`
 }
 
 // Webhook is an endpoint. Secret is set only in the answer that created it.
@@ -518,6 +531,7 @@ type Webhook struct {
 	URL         string    `json:"url"`
 	Events      []string  `json:"events"`
 	Description string    `json:"description"`
+	Projects    []string  `json:"projects"` // empty: every project
 	CreatedAt   time.Time `json:"created_at"`
 	Secret      string    `json:"secret,omitempty"`
 }

@@ -24,24 +24,43 @@ const (
 // follows each state change by a sealing interval.
 func (d *Dashboard) changes(w http.ResponseWriter, r *http.Request, s *session) {
 	buildID := r.URL.Query().Get("build")
-	if buildID != "" && !store.ValidID(buildID) {
+	if buildID != "" && (!store.ValidID(buildID) || !d.visible(r, s, buildID)) {
 		http.Error(w, "no such build", http.StatusNotFound)
 		return
 	}
+	// A project-bound session is told only of its projects' changes. A
+	// build's own notification carries no project, so such a session hears
+	// of other builds through the sealer's notification, once the events
+	// sealed since are checked against its scope (ScopeChanged); workers'
+	// changes are for admins.
+	scoped := !s.Scope.All
 	admin := s.Admin()
-	watch := d.Hub.Watch(func(c store.Change) bool {
+	told := d.Hub.Watch(func(c store.Change) bool {
 		switch {
 		case c.Kind == "events":
-			return true
+			return !scoped
 		case buildID != "":
 			return c.Kind == "build" && c.ID == buildID
 		case c.Kind == "build":
-			return true
+			return !scoped
 		default:
 			return admin && c.Kind == "worker"
 		}
 	})
-	defer watch.Close()
+	defer told.Close()
+	ctx := r.Context()
+	var sealed <-chan struct{} // a scoped session's sealer notifications, checked before they are told
+	var head int64             // the sealed events checked so far
+	if scoped {
+		watch := d.Hub.Watch(func(c store.Change) bool { return c.Kind == "events" })
+		defer watch.Close()
+		sealed = watch.C
+		var err error
+		if head, err = d.Store.LastSequence(ctx); err != nil {
+			http.Error(w, "cannot follow changes now; reload the page", http.StatusServiceUnavailable)
+			return
+		}
+	}
 	rc := http.NewResponseController(w)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-store")
@@ -53,10 +72,10 @@ func (d *Dashboard) changes(w http.ResponseWriter, r *http.Request, s *session) 
 	rc.Flush() //nolint:errcheck
 	keepalive := time.NewTicker(15 * time.Second)
 	defer keepalive.Stop()
-	ctx := r.Context()
 	var last time.Time
 	for {
 		var msg string
+		tell, check := false, false
 		select {
 		case <-ctx.Done():
 			return
@@ -64,7 +83,12 @@ func (d *Dashboard) changes(w http.ResponseWriter, r *http.Request, s *session) 
 			return
 		case <-keepalive.C:
 			msg = ": keepalive\n\n"
-		case <-watch.C:
+		case <-told.C:
+			tell = true
+		case <-sealed:
+			check = true
+		}
+		if tell || check {
 			wait := max(coalesce, time.Until(last.Add(pace)))
 			select {
 			case <-time.After(wait):
@@ -73,9 +97,25 @@ func (d *Dashboard) changes(w http.ResponseWriter, r *http.Request, s *session) 
 			case <-d.Done:
 				return
 			}
-			select { // what arrived while waiting is told now
-			case <-watch.C:
+			// What arrived while waiting is told now.
+			select {
+			case <-told.C:
+				tell = true
 			default:
+			}
+			select {
+			case <-sealed:
+				check = true
+			default:
+			}
+			if check {
+				changed, err := false, error(nil)
+				if head, changed, err = d.Store.ScopeChanged(ctx, head, s.Scope, buildID); err == nil && changed {
+					tell = true
+				}
+			}
+			if !tell {
+				continue
 			}
 			last = time.Now()
 			msg = "event: change\ndata: {}\n\n"

@@ -1,18 +1,14 @@
 package install
 
 import (
-	"archive/zip"
 	"bytes"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"html/template"
 	"io"
-	"path"
 	"strings"
 	"time"
 
-	"howett.net/plist"
 	"rsc.io/qr"
 
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -45,6 +41,7 @@ li{margin:.4rem 0}small{color:#666}</style></head>
 <p>{{.Platform}} build <code>{{.Build.ID}}</code>{{if .Build.Profile}}, profile {{.Build.Profile}}{{end}}{{if .Build.CompletedAt}}, finished {{.Build.CompletedAt.UTC.Format "2006-01-02 15:04 UTC"}}{{end}}.</p>
 {{if .InstallURL}}<a class="button" id="install" href="{{.InstallURL}}">Install on this {{if eq .Build.Platform "ios"}}iPhone or iPad{{else}}device{{end}}</a>
 {{if eq .Build.Platform "ios"}}<p><small>Ad-hoc and enterprise builds install only on devices their provisioning profile lists.</small></p>{{else}}<p><small>Android asks to allow installs from your browser the first time.</small></p>{{end}}
+{{else if .Unavailable}}<p id="unavailable">This build cannot be installed from this page: {{.Unavailable}}</p>
 {{else}}<p>This build has no installable {{if eq .Build.Platform "ios"}}.ipa{{else}}.apk{{end}} file.</p>{{end}}
 {{if .Files}}<h2>Files</h2><ul>{{range .Files}}<li><a href="{{.URL}}">{{.Name}}</a> <small>{{.Size}} bytes, SHA-256 {{.SHA256}}</small></li>{{end}}</ul>{{end}}
 <p><small>These links work until {{.Expires.UTC.Format "2006-01-02 15:04 UTC"}}.</small></p>
@@ -52,22 +49,24 @@ li{margin:.4rem 0}small{color:#666}</style></head>
 `))
 
 // WritePage renders the install page of a completed build; every link on
-// it expires with l.
-func WritePage(w io.Writer, b api.Build, l Links) error {
+// it expires with l. A non-empty unavailable says why its installable file
+// cannot be installed (an IPA whose Info.plist could not be read): the page
+// says so instead of offering the install button, and still lists the files.
+func WritePage(w io.Writer, b api.Build, l Links, unavailable string) error {
 	data := struct {
-		Build           api.Build
-		Title, Platform string
-		InstallURL      template.URL
-		Files           []api.Artifact
-		Expires         time.Time
-	}{Build: b, Title: "Build " + b.ID, Platform: "Android", Expires: l.Expires}
+		Build                        api.Build
+		Title, Platform, Unavailable string
+		InstallURL                   template.URL
+		Files                        []api.Artifact
+		Expires                      time.Time
+	}{Build: b, Title: "Build " + b.ID, Platform: "Android", Unavailable: unavailable, Expires: l.Expires}
 	if b.Platform == api.PlatformIOS {
 		data.Platform = "iOS"
 	}
 	if b.Profile != "" {
 		data.Title = b.Profile + " build"
 	}
-	if a, ok := Installable(b.Platform, b.Artifacts); ok {
+	if a, ok := Installable(b.Platform, b.Artifacts); ok && unavailable == "" {
 		u := l.Artifact(a.Name)
 		if b.Platform == api.PlatformIOS {
 			u = l.ITMS()
@@ -81,63 +80,6 @@ func WritePage(w io.Writer, b api.Build, l Links) error {
 		data.Files = append(data.Files, a)
 	}
 	return pageTemplate.Execute(w, data)
-}
-
-// AppInfo is what an iOS manifest says about the app.
-type AppInfo struct {
-	BundleID, Version, Title string
-}
-
-// ReadAppInfo reads the bundle id, version and name from an IPA's
-// Payload/<name>.app/Info.plist (XML or binary).
-func ReadAppInfo(r io.ReaderAt, size int64) (AppInfo, error) {
-	zr, err := zip.NewReader(r, size)
-	if err != nil {
-		return AppInfo{}, fmt.Errorf("read the IPA: %w", err)
-	}
-	for _, f := range zr.File {
-		dir, file := path.Split(f.Name)
-		if file != "Info.plist" || !strings.HasPrefix(dir, "Payload/") || strings.Count(dir, "/") != 2 || !strings.HasSuffix(dir, ".app/") {
-			continue
-		}
-		if f.UncompressedSize64 > 4<<20 {
-			return AppInfo{}, errors.New("the IPA's Info.plist is larger than 4 MiB")
-		}
-		rc, err := f.Open()
-		if err != nil {
-			return AppInfo{}, fmt.Errorf("read the IPA's Info.plist: %w", err)
-		}
-		b, err := io.ReadAll(io.LimitReader(rc, 4<<20))
-		rc.Close()
-		if err != nil {
-			return AppInfo{}, fmt.Errorf("read the IPA's Info.plist: %w", err)
-		}
-		var p struct {
-			ID          string `plist:"CFBundleIdentifier"`
-			Short       string `plist:"CFBundleShortVersionString"`
-			Version     string `plist:"CFBundleVersion"`
-			Name        string `plist:"CFBundleName"`
-			DisplayName string `plist:"CFBundleDisplayName"`
-		}
-		if _, err := plist.Unmarshal(b, &p); err != nil {
-			return AppInfo{}, fmt.Errorf("parse the IPA's Info.plist: %w", err)
-		}
-		if p.ID == "" {
-			return AppInfo{}, errors.New("the IPA's Info.plist has no CFBundleIdentifier")
-		}
-		info := AppInfo{BundleID: p.ID, Version: p.Short, Title: p.DisplayName}
-		if info.Version == "" {
-			info.Version = p.Version
-		}
-		if info.Title == "" {
-			info.Title = p.Name
-		}
-		if info.Title == "" {
-			info.Title = strings.TrimSuffix(path.Base(dir), ".app")
-		}
-		return info, nil
-	}
-	return AppInfo{}, errors.New("the IPA has no Payload/<name>.app/Info.plist")
 }
 
 // WriteManifest writes the over-the-air manifest plist that points iOS at

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -38,6 +39,11 @@ import (
 // Config is everything `serve` can be told.
 type Config struct {
 	Listen string // host:port; port 0 picks a free one
+	// AllowClients, when set, are the only addresses whose connections are
+	// served: any other connection is closed as it is accepted, before a
+	// byte is read (solo mode: this Mac and its VMs, on a wildcard
+	// listener because the VM bridge exists only while a VM runs).
+	AllowClients []netip.Prefix
 	// TLSCert and TLSKey are PEM files (the certificate chain, leaf first,
 	// and its private key): when both are set the controller serves HTTPS
 	// only. Read once at start; restart after renewing them.
@@ -105,6 +111,7 @@ type Controller struct {
 	wg         sync.WaitGroup
 	store      *store.Store
 	cluster    *pgcluster.Cluster
+	dirLock    *dataDirLock // held while the built-in database is ours
 	serveErr   chan error
 	registered bool
 }
@@ -154,6 +161,17 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	if err != nil {
 		return nil, err
 	}
+	if cfg.DatabaseURL == "" {
+		// One controller per built-in database: a second start is refused
+		// with the first one's pid and URL, rather than attaching to its
+		// database and serving beside it.
+		if err := os.MkdirAll(cfg.DataDir, 0o711); err != nil {
+			return nil, fmt.Errorf("create data directory: %w", err)
+		}
+		if c.dirLock, err = lockDataDir(cfg.DataDir); err != nil {
+			return nil, err
+		}
+	}
 	dsn, cluster, err := OpenDatabase(ctx, cfg, log)
 	if err != nil {
 		return nil, err
@@ -200,9 +218,18 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s: %w (is another controller running? choose another with --listen)", cfg.Listen, err)
 	}
+	if len(cfg.AllowClients) > 0 {
+		ln = AllowOnly(ln, cfg.AllowClients, log)
+	}
 	c.URL = "http://" + ln.Addr().String()
 	if tlsConfig != nil {
 		c.URL = "https://" + ln.Addr().String()
+	}
+	if c.dirLock != nil {
+		if err := c.dirLock.write(c.URL); err != nil {
+			ln.Close()
+			return nil, err
+		}
 	}
 
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
@@ -379,6 +406,7 @@ func (c *Controller) closeResources() {
 			c.log.WithError(err).Warn("stopping the built-in PostgreSQL")
 		}
 	}
+	c.dirLock.release() // last: the database is down before another may start it
 }
 
 // OpenBlobStore opens the store cfg.BlobStore names, checking that it can

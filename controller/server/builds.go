@@ -98,8 +98,8 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 				fail(err)
 				return
 			}
-			if err := source.Fill(br, s.limits.Source); err != nil {
-				fail(multipartErr(err))
+			if err := s.fillSource(source, br, nb.SourceFormat); err != nil {
+				fail(err)
 				return
 			}
 		case name == "certs" && part.FileName() != "":
@@ -293,6 +293,25 @@ func applySubmitField(nb *store.NewBuild, name, v string) error {
 	return nil // unknown fields are ignored
 }
 
+// fillSource stores a submitted archive within the source limit, which
+// bounds a tar.gz both as sent and as it expands.
+func (s *Server) fillSource(p *blobs.Pending, r io.Reader, format string) error {
+	var err error
+	if format != "tar.gz" {
+		err = p.Fill(r, s.limits.Source)
+	} else {
+		g := guardExpansion(r, s.limits.Source)
+		err = p.Fill(g, s.limits.Source)
+		if merr := g.finish(); merr != nil {
+			return merr // the expanded size is the cause even when Fill saw it as a failed read
+		}
+	}
+	if err != nil {
+		return sourceTooLarge(multipartErr(err), s.limits.Source)
+	}
+	return nil
+}
+
 // sniffArchive tells a gzip (tar.gz) from a zip by their magic numbers.
 func sniffArchive(br *bufio.Reader) (string, error) {
 	head, err := br.Peek(4)
@@ -427,6 +446,8 @@ func (s *Server) getBuild(w http.ResponseWriter, r *http.Request, b buildAccess)
 		return
 	}
 	if s.links != nil && build.Status == api.StatusCompleted {
+		// Behind a proxy without --public-url there is no link to give
+		// (the QR code endpoint says why).
 		if l, err := s.installLinks(r, build); err == nil {
 			u, exp := l.Page(), l.Expires
 			build.InstallURL, build.InstallURLExpiresAt = &u, &exp

@@ -138,7 +138,7 @@ func (s *Server) completeDirectUpload(w http.ResponseWriter, r *http.Request, bu
 		Commit: func() error {
 			return s.blobs.PromoteUpload(r.Context(), t.Key, buildID, blobs.Artifact(attemptID, t.Name))
 		}}
-	if err := s.store.AddArtifact(r.Context(), buildID, attemptID, a); err != nil {
+	if err := s.addArtifact(r.Context(), buildID, attemptID, a); err != nil {
 		s.blobs.Backend().Delete(r.Context(), t.Key) //nolint:errcheck // best effort: the attempt is over
 		s.fail(w, r, err)
 		return

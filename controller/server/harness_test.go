@@ -18,6 +18,8 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs"
+	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
 	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
@@ -28,7 +30,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
-func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
+func TestMain(m *testing.M) { os.Exit(s3test.Main(s3test.Run(func() int { return pgtest.Main(m) }))) }
 
 // env is a real controller (HTTP server, store, hub, file store) on a fresh
 // database, with one key of each role.
@@ -46,7 +48,8 @@ type env struct {
 	key     []byte // the certificate key
 	cfg     store.Config
 	limits  server.Limits
-	minFree blobs.Floor // server.Options.MinFreeDisk
+	minFree blobs.Floor    // server.Options.MinFreeDisk
+	bucket  *s3test.Bucket // when set, files live in this bucket (direct transfers on), not in dataDir
 
 	admin, developer, worker  *api.Client
 	adminKey, devKey, workKey string
@@ -62,7 +65,13 @@ func noRateLimits(_ *store.Config, l *server.Limits) { l.RatePerKey, l.AuthFailu
 
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
-	e := &env{t: t, dsn: pgtest.NewDatabase(t), dataDir: t.TempDir(), cfg: store.DefaultConfig(), limits: server.DefaultLimits()}
+	return newEnvOn(t, nil, opts...)
+}
+
+// newEnvOn is newEnv with the files in bucket (nil: in a directory).
+func newEnvOn(t *testing.T, bucket *s3test.Bucket, opts ...envOption) *env {
+	t.Helper()
+	e := &env{t: t, dsn: pgtest.NewDatabase(t), dataDir: t.TempDir(), cfg: store.DefaultConfig(), limits: server.DefaultLimits(), bucket: bucket}
 	e.limits.PollBackstop = 200 * time.Millisecond
 	for _, o := range opts {
 		o(&e.cfg, &e.limits)
@@ -97,7 +106,20 @@ func (e *env) start() {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := blobs.Open(filepath.Join(e.dataDir, "files"), key)
+	var files *blobs.Store
+	if e.bucket != nil {
+		cfg, err := s3blobs.ParseURL(e.bucket.URL(""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		backend, err := s3blobs.Open(ctx, cfg, s3blobs.Options{SpoolDir: filepath.Join(e.dataDir, "spool"), Credentials: e.bucket.Credentials()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, err = blobs.New(backend, key)
+	} else {
+		files, err = blobs.Open(filepath.Join(e.dataDir, "files"), key)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

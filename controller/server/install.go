@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -16,17 +17,34 @@ import (
 // The install endpoints take no headers: the signed link is the credential,
 // so a phone's browser (and iOS's installer) can open them.
 
-// baseURL is the configured public URL, else the one this request used.
-// Behind a proxy, configure it: forwarded headers are not trusted.
-func (s *Server) baseURL(r *http.Request) string {
+// errNoPublicURL answers a link request that came through a proxy when no
+// --public-url is set. It is a 409, not a 5xx: nothing is broken and
+// retrying does not help, the controller's configuration conflicts with
+// how it is reached; and proxies replace 5xx bodies with their own pages,
+// which would hide the setting to change.
+var errNoPublicURL = fmt.Errorf("%w: this request came through a proxy (it carries Forwarded or X-Forwarded-* headers) and the controller has no --public-url, so it cannot tell the address phones reach it at; start it with --public-url https://<the proxy's public address>", store.ErrConflict)
+
+// proxyHeaders are the headers a reverse proxy adds.
+var proxyHeaders = []string{"Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto", "X-Forwarded-Port", "X-Real-Ip"}
+
+// baseURL is the configured public URL, else the one this request used,
+// only when the request came straight to the controller: behind a proxy the
+// Host header is the proxy's upstream name, and forwarded headers are not
+// trusted, so it refuses to guess (errNoPublicURL).
+func (s *Server) baseURL(r *http.Request) (string, error) {
 	if s.publicURL != "" {
-		return s.publicURL
+		return s.publicURL, nil
+	}
+	for _, h := range proxyHeaders {
+		if _, ok := r.Header[h]; ok {
+			return "", errNoPublicURL
+		}
 	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
 	}
-	return scheme + "://" + r.Host
+	return scheme + "://" + r.Host, nil
 }
 
 // installLinks returns a completed build's links, expiring a link
@@ -35,7 +53,11 @@ func (s *Server) installLinks(r *http.Request, b api.Build) (install.Links, erro
 	if b.Status != api.StatusCompleted {
 		return install.Links{}, fmt.Errorf("%w: build %s is %s; install links exist once it has completed", store.ErrConflict, b.ID, b.Status)
 	}
-	return s.links.Links(s.baseURL(r), b.ID, s.links.Expiry(time.Now())), nil
+	base, err := s.baseURL(r)
+	if err != nil {
+		return install.Links{}, err
+	}
+	return s.links.Links(base, b.ID, s.links.Expiry(time.Now())), nil
 }
 
 // signed checks a request's link for object of build id; it answers 403
@@ -76,8 +98,21 @@ func (s *Server) installPage(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	base, err := s.baseURL(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var unavailable string
+	if b.Platform == api.PlatformIOS {
+		if ipa, ok := install.Installable(b.Platform, b.Artifacts); ok {
+			if _, err := s.appInfo(r, b.ID, ipa.Name); err != nil {
+				unavailable = strings.TrimPrefix(err.Error(), store.ErrConflict.Error()+": ")
+			}
+		}
+	}
 	var page bytes.Buffer
-	if err := install.WritePage(&page, b, s.links.Links(s.baseURL(r), b.ID, exp)); err != nil {
+	if err := install.WritePage(&page, b, s.links.Links(base, b.ID, exp), unavailable); err != nil {
 		s.fail(w, r, fmt.Errorf("render install page: %w", err))
 		return
 	}
@@ -85,6 +120,22 @@ func (s *Server) installPage(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 	w.Write(page.Bytes()) //nolint:errcheck // the client went away
+}
+
+// appInfo returns what an IPA said about its app when it was recorded, or
+// an ErrConflict saying why it cannot be installed over the air.
+func (s *Server) appInfo(r *http.Request, buildID, name string) (install.AppInfo, error) {
+	stored, err := s.store.Artifact(r.Context(), buildID, name)
+	switch {
+	case err != nil:
+		return install.AppInfo{}, err
+	case stored.App != nil:
+		return *stored.App, nil
+	case stored.AppError != "":
+		return install.AppInfo{}, fmt.Errorf("%w: %s cannot be installed over the air: %s", store.ErrConflict, name, stored.AppError)
+	default:
+		return install.AppInfo{}, fmt.Errorf("%w: %s cannot be installed over the air: it was stored by a controller that did not read its Info.plist at upload; run the build again", store.ErrConflict, name)
+	}
 }
 
 func (s *Server) installManifest(w http.ResponseWriter, r *http.Request) {
@@ -97,24 +148,18 @@ func (s *Server) installManifest(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: build %s has no .ipa to install", store.ErrNotFound, b.ID))
 		return
 	}
-	stored, err := s.store.Artifact(r.Context(), b.ID, ipa.Name)
+	base, err := s.baseURL(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	f, _, err := s.blobs.Open(r.Context(), b.ID, blobs.Artifact(stored.AttemptID, ipa.Name))
+	app, err := s.appInfo(r, b.ID, ipa.Name)
 	if err != nil {
-		s.fail(w, r, fmt.Errorf("open %s of build %s: %w", ipa.Name, b.ID, err))
-		return
-	}
-	defer f.Close()
-	app, err := install.ReadAppInfo(f, ipa.Size)
-	if err != nil {
-		s.fail(w, r, fmt.Errorf("%w: %s cannot be installed over the air: %w", store.ErrConflict, ipa.Name, err))
+		s.fail(w, r, err)
 		return
 	}
 	var out bytes.Buffer
-	if err := install.WriteManifest(&out, s.links.Links(s.baseURL(r), b.ID, exp).Artifact(ipa.Name), app); err != nil {
+	if err := install.WriteManifest(&out, s.links.Links(base, b.ID, exp).Artifact(ipa.Name), app); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -167,4 +212,28 @@ func (s *Server) qrCode(w http.ResponseWriter, r *http.Request, ba buildAccess) 
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set(api.HeaderInstallURL, links.Page())
 	w.Write(png) //nolint:errcheck // the client went away
+}
+
+// addArtifact records an artifact a VM uploaded (streamed or direct) for
+// its live attempt, within the per-build cap, reading an IPA's app
+// information once, now.
+func (s *Server) addArtifact(ctx context.Context, buildID, attemptID string, a *store.PendingArtifact) error {
+	a.Inspect = s.inspector(ctx, buildID, attemptID, a.Name)
+	return s.store.AddArtifact(ctx, buildID, attemptID, a, s.limits.ArtifactsPerBuild)
+}
+
+// inspector reads what a committed .ipa says about its app; nil for other
+// files.
+func (s *Server) inspector(ctx context.Context, buildID, attemptID, name string) func() (install.AppInfo, error) {
+	if !strings.HasSuffix(strings.ToLower(name), ".ipa") {
+		return nil
+	}
+	return func() (install.AppInfo, error) {
+		f, info, err := s.blobs.Open(ctx, buildID, blobs.Artifact(attemptID, name))
+		if err != nil {
+			return install.AppInfo{}, fmt.Errorf("open %s: %w", name, err)
+		}
+		defer f.Close()
+		return install.ReadAppInfo(f, info.Size)
+	}
 }

@@ -54,7 +54,7 @@ func (s *Server) putArtifact(w http.ResponseWriter, r *http.Request, buildID, at
 		return
 	}
 	a := &store.PendingArtifact{Name: name, Size: p.Size(), SHA256: p.SHA256(), Commit: func() error { return p.Commit(r.Context()) }}
-	if err := s.store.AddArtifact(r.Context(), buildID, attemptID, a); err != nil {
+	if err := s.addArtifact(r.Context(), buildID, attemptID, a); err != nil {
 		s.fail(w, r, err)
 		return
 	}

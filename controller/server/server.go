@@ -22,16 +22,19 @@ import (
 
 // Limits bound what a client may send.
 type Limits struct {
-	JSONBody     int64 // any JSON request body
-	Source       int64 // a submitted project archive
-	Certs        int64 // a certificates zip
-	Credentials  int64 // a submit's credentials file (api.BuildCredentials JSON)
-	Artifact     int64 // one artifact
-	LogChunk     int64 // one log append
-	LogTotal     int64 // a build's whole log
-	LogRead      int   // bytes per plain log read
-	PollMaxWait  time.Duration
-	PollBackstop time.Duration // a long poll re-checks this often even without a wake-up
+	JSONBody    int64 // any JSON request body
+	Source      int64 // a submitted project archive
+	Certs       int64 // a certificates zip
+	Credentials int64 // a submit's credentials file (api.BuildCredentials JSON)
+	Artifact    int64 // one artifact
+	// ArtifactsPerBuild is the most artifacts one attempt of a build may
+	// upload (0: no limit).
+	ArtifactsPerBuild int
+	LogChunk          int64 // one log append
+	LogTotal          int64 // a build's whole log
+	LogRead           int   // bytes per plain log read
+	PollMaxWait       time.Duration
+	PollBackstop      time.Duration // a long poll re-checks this often even without a wake-up
 	// A request body must arrive within BodyGrace plus one second per
 	// BodyMinRate bytes (a slow-body guard; 0 BodyGrace turns it off).
 	BodyGrace   time.Duration
@@ -49,18 +52,19 @@ type Limits struct {
 // DefaultLimits are the production limits.
 func DefaultLimits() Limits {
 	return Limits{
-		JSONBody:     1 << 20,
-		Source:       2 << 30,
-		Certs:        10 << 20,
-		Credentials:  1 << 20,
-		Artifact:     8 << 30,
-		LogChunk:     1 << 20,
-		LogTotal:     64 << 20,
-		LogRead:      4 << 20,
-		PollMaxWait:  30 * time.Second,
-		PollBackstop: 2 * time.Second,
-		BodyGrace:    10 * time.Second,
-		BodyMinRate:  64 << 10,
+		JSONBody:          1 << 20,
+		Source:            2 << 30,
+		Certs:             10 << 20,
+		Credentials:       1 << 20,
+		Artifact:          8 << 30,
+		ArtifactsPerBuild: 32,
+		LogChunk:          1 << 20,
+		LogTotal:          64 << 20,
+		LogRead:           4 << 20,
+		PollMaxWait:       30 * time.Second,
+		PollBackstop:      2 * time.Second,
+		BodyGrace:         10 * time.Second,
+		BodyMinRate:       64 << 10,
 		// A worker, a CLI or a dashboard stays far below these; the bench,
 		// driving hundreds of simulated workers through one key, turns
 		// the per-key limit off.
@@ -178,6 +182,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/builds/uploads", s.developer(s.startSourceUpload))
 	m.HandleFunc("GET /api/builds", s.developer(s.listBuilds))
 	m.HandleFunc("GET /api/queue", s.developer(s.queue))
+	m.HandleFunc("GET /api/limits", s.developer(s.getLimits))
 	m.HandleFunc("GET /api/builds/{id}", s.buildReader(s.getBuild))
 	m.HandleFunc("POST /api/builds/{id}/cancel", s.buildReader(s.cancel))
 	m.HandleFunc("POST /api/builds/{id}/retry", s.buildReader(s.retry))

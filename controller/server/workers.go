@@ -230,7 +230,8 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerA
 			s.fail(w, r, err)
 			return
 		}
-		res.Artifact = &store.PendingArtifact{Name: name, Size: pending.Size(), SHA256: pending.SHA256(), Commit: func() error { return pending.Commit(r.Context()) }}
+		res.Artifact = &store.PendingArtifact{Name: name, Size: pending.Size(), SHA256: pending.SHA256(), Commit: func() error { return pending.Commit(r.Context()) },
+			Inspect: s.inspector(r.Context(), res.BuildID, res.AttemptID, name)}
 	}
 	resp, err := s.store.Complete(r.Context(), wa, res)
 	if err != nil {

@@ -69,6 +69,13 @@ func KeyScope(k APIKey) (Scope, error) {
 // BindKey adds projects (developer keys) or pools (worker keys) to key id.
 // Binding is additive; UnbindKey removes.
 func (s *Store) BindKey(ctx context.Context, id string, projects, pools []string) error {
+	if err := validateBindings(projects, pools); err != nil {
+		return err
+	}
+	return s.withTx(ctx, func(t *txn) error { return t.bindKey(ctx, id, projects, pools) })
+}
+
+func validateBindings(projects, pools []string) error {
 	for _, p := range projects {
 		if err := ValidateProject("--project", p); err != nil {
 			return err
@@ -79,30 +86,32 @@ func (s *Store) BindKey(ctx context.Context, id string, projects, pools []string
 			return err
 		}
 	}
-	return s.withTx(ctx, func(t *txn) error {
-		var role string
-		err := t.QueryRow(ctx, `SELECT role FROM api_keys WHERE id = $1 FOR UPDATE`, id).Scan(&role)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return fmt.Errorf("%w: no API key with id %q (see `keys list`)", ErrNotFound, id)
-		}
-		if err != nil {
-			return fmt.Errorf("bind key: %w", err)
-		}
-		if len(projects) > 0 && role != "developer" {
-			return fmt.Errorf("%w: only developer keys are bound to projects (key %s is a %s key; admins see every project)", ErrInvalid, id, role)
-		}
-		if len(pools) > 0 && role != "worker" {
-			return fmt.Errorf("%w: only worker keys are bound to pools (key %s is a %s key)", ErrInvalid, id, role)
-		}
-		if _, err := t.Exec(ctx, `INSERT INTO api_key_projects (key_id, project) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`, id, projects); err != nil {
-			return fmt.Errorf("bind key to projects: %w", err)
-		}
-		if _, err := t.Exec(ctx, `INSERT INTO api_key_pools (key_id, pool) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`, id, pools); err != nil {
-			return fmt.Errorf("bind key to pools: %w", err)
-		}
-		t.emit(Change{Kind: "key", ID: id, Event: "key.bound", Detail: map[string]any{"projects": projects, "pools": pools}})
-		return nil
-	})
+	return nil
+}
+
+func (t *txn) bindKey(ctx context.Context, id string, projects, pools []string) error {
+	var role string
+	err := t.QueryRow(ctx, `SELECT role FROM api_keys WHERE id = $1 FOR UPDATE`, id).Scan(&role)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("%w: no API key with id %q (see `keys list`)", ErrNotFound, id)
+	}
+	if err != nil {
+		return fmt.Errorf("bind key: %w", err)
+	}
+	if len(projects) > 0 && role != "developer" {
+		return fmt.Errorf("%w: only developer keys are bound to projects (key %s is a %s key; admins see every project)", ErrInvalid, id, role)
+	}
+	if len(pools) > 0 && role != "worker" {
+		return fmt.Errorf("%w: only worker keys are bound to pools (key %s is a %s key)", ErrInvalid, id, role)
+	}
+	if _, err := t.Exec(ctx, `INSERT INTO api_key_projects (key_id, project) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`, id, projects); err != nil {
+		return fmt.Errorf("bind key to projects: %w", err)
+	}
+	if _, err := t.Exec(ctx, `INSERT INTO api_key_pools (key_id, pool) SELECT $1, unnest($2::text[]) ON CONFLICT DO NOTHING`, id, pools); err != nil {
+		return fmt.Errorf("bind key to pools: %w", err)
+	}
+	t.emit(Change{Kind: "key", ID: id, Event: "key.bound", Detail: map[string]any{"projects": projects, "pools": pools}})
+	return nil
 }
 
 // UnbindKey removes projects and pools from key id.

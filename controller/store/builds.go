@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/install"
 )
 
 // NewBuild describes a submitted build whose files are already written to
@@ -260,21 +261,67 @@ func listArtifacts(ctx context.Context, q querier, buildID string) ([]api.Artifa
 	return out, err
 }
 
+// attachArtifacts fills in the artifacts of a page of builds with one
+// query (as listArtifacts does for one build).
+func attachArtifacts(ctx context.Context, q querier, builds []api.Build) error {
+	ids := make([]string, len(builds))
+	for i, b := range builds {
+		ids[i] = b.ID
+	}
+	rows, err := q.Query(ctx, `SELECT DISTINCT ON (a.build_id, a.name) a.build_id, a.name, a.size, a.sha256 FROM artifacts a JOIN builds b ON b.id = a.build_id
+		WHERE a.build_id = ANY($1) AND `+visibleArtifact+` ORDER BY a.build_id, a.name, a.attempt_id = ''`, ids)
+	if err != nil {
+		return fmt.Errorf("list artifacts: %w", err)
+	}
+	byBuild := map[string][]api.Artifact{}
+	var id string
+	var a api.Artifact
+	_, err = pgx.ForEachRow(rows, []any{&id, &a.Name, &a.Size, &a.SHA256}, func() error {
+		a.URL = ArtifactURL(id, a.Name)
+		byBuild[id] = append(byBuild[id], a)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("list artifacts: %w", err)
+	}
+	for i := range builds {
+		builds[i].Artifacts = byBuild[builds[i].ID]
+		if builds[i].Artifacts == nil {
+			builds[i].Artifacts = []api.Artifact{}
+		}
+	}
+	return nil
+}
+
 // StoredArtifact is an artifact the build shows, with the attempt that made
 // it: the file is blobs.Artifact(AttemptID, Name).
 type StoredArtifact struct {
 	api.Artifact
 	AttemptID string
+	// App is what the artifact says about its app, read once when it was
+	// recorded (an .ipa's Info.plist); nil when it was not read. AppError
+	// says why an .ipa could not be read, so it cannot be installed.
+	App      *install.AppInfo
+	AppError string
 }
 
 // Artifact returns an artifact the build shows. Once the collector deleted
 // the build's artifacts (--retain-artifacts) it gives ErrGone, saying when.
 func (s *Store) Artifact(ctx context.Context, buildID, name string) (StoredArtifact, error) {
 	a := StoredArtifact{Artifact: api.Artifact{Name: name, URL: ArtifactURL(buildID, name)}}
-	var deleted *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT a.size, a.sha256, a.attempt_id, b.artifacts_deleted_at FROM artifacts a JOIN builds b ON b.id = a.build_id
+	var (
+		deleted  *time.Time
+		bundleID *string
+		app      install.AppInfo
+	)
+	err := s.pool.QueryRow(ctx, `SELECT a.size, a.sha256, a.attempt_id, b.artifacts_deleted_at, a.app_bundle_id, a.app_version, a.app_title, a.app_error
+		FROM artifacts a JOIN builds b ON b.id = a.build_id
 		WHERE a.build_id = $1 AND a.name = $2 AND `+visibleArtifact+` ORDER BY a.attempt_id = '' LIMIT 1`, buildID, name).
-		Scan(&a.Size, &a.SHA256, &a.AttemptID, &deleted)
+		Scan(&a.Size, &a.SHA256, &a.AttemptID, &deleted, &bundleID, &app.Version, &app.Title, &a.AppError)
+	if bundleID != nil {
+		app.BundleID = *bundleID
+		a.App = &app
+	}
 	if errors.Is(err, pgx.ErrNoRows) {
 		return a, fmt.Errorf("%w: build %s has no artifact %q", ErrNotFound, buildID, name)
 	}
@@ -382,6 +429,9 @@ func (s *Store) ListBuilds(ctx context.Context, f ListFilter) (api.BuildList, er
 		last := builds[f.Limit-1]
 		out.Builds = builds[:f.Limit]
 		out.NextCursor = encodeCursor(last.SubmittedAt, last.ID)
+	}
+	if err := attachArtifacts(ctx, s.pool, out.Builds); err != nil {
+		return api.BuildList{}, err
 	}
 	if out.Builds == nil {
 		out.Builds = []api.Build{}

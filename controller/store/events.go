@@ -348,3 +348,19 @@ func (s *Store) ReplayEvents(ctx context.Context) (replayed int64, diffs []Diffe
 	})
 	return replayed, diffs, err
 }
+
+// ScopeChanged reports whether an event sealed after sequence after
+// concerns a build scope sees (only build buildID, when it is not ""), and
+// returns the sealed head to ask from next time: a project-bound live view
+// is told of its own projects' changes only, never of another's.
+func (s *Store) ScopeChanged(ctx context.Context, after int64, scope Scope, buildID string) (head int64, changed bool, err error) {
+	err = s.pool.QueryRow(ctx, `SELECT COALESCE(max(c.sequence), $1), COALESCE(bool_or(b.id IS NOT NULL), false)
+		FROM event_chain c JOIN events e ON e.ord = c.ord
+		LEFT JOIN builds b ON e.entity_type = 'build' AND b.id = e.entity_id
+			AND ($2::text[] IS NULL OR b.project = ANY($2)) AND ($3 = '' OR b.id = $3)
+		WHERE c.sequence > $1`, after, scope.filter(), buildID).Scan(&head, &changed)
+	if err != nil {
+		return after, false, fmt.Errorf("read the changes a live view may see: %w", err)
+	}
+	return head, changed, nil
+}

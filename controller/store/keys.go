@@ -48,22 +48,53 @@ func ValidRole(r string) bool { return r == "admin" || r == "developer" || r == 
 // CreateKey stores a new key and returns it with its secret, which is shown
 // once and cannot be recovered.
 func (s *Store) CreateKey(ctx context.Context, name, role string) (APIKey, string, error) {
-	if name == "" {
+	return s.CreateBoundKey(ctx, NewKey{Name: name, Role: role})
+}
+
+// NewKey describes a key to create with its bindings and capacity.
+type NewKey struct {
+	Name, Role      string
+	Projects, Pools []string // see BindKey
+	MaxCapacity     int      // ≤ 0: no cap
+}
+
+// CreateBoundKey stores a new key with its projects, pools and capacity in
+// one transaction: a failure part way (a bad project name, a project on a
+// worker key) leaves no key behind, bound to nothing.
+func (s *Store) CreateBoundKey(ctx context.Context, nk NewKey) (APIKey, string, error) {
+	if nk.Name == "" {
 		return APIKey{}, "", fmt.Errorf("%w: key name is empty; pass --name", ErrInvalid)
 	}
-	if err := checkText("name", name); err != nil {
+	if err := checkText("name", nk.Name); err != nil {
 		return APIKey{}, "", err
 	}
-	if !ValidRole(role) {
-		return APIKey{}, "", fmt.Errorf("%w: role %q is not one of admin, developer, worker", ErrInvalid, role)
+	if !ValidRole(nk.Role) {
+		return APIKey{}, "", fmt.Errorf("%w: role %q is not one of admin, developer, worker", ErrInvalid, nk.Role)
+	}
+	if err := validateBindings(nk.Projects, nk.Pools); err != nil {
+		return APIKey{}, "", err
 	}
 	secret, hash := newSecret(prefixAPIKey)
-	k := APIKey{ID: NewID(), Name: name, Role: role}
-	err := s.pool.QueryRow(ctx, `INSERT INTO api_keys (id, name, role, key_hash) VALUES ($1, $2, $3, $4) RETURNING created_at`,
-		k.ID, k.Name, k.Role, hash).Scan(&k.CreatedAt)
-	if err != nil {
-		return APIKey{}, "", fmt.Errorf("create key: %w", err)
+	k := APIKey{ID: NewID(), Name: nk.Name, Role: nk.Role}
+	if nk.MaxCapacity > 0 {
+		n := nk.MaxCapacity
+		k.MaxCapacity = &n
 	}
+	err := s.withTx(ctx, func(t *txn) error {
+		err := t.QueryRow(ctx, `INSERT INTO api_keys (id, name, role, key_hash, max_capacity) VALUES ($1, $2, $3, $4, $5) RETURNING created_at`,
+			k.ID, k.Name, k.Role, hash, k.MaxCapacity).Scan(&k.CreatedAt)
+		if err != nil {
+			return fmt.Errorf("create key: %w", err)
+		}
+		if len(nk.Projects)+len(nk.Pools) == 0 {
+			return nil
+		}
+		return t.bindKey(ctx, k.ID, nk.Projects, nk.Pools)
+	})
+	if err != nil {
+		return APIKey{}, "", err
+	}
+	k.Projects, k.Pools = nk.Projects, nk.Pools
 	return k, secret, nil
 }
 

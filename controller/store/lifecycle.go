@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/install"
 )
 
 // requeueReason says why live attempts end without a result and whether that
@@ -409,6 +410,11 @@ type PendingArtifact struct {
 	Size   int64
 	SHA256 string
 	Commit func() error
+	// Inspect, when set, reads what the committed file says about its app
+	// (an .ipa's Info.plist); it runs once, in the transaction that records
+	// the artifact, and its answer or its error is stored with the row so
+	// install links never open the file again.
+	Inspect func() (install.AppInfo, error)
 }
 
 // Complete records an attempt's result with a compare-and-set on (build,
@@ -473,7 +479,13 @@ func (t *txn) finish(ctx context.Context, w WorkerAuth, r Result) (api.ResultRes
 				URL: ArtifactURL(r.BuildID, r.Artifact.Name)}
 		}
 		resp.Status = api.StatusCompleted
-		return resp, t.endBuild(ctx, w, r, resp, "completed", "", "")
+		if err := t.endBuild(ctx, w, r, resp, "completed", "", ""); err != nil {
+			return resp, err
+		}
+		if r.Artifact != nil {
+			return resp, t.describeArtifact(ctx, r.BuildID, r.AttemptID, r.Artifact)
+		}
+		return resp, nil
 	case r.ErrorCode == api.CodeReleased:
 		// A drain: back to the queue at once, not counted.
 		if _, err := t.requeue(ctx, []string{r.AttemptID}, requeueRelease(orDefault(r.ErrorMessage, "worker handed the build back"))); err != nil {
@@ -577,6 +589,34 @@ func (t *txn) recordArtifact(ctx context.Context, buildID, attemptID string, a *
 	}
 	if err := a.Commit(); err != nil {
 		return fmt.Errorf("store artifact %s: %w", a.Name, err)
+	}
+	return t.describeArtifact(ctx, buildID, attemptID, a)
+}
+
+// maxAppError bounds the stored reason an artifact cannot be installed.
+const maxAppError = 500
+
+// describeArtifact stores what a committed artifact says about its app, or
+// why it could not be read: an unreadable .ipa is still the build's
+// artifact, and its install page says why it cannot be installed.
+func (t *txn) describeArtifact(ctx context.Context, buildID, attemptID string, a *PendingArtifact) error {
+	if a.Inspect == nil {
+		return nil
+	}
+	app, err := a.Inspect()
+	var bundleID *string
+	problem := ""
+	if err != nil {
+		problem = sanitizeText(err.Error(), maxAppError)
+		app = install.AppInfo{}
+	} else {
+		app.BundleID, app.Version, app.Title = sanitizeText(app.BundleID, 1000), sanitizeText(app.Version, 1000), sanitizeText(app.Title, 1000)
+		bundleID = &app.BundleID
+	}
+	if _, err := t.Exec(ctx, `UPDATE artifacts SET app_bundle_id = $4, app_version = $5, app_title = $6, app_error = $7
+		WHERE build_id = $1 AND attempt_id = $2 AND name = $3`,
+		buildID, attemptID, a.Name, bundleID, app.Version, app.Title, problem); err != nil {
+		return fmt.Errorf("record what artifact %s says about its app: %w", a.Name, err)
 	}
 	return nil
 }

@@ -85,8 +85,9 @@ func (s *Store) Files(ctx context.Context, buildID string) (BuildFiles, error) {
 // AddArtifact records an artifact the VM uploaded for its live attempt. The
 // file is moved into place only while the attempt is verified live; the
 // build shows it once the attempt ends the build, and never if another
-// attempt does.
-func (s *Store) AddArtifact(ctx context.Context, buildID, attemptID string, a *PendingArtifact) error {
+// attempt does. An attempt holds at most maxPerAttempt artifacts (0: no
+// limit); uploading a name again replaces it and is always allowed.
+func (s *Store) AddArtifact(ctx context.Context, buildID, attemptID string, a *PendingArtifact, maxPerAttempt int) error {
 	return s.withTx(ctx, func(t *txn) error {
 		var live bool
 		err := t.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM builds WHERE id = $1 AND attempt_id = $2
@@ -96,6 +97,18 @@ func (s *Store) AddArtifact(ctx context.Context, buildID, attemptID string, a *P
 		}
 		if !live {
 			return fmt.Errorf("%w: attempt %s of build %s has ended", ErrLeaseLost, attemptID, buildID)
+		}
+		if maxPerAttempt > 0 {
+			var others int
+			// The build's row is locked: concurrent uploads of one attempt count one after another.
+			if err := t.QueryRow(ctx, `SELECT count(*) FROM artifacts WHERE build_id = $1 AND attempt_id = $2 AND name <> $3`,
+				buildID, attemptID, a.Name).Scan(&others); err != nil {
+				return fmt.Errorf("count artifacts: %w", err)
+			}
+			if others >= maxPerAttempt {
+				return fmt.Errorf("%w: build %s already has %d artifacts, the most one build may upload (--max-artifacts-per-build); bundle the files into one archive or ask the admin to raise it",
+					ErrTooLarge, buildID, others)
+			}
 		}
 		return t.recordArtifact(ctx, buildID, attemptID, a)
 	})

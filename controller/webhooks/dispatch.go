@@ -12,6 +12,7 @@ import (
 	"io"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -177,7 +178,19 @@ func (d *Dispatcher) fanOut(ctx context.Context) error {
 type endpointFilter struct {
 	id       string
 	patterns []string
+	projects []string // empty: every event
 	after    int64
+}
+
+// wants reports whether the endpoint delivers ev, whose project (for a build
+// or project event) is project. An endpoint bound to projects gets only
+// their builds' and their own events: farm-wide events (workers,
+// controllers) and other projects' stay with the unbound endpoints.
+func (e endpointFilter) wants(ev api.Event, project string, projectKnown bool) bool {
+	if ev.Sequence <= e.after || !matches(e.patterns, ev.EventType) {
+		return false
+	}
+	return len(e.projects) == 0 || (projectKnown && slices.Contains(e.projects, project))
 }
 
 func (d *Dispatcher) fanOutBatch(ctx context.Context, batch int) (more bool, err error) {
@@ -190,13 +203,13 @@ func (d *Dispatcher) fanOutBatch(ctx context.Context, batch int) (more bool, err
 		if err != nil {
 			return fmt.Errorf("lock the webhook cursor: %w", err)
 		}
-		rows, err := tx.Query(ctx, `SELECT id, event_types, after_sequence FROM webhook_endpoints`)
+		rows, err := tx.Query(ctx, `SELECT id, event_types, projects, after_sequence FROM webhook_endpoints`)
 		if err != nil {
 			return fmt.Errorf("read webhook endpoints: %w", err)
 		}
 		endpoints, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (endpointFilter, error) {
 			var e endpointFilter
-			err := r.Scan(&e.id, &e.patterns, &e.after)
+			err := r.Scan(&e.id, &e.patterns, &e.projects, &e.after)
 			return e, err
 		})
 		if err != nil {
@@ -218,13 +231,18 @@ func (d *Dispatcher) fanOutBatch(ctx context.Context, batch int) (more bool, err
 		if err != nil || len(events) == 0 {
 			return err
 		}
+		projects, err := buildProjects(ctx, tx, endpoints, events)
+		if err != nil {
+			return err
+		}
 		var epIDs, eventIDs, types []string
 		var seqs []int64
 		var bodies [][]byte
 		for _, ev := range events {
 			var body []byte
+			project, known := eventProject(ev, projects)
 			for _, ep := range endpoints {
-				if ev.Sequence <= ep.after || !matches(ep.patterns, ev.EventType) {
+				if !ep.wants(ev, project, known) {
 					continue
 				}
 				if body == nil {
@@ -250,6 +268,50 @@ func (d *Dispatcher) fanOutBatch(ctx context.Context, batch int) (more bool, err
 		return nil
 	})
 	return more, err
+}
+
+// buildProjects returns the project of each build the events name, read
+// only when some endpoint is bound to projects.
+func buildProjects(ctx context.Context, tx pgx.Tx, endpoints []endpointFilter, events []api.Event) (map[string]string, error) {
+	if !slices.ContainsFunc(endpoints, func(e endpointFilter) bool { return len(e.projects) > 0 }) {
+		return nil, nil
+	}
+	var ids []string
+	for _, ev := range events {
+		if ev.EntityType == "build" {
+			ids = append(ids, ev.EntityID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := tx.Query(ctx, `SELECT id, project FROM builds WHERE id = ANY($1)`, ids)
+	if err != nil {
+		return nil, fmt.Errorf("read the projects of the events' builds: %w", err)
+	}
+	out := map[string]string{}
+	var id, project string
+	_, err = pgx.ForEachRow(rows, []any{&id, &project}, func() error {
+		out[id] = project
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read the projects of the events' builds: %w", err)
+	}
+	return out, nil
+}
+
+// eventProject is the project an event belongs to: its build's, or the
+// project itself for a project event; none for farm-wide events.
+func eventProject(ev api.Event, buildProjects map[string]string) (string, bool) {
+	switch ev.EntityType {
+	case "build":
+		p, ok := buildProjects[ev.EntityID]
+		return p, ok && p != ""
+	case "project":
+		return ev.EntityID, true
+	}
+	return "", false
 }
 
 type claimed struct {

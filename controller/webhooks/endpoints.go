@@ -15,6 +15,7 @@ import (
 	"net"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -76,6 +77,19 @@ func validate(req *api.WebhookRequest) error {
 			return fmt.Errorf("%w: field \"events\": %q is not an event type (\"build.completed\"), a prefix (\"build.*\") or \"*\"", store.ErrInvalid, e)
 		}
 	}
+	if len(req.Projects) > 100 {
+		return fmt.Errorf("%w: field \"projects\" lists %d projects; at most 100", store.ErrInvalid, len(req.Projects))
+	}
+	for _, p := range req.Projects {
+		if err := store.ValidateProject("projects", p); err != nil {
+			return err
+		}
+	}
+	slices.Sort(req.Projects)
+	req.Projects = slices.Compact(req.Projects)
+	if req.Projects == nil {
+		req.Projects = []string{}
+	}
 	return nil
 }
 
@@ -101,7 +115,7 @@ func (d *Dispatcher) Create(ctx context.Context, req api.WebhookRequest) (api.We
 	}
 	raw := make([]byte, 32)
 	rand.Read(raw) //nolint:errcheck // crypto/rand.Read never fails
-	w := api.Webhook{ID: store.NewID(), URL: req.URL, Events: req.Events, Description: req.Description,
+	w := api.Webhook{ID: store.NewID(), URL: req.URL, Events: req.Events, Description: req.Description, Projects: req.Projects,
 		Secret: "whsec_" + base64.RawURLEncoding.EncodeToString(raw)}
 	// The cursor's row lock waits out a fan-out in flight, so every event
 	// after the cursor is fanned out by a later pass that sees this endpoint.
@@ -110,9 +124,9 @@ func (d *Dispatcher) Create(ctx context.Context, req api.WebhookRequest) (api.We
 		if err := tx.QueryRow(ctx, `SELECT sequence FROM webhook_cursor WHERE id = 1 FOR UPDATE`).Scan(&cursor); err != nil {
 			return err
 		}
-		return tx.QueryRow(ctx, `INSERT INTO webhook_endpoints (id, url, event_types, description, secret_sealed, after_sequence)
-			VALUES ($1, $2, $3, $4, $5, $6) RETURNING created_at`,
-			w.ID, w.URL, w.Events, w.Description, d.box.Seal([]byte(w.Secret), []byte(w.ID)), cursor).Scan(&w.CreatedAt)
+		return tx.QueryRow(ctx, `INSERT INTO webhook_endpoints (id, url, event_types, description, secret_sealed, after_sequence, projects)
+			VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING created_at`,
+			w.ID, w.URL, w.Events, w.Description, d.box.Seal([]byte(w.Secret), []byte(w.ID)), cursor, w.Projects).Scan(&w.CreatedAt)
 	})
 	if err != nil {
 		return api.Webhook{}, fmt.Errorf("create webhook: %w", err)
@@ -123,13 +137,13 @@ func (d *Dispatcher) Create(ctx context.Context, req api.WebhookRequest) (api.We
 
 // List returns every endpoint, oldest first, without secrets.
 func (d *Dispatcher) List(ctx context.Context) (api.WebhookList, error) {
-	rows, err := d.pool.Query(ctx, `SELECT id, url, event_types, description, created_at FROM webhook_endpoints ORDER BY created_at, id`)
+	rows, err := d.pool.Query(ctx, `SELECT id, url, event_types, description, projects, created_at FROM webhook_endpoints ORDER BY created_at, id`)
 	if err != nil {
 		return api.WebhookList{}, fmt.Errorf("list webhooks: %w", err)
 	}
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Webhook, error) {
 		var w api.Webhook
-		err := r.Scan(&w.ID, &w.URL, &w.Events, &w.Description, &w.CreatedAt)
+		err := r.Scan(&w.ID, &w.URL, &w.Events, &w.Description, &w.Projects, &w.CreatedAt)
 		return w, err
 	})
 	if err != nil {

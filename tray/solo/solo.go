@@ -3,16 +3,22 @@
 // binaries) and files under the app's data folder, a worker key kept in the
 // secret store for the embedded worker, and a developer key in a file for
 // `expo-build`. Build VMs reach it through the host's address on Tart's
-// network (agent.GuestURL), so it listens on all interfaces by default.
+// network (agent.GuestURL). That bridge exists only while a VM runs, so it
+// cannot be bound at start: the controller listens on every interface and
+// serves only this Mac (loopback) and the VM network, closing any other
+// connection as it is accepted.
 package solo
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -28,14 +34,33 @@ import (
 const KeyWorker = "solo-worker-key"
 
 // DefaultListen is where the solo controller listens: every interface, so
-// that VMs on Tart's network reach it (the API needs a key for everything).
+// that VMs on Tart's network reach it once its bridge comes up; only this
+// Mac and the VM network are served (Config.VMNetwork).
 const DefaultListen = "0.0.0.0:8420"
+
+// DefaultVMNetwork is Tart's shared (vmnet) network on macOS.
+const DefaultVMNetwork = "192.168.64.0/24"
+
+// loopback is this Mac.
+var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
 
 // Config says where the solo controller lives.
 type Config struct {
 	DataDir string // the app's data folder; the controller uses DataDir/controller
 	Listen  string // host:port
-	Secrets secrets.Store
+	// VMNetwork is the CIDR prefix of the build VMs' network, the only
+	// addresses served beside loopback; "" is DefaultVMNetwork.
+	VMNetwork string
+	Secrets   secrets.Store
+}
+
+// allowedClients is loopback and the VM network.
+func (cfg Config) allowedClients() ([]netip.Prefix, error) {
+	vmNet, err := netip.ParsePrefix(cmp.Or(cfg.VMNetwork, DefaultVMNetwork))
+	if err != nil {
+		return nil, fmt.Errorf("the VM network %q (--solo-vm-network) is not a CIDR prefix such as %s: %w", cfg.VMNetwork, DefaultVMNetwork, err)
+	}
+	return append(slices.Clone(loopback), vmNet.Masked()), nil
 }
 
 // Controller is a running solo controller.
@@ -61,7 +86,11 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (*Controller
 	if listen == "" {
 		listen = DefaultListen
 	}
-	ctl, err := serve.Start(ctx, serve.Config{Listen: listen, DataDir: Dir(cfg.DataDir), ReaperInterval: 30 * time.Second,
+	allowed, err := cfg.allowedClients()
+	if err != nil {
+		return nil, err
+	}
+	ctl, err := serve.Start(ctx, serve.Config{Listen: listen, AllowClients: allowed, DataDir: Dir(cfg.DataDir), ReaperInterval: 30 * time.Second,
 		Store: store.DefaultConfig(), Limits: server.DefaultLimits()}, log.WithField("component", "controller"))
 	if err != nil {
 		return nil, fmt.Errorf("start the controller on this Mac: %w", err)

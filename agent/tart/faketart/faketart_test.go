@@ -26,7 +26,25 @@ import (
 
 var marker = "FAKETART_TEST_MARKER=" + strconv.Itoa(os.Getpid())
 
+// listenHelperArg makes the test binary a guest program that accepts TCP
+// connections on the port that follows, forever (TestSoftnetIsolation).
+const listenHelperArg = "faketart-test-listen"
+
 func TestMain(m *testing.M) {
+	if len(os.Args) == 3 && os.Args[1] == listenHelperArg {
+		l, err := net.Listen("tcp", "0.0.0.0:"+os.Args[2])
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				os.Exit(1)
+			}
+			c.Close()
+		}
+	}
 	code := m.Run()
 	var strays []string
 	faketarttest.WaitFor(3*time.Second, func() bool {

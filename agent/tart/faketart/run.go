@@ -306,11 +306,19 @@ func runRun(a *app, p *parsed) error {
 	// Softnet (--net-softnet, implied by --net-softnet-allow/-block/-expose,
 	// and --net-host) is a separate program Tart looks up on its own PATH
 	// when it configures the VM's network, before the shares.
+	var softnet *softnetPolicy
 	if p.flag["net-softnet"] || p.flag["net-host"] || p.has("net-softnet-allow") || p.has("net-softnet-block") || p.has("net-softnet-expose") {
 		if !onPath("softnet") {
 			global.Close()
 			return genericErr(`InitializationFailed(why: "softnet not found in PATH")`)
 		}
+		// softnet itself refuses a bad list (Tart passes it on unread).
+		pol, err := parseSoftnet(p.strDefault("net-softnet-allow", ""), p.strDefault("net-softnet-block", ""))
+		if err != nil {
+			global.Close()
+			return err
+		}
+		softnet = pol
 	}
 
 	// Directory shares (VM configuration happens before locking in tart).
@@ -371,6 +379,13 @@ func runRun(a *app, p *parsed) error {
 			return rs.exit(genericErr("%v", err))
 		}
 		rs.net = lease
+		removeSoftnet(lease.n) // what a killed run with this lease left
+		if softnet != nil {
+			if err := applySoftnet(lease, softnet); err != nil {
+				return rs.exit(genericErr("%v", err))
+			}
+			lease.softnet = true
+		}
 	}
 
 	// Prepare the guest filesystem view.
@@ -495,6 +510,9 @@ func onPath(name string) bool {
 func (rs *runState) exit(err error) error {
 	if rs.guest != nil {
 		rs.guest.powerOff()
+	}
+	if rs.net != nil && rs.net.softnet {
+		removeSoftnet(rs.net.n)
 	}
 	_ = os.Remove(filepath.Join(rs.fdir, "booted"))
 	_ = os.Remove(filepath.Join(rs.fdir, ipFile))

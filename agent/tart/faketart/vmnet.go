@@ -28,9 +28,11 @@ func vmnetEnabled() bool { return os.Getenv("FAKETART_NET") == "vmnet" }
 // vmnetLease is a VM's address, held (fcntl lock on its lease file in the
 // host-wide FAKETART_VMNET_DIR) for as long as `tart run` lives.
 type vmnetLease struct {
-	n    int
-	file *os.File
-	ip   string // path of the ip(8) binary
+	n        int
+	file     *os.File
+	ip       string // path of the ip(8) binary
+	softnet  bool   // Softnet's rules are installed (applySoftnet)
+	isolated bool   // the guest's bridge port is isolated (Softnet, vmnet's bridge isolation)
 }
 
 func (l *vmnetLease) addr() string { return vmnetNet + strconv.Itoa(l.n) }

@@ -89,10 +89,14 @@ func (l *vmnetLease) attach(pid int, ready *os.File) error {
 	// A previous run's pair can linger for a moment while its last guest
 	// process dies; the name is this lease's, so it is stale.
 	_ = exec.Command(l.ip, "link", "del", l.hostIf()).Run()
-	for _, args := range [][]string{
+	steps := [][]string{
 		{"link", "add", l.hostIf(), "type", "veth", "peer", "name", "eth0", "netns", strconv.Itoa(pid)},
 		{"link", "set", l.hostIf(), "master", vmnetBridge, "up"},
-	} {
+	}
+	if l.isolated {
+		steps = append(steps, []string{"link", "set", "dev", l.hostIf(), "type", "bridge_slave", "isolated", "on"})
+	}
+	for _, args := range steps {
 		if err := runIPCmd(l.ip, args...); err != nil {
 			return fmt.Errorf("faketart: attaching the VM to %s: %w", vmnetBridge, err)
 		}

@@ -17,3 +17,7 @@ func (l *vmnetLease) wrap(*exec.Cmd) (*exec.Cmd, *os.File, error) { return nil, 
 func (l *vmnetLease) attach(int, *os.File) error { return errNoVMNet }
 
 func fakeVMNetGuest([]string) int { return 64 }
+
+func removeSoftnet(int) {}
+
+func applySoftnet(*vmnetLease, *softnetPolicy) error { return errNoVMNet }

@@ -69,8 +69,9 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 		e.str(&cfg.Serve.AdvertiseURL, "advertise-url", "FREEAGENT_ADVERTISE_URL", "", "URL other replicas and people reach this replica at (default: the listen address)")
 		e.dur(&cfg.Serve.ControllerTTL, "controller-ttl", "FREEAGENT_CONTROLLER_TTL", 5*time.Minute, "a replica that stops refreshing its registration expires after this long")
 		e.dur(&cfg.Serve.Limits.PollMaxWait, "poll-max-wait", "FREEAGENT_POLL_MAX_WAIT", cfg.Serve.Limits.PollMaxWait, "longest a worker's long poll is held")
-		e.int64v(&cfg.Serve.Limits.Source, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", cfg.Serve.Limits.Source, "largest accepted project archive")
+		e.int64v(&cfg.Serve.Limits.Source, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", cfg.Serve.Limits.Source, "largest accepted project, in bytes: both the archive as sent and the total of the files it expands to (a tar.gz of zeros is measured by what it holds)")
 		e.int64v(&cfg.Serve.Limits.Artifact, "max-artifact-bytes", "FREEAGENT_MAX_ARTIFACT_BYTES", cfg.Serve.Limits.Artifact, "largest accepted artifact")
+		e.intv(&cfg.Serve.Limits.ArtifactsPerBuild, "max-artifacts-per-build", "FREEAGENT_MAX_ARTIFACTS_PER_BUILD", cfg.Serve.Limits.ArtifactsPerBuild, "most artifacts one attempt of a build may upload; 0: no limit")
 		e.int64v(&cfg.Serve.Limits.LogTotal, "max-log-bytes", "FREEAGENT_MAX_LOG_BYTES", cfg.Serve.Limits.LogTotal, "largest build log")
 		e.rate(&cfg.Serve.Limits.RatePerKey, "rate-per-key", "FREEAGENT_RATE_PER_KEY", cfg.Serve.Limits.RatePerKey, "requests per second one API key may make (bursts of 4 s worth), answered 429 with Retry-After beyond; 0: no limit")
 		e.rate(&cfg.Serve.Limits.AuthFailuresPerIP, "auth-failures-per-ip", "FREEAGENT_AUTH_FAILURES_PER_IP", cfg.Serve.Limits.AuthFailuresPerIP, "failed authentications per second a client address may make (after a burst of 20) before it is refused with 429; 0: no limit")
@@ -87,7 +88,7 @@ func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, 
 	if e.err != nil {
 		return nil, nil, usageError{e.err}
 	}
-	if err := fs.Parse(args); err != nil {
+	if err := parseInterspersed(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return nil, nil, err
 		}
@@ -245,4 +246,28 @@ func defaultDataDir() string {
 		return ""
 	}
 	return filepath.Join(home, ".local", "share", "freeagent-controller")
+}
+
+// parseInterspersed parses flags wherever they stand among the arguments,
+// as the usage writes them ("keys bind ID --project P", "pools set NAME
+// --trusted"): the flag package alone stops at the first argument and
+// would silently leave the flags after it unset. After "--" everything is
+// an argument.
+func parseInterspersed(fs *flag.FlagSet, args []string) error {
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return err
+		}
+		rest := fs.Args()
+		if len(rest) == 0 {
+			break
+		}
+		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
+			positional = append(positional, rest...)
+			break
+		}
+		positional, args = append(positional, rest[0]), rest[1:]
+	}
+	return fs.Parse(append([]string{"--"}, positional...))
 }

@@ -245,21 +245,10 @@ func cmdKeys(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer done()
 	switch sub {
 	case "create":
-		k, secret, err := st.CreateKey(ctx, name, role)
+		// One transaction: a refused binding leaves no orphan key.
+		k, secret, err := st.CreateBoundKey(ctx, store.NewKey{Name: name, Role: role, Projects: projects, Pools: pools, MaxCapacity: maxCapacity})
 		if err != nil {
 			return err
-		}
-		if maxCapacity > 0 {
-			if err := st.SetKeyCapacity(ctx, k.ID, maxCapacity); err != nil {
-				return err
-			}
-			k.MaxCapacity = &maxCapacity
-		}
-		if len(projects)+len(pools) > 0 {
-			if err := st.BindKey(ctx, k.ID, projects, pools); err != nil {
-				return err
-			}
-			k.Projects, k.Pools = projects, pools
 		}
 		if asJSON {
 			out := map[string]any{"id": k.ID, "name": k.Name, "role": k.Role, "key": secret}

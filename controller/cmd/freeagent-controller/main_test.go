@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -185,6 +186,14 @@ func TestServeBuiltInDatabase(t *testing.T) {
 		t.Fatalf("ready: %v %v", resp, err)
 	}
 	resp.Body.Close()
+	// A second serve on the same data directory is refused, naming the
+	// running controller's pid and URL (not attached to its database).
+	second := exec.Command(bin, "serve", "--data-dir", data, "--listen", "127.0.0.1:0")
+	second.Env = append(os.Environ(), "DATABASE_URL=")
+	if out, err := second.CombinedOutput(); err == nil || !strings.Contains(string(out), fmt.Sprintf("another controller (pid %d)", cmd.Process.Pid)) ||
+		!strings.Contains(string(out), "listens on "+url) || !strings.Contains(string(out), "--data-dir") {
+		t.Fatalf("a second serve on the same data directory: %v\n%s", err, out)
+	}
 	out, err := exec.Command(bin, "keys", "create", "--name", "t", "--role", "admin", "--data-dir", data).Output()
 	if err != nil {
 		t.Fatalf("keys create while serving: %v", err)

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +48,9 @@ type Config struct {
 	VMDriver      string
 	Tart          string
 	Template      string
+	VMNetwork     string // softnet or shared (tart.ParseNetwork)
+	Softnet       string
+	SoftnetAllow  string // comma-separated IPv4 CIDRs (tart.ParseAllow)
 	HostAddress   string
 	Bootstrap     string
 	Name          string
@@ -60,6 +68,7 @@ type Config struct {
 	OpenCommand   string
 	Solo          bool
 	SoloListen    string
+	SoloVMNetwork string
 	// Insecure allows a plain http:// controller on another machine
 	// (--insecure, FREEAGENT_INSECURE=1); refused otherwise.
 	Insecure bool
@@ -93,6 +102,9 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		o.str(&cfg.VMDriver, "vm-driver", "FREEAGENT_VM_DRIVER", defaultDriver, "tart (a fresh macOS VM per build) or local (no isolation: a plain process on this host)")
 		o.str(&cfg.Tart, "tart", "FREEAGENT_TART", "tart", "the tart binary: a path, or a name looked up on PATH and then in Homebrew's bin ($HOMEBREW_PREFIX, /opt/homebrew, /usr/local)")
 		o.str(&cfg.Template, "template", "FREEAGENT_TEMPLATE", defaultTemplate, "Tart VM or image that build VMs are cloned from")
+		o.str(&cfg.VMNetwork, "vm-network", "FREEAGENT_VM_NETWORK", tart.NetworkSoftnet, "the VMs' network with tart: softnet (isolated: the internet, the controller and --softnet-allow only; needs softnet) or shared (Tart's NAT: this Mac's LAN too)")
+		o.str(&cfg.Softnet, "softnet", "FREEAGENT_SOFTNET", "softnet", "the softnet binary: a path, or a name looked up on PATH and then in Homebrew's bin")
+		o.str(&cfg.SoftnetAllow, "softnet-allow", "FREEAGENT_SOFTNET_ALLOW", "", "extra IPv4 CIDRs softnet VMs may reach, comma-separated, e.g. a registry on the LAN (10.0.0.5/32); the controller is always allowed")
 		o.str(&cfg.HostAddress, "host-address", "FREEAGENT_HOST_ADDRESS", "192.168.64.1", "this host's address on Tart's network (replaces a loopback controller URL inside VMs)")
 		o.str(&cfg.Bootstrap, "bootstrap", "FREEAGENT_BOOTSTRAP", defaultBootstrap(), "the freeagent-vm binary copied into every build")
 		o.str(&cfg.Name, "name", "FREEAGENT_WORKER_NAME", "", "worker name shown on the controller (default: host name)")
@@ -111,7 +123,8 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	if cmd == "app" || cmd == "doctor" {
 		// The app runs the solo controller; doctor checks it.
 		o.boolv(&cfg.Solo, "solo", "FREEAGENT_SOLO", false, "run the controller on this Mac too (one Mac, no server); ignores --controller-url")
-		o.str(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens (the VMs reach it through the host's address)")
+		o.str(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens (the VMs reach it through the host's address); it serves only this Mac and --solo-vm-network")
+		o.str(&cfg.SoloVMNetwork, "solo-vm-network", "FREEAGENT_SOLO_VM_NETWORK", solo.DefaultVMNetwork, "the build VMs' network (CIDR): the only addresses beside this Mac the solo controller serves")
 	}
 	if cmd == "app" {
 		o.str(&cfg.OpenCommand, "open-command", "FREEAGENT_OPEN_COMMAND", defaultOpener, "command that shows the dashboard, logs and preferences")
@@ -130,6 +143,12 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	}
 	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
 		return nil, err
+	}
+	if cfg.VMNetwork, err = tart.ParseNetwork(cfg.VMNetwork); err != nil {
+		return nil, usageError{fmt.Errorf("--vm-network: %w", err)}
+	}
+	if _, err := tart.ParseAllow(cfg.SoftnetAllow); err != nil {
+		return nil, usageError{fmt.Errorf("--softnet-allow: %w", err)}
 	}
 	if cmd == "run" && cfg.ControllerURL == "" {
 		return nil, usageError{errors.New("no controller: pass --controller-url, set FREEAGENT_CONTROLLER_URL, or run `freeagent setup --controller-url URL`")}
@@ -164,21 +183,42 @@ func (c *Config) insecureWarning() string {
 }
 
 // capabilities is what the worker advertises. With Tart, the platforms are
-// limited to what the template builds (hostcheck.Platforms); log hears why
-// when that differs from the setting.
+// limited to what the template builds (hostcheck.Platforms); with the local
+// driver, to what this host builds (hostcheck.LocalPlatforms: no iOS
+// without macOS and Xcode); log hears why when that differs from the
+// setting.
 func (c *Config) capabilities(log logrus.FieldLogger) api.Capabilities {
-	ps := c.platforms()
-	if c.VMDriver == "tart" {
-		var r hostcheck.Result
-		ps, r = hostcheck.Platforms(c.tartDriver(log), ps)
-		if r.Severity != hostcheck.OK {
-			log.WithField("fix", r.Fix).Warn(r.Message)
-		}
-	} else if len(ps) == 0 {
-		ps = hostcheck.DefaultPlatforms
-	}
-	return api.Capabilities{Platforms: ps, CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver},
+	caps := api.Capabilities{CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver},
 		Pool: c.Pool, VMDriver: c.VMDriver, MacOSVersion: macOSVersion()}
+	ps := c.platforms()
+	var r hostcheck.Result
+	switch c.VMDriver {
+	case "tart":
+		d := c.tartDriver(log)
+		ps, r = hostcheck.Platforms(d, ps)
+		// The Xcode that builds run with is the template's, as its marker
+		// recorded it; an image without a marker leaves it unknown.
+		if info, err := d.TemplateInfo(); err == nil {
+			caps.XcodeVersion = info.XcodeVersion
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if v, err := d.Version(ctx); err == nil {
+			caps.TartVersion = v
+		}
+	case "local":
+		ps, r = hostcheck.LocalPlatforms(ps, runtime.GOOS, exec.LookPath)
+	default:
+		if len(ps) == 0 {
+			ps = hostcheck.DefaultPlatforms
+		}
+		r.Severity = hostcheck.OK
+	}
+	if r.Severity != hostcheck.OK {
+		log.WithField("fix", r.Fix).Warn(r.Message)
+	}
+	caps.Platforms = ps
+	return caps
 }
 
 // platforms is the owner's --platforms as a list; empty: not set.
@@ -195,7 +235,30 @@ func (c *Config) platforms() []string {
 // tartDriver is the Tart driver for checks and questions about the template.
 func (c *Config) tartDriver(log logrus.FieldLogger) *tart.Driver {
 	path, _ := c.tartPath() // a missing tart is the Tart check's finding
-	return &tart.Driver{Tart: path, Template: c.Template, Log: log}
+	softnet, err := homebrew.LookPath(c.Softnet)
+	if err != nil {
+		softnet = c.Softnet // a missing softnet is the Softnet check's finding
+	}
+	return &tart.Driver{Tart: path, Template: c.Template, Log: log, Network: c.VMNetwork, Softnet: softnet}
+}
+
+// softnetAllow is what softnet VMs may reach beyond Softnet's defaults:
+// the controller as the VMs see it (guestURL), then the owner's
+// --softnet-allow.
+func (c *Config) softnetAllow(lookup func(string) ([]net.IP, error)) ([]string, error) {
+	extra, err := tart.ParseAllow(c.SoftnetAllow)
+	if err != nil {
+		return nil, err
+	}
+	u, err := url.Parse(c.guestURL())
+	if err != nil {
+		return nil, fmt.Errorf("the controller URL %q: %w", c.guestURL(), err)
+	}
+	allow, err := tart.ControllerAllow(u.Hostname(), lookup)
+	if err != nil {
+		return nil, err
+	}
+	return slices.Compact(append(allow, extra...)), nil
 }
 
 // guestURL is the controller URL as seen from inside a build VM.

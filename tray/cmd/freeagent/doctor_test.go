@@ -75,8 +75,9 @@ func TestDoctor(t *testing.T) {
 		"--template", "macos-expo", "--min-free-gb", "1"}
 
 	var stdout, stderr bytes.Buffer
-	code := run(args, strings.NewReader(""), &stdout, &stderr)
+	code := run(append(args, "--softnet", filepath.Join(dir, "no-softnet")), strings.NewReader(""), &stdout, &stderr)
 	if code != 1 || !strings.Contains(stdout.String(), `✗ template    template VM "macos-expo" is missing`) ||
+		!strings.Contains(stdout.String(), "✗ softnet     softnet is not installed") ||
 		!strings.Contains(stdout.String(), "fix: build it with scripts/build-vm-template.sh") ||
 		!strings.Contains(stdout.String(), "✓ controller") || !strings.Contains(stdout.String(), "✓ tart        Tart 2.32.0") ||
 		!strings.Contains(stdout.String(), "dhcp_lease  DHCP leases for Tart VMs last") {
@@ -84,9 +85,12 @@ func TestDoctor(t *testing.T) {
 	}
 
 	faketarttest.Template(t, home, "macos-expo", nil, nil)
+	// Softnet's root (setuid or sudo) cannot be had without root here:
+	// the shared network is only a warning.
+	args = append(args, "--vm-network", "shared")
 	stdout.Reset()
 	stderr.Reset()
-	if code := run(args, strings.NewReader(""), &stdout, &stderr); code != 0 || strings.Contains(stdout.String(), "✗") {
+	if code := run(args, strings.NewReader(""), &stdout, &stderr); code != 0 || strings.Contains(stdout.String(), "✗") || !strings.Contains(stdout.String(), "softnet     VMs run on Tart's shared network") {
 		t.Fatalf("healthy host: %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 
@@ -106,8 +110,8 @@ func TestDoctor(t *testing.T) {
 			t.Fatalf("refused key: %+v", c)
 		}
 	}
-	if len(report.Checks) != 8 {
-		t.Fatalf("want all eight checks: %+v", report.Checks)
+	if len(report.Checks) != 9 {
+		t.Fatalf("want all nine checks: %+v", report.Checks)
 	}
 }
 
@@ -125,8 +129,12 @@ func TestPlatformsComeFromTheTemplate(t *testing.T) {
 		t.Fatalf("no marker, no setting: advertises %v", got)
 	}
 	marker := filepath.Join(home, "vms", "macos-expo", tart.TemplateInfoFile)
-	if err := os.WriteFile(marker, []byte(`{"platforms": ["ios"]}`+"\n"), 0o644); err != nil {
+	if err := os.WriteFile(marker, []byte(`{"platforms": ["ios"], "xcode_version": "16.2"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
+	}
+	// The worker advertises the template's Xcode and its Tart's version.
+	if caps := cfg.capabilities(log); caps.XcodeVersion != "16.2" || caps.TartVersion == "" {
+		t.Errorf("capabilities of a template whose marker records Xcode 16.2: xcode %q, tart %q", caps.XcodeVersion, caps.TartVersion)
 	}
 	for _, set := range []string{"", "ios,android"} {
 		cfg.Platforms = set

@@ -33,8 +33,9 @@ const launchdPATH = "/usr/bin:/bin:/usr/sbin:/sbin"
 // plus HOMEBREW_PREFIX naming the (fake) Homebrew, since the tests cannot
 // write to /opt/homebrew. Nothing else of the test's environment leaks in.
 type launchdHost struct {
-	env  []string
-	tart string // PREFIX/bin/tart, a link to the fake, as `brew link` makes
+	env     []string
+	tart    string // PREFIX/bin/tart, a link to the fake, as `brew link` makes
+	softnet string // PREFIX/bin/softnet, a link to a stand-in; "" without root
 }
 
 func newLaunchdHost(t *testing.T, controllerURL, workerKey string) launchdHost {
@@ -52,6 +53,21 @@ func newLaunchdHost(t *testing.T, controllerURL, workerKey string) launchdHost {
 	dataDir := filepath.Join(home, ".local", "share", "freeagent") // defaultDataDir with HOME alone
 	os.MkdirAll(dataDir, 0o700)
 	conf := "controller-url = " + controllerURL + "\nvm-driver = tart\ntemplate = macos-expo\nmin-free-gb = 1\npoll-wait = 1s\n"
+	// Softnet next to tart, setuid root as the doctor wants it: that
+	// needs root; without it the VMs use the shared network.
+	if os.Geteuid() == 0 {
+		stand := faketarttest.Softnet(t)
+		if err := os.Chmod(stand, 0o755|os.ModeSetuid); err != nil {
+			t.Fatal(err)
+		}
+		h.softnet = filepath.Join(bin, "softnet")
+		if err := os.Symlink(stand, h.softnet); err != nil {
+			t.Fatal(err)
+		}
+	} else {
+		t.Log("not root: no setuid softnet, the VMs use the shared network")
+		conf += "vm-network = shared\n"
+	}
 	if err := os.WriteFile(filepath.Join(dataDir, confName), []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +102,9 @@ func TestDoctorWithLaunchdsEnvironment(t *testing.T) {
 	for _, c := range report.Checks {
 		if c.ID == hostcheck.IDTart && !strings.Contains(c.Message, "("+h.tart+")") {
 			t.Fatalf("the tart check does not name the Homebrew tart %s: %+v", h.tart, c)
+		}
+		if real, _ := filepath.EvalSymlinks(h.softnet); h.softnet != "" && c.ID == hostcheck.IDSoftnet && !strings.Contains(c.Message, real) {
+			t.Fatalf("the softnet check does not name the Homebrew softnet %s: %+v", real, c)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -18,10 +19,12 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/agent"
+	"github.com/freeagent-build/freeagent/agent/hostcheck"
 	"github.com/freeagent-build/freeagent/agent/local"
 	"github.com/freeagent-build/freeagent/agent/logfile"
 	"github.com/freeagent-build/freeagent/agent/power"
 	"github.com/freeagent-build/freeagent/agent/secrets"
+	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/tray/conffile"
 )
 
@@ -289,6 +292,24 @@ func newDriver(cfg *Config, log logrus.FieldLogger) (agent.Driver, error) {
 		} else {
 			log.WithField("tart", d.Tart).Info("using tart")
 		}
+		if d.Network == tart.NetworkShared {
+			log.Warn("VMs run on Tart's shared network (--vm-network shared): builds can reach this Mac's LAN; install softnet and drop --vm-network shared to isolate them")
+			return d, nil
+		}
+		// Softnet: refuse to run without it rather than fail every build.
+		r := hostcheck.Softnet(context.Background(), d)
+		if _, err := d.SoftnetPath(); err != nil {
+			return nil, fmt.Errorf("%s; fix: %s", r.Message, r.Fix)
+		}
+		if r.Severity != hostcheck.OK {
+			log.WithField("fix", r.Fix).Warn(r.Message)
+		}
+		allow, err := cfg.softnetAllow(net.LookupIP)
+		if err != nil {
+			return nil, err
+		}
+		d.SoftnetAllow = allow
+		log.WithFields(logrus.Fields{"softnet": d.Softnet, "allow": strings.Join(allow, ",")}).Info("VMs run on Softnet")
 		return d, nil
 	case "local":
 		log.Warn("the local driver runs builds as plain processes on this machine, with no isolation; use it only for trusted projects")

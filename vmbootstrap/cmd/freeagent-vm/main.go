@@ -28,6 +28,11 @@ func main() {
 }
 
 func run() int {
+	// sudo runs this program as the build user to start each build
+	// command (see vmbootstrap.AsBuildUser).
+	if len(os.Args) > 1 && os.Args[1] == vmbootstrap.AsBuildUserCommand {
+		return vmbootstrap.AsBuildUser(os.Args[2:], os.Stdin, os.Stderr)
+	}
 	cfg, err := vmbootstrap.ParseConfig(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, vmbootstrap.ErrHelp) {
 		return 0

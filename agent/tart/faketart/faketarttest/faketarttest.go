@@ -400,3 +400,21 @@ func VMNet(t testing.TB) bool {
 	}
 	return true
 }
+
+// Softnet returns the path of a stand-in `softnet` binary in a directory
+// of its own. Tart looks softnet up on its PATH for --net-softnet (and so
+// does the fake); the fake applies Softnet's rules itself (with
+// FAKETART_NET=vmnet) and never runs it.
+func Softnet(t testing.TB) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "softnet-bin")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "softnet")
+	// Written and closed before any exec: see golang/go#22315.
+	if err := os.WriteFile(p, []byte("#!/bin/sh\necho 'softnet stand-in: the fake tart filters by itself' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}

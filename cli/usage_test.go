@@ -1,0 +1,84 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every mistake on the command line exits 2 (ExitUsage), whatever the
+// command, whether the CLI or the controller (400/422) finds it, and
+// without a stack of unrelated output: one line saying what is wrong.
+func TestUsageErrorsExit2(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dir := project(t, map[string]string{})
+	id := e.submit(dir, "android")
+	file := filepath.Join(t.TempDir(), "a-file")
+	os.WriteFile(file, []byte("x"), 0o644)
+	admin := map[string]string{"EXPO_CONTROLLER_API_KEY": e.adminKey}
+	cases := []struct {
+		vars map[string]string
+		args []string
+	}{
+		{nil, []string{}},
+		{nil, []string{"--json"}},
+		{nil, []string{"frobnicate"}},
+		{nil, []string{"submit", "--bogus"}},
+		{nil, []string{"submit", dir, dir, "--platform", "android"}},
+		{nil, []string{"submit", file, "--platform", "android"}},
+		{nil, []string{"submit", filepath.Join(dir, "missing"), "--platform", "android"}},
+		{nil, []string{"submit", dir, "--platform", "windows"}},
+		{nil, []string{"submit", dir, "--platform", "android", "--priority", "high"}},
+		{nil, []string{"submit", dir, "--platform", "android", "--build-timeout", "5s"}},
+		{nil, []string{"submit", dir, "--platform", "android", "--build-timeout", "soon"}},
+		{nil, []string{"submit", dir, "--platform", "android", "--wait", "--no-wait"}},
+		{nil, []string{"submit", dir, "--platform", "android", "-o", "out"}},
+		{nil, []string{"submit", dir, "--platform", "android", "--profile", "nope"}},
+		{nil, []string{"submit", dir, "--platform", "android", "--message", strings.Repeat("m", 1025)}},
+		{nil, []string{"status"}},
+		{nil, []string{"status", id, id}},
+		{nil, []string{"status", id, "--wacth"}},
+		{nil, []string{"logs"}},
+		{nil, []string{"logs", id, "--tail"}},
+		{nil, []string{"download"}},
+		{nil, []string{"download", id, "--output"}},
+		{nil, []string{"list", "extra"}},
+		{nil, []string{"list", "--limit", "0"}},
+		{nil, []string{"list", "--limit", "many"}},
+		{nil, []string{"list", "--status", "bogus"}},
+		{nil, []string{"list", "--platform", "windows"}},
+		{nil, []string{"list", "--cursor", "not-a-cursor"}},
+		{nil, []string{"cancel"}},
+		{nil, []string{"cancel", id, id}},
+		{nil, []string{"retry"}},
+		{nil, []string{"retry", id, "--p12"}},
+		{nil, []string{"env"}},
+		{nil, []string{"env", "frob"}},
+		{nil, []string{"env", "set", "--project", "demo"}},
+		{nil, []string{"env", "set", "1BAD", "--project", "demo", "--visibility", "plaintext"}},
+		{nil, []string{"env", "set", "GOOD", "--project", "demo"}},
+		{nil, []string{"env", "set", "GOOD", "--project", "demo", "--visibility", "public"}},
+		{nil, []string{"env", "list", "NAME", "--project", "demo"}},
+		{nil, []string{"credentials"}},
+		{nil, []string{"credentials", "frob"}},
+		{nil, []string{"credentials", "set", "--project", "demo"}},
+		{admin, []string{"workers", "extra"}},
+		{admin, []string{"workers", "--bogus"}},
+		{nil, []string{"config", "extra"}},
+		{nil, []string{"config", "--controller-url", "not a url"}},
+		{nil, []string{"version", "extra"}},
+	}
+	for _, c := range cases {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			r := e.run(c.vars, c.args...)
+			if r.code != ExitUsage {
+				t.Errorf("want exit %d\n%s", ExitUsage, r)
+			}
+			if r.stderr == "" {
+				t.Errorf("nothing on standard error says what is wrong\n%s", r)
+			}
+		})
+	}
+}
