@@ -216,19 +216,42 @@ all_mode() {
 	echo "--- 4. a whole build in a Tart VM cloned from $template"
 	local project=$work/project got vm="" i caffeinated=no
 	mkdir -p "$project"
-	# The build lasts 20 s so the run can look at the host while it runs.
+	# The build reports who it runs as, whether it may sudo and whether it
+	# reaches this Mac's LAN address (the controller listens there too, so
+	# only Softnet stops it), then lasts 20 s so the run can look at the
+	# host while it runs.
 	cat >"$project/package.json" <<'JSON'
 {
   "name": "mac-e2e",
   "version": "1.0.0",
   "scripts": {
-    "freeagent:build": "node -e \"setTimeout(() => require('fs').writeFileSync(process.env.FREEAGENT_ARTIFACTS_DIR + '/hello.txt', 'built in ' + require('os').platform() + '\\n'), 20000)\""
+    "freeagent:build": "node build.js"
   }
 }
 JSON
+	cat >"$project/build.js" <<'JS'
+const fs = require('fs'), net = require('net'), os = require('os'), cp = require('child_process');
+const out = process.env.FREEAGENT_ARTIFACTS_DIR;
+const [lan, port] = fs.readFileSync('lan-address.txt', 'utf8').trim().split(' ');
+let sudo = 'refused';
+try { cp.execFileSync('sudo', ['-n', 'true'], { stdio: 'ignore' }); sudo = 'allowed'; } catch {}
+fs.writeFileSync(out + '/checks.txt', `user ${os.userInfo().username}\nsudo ${sudo}\n`);
+const finish = (lanResult) => {
+  fs.appendFileSync(out + '/checks.txt', `lan ${lanResult}\n`);
+  setTimeout(() => fs.writeFileSync(out + '/hello.txt', 'built in ' + os.platform() + '\n'), 20000);
+};
+if (!lan) finish('no-address');
+else {
+  const s = net.connect({ host: lan, port: Number(port), timeout: 5000 });
+  s.on('connect', () => { s.destroy(); finish('reached'); });
+  s.on('timeout', () => { s.destroy(); finish('blocked'); });
+  s.on('error', () => finish('blocked'));
+}
+JS
+	echo "$(ipconfig getifaddr en0 2>/dev/null || ipconfig getifaddr en1 2>/dev/null || true) ${url##*:}" >"$project/lan-address.txt"
 	echo '{"expo": {"name": "mac-e2e", "slug": "mac-e2e", "android": {"package": "build.freeagent.mace2e"}}}' >"$project/app.json"
 
-	# -o with a trailing slash is a directory even for a single artifact.
+	# -o names the directory the artifacts go into.
 	EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$dev_key \
 		"$work/bin/expo-build" submit "$project" --platform android --wait --output "$work/out/" >"$work/submit.log" 2>&1 &
 	local submit=$!
@@ -252,6 +275,13 @@ JSON
 	if wait "$submit"; then
 		got=$(cat "$work/out/hello.txt" 2>/dev/null || true)
 		expect "the artifact, written by the VM through the shared folder" "$got" "built in darwin"
+		expect "build commands run as the unprivileged build user" "$(sed -n 's/^user //p' "$work/out/checks.txt")" freeagent-build
+		expect "the build user has no sudo" "$(sed -n 's/^sudo //p' "$work/out/checks.txt")" refused
+		if grep -q "^lan no-address" "$work/out/checks.txt"; then
+			echo "NOTE  this Mac has no LAN address on en0/en1: Softnet's LAN isolation was not checked"
+		else
+			expect "Softnet keeps the VM off this Mac's LAN address" "$(sed -n 's/^lan //p' "$work/out/checks.txt")" blocked
+		fi
 	else
 		cat "$work/submit.log"
 		fail "the build completed (see $work/submit.log and $work/mac-e2e.log)"
