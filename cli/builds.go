@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 const statusHelp = `Shows a build: status, queue position, phase and progress, attempts, worker, times, error
@@ -250,7 +251,7 @@ func printBuild(u *ui, b api.Build, now time.Time) {
 		if len(sum) > 16 {
 			sum = sum[:16] + "…"
 		}
-		row(k, fmt.Sprintf("%s  %s  sha256 %s", art.Name, humanBytes(art.Size), sum))
+		row(k, fmt.Sprintf("%s  %s  sha256 %s", art.Name, bytesize.SI(art.Size), sum))
 	}
 	if b.ArtifactsExpired || b.ArtifactsExpireAt != nil {
 		row("Expiry", artifactsExpiry(b, time.Now()))

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/freeagent-build/freeagent/internal/boundedfile"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 // signing is the iOS signing material of a submit or retry.
@@ -122,7 +123,7 @@ func readLimited(name string, limit int64) ([]byte, error) {
 	data, err := boundedfile.Read(name, limit)
 	var tooLarge *boundedfile.TooLargeError
 	if errors.As(err, &tooLarge) {
-		return nil, usageErr("%s is larger than %s; is it the right file?", name, humanBytes(limit))
+		return nil, usageErr("%s is larger than %s; is it the right file?", name, bytesize.SI(limit))
 	}
 	if err != nil {
 		return nil, usageErr("read %s: %v", name, err)

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 const downloadHelp = `Downloads a build's artifacts into ./<build-id>/ (created), or into -o DIR (created if
@@ -203,7 +204,7 @@ func (a *App) fetchArtifact(ctx context.Context, inv *invocation, s *session, ro
 		return d, fmt.Errorf("move the download into place as %s: %w", shown, err)
 	}
 	if !u.json {
-		u.info("%s Saved %s (%s, SHA-256 verified)", u.e(cGreen, "✔"), shown, humanBytes(art.Size))
+		u.info("%s Saved %s (%s, SHA-256 verified)", u.e(cGreen, "✔"), shown, bytesize.SI(art.Size))
 		u.printf("%s\n", d.Path)
 	}
 	return d, nil
@@ -243,7 +244,7 @@ func (a *App) fetchToPart(ctx context.Context, inv *invocation, s *session, root
 	}
 	resumedFrom := offset
 	if offset > 0 {
-		inv.ui.info("Resuming %s from %s of %s", target, humanBytes(offset), humanBytes(art.Size))
+		inv.ui.info("Resuming %s from %s of %s", target, bytesize.SI(offset), bytesize.SI(art.Size))
 	}
 	bar := inv.ui.newProgress("Downloading "+target, art.Size)
 	bar.done.Store(offset)
@@ -273,14 +274,14 @@ func (a *App) fetchToPart(ctx context.Context, inv *invocation, s *session, root
 		failures++
 		if failures >= max(a.Retry.Attempts, 1) {
 			bar.finish()
-			return resumedFrom, &cliError{code: ExitUnreachable, msg: fmt.Sprintf("download %s stopped at %s of %s", art.Name, humanBytes(offset), humanBytes(art.Size)),
+			return resumedFrom, &cliError{code: ExitUnreachable, msg: fmt.Sprintf("download %s stopped at %s of %s", art.Name, bytesize.SI(offset), bytesize.SI(art.Size)),
 				err: err, hint: "run the same command again: it resumes from there"}
 		}
 		wait := pause
 		if wait > 0 {
 			wait = wait/2 + rand.N(wait/2+1)
 		}
-		inv.ui.warn("download interrupted at %s (%s); resuming in %s", humanBytes(offset), shortNetErr(err), wait.Round(100*time.Millisecond))
+		inv.ui.warn("download interrupted at %s (%s); resuming in %s", bytesize.SI(offset), shortNetErr(err), wait.Round(100*time.Millisecond))
 		select {
 		case <-ctx.Done():
 			bar.finish()

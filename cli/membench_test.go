@@ -17,6 +17,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/server"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 // TestMemoryUpload measures the expo-build process's peak RSS while it
@@ -70,7 +71,7 @@ func TestMemoryUpload(t *testing.T) {
 		f.Close()
 		left -= n
 	}
-	t.Logf("generated a %s project in %s", humanBytes(size), time.Since(start).Round(time.Millisecond))
+	t.Logf("generated a %s project in %s", bytesize.SI(size), time.Since(start).Round(time.Millisecond))
 
 	bin := filepath.Join(t.TempDir(), "expo-build")
 	build := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./cmd/expo-build")
@@ -104,7 +105,7 @@ func TestMemoryUpload(t *testing.T) {
 		t.Fatalf("the build: %+v %v", b, err)
 	}
 	t.Logf("packed and uploaded %s (%d files) in %s (%.0f MB/s); expo-build peak RSS %.1f MiB",
-		humanBytes(size), int(sub["files"].(float64)), elapsed.Round(time.Millisecond), float64(size)/1e6/elapsed.Seconds(), float64(peak)/(1<<20))
+		bytesize.SI(size), int(sub["files"].(float64)), elapsed.Round(time.Millisecond), float64(size)/1e6/elapsed.Seconds(), float64(peak)/(1<<20))
 	if peak > 64<<20 {
 		t.Errorf("peak RSS %.1f MiB exceeds 64 MiB", float64(peak)/(1<<20))
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/cli/pack"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 // The checks here run before anything is sent: a mistake the build would
@@ -43,7 +44,7 @@ func checkProject(root string) error {
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		return usageErr("%s is not a regular file: the build reads the app's dependencies from it", name)
 	} else if st.Size() > maxPackageJSON {
-		return usageErr("%s is %s: a package.json is a few kilobytes; check the file", name, humanBytes(st.Size()))
+		return usageErr("%s is %s: a package.json is a few kilobytes; check the file", name, bytesize.SI(st.Size()))
 	}
 	var pkg map[string]any
 	if err := json.NewDecoder(f).Decode(&pkg); err != nil || pkg == nil {
@@ -103,13 +104,13 @@ func checkUpload(plan *pack.Plan, limit int64) error {
 	files = files[:min(len(files), largestShown)]
 	var b strings.Builder
 	if big := files[0]; big.Size > limit {
-		fmt.Fprintf(&b, "%s alone is %s, more than the controller accepts (%s, %d bytes): nothing was uploaded", big.Rel, humanBytes(big.Size), humanBytes(limit), limit)
+		fmt.Fprintf(&b, "%s alone is %s, more than the controller accepts (%s, %d bytes): nothing was uploaded", big.Rel, bytesize.SI(big.Size), bytesize.SI(limit), limit)
 	} else {
-		fmt.Fprintf(&b, "the project is %s in %d files, more than the controller accepts (%s, %d bytes): nothing was uploaded", humanBytes(plan.Bytes), plan.Files, humanBytes(limit), limit)
+		fmt.Fprintf(&b, "the project is %s in %d files, more than the controller accepts (%s, %d bytes): nothing was uploaded", bytesize.SI(plan.Bytes), plan.Files, bytesize.SI(limit), limit)
 	}
 	b.WriteString("\n  The largest files:")
 	for _, f := range files {
-		fmt.Fprintf(&b, "\n    %10s  %s", humanBytes(f.Size), f.Rel)
+		fmt.Fprintf(&b, "\n    %10s  %s", bytesize.SI(f.Size), f.Rel)
 	}
 	ignoreFile := cmp.Or(plan.IgnoreFile, ".easignore")
 	return &cliError{code: ExitUsage, msg: b.String(),

@@ -16,6 +16,7 @@ import (
 	"github.com/freeagent-build/freeagent/cli/appconfig"
 	"github.com/freeagent-build/freeagent/cli/credentials"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 const envHelp = `Manages the project's environment variables on the farm, as EAS does (eas env:*). A build
@@ -199,7 +200,7 @@ func (a *App) readVariableValue(name, typ, valueFile string) (string, error) {
 		raw = b
 	}
 	if int64(len(raw)) > limit {
-		return "", usageErr("the value of %s is larger than %s, the limit for a %s variable", name, humanBytes(limit), typ)
+		return "", usageErr("the value of %s is larger than %s, the limit for a %s variable", name, bytesize.SI(limit), typ)
 	}
 	if typ == api.VariableFile {
 		return base64.StdEncoding.EncodeToString(raw), nil

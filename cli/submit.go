@@ -20,6 +20,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/cli/pack"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 const submitHelp = `Packs the Expo project and queues a build on the controller. It prints the build id,
@@ -351,7 +352,7 @@ func describePlan(u *ui, plan *pack.Plan, appConfig string) {
 	if plan.IgnoreFile != "" {
 		rules += " + " + plan.IgnoreFile
 	}
-	u.info("Project %s (%s): %d files, %s", plan.Root, appConfig, plan.Files, humanBytes(plan.Bytes))
+	u.info("Project %s (%s): %d files, %s", plan.Root, appConfig, plan.Files, bytesize.SI(plan.Bytes))
 	if plan.Excluded > 0 {
 		sample := plan.ExcludedAt
 		more := ""
@@ -516,7 +517,7 @@ func (s *session) uploadStreamed(ctx context.Context, c *api.Client, plan *pack.
 	var out api.SubmitResponse
 	err := s.retry(ctx, "upload", true, func(ctx context.Context) error {
 		bar := s.ui.newProgress("Uploading", plan.Bytes)
-		bar.detail = func() string { return "sent " + humanBytes(bar.moved.Load()) }
+		bar.detail = func() string { return "sent " + bytesize.SI(bar.moved.Load()) }
 		packCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		pr, pw := io.Pipe()
@@ -543,8 +544,8 @@ func (s *session) uploadStreamed(ctx context.Context, c *api.Client, plan *pack.
 			return err
 		}
 		sent := bar.moved.Load()
-		s.ui.info("Uploaded %s (%d files, %s before compression) in %s, %s/s", humanBytes(sent), plan.Files, humanBytes(plan.Bytes),
-			humanDuration(elapsed), humanBytes(int64(float64(sent)/max(elapsed.Seconds(), 0.001))))
+		s.ui.info("Uploaded %s (%d files, %s before compression) in %s, %s/s", bytesize.SI(sent), plan.Files, bytesize.SI(plan.Bytes),
+			humanDuration(elapsed), bytesize.SI(int64(float64(sent)/max(elapsed.Seconds(), 0.001))))
 		out = resp
 		return nil
 	})
@@ -604,7 +605,7 @@ func (s *session) uploadDirect(ctx context.Context, c *api.Client, plan *pack.Pl
 		}
 		r.SourceTicket = ticket
 		bar := s.ui.newProgress("Uploading", size)
-		bar.detail = func() string { return "sent " + humanBytes(bar.moved.Load()) }
+		bar.detail = func() string { return "sent " + bytesize.SI(bar.moved.Load()) }
 		defer bar.finish()
 		if !streamed && ticket == "" {
 			up, err := c.StartSourceUpload(ctx, api.DirectUploadRequest{Name: "source.tar.gz", Size: size, SHA256: sum, Project: project})
@@ -633,7 +634,7 @@ func (s *session) uploadDirect(ctx context.Context, c *api.Client, plan *pack.Pl
 		if err != nil {
 			return err
 		}
-		s.ui.info("Uploaded %s (%d files, %s before compression) in %s", humanBytes(size), plan.Files, humanBytes(plan.Bytes), humanDuration(time.Since(bar.start)))
+		s.ui.info("Uploaded %s (%d files, %s before compression) in %s", bytesize.SI(size), plan.Files, bytesize.SI(plan.Bytes), humanDuration(time.Since(bar.start)))
 		out = resp
 		return nil
 	})

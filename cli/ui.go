@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 // ui writes a command's output: results on standard output (JSON with
@@ -95,21 +97,6 @@ func (u *ui) fail(code int, msg, hint string) {
 	if hint != "" {
 		fmt.Fprintln(u.err, u.e(cDim, "  → ")+hint)
 	}
-}
-
-// humanBytes formats a size: 512 B, 12.3 KB, 4.5 MB, 1.2 GB (powers of 1000,
-// as download tools and EAS show them).
-func humanBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
 }
 
 func humanDuration(d time.Duration) string {
@@ -210,14 +197,14 @@ func (p *progress) draw() {
 		const width = 24
 		fill := int(frac * width)
 		b.WriteString(" [" + p.u.e(cCyan, strings.Repeat("█", fill)) + strings.Repeat("░", width-fill) + "]")
-		fmt.Fprintf(&b, " %3.0f%% %s/%s", frac*100, humanBytes(done), humanBytes(p.total))
+		fmt.Fprintf(&b, " %3.0f%% %s/%s", frac*100, bytesize.SI(done), bytesize.SI(p.total))
 	} else {
-		fmt.Fprintf(&b, " %s", humanBytes(done))
+		fmt.Fprintf(&b, " %s", bytesize.SI(done))
 	}
 	if p.detail != nil {
 		b.WriteString(" · " + p.detail())
 	}
-	fmt.Fprintf(&b, " · %s/s", humanBytes(int64(rate)))
+	fmt.Fprintf(&b, " · %s/s", bytesize.SI(int64(rate)))
 	if el := time.Since(p.start); p.total > 0 && done > 0 && done < p.total && el > time.Second {
 		fmt.Fprintf(&b, " · ETA %s", (time.Duration(float64(el) * float64(p.total-done) / float64(done))).Round(time.Second))
 	}

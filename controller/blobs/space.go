@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 // ErrNoSpace is returned when the file store's disk is below its
@@ -52,7 +54,7 @@ func (f Floor) String() string {
 	if f.Percent > 0 {
 		return strconv.FormatFloat(f.Percent, 'f', -1, 64) + "%"
 	}
-	return formatBytes(f.Bytes)
+	return bytesize.IEC(int64(f.Bytes))
 }
 
 // Of is the floor in bytes on a file system of total bytes.
@@ -84,20 +86,7 @@ func (s *Store) CheckFloor(floor Floor, setting string) error {
 	}
 	if min := floor.Of(total); avail < min {
 		return fmt.Errorf("%w: the file store's disk has %s free, below the floor of %s (%s); no new builds are taken until old files are deleted (--retain-artifacts, --retain-sources) or the disk grows",
-			ErrNoSpace, formatBytes(avail), floor, setting)
+			ErrNoSpace, bytesize.IEC(int64(avail)), floor, setting)
 	}
 	return nil
-}
-
-func formatBytes(n uint64) string {
-	const unit = 1024
-	if n < unit {
-		return strconv.FormatUint(n, 10) + " B"
-	}
-	div, exp := uint64(unit), 0
-	for m := n / unit; m >= unit && exp < 3; m /= unit {
-		div *= unit
-		exp++
-	}
-	return strconv.FormatFloat(float64(n)/float64(div), 'f', 1, 64) + " " + "KMGT"[exp:exp+1] + "iB"
 }

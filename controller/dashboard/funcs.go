@@ -8,12 +8,13 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 var funcs = template.FuncMap{
 	"when":     when,
 	"took":     took,
-	"bytes":    fmtBytes,
+	"bytes":    bytesize.IEC,
 	"short":    func(id string) string { return id[:min(len(id), 10)] },
 	"deref":    func(s *string) string { return orEmpty(s) },
 	"terminal": func(s api.BuildStatus) bool { return s.Terminal() },
@@ -75,17 +76,4 @@ func took(started any, ended *time.Time) string {
 		end = *ended
 	}
 	return fmtDuration(end.Sub(from))
-}
-
-func fmtBytes(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 // getLimits tells a client what the controller accepts, so expo-build
@@ -24,7 +25,7 @@ func (s *Server) getLimits(w http.ResponseWriter, r *http.Request, _ store.APIKe
 func sourceTooLarge(err error, limit int64) error {
 	if errors.Is(err, blobs.ErrTooLarge) {
 		return fmt.Errorf("%w: the project archive is larger than the controller's limit of %d bytes (%s); leave large files out with .easignore, or raise the controller's --max-source-bytes",
-			store.ErrTooLarge, limit, sizeText(limit))
+			store.ErrTooLarge, limit, bytesize.IEC(limit))
 	}
 	return err
 }
@@ -96,24 +97,10 @@ func measureTarGz(r io.Reader, limit int64) error {
 		total += n
 		if total > limit {
 			return fmt.Errorf("%w: the project expands to more than %d bytes (%s), the controller's limit, though its archive is smaller; leave large files out with .easignore, or raise the controller's --max-source-bytes",
-				store.ErrTooLarge, limit, sizeText(limit))
+				store.ErrTooLarge, limit, bytesize.IEC(limit))
 		}
 		if err != nil {
 			return nil
 		}
 	}
-}
-
-// sizeText is n in binary units, for messages.
-func sizeText(n int64) string {
-	const unit = 1024
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
 }
