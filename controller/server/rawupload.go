@@ -45,6 +45,14 @@ func (s *Server) putArtifact(w http.ResponseWriter, r *http.Request, buildID, at
 		s.fail(w, r, badRequest("the body held %d bytes where Content-Length said %d (a truncated upload?)", p.Size(), r.ContentLength))
 		return
 	}
+	s.recordArtifact(w, r, buildID, attemptID, name, p, sum)
+}
+
+// recordArtifact finishes a VM's artifact upload through the controller
+// (raw or multipart): it checks the declared SHA-256 (empty: none
+// declared), sends the file ahead of the transaction, records it for the
+// attempt and answers with it.
+func (s *Server) recordArtifact(w http.ResponseWriter, r *http.Request, buildID, attemptID, name string, p *blobs.Pending, sum string) {
 	if err := p.Verify(sum); err != nil {
 		s.fail(w, r, err)
 		return

@@ -223,20 +223,7 @@ func (s *Server) uploadArtifact(w http.ResponseWriter, r *http.Request, buildID,
 			s.fail(w, r, multipartErr(err))
 			return
 		}
-		if err := p.Verify(r.Header.Get(api.HeaderChecksum)); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		if err := p.Prepare(r.Context()); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		a := &store.PendingArtifact{Name: name, Size: p.Size(), SHA256: p.SHA256(), Commit: func() error { return p.Commit(r.Context()) }}
-		if err := s.addArtifact(r.Context(), buildID, attemptID, a); err != nil {
-			s.fail(w, r, err)
-			return
-		}
-		writeJSON(w, http.StatusCreated, api.Artifact{Name: a.Name, Size: a.Size, SHA256: a.SHA256, URL: store.ArtifactURL(buildID, a.Name)})
+		s.recordArtifact(w, r, buildID, attemptID, name, p, r.Header.Get(api.HeaderChecksum))
 		return
 	}
 }
