@@ -5,7 +5,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"compress/gzip"
-	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
+	"github.com/freeagent-build/freeagent/internal/xcode/fakexcodebuild/fakexcodebuildtest"
 )
 
 // The eas.json of the iOS end-to-end project: an ad hoc build signed from
@@ -110,7 +110,7 @@ exit 0
 	if strings.Contains(log, "kit-p12-password") {
 		t.Error("the p12 password is in the build log")
 	}
-	calls := xcodebuildLog(t, xlog)
+	calls := fakexcodebuildtest.Calls(t, xlog)
 	if len(calls) != 2 || calls[0][1] != "archive" || calls[1][1] != "-exportArchive" {
 		t.Fatalf("xcodebuild ran %q", calls)
 	}
@@ -133,7 +133,7 @@ exit 0
 	if !slices.Contains(names, "MyApp.app/Info.plist") || !slices.Contains(names, "MyApp.app/MyApp") {
 		t.Errorf("the simulator archive holds %v", names)
 	}
-	if calls := xcodebuildLog(t, xlog); len(calls) != 3 || calls[2][1] != "build" || !slices.Contains(calls[2], "generic/platform=iOS Simulator") {
+	if calls := fakexcodebuildtest.Calls(t, xlog); len(calls) != 3 || calls[2][1] != "build" || !slices.Contains(calls[2], "generic/platform=iOS Simulator") {
 		t.Errorf("the simulator build ran %q", calls[len(calls)-1])
 	}
 }
@@ -143,24 +143,6 @@ func writeScript(t *testing.T, path, body string) {
 	if err := os.WriteFile(path, []byte(body), 0o755); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// xcodebuildLog reads the stand-in xcodebuild's command lines.
-func xcodebuildLog(t *testing.T, path string) [][]string {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var calls [][]string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var argv []string
-		if err := json.Unmarshal([]byte(line), &argv); err != nil {
-			t.Fatal(err)
-		}
-		calls = append(calls, argv)
-	}
-	return calls
 }
 
 // zipFiles reads the named entries of a zip.

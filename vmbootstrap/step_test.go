@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -24,6 +23,7 @@ import (
 	"github.com/freeagent-build/freeagent/internal/provisioning"
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
 	"github.com/freeagent-build/freeagent/internal/xcode"
+	"github.com/freeagent-build/freeagent/internal/xcode/fakexcodebuild/fakexcodebuildtest"
 )
 
 // syncBuffer is a Buffer safe for the step's writes and the test's reads.
@@ -280,24 +280,6 @@ func installIOSSigning(t *testing.T, p *pipeline, kit provisioningtest.Kit, prof
 	p.signing = s
 }
 
-// xcodebuildCalls are the command lines the stand-in xcodebuild ran.
-func xcodebuildCalls(t *testing.T, p *pipeline) [][]string {
-	t.Helper()
-	b, err := os.ReadFile(envValue(p.runner.env, "FAKE_XCODEBUILD_LOG"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var calls [][]string
-	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
-		var argv []string
-		if err := json.Unmarshal([]byte(line), &argv); err != nil {
-			t.Fatal(err)
-		}
-		calls = append(calls, argv)
-	}
-	return calls
-}
-
 var fixtureTargets = []api.IOSTarget{{Name: "MyApp", BundleID: "com.example.myapp"}, {Name: "MyAppWidget", BundleID: "com.example.myapp.widget"}}
 
 // TestDefaultIOSPipeline: npm install (no lockfile) → expo prebuild → pod
@@ -332,7 +314,7 @@ func TestDefaultIOSPipeline(t *testing.T) {
 			"-destination", "generic/platform=iOS", "-archivePath", archive},
 		{"xcodebuild", "-exportArchive", "-archivePath", archive, "-exportPath", filepath.Join(p.root, "ios", "build"), "-exportOptionsPlist", options},
 	}
-	if calls := xcodebuildCalls(t, p); !reflect.DeepEqual(calls, want) {
+	if calls := fakexcodebuildtest.Calls(t, envValue(p.runner.env, "FAKE_XCODEBUILD_LOG")); !reflect.DeepEqual(calls, want) {
 		t.Fatalf("xcodebuild ran\n%q\nwant\n%q", calls, want)
 	}
 	// Each target carries its own profile, for Release only.
@@ -452,7 +434,7 @@ func TestIOSSimulatorPipeline(t *testing.T) {
 	}
 	want := [][]string{{"xcodebuild", "build", "-workspace", filepath.Join(p.root, "ios", "MyApp.xcworkspace"), "-scheme", "MyApp", "-configuration", "Release",
 		"-destination", "generic/platform=iOS Simulator", "-derivedDataPath", filepath.Join(p.root, "ios", "build")}}
-	if calls := xcodebuildCalls(t, p); !reflect.DeepEqual(calls, want) {
+	if calls := fakexcodebuildtest.Calls(t, envValue(p.runner.env, "FAKE_XCODEBUILD_LOG")); !reflect.DeepEqual(calls, want) {
 		t.Fatalf("xcodebuild ran %q", calls)
 	}
 	if len(arts) != 1 || filepath.Base(arts[0]) != "MyApp.app.tar.gz" {
