@@ -49,6 +49,34 @@ type BuildSpec struct {
 	Message string `json:"message,omitempty"`
 	// GitCommit is the project's HEAD when it is a git checkout.
 	GitCommit string `json:"git_commit,omitempty"`
+	// SourceFingerprint is the hex SHA-256 of the uploaded tree's content
+	// (each packed file's path, mode and bytes, in archive order), so two
+	// uploads of one tree match however the archive's bytes differ.
+	// `submit --reuse` looks for a completed build with the same one.
+	SourceFingerprint string `json:"source_fingerprint,omitempty"`
+	// Caches are the dependency caches the build may restore and, when it
+	// succeeds, refresh; empty when the profile's cache is disabled. The
+	// keys travel so the controller can place a build on a worker that
+	// holds them warm (see docs/build-spec.md, "Warm builds").
+	Caches []CacheEntry `json:"caches,omitzero"`
+}
+
+// CacheEntry is one dependency cache of a build: what it holds, under
+// which key, at which paths of the VM.
+type CacheEntry struct {
+	// Name says what the cache holds: npm, yarn, pnpm, bun, pods, gradle
+	// or custom (eas.json cache.paths).
+	Name string `json:"name"`
+	// Key is the hex SHA-256 over the project name, the platform, Name,
+	// the package manager and the hash of the file that decides the
+	// cache's content (the lockfile, Podfile.lock, the Gradle files) and
+	// eas.json cache.key. The project is part of the key, and the worker
+	// files caches under the build's project too, so no project's build
+	// can read another's cache.
+	Key string `json:"key"`
+	// Paths are the directories the cache restores and saves, absolute
+	// in the VM or relative to the app directory.
+	Paths []string `json:"paths"`
 }
 
 // BuildProfile is a resolved eas.json build profile. The JSON names are
