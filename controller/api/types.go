@@ -484,6 +484,20 @@ type Worker struct {
 	AttentionReason string `json:"attention_reason,omitempty"`
 }
 
+// WorkerCache is what a worker reports of its dependency caches
+// (PUT /api/workers/cache, worker token): the keys it holds, newest first
+// and at most MaxWorkerCacheKeys, its size on disk and how many builds
+// found a warm cache (hits) or none (misses) since it started.
+type WorkerCache struct {
+	Keys   []string `json:"keys"`
+	Bytes  int64    `json:"bytes"`
+	Hits   int64    `json:"hits"`
+	Misses int64    `json:"misses"`
+}
+
+// MaxWorkerCacheKeys bounds WorkerCache.Keys.
+const MaxWorkerCacheKeys = 200
+
 // WorkerList answers GET /api/workers.
 type WorkerList struct {
 	Workers []Worker `json:"workers"`
