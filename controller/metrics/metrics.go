@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/gc"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
@@ -40,10 +41,12 @@ type Metrics struct {
 	gcLastRun    prometheus.Gauge
 }
 
-// StatsSource reads the queue's state at scrape time.
+// StatsSource reads the queue's state at scrape time, and the audit log's
+// chain in the background.
 type StatsSource interface {
 	LiveStats(ctx context.Context) (store.LiveStats, error)
 	FinishedCounts(ctx context.Context) (map[string]int, error)
+	VerifyEvents(ctx context.Context) (api.EventVerification, error)
 }
 
 // ScrapeTimeout bounds the database queries behind the queue gauges: a slow
@@ -87,8 +90,18 @@ func New(src StatsSource, finishedRefresh time.Duration) *Metrics {
 		gcLastRun: prometheus.NewGauge(prometheus.GaugeOpts{Name: "freeagent_gc_last_run_timestamp_seconds",
 			Help: "When this replica last finished a garbage collection pass (Unix time)."}),
 	}
+	// Every label value exists from the start at 0, so a rate() or an
+	// increase() in an alert sees its first event rather than a new series.
+	for _, r := range []string{"job", "empty", "capacity"} {
+		m.polls.WithLabelValues(r)
+		m.pollSeconds.WithLabelValues(r)
+	}
+	for _, o := range []string{WebhookDelivered, WebhookFailed, WebhookDead} {
+		m.webhooks.WithLabelValues(o)
+	}
 	m.reg.MustRegister(m.polls, m.claims, m.pollSeconds, m.pickup, m.leaseExpired, m.requeued, m.deadLetters,
 		m.timedOut, m.webhooks, m.httpSeconds, m.gcRuns, m.gcDeleted, m.gcErrors, m.gcLastRun, newQueueCollector(src, finishedRefresh),
+		newChainCollector(src, ChainRefresh),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -177,6 +190,7 @@ func (m *Metrics) Request(route, method string, code int, d time.Duration) {
 type queueCollector struct {
 	src                           StatsSource
 	buildsDesc, depthDesc, oldest *prometheus.Desc
+	workersDesc, slotsDesc        *prometheus.Desc
 
 	refresh    time.Duration
 	mu         sync.Mutex
@@ -197,6 +211,9 @@ func newQueueCollector(src StatsSource, refresh time.Duration) *queueCollector {
 		depthDesc: prometheus.NewDesc("freeagent_queue_depth", "Pending builds (waiting for a worker or a backoff).", nil, nil),
 		oldest: prometheus.NewDesc("freeagent_queue_oldest_pending_seconds",
 			"How long the longest-waiting pending build has waited since it was submitted; 0 when none waits.", nil, nil),
+		workersDesc: prometheus.NewDesc("freeagent_workers_online", "Workers registered and heard from within --worker-offline-after.", nil, nil),
+		slotsDesc: prometheus.NewDesc("freeagent_worker_slots",
+			"Builds the online workers announce they can run at once (the sum of their max_concurrent_builds): utilisation is assigned plus building over this.", nil, nil),
 	}
 }
 
@@ -204,6 +221,8 @@ func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.buildsDesc
 	ch <- c.depthDesc
 	ch <- c.oldest
+	ch <- c.workersDesc
+	ch <- c.slotsDesc
 }
 
 func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
@@ -222,6 +241,8 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.buildsDesc, float64(live.Building), "building")
 	gauge(c.depthDesc, float64(live.Pending))
 	gauge(c.oldest, live.OldestPending.Seconds())
+	gauge(c.workersDesc, float64(live.OnlineWorkers))
+	gauge(c.slotsDesc, float64(live.WorkerSlots))
 
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -237,5 +258,75 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for status, n := range c.finished {
 		gauge(c.buildsDesc, float64(n), status)
+	}
+}
+
+// ChainRefresh is how often each replica re-verifies the audit log's hash
+// chain for freeagent_events_chain_valid.
+const ChainRefresh = 5 * time.Minute
+
+// chainCheckTimeout bounds one verification of the whole chain.
+const chainCheckTimeout = 5 * time.Minute
+
+// chainCollector exports the last verification of the audit log's hash
+// chain. Verifying reads every event (seconds per million), far too slow
+// for a scrape, so a scrape that finds the result stale starts one check in
+// the background and reports the last result meanwhile; until the first
+// check ends the series is absent.
+type chainCollector struct {
+	src                 StatsSource
+	refresh             time.Duration
+	validDesc, whenDesc *prometheus.Desc
+
+	mu        sync.Mutex
+	running   bool
+	checked   time.Time
+	valid     bool
+	checkedOK bool
+}
+
+func newChainCollector(src StatsSource, refresh time.Duration) *chainCollector {
+	return &chainCollector{src: src, refresh: refresh,
+		validDesc: prometheus.NewDesc("freeagent_events_chain_valid",
+			"1 when the audit log's hash chain verified at the last check (as `events verify`), 0 when it is broken; absent until the first check of this replica ends.", nil, nil),
+		whenDesc: prometheus.NewDesc("freeagent_events_chain_checked_timestamp_seconds",
+			"When this replica last finished verifying the audit log's hash chain (Unix time).", nil, nil),
+	}
+}
+
+func (c *chainCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.validDesc
+	ch <- c.whenDesc
+}
+
+func (c *chainCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.running && time.Since(c.checked) >= c.refresh {
+		c.running = true
+		go c.check()
+	}
+	if !c.checkedOK {
+		return
+	}
+	valid := 0.0
+	if c.valid {
+		valid = 1
+	}
+	ch <- prometheus.MustNewConstMetric(c.validDesc, prometheus.GaugeValue, valid)
+	ch <- prometheus.MustNewConstMetric(c.whenDesc, prometheus.GaugeValue, float64(c.checked.UnixNano())/1e9)
+}
+
+// check verifies the chain once; a failed check (database down) keeps the
+// last result and is retried on the next scrape after the refresh period.
+func (c *chainCollector) check() {
+	ctx, cancel := context.WithTimeout(context.Background(), chainCheckTimeout)
+	defer cancel()
+	v, err := c.src.VerifyEvents(ctx)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running, c.checked = false, time.Now()
+	if err == nil {
+		c.valid, c.checkedOK = v.Valid, true
 	}
 }

@@ -14,9 +14,13 @@ type LiveStats struct {
 	// OldestPending is how long the longest-waiting pending build has
 	// waited since it was submitted; zero when none waits.
 	OldestPending time.Duration
+	// OnlineWorkers counts the workers not yet offline; WorkerSlots sums the
+	// builds they announce they can run at once (max_concurrent_builds).
+	OnlineWorkers, WorkerSlots int
 }
 
-// LiveStats counts the live builds and finds the oldest pending one.
+// LiveStats counts the live builds and the online workers' slots, and finds
+// the oldest pending one.
 func (s *Store) LiveStats(ctx context.Context) (LiveStats, error) {
 	var st LiveStats
 	var oldest float64
@@ -26,7 +30,10 @@ func (s *Store) LiveStats(ctx context.Context) (LiveStats, error) {
 		(SELECT count(*) FROM builds WHERE status = 'building'),
 		COALESCE(extract(epoch FROM now() - (SELECT min(m) FROM (
 			SELECT (SELECT min(submitted_at) FROM builds WHERE status = 'pending' AND priority = p) AS m
-			FROM generate_series(0, 3) p) q)), 0)::float8`).Scan(&st.Pending, &st.Assigned, &st.Building, &oldest)
+			FROM generate_series(0, 3) p) q)), 0)::float8,
+		(SELECT count(*) FROM workers WHERE status = 'online'),
+		(SELECT COALESCE(sum(COALESCE((capabilities->>'max_concurrent_builds')::int, 1)), 0) FROM workers WHERE status = 'online')`).
+		Scan(&st.Pending, &st.Assigned, &st.Building, &oldest, &st.OnlineWorkers, &st.WorkerSlots)
 	if err != nil {
 		return st, fmt.Errorf("count live builds: %w", err)
 	}
