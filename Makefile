@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 DARWIN  := GOOS=darwin GOARCH=arm64 CGO_ENABLED=0
 
-.PHONY: all build run test vet bench fuzz clean app package-check
+.PHONY: all build run test vet bench fuzz clean app package-check image
 
 all: build
 
@@ -11,6 +11,15 @@ all: build
 # even where GOFLAGS turns stamping off.
 build:
 	$(GO) build -buildvcs=auto -o $(BIN)/ ./controller/cmd/... ./tray/cmd/freeagent ./vmbootstrap/cmd/freeagent-vm ./cli/cmd/expo-build
+
+# The controller's container image, built without a Docker engine and
+# reproducibly (same commit, same digest): an OCI image layout tar that
+# `docker load -i` and `podman load -i` take. IMAGE_ARCH=arm64 for ARM hosts.
+IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
+IMAGE_TAG  ?= freeagent-controller:latest
+image:
+	$(GO) run ./deploy/image -o $(BIN)/freeagent-controller-image.tar -arch $(IMAGE_ARCH) -tag $(IMAGE_TAG) \
+		-version "$$(git describe --tags --always 2>/dev/null || echo dev)"
 
 # Starts the controller on its built-in PostgreSQL and a worker with the
 # local driver (data under .run/), and prints a ready-to-use API key. Once

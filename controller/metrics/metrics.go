@@ -99,6 +99,9 @@ func New(src StatsSource, finishedRefresh time.Duration) *Metrics {
 	for _, o := range []string{WebhookDelivered, WebhookFailed, WebhookDead} {
 		m.webhooks.WithLabelValues(o)
 	}
+	for kind := range gcDeleted(gc.Report{}) {
+		m.gcDeleted.WithLabelValues(kind)
+	}
 	m.reg.MustRegister(m.polls, m.claims, m.pollSeconds, m.pickup, m.leaseExpired, m.requeued, m.deadLetters,
 		m.timedOut, m.webhooks, m.httpSeconds, m.gcRuns, m.gcDeleted, m.gcErrors, m.gcLastRun, newQueueCollector(src, finishedRefresh),
 		newChainCollector(src, ChainRefresh),
@@ -149,12 +152,17 @@ func (m *Metrics) GC(r gc.Report) {
 		return
 	}
 	m.gcRuns.Inc()
-	for kind, n := range map[string]int{"stray_artifact": r.StrayArtifacts, "expired_artifacts": r.ExpiredArtifacts,
-		"expired_source": r.ExpiredSources, "expired_log": r.ExpiredLogs, "orphan": r.Orphans, "staging": r.Staging, "leftover": r.Leftovers} {
+	for kind, n := range gcDeleted(r) {
 		m.gcDeleted.WithLabelValues(kind).Add(float64(n))
 	}
 	m.gcErrors.Add(float64(r.Errors))
 	m.gcLastRun.SetToCurrentTime()
+}
+
+// gcDeleted is what a pass removed, by the kind label.
+func gcDeleted(r gc.Report) map[string]int {
+	return map[string]int{"stray_artifact": r.StrayArtifacts, "expired_artifacts": r.ExpiredArtifacts,
+		"expired_source": r.ExpiredSources, "expired_log": r.ExpiredLogs, "orphan": r.Orphans, "staging": r.Staging, "leftover": r.Leftovers}
 }
 
 // Webhook outcomes.

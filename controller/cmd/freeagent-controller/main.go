@@ -41,6 +41,7 @@ Usage:
                                        the pools a project's builds may use (any: every pool)
   freeagent-controller events verify [--json]         check the audit log's hash chain
   freeagent-controller events replay --check [--json] rebuild states from the log, compare with the tables
+  freeagent-controller health [--url URL]            exit 0 when the local controller is ready (a container HEALTHCHECK)
 
 With no DATABASE_URL the controller runs its own PostgreSQL cluster under the
 data directory (PostgreSQL server binaries must be installed). Every flag can
@@ -78,6 +79,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdPools(ctx, args[1:], stdout, stderr)
 	case "projects":
 		err = cmdProjects(ctx, args[1:], stdout, stderr)
+	case "health":
+		err = cmdHealth(ctx, args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "freeagent-controller: unknown command %q\n\n%s", args[0], usage)
 		return 2
