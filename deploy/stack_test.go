@@ -193,7 +193,9 @@ func TestKubernetesManifests(t *testing.T) {
 		}
 		objs[o.Kind] = o
 		if o.Kind == "Service" {
-			var svc struct{ Spec struct{ Selector map[string]string } }
+			var svc struct {
+				Spec struct{ Selector map[string]string }
+			}
 			if err := node.Decode(&svc); err != nil {
 				t.Fatal(err)
 			}
