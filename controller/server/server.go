@@ -311,8 +311,11 @@ func (s *Server) ready(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, body)
 		return
 	}
+	// A schema newer than this release's is a newer release's expansion
+	// (migrations only add; docs/operations.md): this replica keeps
+	// serving beside it during a rolling upgrade.
 	v, err := s.store.SchemaVersion(ctx)
-	if err != nil || v != store.LatestMigration() {
+	if err != nil || v < store.LatestMigration() {
 		body["status"], body["migrations"], status = "unavailable", "pending: run `freeagent-controller migrate`", http.StatusServiceUnavailable
 	}
 	writeJSON(w, status, body)

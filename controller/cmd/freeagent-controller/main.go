@@ -41,6 +41,8 @@ Usage:
                                        the pools a project's builds may use (any: every pool)
   freeagent-controller events verify [--json]         check the audit log's hash chain
   freeagent-controller events replay --check [--json] rebuild states from the log, compare with the tables
+  freeagent-controller backup --to DIR              the database and every build file (with SHA-256) into DIR
+  freeagent-controller restore --from DIR           a backup into an empty database and blob store
   freeagent-controller health [--url URL]            exit 0 when the local controller is ready (a container HEALTHCHECK)
 
 With no DATABASE_URL the controller runs its own PostgreSQL cluster under the
@@ -79,6 +81,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 		err = cmdPools(ctx, args[1:], stdout, stderr)
 	case "projects":
 		err = cmdProjects(ctx, args[1:], stdout, stderr)
+	case "backup":
+		err = cmdBackup(ctx, args[1:], stdout, stderr)
+	case "restore":
+		err = cmdRestore(ctx, args[1:], stdout, stderr)
 	case "health":
 		err = cmdHealth(ctx, args[1:], stdout, stderr)
 	default:
