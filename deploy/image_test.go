@@ -100,19 +100,7 @@ func readOCI(t *testing.T, path string) *ociImage {
 	defer f.Close()
 	img := &ociImage{blobs: map[string][]byte{}}
 	files := map[string][]byte{}
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(tr)
-		if err != nil {
-			t.Fatal(err)
-		}
+	eachTarEntry(t, f, func(h *tar.Header, b []byte) {
 		files[h.Name] = b
 		if rest, ok := strings.CutPrefix(h.Name, "blobs/sha256/"); ok && h.Typeflag == tar.TypeReg {
 			sum := sha256.Sum256(b)
@@ -121,7 +109,7 @@ func readOCI(t *testing.T, path string) *ociImage {
 			}
 			img.blobs["sha256:"+rest] = b
 		}
-	}
+	})
 	if string(files["oci-layout"]) != `{"imageLayoutVersion":"1.0.0"}` {
 		t.Fatalf("oci-layout: %q", files["oci-layout"])
 	}
@@ -147,6 +135,26 @@ func readOCI(t *testing.T, path string) *ociImage {
 	return img
 }
 
+// eachTarEntry calls fn with each entry of the tar stream r and its content.
+func eachTarEntry(t *testing.T, r io.Reader, fn func(*tar.Header, []byte)) {
+	t.Helper()
+	tr := tar.NewReader(r)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := io.ReadAll(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fn(h, b)
+	}
+}
+
 // extract unpacks the image's layers into dir as a container runtime
 // would, keeping modes and noting each entry's owner.
 func (img *ociImage) extract(t *testing.T, dir string) map[string]int {
@@ -160,15 +168,7 @@ func (img *ociImage) extract(t *testing.T, dir string) map[string]int {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr := tar.NewReader(zr)
-		for {
-			h, err := tr.Next()
-			if err == io.EOF {
-				break
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
+		eachTarEntry(t, zr, func(h *tar.Header, b []byte) {
 			name := filepath.Clean(h.Name)
 			if !filepath.IsLocal(name) {
 				t.Fatalf("layer entry %q leaves the root", h.Name)
@@ -181,10 +181,6 @@ func (img *ociImage) extract(t *testing.T, dir string) map[string]int {
 					t.Fatal(err)
 				}
 			case tar.TypeReg:
-				b, err := io.ReadAll(tr)
-				if err != nil {
-					t.Fatal(err)
-				}
 				if err := os.WriteFile(p, b, 0o600); err != nil {
 					t.Fatal(err)
 				}
@@ -194,7 +190,7 @@ func (img *ociImage) extract(t *testing.T, dir string) map[string]int {
 			if err := os.Chmod(p, os.FileMode(h.Mode).Perm()); err != nil {
 				t.Fatal(err)
 			}
-		}
+		})
 	}
 	// The test runs as whoever it is: make the 0700 directories usable.
 	if err := filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {

@@ -66,8 +66,8 @@ func previousRelease(t *testing.T) string {
 // The previous release and this tree serve one database side by side: the
 // old replica starts alone and takes builds; the new one starts (and
 // migrates) while a build is in flight on the old; builds are submitted to
-// both and run by workers on both; every build completes exactly once,
-// the old replica stays ready, and the audit log verifies.
+// both and run by workers on both; every build completes exactly once, the
+// new replica is ready, and the audit log verifies.
 func TestUpgradeWithMixedVersions(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the previous release")
