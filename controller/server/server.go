@@ -1,5 +1,5 @@
 // Package server is the controller's HTTP API: the worker protocol, the
-// developers' build endpoints and the VM endpoints of DESIGN.md.
+// developers' build endpoints and the VM endpoints of docs/design.md.
 package server
 
 import (
