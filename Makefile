@@ -18,7 +18,7 @@ build:
 IMAGE_ARCH ?= $(shell $(GO) env GOARCH)
 IMAGE_TAG  ?= freeagent-controller:latest
 image:
-	$(GO) run ./deploy/image -o $(BIN)/freeagent-controller-image.tar -arch $(IMAGE_ARCH) -tag $(IMAGE_TAG) \
+	$(GO) -C deploy/image run . -C $(CURDIR) -o $(CURDIR)/$(BIN)/freeagent-controller-image.tar -arch $(IMAGE_ARCH) -tag $(IMAGE_TAG) \
 		-version "$$(git describe --tags --always 2>/dev/null || echo dev)"
 
 # Starts the controller on its built-in PostgreSQL and a worker with the

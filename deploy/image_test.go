@@ -34,8 +34,8 @@ var (
 	imageErr  error
 )
 
-// buildImages runs `go run ./deploy/image` twice, as `make image` does,
-// into two files.
+// buildImages runs the image builder (its own module, deploy/image) twice,
+// as `make image` does, into two files.
 func buildImages(t *testing.T) [2]string {
 	t.Helper()
 	imageOnce.Do(func() {
@@ -46,10 +46,9 @@ func buildImages(t *testing.T) [2]string {
 		}
 		for i := range imageTars {
 			imageTars[i] = filepath.Join(dir, fmt.Sprintf("image-%d.tar", i))
-			cmd := exec.Command("go", "run", "./deploy/image", "-o", imageTars[i], "-version", "v0.0.0-test")
-			cmd.Dir = ".."
+			cmd := exec.Command("go", "-C", "image", "run", ".", "-C", "../..", "-o", imageTars[i], "-version", "v0.0.0-test")
 			if out, err := cmd.CombinedOutput(); err != nil {
-				imageErr = fmt.Errorf("go run ./deploy/image: %v\n%s", err, out)
+				imageErr = fmt.Errorf("go -C deploy/image run .: %v\n%s", err, out)
 				return
 			}
 		}

@@ -9,7 +9,10 @@
 // gives one digest. deploy/Dockerfile builds the same image with Docker; its
 // base, user, entrypoint and healthcheck are checked against this config.
 //
-//	go run ./deploy/image [-o FILE] [-arch amd64|arm64] [-tag NAME:TAG] [-version V]
+// It is a module of its own, so its dependencies (go-containerregistry, the
+// CA bundle) stay out of the controller's go.mod:
+//
+//	go -C deploy/image run . -C ../.. [-o FILE] [-arch amd64|arm64] [-tag NAME:TAG] [-version V]
 package main
 
 import (
