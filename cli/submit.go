@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,6 +55,7 @@ type submitOpts struct {
 	project                                                   string
 	timeout                                                   time.Duration
 	wait, noWait, logs, force, nonInteractive                 bool
+	reuse                                                     bool
 	sign                                                      signing
 	limits                                                    api.Limits // the controller's, learnt before packing
 }
@@ -80,6 +82,7 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	fs.StringVar(&o.output, "output", "", "with --wait: `DIR` for the artifacts (default: the current directory)")
 	inv.alias(fs, "o", "output")
 	fs.BoolVar(&o.force, "force", false, "with --wait: overwrite existing files")
+	fs.BoolVar(&o.reuse, "reuse", false, "return the newest completed build of the same source, profile, platform and credentials instead of building again (when its artifacts are still kept)")
 	fs.StringVar(&o.idemKey, "idempotency-key", "", "Idempotency-Key `KEY` to send (default: generated, reused by a re-run; see above)")
 	pos, err := inv.parse(fs, args, 0, 1)
 	if err != nil {
@@ -197,19 +200,25 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 		builds[i] = r
 	}
 	var results []map[string]any
-	var subs []api.SubmitResponse
+	var subs []submission
 	for _, r := range builds {
-		sub, res, err := a.submitOne(ctx, inv, s, c, r, appConfig, priority, o)
+		sub, err := a.submitOne(ctx, inv, s, c, r, appConfig, priority, o)
 		if err != nil {
 			return err
 		}
-		results, subs = append(results, res), append(subs, sub)
+		results, subs = append(results, sub.json), append(subs, sub)
 	}
 	if o.wait {
 		// Every build is queued before the first is followed.
 		var errs []error
 		for _, sub := range subs {
-			if err := a.waitAndDownload(ctx, inv, s, sub, o); err != nil {
+			var err error
+			if sub.reused != nil {
+				err = a.downloadReused(ctx, inv, s, *sub.reused, o)
+			} else {
+				err = a.waitAndDownload(ctx, inv, s, sub.resp, o)
+			}
+			if err != nil {
 				errs = append(errs, err)
 			}
 		}
@@ -227,24 +236,32 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	return nil
 }
 
-// submitOne packs and uploads one resolved build.
-func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api.Client, r *resolved, appConfig string, priority *int, o submitOpts) (api.SubmitResponse, map[string]any, error) {
+// submission is what submitting one build gave.
+type submission struct {
+	resp   api.SubmitResponse
+	json   map[string]any // what --json prints of it
+	reused *api.Build     // with --reuse, the completed build returned instead of a new one
+}
+
+// submitOne packs and uploads one resolved build; with --reuse it first
+// asks for a completed build of the same tree and returns that instead.
+func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api.Client, r *resolved, appConfig string, priority *int, o submitOpts) (submission, error) {
 	platform, certs := r.spec.Platform, r.certs
 	for _, w := range r.warnings {
 		inv.ui.warn("%s", w)
 	}
 	plan, err := pack.Scan(ctx, r.uploadRoot, pack.Options{AppDir: r.spec.Project.AppDir, Exclude: r.exclude})
 	if err != nil {
-		return api.SubmitResponse{}, nil, &cliError{code: ExitFailed, msg: "read the project", err: err}
+		return submission{}, &cliError{code: ExitFailed, msg: "read the project", err: err}
 	}
 	for _, w := range plan.Warnings {
 		inv.ui.warn("%s", w)
 	}
 	if plan.Files == 0 {
-		return api.SubmitResponse{}, nil, failErr("check .easignore / .gitignore", "nothing to upload: every file of %s is excluded", r.uploadRoot)
+		return submission{}, failErr("check .easignore / .gitignore", "nothing to upload: every file of %s is excluded", r.uploadRoot)
 	}
 	if err := checkUpload(plan, o.limits.MaxSourceBytes); err != nil {
-		return api.SubmitResponse{}, nil, err
+		return submission{}, err
 	}
 	describePlan(inv.ui, plan, appConfig)
 	if len(r.exclude) > 0 {
@@ -255,28 +272,57 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 	spec := r.spec
 	req := api.SubmitRequest{Platform: platform, Profile: spec.ProfileName, Priority: priority, TimeoutSeconds: int(o.timeout.Seconds()),
 		Spec: &spec, Credentials: r.credentials}
+	var src *packedSource // with --reuse: packed before anything is sent
+	if o.reuse {
+		if src, err = s.packFile(ctx, plan); err != nil {
+			return submission{}, wrapOp("pack the project", err)
+		}
+		defer src.close()
+		spec.SourceFingerprint = src.fingerprint
+		b, err := s.reusableBuild(ctx, c, &spec)
+		if err != nil {
+			return submission{}, err
+		}
+		if b != nil {
+			if !inv.json && !o.wait {
+				printReused(inv.ui, *b)
+			}
+			res := submitJSON(api.SubmitResponse{ID: b.ID, Status: b.Status, SubmittedAt: b.SubmittedAt}, req, plan)
+			res["reused"], res["reused_from"], res["artifacts"] = true, b.ID, b.Artifacts
+			if b.InstallURL != nil {
+				res["install_url"] = *b.InstallURL
+			}
+			return submission{json: res, reused: b}, nil
+		}
+		inv.ui.info("No completed build of this source, profile and credentials to reuse: building.")
+	}
 	fp := submitFingerprint(s, plan, req, certs)
 	key, resumed, err := s.idempotencyKey(o.idemKey, fp, r.uploadRoot)
 	if err != nil {
-		return api.SubmitResponse{}, nil, err
+		return submission{}, err
 	}
 	if resumed {
 		inv.ui.info("Sending again an earlier submit of this project whose answer never came, with its Idempotency-Key: no second build.")
 	}
 	req.IdempotencyKey = key
-	sub, err := s.upload(ctx, c, plan, req, certs)
+	var sub api.SubmitResponse
+	if src != nil {
+		sub, err = s.uploadPacked(ctx, c, plan, req, certs, src)
+	} else {
+		sub, err = s.upload(ctx, c, plan, req, certs)
+	}
 	if err != nil {
 		// The controller may have made the build: keep the key for a re-run.
 		const again = "run the same command again: it sends the same Idempotency-Key, so the controller will not create a second build"
 		if errors.Is(err, context.Canceled) || ctx.Err() != nil {
-			return api.SubmitResponse{}, nil, &cliError{code: ExitInterrupted, msg: "interrupted during the upload", hint: again}
+			return submission{}, &cliError{code: ExitInterrupted, msg: "interrupted during the upload", hint: again}
 		}
 		if isNetworkError(err) || api.StatusOf(err) >= 500 {
 			msg, hint := describe(err, s)
-			return api.SubmitResponse{}, nil, &cliError{code: exitCode(err), msg: msg, hint: again + "; " + hint}
+			return submission{}, &cliError{code: exitCode(err), msg: msg, hint: again + "; " + hint}
 		}
 		s.forgetPending(fp)
-		return api.SubmitResponse{}, nil, wrapOp("submit", err)
+		return submission{}, wrapOp("submit", err)
 	}
 	if err := s.recordSubmit(sub, platform, fp); err != nil {
 		inv.ui.warn("%v (status, logs and download still work with your API key)", err)
@@ -284,7 +330,43 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 	if !inv.json && !o.wait {
 		printSubmitted(inv.ui, sub, req)
 	}
-	return sub, submitJSON(sub, req, plan), nil
+	return submission{resp: sub, json: submitJSON(sub, req, plan)}, nil
+}
+
+// reusableBuild asks the controller for a completed build that made what
+// spec would make; nil when there is none (or the controller predates
+// reuse: both answer 404).
+func (s *session) reusableBuild(ctx context.Context, c *api.Client, spec *api.BuildSpec) (*api.Build, error) {
+	var b api.Build
+	err := s.retry(ctx, "look for a build to reuse", true, func(ctx context.Context) error {
+		var err error
+		b, err = c.ReusableBuild(ctx, spec)
+		return err
+	})
+	if api.StatusOf(err) == http.StatusNotFound {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, wrapOp("look for a build to reuse", err)
+	}
+	return &b, nil
+}
+
+// printReused tells what submit --reuse returned instead of a new build.
+func printReused(u *ui, b api.Build) {
+	when := ""
+	if b.CompletedAt != nil {
+		when = " on " + b.CompletedAt.Local().Format(time.DateTime)
+	}
+	u.printf("%s Build %s reused: it completed%s from the same source, profile, platform and credentials; nothing was uploaded or built\n",
+		u.o(cGreen, "✔"), u.o(cBold, b.ID), when)
+	for _, art := range b.Artifacts {
+		u.printf("  Artifact:    %s (%s)\n", art.Name, bytesize.SI(art.Size))
+	}
+	if b.InstallURL != nil {
+		u.printf("  Install:     %s\n", *b.InstallURL)
+	}
+	u.printf("  Download:    expo-build download %s\n", b.ID)
 }
 
 // describeSpec tells the developer what was decided, before the upload.
@@ -329,7 +411,7 @@ func describeProject(p api.Project) string {
 func submitJSON(sub api.SubmitResponse, req api.SubmitRequest, plan *pack.Plan) map[string]any {
 	return map[string]any{"id": sub.ID, "status": sub.Status, "queue_position": sub.QueuePosition, "submitted_at": sub.SubmittedAt,
 		"platform": req.Platform, "profile": req.Profile, "idempotency_key": req.IdempotencyKey,
-		"files": plan.Files, "bytes": plan.Bytes, "spec": req.Spec}
+		"files": plan.Files, "bytes": plan.Bytes, "spec": req.Spec, "reused": false}
 }
 
 func printSubmitted(u *ui, sub api.SubmitResponse, req api.SubmitRequest) {
@@ -499,20 +581,29 @@ func (s *session) recordSubmit(sub api.SubmitResponse, platform, fp string) erro
 var errUploadEnded = errors.New("upload ended")
 
 // upload sends the project. When the controller's store takes direct
-// uploads (S3), the archive goes straight to the store (uploadDirect);
-// otherwise it is packed and sent to the controller through a pipe: the
-// archive is never whole in memory or on disk. A network error repacks and
-// resends with the same Idempotency-Key.
+// uploads (S3), the archive goes straight to the store (packFile, then
+// uploadPacked); otherwise it is packed and sent to the controller through
+// a pipe: the archive is never whole in memory or on disk. A network error
+// repacks and resends with the same Idempotency-Key. Either way
+// req.Spec.SourceFingerprint is the packed tree's once it returns.
 func (s *session) upload(ctx context.Context, c *api.Client, plan *pack.Plan, req api.SubmitRequest, certs []byte) (api.SubmitResponse, error) {
 	// Only the mode is asked here; a failure of this call leaves the
 	// streamed path, whose own retries and messages apply.
 	if mode, err := c.StartSourceUpload(ctx, api.DirectUploadRequest{Name: "source.tar.gz"}); err == nil && mode.Direct {
-		return s.uploadDirect(ctx, c, plan, req, certs)
+		src, err := s.packFile(ctx, plan)
+		if err != nil {
+			return api.SubmitResponse{}, err
+		}
+		defer src.close()
+		req.Spec.SourceFingerprint = src.fingerprint
+		return s.uploadPacked(ctx, c, plan, req, certs, src)
 	}
 	return s.uploadStreamed(ctx, c, plan, req, certs)
 }
 
-// uploadStreamed packs the project into the submit's body.
+// uploadStreamed packs the project into the submit's body. The spec goes
+// after the source (api.Client.Submit), so each attempt's copy of it gets
+// the fingerprint of what that attempt packed before it is sent.
 func (s *session) uploadStreamed(ctx context.Context, c *api.Client, plan *pack.Plan, req api.SubmitRequest, certs []byte) (api.SubmitResponse, error) {
 	var out api.SubmitResponse
 	err := s.retry(ctx, "upload", true, func(ctx context.Context) error {
@@ -521,13 +612,16 @@ func (s *session) uploadStreamed(ctx context.Context, c *api.Client, plan *pack.
 		packCtx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		pr, pw := io.Pipe()
+		spec := *req.Spec
 		packed := make(chan error, 1)
 		go func() {
-			err := plan.Write(packCtx, pw, func(n int64) { bar.done.Store(n) })
+			fp, err := plan.Write(packCtx, pw, func(n int64) { bar.done.Store(n) })
+			spec.SourceFingerprint = fp // before the pipe ends: the spec part is encoded after the source's end was read
 			pw.CloseWithError(err)
 			packed <- err
 		}()
 		r := req
+		r.Spec = &spec
 		r.Source = &countingReader{r: pr, n: &bar.moved}
 		if certs != nil {
 			r.Certs = bytes.NewReader(certs)
@@ -546,6 +640,7 @@ func (s *session) uploadStreamed(ctx context.Context, c *api.Client, plan *pack.
 		sent := bar.moved.Load()
 		s.ui.info("Uploaded %s (%d files, %s before compression) in %s, %s/s", bytesize.SI(sent), plan.Files, bytesize.SI(plan.Bytes),
 			humanDuration(elapsed), bytesize.SI(int64(float64(sent)/max(elapsed.Seconds(), 0.001))))
+		req.Spec.SourceFingerprint = spec.SourceFingerprint
 		out = resp
 		return nil
 	})
@@ -564,30 +659,48 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// uploadDirect packs the project into a temporary file (hashing it on the
-// way: the store is told the SHA-256 before the first byte), sends it to
-// the store with the URLs the controller signs, in parts when large, and
-// submits naming the upload's ticket. A store this machine cannot reach,
-// or a controller that declines the file, gets it through the submit.
-func (s *session) uploadDirect(ctx context.Context, c *api.Client, plan *pack.Plan, req api.SubmitRequest, certs []byte) (api.SubmitResponse, error) {
+// packedSource is the project packed into a temporary file.
+type packedSource struct {
+	f           *os.File
+	size        int64
+	sha256      string // of the archive, told to the store before the first byte
+	fingerprint string // of the tree (api.BuildSpec.SourceFingerprint)
+}
+
+func (p *packedSource) close() {
+	p.f.Close()
+	os.Remove(p.f.Name())
+}
+
+// packFile packs the project into a temporary file, hashing it on the way.
+func (s *session) packFile(ctx context.Context, plan *pack.Plan) (*packedSource, error) {
 	f, err := os.CreateTemp("", "expo-build-source-*.tar.gz")
 	if err != nil {
-		return api.SubmitResponse{}, &packError{err: fmt.Errorf("create a temporary file for the archive: %w", err)}
+		return nil, &packError{err: fmt.Errorf("create a temporary file for the archive: %w", err)}
 	}
-	defer os.Remove(f.Name())
-	defer f.Close()
+	src := &packedSource{f: f}
 	bar := s.ui.newProgress("Packing", plan.Bytes)
 	h := sha256.New()
-	err = plan.Write(ctx, io.MultiWriter(f, h), func(n int64) { bar.done.Store(n) })
+	src.fingerprint, err = plan.Write(ctx, io.MultiWriter(f, h), func(n int64) { bar.done.Store(n) })
 	bar.finish()
-	if err != nil {
-		return api.SubmitResponse{}, &packError{err: err}
+	if err == nil {
+		src.size, err = f.Seek(0, io.SeekCurrent)
 	}
-	size, err := f.Seek(0, io.SeekCurrent)
 	if err != nil {
-		return api.SubmitResponse{}, &packError{err: err}
+		src.close()
+		return nil, &packError{err: err}
 	}
-	sum := hex.EncodeToString(h.Sum(nil))
+	src.sha256 = hex.EncodeToString(h.Sum(nil))
+	return src, nil
+}
+
+// uploadPacked sends a packed project to the store with the URLs the
+// controller signs, in parts when large, and submits naming the upload's
+// ticket. A controller without direct uploads, a store this machine cannot
+// reach, or a controller that declines the file, gets it through the
+// submit.
+func (s *session) uploadPacked(ctx context.Context, c *api.Client, plan *pack.Plan, req api.SubmitRequest, certs []byte, src *packedSource) (api.SubmitResponse, error) {
+	f, size, sum := src.f, src.size, src.sha256
 	project := req.Project
 	if req.Spec != nil {
 		project = req.Spec.BuildProject()
@@ -598,7 +711,7 @@ func (s *session) uploadDirect(ctx context.Context, c *api.Client, plan *pack.Pl
 	// names it again rather than sending the archive again (a first submit
 	// that went through is found by its Idempotency-Key).
 	ticket := ""
-	err = s.retry(ctx, "upload", true, func(ctx context.Context) error {
+	err := s.retry(ctx, "upload", true, func(ctx context.Context) error {
 		r := req
 		if certs != nil {
 			r.Certs = bytes.NewReader(certs)

@@ -57,3 +57,20 @@ func (a *App) waitAndDownload(ctx context.Context, inv *invocation, s *session, 
 	}
 	return nil
 }
+
+// downloadReused downloads the artifacts of the build submit --reuse
+// returned: it has completed, there is nothing to wait for.
+func (a *App) downloadReused(ctx context.Context, inv *invocation, s *session, b api.Build, o submitOpts) error {
+	u := inv.ui
+	if !inv.json {
+		u.printf("%s Build %s reused (same source, profile, platform and credentials); downloading its artifacts\n", u.o(cGreen, "✔"), u.o(cBold, b.ID))
+	}
+	files, err := a.download(ctx, inv, s, b, o.output, o.force, "")
+	if err != nil {
+		return err
+	}
+	if inv.json {
+		return u.emit(map[string]any{"event": "done", "id": b.ID, "status": b.Status, "build": b, "artifacts": files, "reused": true, "reused_from": b.ID})
+	}
+	return nil
+}

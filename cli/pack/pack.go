@@ -284,54 +284,66 @@ func (p *Plan) Fingerprint() string {
 // ErrChanged reports a file that changed size while it was packed.
 var ErrChanged = errors.New("file changed while it was being packed")
 
-// Write streams the plan as a tar.gz to w. progress, if set, is called with
-// the number of file bytes read so far (out of p.Bytes).
-func (p *Plan) Write(ctx context.Context, w io.Writer, progress func(read int64)) error {
+// Write streams the plan as a tar.gz to w and returns the source
+// fingerprint of what it packed (api.BuildSpec.SourceFingerprint): the hex
+// SHA-256 over each entry's kind, path and mode, a file's size and bytes
+// and a link's target, in archive order; modification times and the
+// compression do not enter it, so an unchanged tree packed again, touched
+// or on another machine, has the same fingerprint. It is computed from
+// the bytes as they are packed: the tree is read once. progress, if set,
+// is called with the number of file bytes read so far (out of p.Bytes).
+func (p *Plan) Write(ctx context.Context, w io.Writer, progress func(read int64)) (string, error) {
 	gz, err := gzip.NewWriterLevel(w, gzip.DefaultCompression)
 	if err != nil {
-		return err
+		return "", err
 	}
 	tw := tar.NewWriter(gz)
+	fp := sha256.New()
 	buf := make([]byte, 256<<10)
 	var read int64
 	for _, e := range p.Entries {
 		if err := ctx.Err(); err != nil {
-			return err
+			return "", err
 		}
 		h := &tar.Header{Name: e.Rel, Mode: int64(e.Mode), ModTime: e.ModTime.Truncate(time.Second), Format: tar.FormatPAX}
+		// The size precedes the bytes, so entries cannot run together.
+		fmt.Fprintf(fp, "%d\x00%s\x00%o\x00%d\x00", e.Kind, e.Rel, e.Mode, e.Size)
 		switch e.Kind {
 		case KindDir:
 			h.Typeflag, h.Name = tar.TypeDir, e.Rel+"/"
 			if err := tw.WriteHeader(h); err != nil {
-				return fmt.Errorf("pack %s: %w", e.Rel, err)
+				return "", fmt.Errorf("pack %s: %w", e.Rel, err)
 			}
 		case KindSymlink:
 			h.Typeflag, h.Linkname = tar.TypeSymlink, e.Link
+			fmt.Fprintf(fp, "%s\x00", e.Link)
 			if err := tw.WriteHeader(h); err != nil {
-				return fmt.Errorf("pack %s: %w", e.Rel, err)
+				return "", fmt.Errorf("pack %s: %w", e.Rel, err)
 			}
 		case KindFile:
 			h.Typeflag, h.Size = tar.TypeReg, e.Size
-			if err := p.writeFile(tw, h, e, buf, func(n int) {
+			if err := p.writeFile(io.MultiWriter(tw, fp), tw, h, e, buf, func(n int) {
 				read += int64(n)
 				if progress != nil {
 					progress(read)
 				}
 			}); err != nil {
-				return err
+				return "", err
 			}
 		}
 	}
 	if err := tw.Close(); err != nil {
-		return fmt.Errorf("finish the archive: %w", err)
+		return "", fmt.Errorf("finish the archive: %w", err)
 	}
 	if err := gz.Close(); err != nil {
-		return fmt.Errorf("finish the archive: %w", err)
+		return "", fmt.Errorf("finish the archive: %w", err)
 	}
-	return nil
+	return hex.EncodeToString(fp.Sum(nil)), nil
 }
 
-func (p *Plan) writeFile(tw *tar.Writer, h *tar.Header, e Entry, buf []byte, counted func(int)) error {
+// writeFile packs one file: its header into tw, its bytes into body (tw,
+// and the fingerprint's hash).
+func (p *Plan) writeFile(body io.Writer, tw *tar.Writer, h *tar.Header, e Entry, buf []byte, counted func(int)) error {
 	f, err := os.Open(filepath.Join(p.Root, filepath.FromSlash(e.Rel)))
 	if err != nil {
 		return fmt.Errorf("open %s: %w", e.Rel, err)
@@ -345,7 +357,7 @@ func (p *Plan) writeFile(tw *tar.Writer, h *tar.Header, e Entry, buf []byte, cou
 		chunk := buf[:min(int64(len(buf)), e.Size-n)]
 		k, err := io.ReadFull(f, chunk)
 		if k > 0 {
-			if _, werr := tw.Write(chunk[:k]); werr != nil {
+			if _, werr := body.Write(chunk[:k]); werr != nil {
 				return fmt.Errorf("pack %s: %w", e.Rel, werr)
 			}
 			n += int64(k)

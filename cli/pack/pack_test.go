@@ -5,12 +5,16 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // tree writes files (name → content; a name ending in "/" is a directory).
@@ -73,7 +77,7 @@ func packTree(t *testing.T, root string) (*Plan, map[string]string) {
 	}
 	var buf bytes.Buffer
 	var last int64
-	if err := p.Write(context.Background(), &buf, func(n int64) { last = n }); err != nil {
+	if _, err := p.Write(context.Background(), &buf, func(n int64) { last = n }); err != nil {
 		t.Fatal(err)
 	}
 	if last != p.Bytes {
@@ -209,7 +213,7 @@ func TestShrunkFileFailsClearly(t *testing.T) {
 		t.Fatal(err)
 	}
 	os.WriteFile(filepath.Join(root, "big.bin"), []byte("x"), 0o644)
-	err = p.Write(context.Background(), io.Discard, nil)
+	_, err = p.Write(context.Background(), io.Discard, nil)
 	if err == nil || !strings.Contains(err.Error(), "big.bin") {
 		t.Fatalf("err = %v", err)
 	}
@@ -222,7 +226,7 @@ func scanWith(t *testing.T, root string, opts Options) (*Plan, map[string]string
 		t.Fatal(err)
 	}
 	var buf bytes.Buffer
-	if err := p.Write(context.Background(), &buf, nil); err != nil {
+	if _, err := p.Write(context.Background(), &buf, nil); err != nil {
 		t.Fatal(err)
 	}
 	return p, unpack(t, buf.Bytes())
@@ -325,6 +329,113 @@ func TestScanRejectsPathsOutsideTheRoot(t *testing.T) {
 	} {
 		if _, err := Scan(context.Background(), root, opts); err == nil {
 			t.Errorf("Scan(%+v) accepted it", opts)
+		}
+	}
+}
+
+// sourceFingerprint packs root and returns Write's source fingerprint and
+// the archive.
+func sourceFingerprint(t *testing.T, root string) (string, []byte) {
+	t.Helper()
+	p, err := Scan(context.Background(), root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	fp, err := p.Write(context.Background(), &buf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp, buf.Bytes()
+}
+
+// fingerprintOfArchive computes the source fingerprint from an archive as
+// the build VM receives it, independently of Write: the two must agree.
+func fingerprintOfArchive(t *testing.T, archive []byte) string {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	h := sha256.New()
+	for {
+		hd, err := tr.Next()
+		if err == io.EOF {
+			return hex.EncodeToString(h.Sum(nil))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		kind, name := KindFile, hd.Name
+		switch hd.Typeflag {
+		case tar.TypeDir:
+			kind, name = KindDir, strings.TrimSuffix(name, "/")
+		case tar.TypeSymlink:
+			kind = KindSymlink
+		}
+		fmt.Fprintf(h, "%d\x00%s\x00%o\x00%d\x00", kind, name, hd.Mode, hd.Size)
+		if kind == KindSymlink {
+			fmt.Fprintf(h, "%s\x00", hd.Linkname)
+		}
+		if _, err := io.Copy(h, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestSourceFingerprint: the fingerprint Write returns is the content's,
+// computed again from the archive; it ignores modification times and where
+// the tree lives, and follows every change of content, mode, name or link.
+func TestSourceFingerprint(t *testing.T) {
+	files := map[string]string{"app.json": `{"expo":{}}`, "src/a.ts": "export const a = 1", "src/b.ts": "export const b = 2", "empty/": "",
+		"assets/big.bin": strings.Repeat("0123456789", 100000)}
+	root := tree(t, files)
+	if err := os.Symlink("assets/big.bin", filepath.Join(root, "link.bin")); err != nil {
+		t.Fatal(err)
+	}
+	base, archive := sourceFingerprint(t, root)
+	if got := fingerprintOfArchive(t, archive); got != base {
+		t.Fatalf("Write's fingerprint %s, the archive's %s", base, got)
+	}
+
+	// Same content: touched, or a copy elsewhere (created at another time).
+	later := time.Now().Add(48 * time.Hour)
+	os.Chtimes(filepath.Join(root, "src", "a.ts"), later, later)
+	if fp, _ := sourceFingerprint(t, root); fp != base {
+		t.Error("touching a file changed the fingerprint")
+	}
+	copyRoot := tree(t, files)
+	os.Symlink("assets/big.bin", filepath.Join(copyRoot, "link.bin"))
+	if fp, _ := sourceFingerprint(t, copyRoot); fp != base {
+		t.Error("a copy of the tree has another fingerprint")
+	}
+
+	changes := map[string]func(dir string){
+		"a byte of a file": func(d string) { os.WriteFile(filepath.Join(d, "src", "a.ts"), []byte("export const a = 2"), 0o644) },
+		"a file's mode":    func(d string) { os.Chmod(filepath.Join(d, "src", "a.ts"), 0o755) },
+		"a file's name":    func(d string) { os.Rename(filepath.Join(d, "src", "b.ts"), filepath.Join(d, "src", "c.ts")) },
+		"a new empty file": func(d string) { os.WriteFile(filepath.Join(d, "src", "z.ts"), nil, 0o644) },
+		"a link's target": func(d string) {
+			os.Remove(filepath.Join(d, "link.bin"))
+			os.Symlink("app.json", filepath.Join(d, "link.bin"))
+		},
+		"an empty directory": func(d string) { os.Remove(filepath.Join(d, "empty")) },
+		"bytes moved between files": func(d string) {
+			os.WriteFile(filepath.Join(d, "src", "a.ts"), []byte("export const a = 1export"), 0o644)
+			os.WriteFile(filepath.Join(d, "src", "b.ts"), []byte(" const b = 2"), 0o644)
+		},
+	}
+	for what, change := range changes {
+		d := tree(t, files)
+		os.Symlink("assets/big.bin", filepath.Join(d, "link.bin"))
+		change(d)
+		fp, archive := sourceFingerprint(t, d)
+		if fp == base {
+			t.Errorf("changing %s kept the fingerprint", what)
+		}
+		if got := fingerprintOfArchive(t, archive); got != fp {
+			t.Errorf("after changing %s: Write's fingerprint %s, the archive's %s", what, fp, got)
 		}
 	}
 }

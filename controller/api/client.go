@@ -239,9 +239,28 @@ func (c *Client) Upload(ctx context.Context, workerToken string, r Result) (Resu
 	return out, c.multipart(ctx, "/api/workers/upload", fields, files, header{HeaderWorkerToken: workerToken, HeaderChecksum: r.SHA256}, &out)
 }
 
+// filePart is a part written after the fields: a file, or with no name a
+// form field whose value is streamed.
 type filePart struct {
 	field, name string
 	r           io.Reader
+}
+
+// lazyJSON reads as v's JSON, encoded on the first Read.
+type lazyJSON struct {
+	v any
+	r io.Reader
+}
+
+func (l *lazyJSON) Read(p []byte) (int, error) {
+	if l.r == nil {
+		b, err := json.Marshal(l.v)
+		if err != nil {
+			return 0, fmt.Errorf("encode the build spec: %w", err)
+		}
+		l.r = bytes.NewReader(b)
+	}
+	return l.r.Read(p)
 }
 
 // multipart streams fields then files through a pipe: nothing is buffered whole.
@@ -259,7 +278,11 @@ func (c *Client) multipart(ctx context.Context, path string, fields [][2]string,
 				}
 			}
 			for _, f := range files {
-				w, err := mw.CreateFormFile(f.field, f.name)
+				create := func() (io.Writer, error) { return mw.CreateFormFile(f.field, f.name) }
+				if f.name == "" {
+					create = func() (io.Writer, error) { return mw.CreateFormField(f.field) }
+				}
+				w, err := create()
 				if err != nil {
 					return err
 				}
@@ -339,11 +362,11 @@ func (c *Client) Submit(ctx context.Context, s SubmitRequest) (SubmitResponse, e
 		files = append(files, filePart{field: "certs", name: "certs.zip", r: s.Certs})
 	}
 	if s.Spec != nil {
-		b, err := json.Marshal(s.Spec)
-		if err != nil {
-			return SubmitResponse{}, fmt.Errorf("encode the build spec: %w", err)
-		}
-		fields = append(fields, [2]string{"spec", string(b)})
+		// After the source, encoded once the source was read to its end:
+		// a CLI packing the source into this body learns the tree's
+		// SourceFingerprint only then (the controller reads parts in any
+		// order).
+		files = append(files, filePart{field: "spec", r: &lazyJSON{v: s.Spec}})
 	}
 	if s.Credentials != nil {
 		b, err := json.Marshal(s.Credentials)
@@ -354,6 +377,14 @@ func (c *Client) Submit(ctx context.Context, s SubmitRequest) (SubmitResponse, e
 	}
 	var out SubmitResponse
 	return out, c.multipart(ctx, "/api/builds", fields, files, header{HeaderIdempotencyKey: s.IdempotencyKey}, &out)
+}
+
+// ReusableBuild returns the newest completed build that made what spec
+// would make (POST /api/builds/reuse; spec.SourceFingerprint set); a 404
+// (StatusOf(err) == http.StatusNotFound) when there is none.
+func (c *Client) ReusableBuild(ctx context.Context, spec *BuildSpec) (Build, error) {
+	var out Build
+	return out, c.call(ctx, http.MethodPost, "/api/builds/reuse", spec, &out, nil)
 }
 
 // GetBuild returns one build.

@@ -33,6 +33,9 @@ func runClaim(ctx context.Context, e *env) (*ClaimResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.holdColdCaches(ctx, w); err != nil {
+		return nil, err
+	}
 	r := &ClaimResult{}
 	next := int64(1) // generate_series position of the next inserted row
 	fill := func(target int) error {
@@ -46,11 +49,15 @@ func runClaim(ctx context.Context, e *env) (*ClaimResult, error) {
 		}
 		// Ids have the shape store.ValidID accepts ('z' and hex digits);
 		// submitted_at rises with the row number, so the claim order is
-		// the insert order.
+		// the insert order. Each needs a dependency cache the worker does
+		// not hold, and they were submitted a moment ago (run_after), so
+		// every claim looks ahead for a warm one and finds none.
 		_, err := e.db.Exec(ctx, `
-			INSERT INTO builds (id, status, platform, token_hash, source_size, source_sha256, source_format, timeout_seconds, submitted_at)
+			INSERT INTO builds (id, status, platform, token_hash, source_size, source_sha256, source_format, timeout_seconds, submitted_at,
+				cache_keys)
 			SELECT 'zz' || lpad(to_hex(g), 24, '0'), 'pending', 'android', sha256(('bench-claim-' || g)::bytea),
-				1024, repeat('0', 64), 'tar.gz', 1800, now() - interval '1 day' + g * interval '1 millisecond'
+				1024, repeat('0', 64), 'tar.gz', 1800, now() - interval '1 day' + g * interval '1 millisecond',
+				ARRAY[encode(sha256(('bench-claim-cache-' || g % 10)::bytea), 'hex')]
 			FROM generate_series($1::bigint, $2::bigint) g`, next, next+n-1)
 		if err != nil {
 			return fmt.Errorf("insert %d pending builds: %w", n, err)

@@ -204,9 +204,12 @@ func (e *env) startPostgres(ctx context.Context) error {
 
 func (e *env) startController(ctx context.Context) error {
 	var err error
-	// One key drives every simulated worker: no per-key budget.
+	// One key drives every simulated worker: no per-key budget. Warm
+	// placement never gives up (the claim phase's queue is older than its
+	// default 30 s), so the claims of workers holding caches always pay
+	// for its look-ahead.
 	e.ctrl, err = startChild(e.bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", e.dataDir, "--database-url", e.dsn,
-		"--rate-per-key", "0"}, e.logf)
+		"--rate-per-key", "0", "--warm-placement-wait", "1000h"}, e.logf)
 	if err != nil {
 		return err
 	}
@@ -507,4 +510,19 @@ func (w *childLog) Tail() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return "--- last lines of the controller's output ---\n" + strings.Join(w.tail, "\n")
+}
+
+// holdColdCaches gives each worker api.MaxWorkerCacheKeys cache keys that
+// no build needs, as a full worker_cache_keys report would: every claim of
+// those workers then runs cache-aware placement's whole look-ahead and
+// finds nothing warm, its most expensive case.
+func (e *env) holdColdCaches(ctx context.Context, ws ...*simWorker) error {
+	for _, w := range ws {
+		_, err := e.db.Exec(ctx, `INSERT INTO worker_cache_keys (worker_id, cache_key)
+			SELECT $1, encode(sha256(($1 || '-cold-' || g)::bytea), 'hex') FROM generate_series(1, $2::int) g`, w.id, api.MaxWorkerCacheKeys)
+		if err != nil {
+			return fmt.Errorf("record worker %s's caches: %w", w.id, err)
+		}
+	}
+	return nil
 }

@@ -39,6 +39,9 @@ func runPickup(ctx context.Context, e *env) (*PickupResult, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := e.holdColdCaches(ctx, ws...); err != nil {
+		return nil, err
+	}
 	got := make(chan pickupEvent, len(ws))
 	var wg sync.WaitGroup
 	for _, w := range ws {

@@ -445,15 +445,22 @@ func (s *Server) getBuild(w http.ResponseWriter, r *http.Request, b buildAccess)
 		s.fail(w, r, err)
 		return
 	}
-	if s.links != nil && build.Status == api.StatusCompleted {
-		// Behind a proxy without --public-url there is no link to give
-		// (the QR code endpoint says why).
-		if l, err := s.installLinks(r, build); err == nil {
-			u, exp := l.Page(), l.Expires
-			build.InstallURL, build.InstallURLExpiresAt = &u, &exp
-		}
-	}
+	s.addInstallLink(r, &build)
 	writeJSON(w, http.StatusOK, build)
+}
+
+// addInstallLink gives a completed build its install page's link, when
+// install links are on.
+func (s *Server) addInstallLink(r *http.Request, build *api.Build) {
+	if s.links == nil || build.Status != api.StatusCompleted {
+		return
+	}
+	// Behind a proxy without --public-url there is no link to give (the
+	// QR code endpoint says why).
+	if l, err := s.installLinks(r, *build); err == nil {
+		u, exp := l.Page(), l.Expires
+		build.InstallURL, build.InstallURLExpiresAt = &u, &exp
+	}
 }
 
 func (s *Server) cancel(w http.ResponseWriter, r *http.Request, b buildAccess) {

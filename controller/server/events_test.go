@@ -139,7 +139,7 @@ func TestAuditLogOrderUnderConcurrentWriters(t *testing.T) {
 		}
 		sealed <- nil
 	}()
-	ids := raceWorkers(t, e, 200, 20)
+	ids := raceWorkers(t, e, 200, 20, nil)
 	cancel()
 	if err := <-sealed; err != nil {
 		t.Fatal(err)

@@ -260,13 +260,14 @@ func TestControllerRestartMidBuildLosesNothing(t *testing.T) {
 // every build is assigned exactly once and completes.
 func TestRacingWorkersAssignEachBuildOnce(t *testing.T) {
 	t.Parallel()
-	raceWorkers(t, newEnv(t, noRateLimits), 500, 50)
+	raceWorkers(t, newEnv(t, noRateLimits), 500, 50, nil)
 }
 
 // raceWorkers submits builds and lets workers race to run them all, checking
 // that each build was claimed and completed exactly once. It returns the
-// builds' ids.
-func raceWorkers(t *testing.T, e *env, builds, workers int) map[string]bool {
+// builds' ids. With caches, build n needs cache caches[n%len] and worker i
+// holds caches[i%len].
+func raceWorkers(t *testing.T, e *env, builds, workers int, caches []string) map[string]bool {
 	t.Helper()
 	ctx := context.Background()
 	src := project(t, map[string]string{"package.json": "{}"})
@@ -277,6 +278,11 @@ func raceWorkers(t *testing.T, e *env, builds, workers int) map[string]bool {
 			t.Fatal(err)
 		}
 		ids[resp.ID] = true
+		if len(caches) > 0 {
+			if _, err := e.store.Pool().Exec(ctx, `UPDATE builds SET cache_keys = $2 WHERE id = $1`, resp.ID, []string{caches[i%len(caches)]}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	var mu sync.Mutex
 	claimed := map[string]int{}
@@ -284,6 +290,9 @@ func raceWorkers(t *testing.T, e *env, builds, workers int) map[string]bool {
 	errs := make(chan error, workers)
 	for i := 0; i < workers; i++ {
 		w := e.register(fmt.Sprintf("w%d", i), api.Capabilities{MaxConcurrentBuilds: 1})
+		if len(caches) > 0 {
+			e.holdCaches(w, caches[i%len(caches)])
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

@@ -181,6 +181,7 @@ func (s *Server) routes() {
 
 	m.HandleFunc("POST /api/builds", s.developer(s.submit))
 	m.HandleFunc("POST /api/builds/uploads", s.developer(s.startSourceUpload))
+	m.HandleFunc("POST /api/builds/reuse", s.developer(s.reusableBuild))
 	m.HandleFunc("GET /api/builds", s.developer(s.listBuilds))
 	m.HandleFunc("GET /api/queue", s.developer(s.queue))
 	m.HandleFunc("GET /api/limits", s.developer(s.getLimits))

@@ -57,6 +57,8 @@ func checkSpec(spec *api.BuildSpec, platform string) error {
 		return invalid("app.slug is empty; set expo.slug in app.json (or app.config.js)")
 	case len(spec.ProfileName) > 100:
 		return invalid("profile_name is longer than 100 characters")
+	case spec.SourceFingerprint != "" && !sha256Pattern.MatchString(spec.SourceFingerprint):
+		return invalid("source_fingerprint must be 64 lowercase hex digits (a SHA-256), got %q", spec.SourceFingerprint)
 	}
 	if err := validProject(`field "spec": app.slug`, spec.App.Slug); err != nil {
 		return err

@@ -14,6 +14,10 @@ import (
 // ^[a-zA-Z0-9_-]+$, or the name `expo-build submit --project` gives.
 var projectName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
+// sha256Hex is a SHA-256 written as lowercase hex: a cache key or a source
+// fingerprint.
+var sha256Hex = regexp.MustCompile(`^[0-9a-f]{64}$`)
+
 // ValidateProject checks a project name, naming the field in the error.
 func ValidateProject(field, p string) error {
 	if !projectName.MatchString(p) {

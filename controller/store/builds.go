@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -82,13 +83,21 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 	if len(nb.IdempotencyKey) > 200 {
 		return Submitted{}, fmt.Errorf("%w: Idempotency-Key is longer than 200 characters", ErrInvalid)
 	}
+	spec, err := decodeSpec(nb.Spec)
+	if err != nil {
+		return Submitted{}, err
+	}
+	cacheKeys, err := specCacheKeys(spec)
+	if err != nil {
+		return Submitted{}, err
+	}
 	timeout := nb.Timeout
 	if timeout <= 0 {
 		timeout = s.cfg.DefaultTimeout
 	}
 	token, hash := newSecret(prefixBuildToken)
 	var out Submitted
-	err := s.withTx(ctx, func(t *txn) error {
+	err = s.withTx(ctx, func(t *txn) error {
 		// A new build has no artifacts or attempts yet: the insert itself
 		// answers with what the submitter sees, queue position included
 		// (the subquery sees the queue as it was before this row).
@@ -98,15 +107,15 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 		err := t.QueryRow(ctx, `
 			INSERT INTO builds (id, status, platform, profile, priority, token_hash, submitted_by, idempotency_key, retry_of,
 				source_size, source_sha256, source_format, has_certs, base_image, timeout_seconds, max_attempts, has_credentials, spec,
-				token_expires_at, project)
+				token_expires_at, project, cache_keys)
 			VALUES ($1, 'pending', $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), NULLIF($8, ''), $9, $10, $11, $12, NULLIF($13, ''), $14, $15, $16, $17,
-				now() + $18::interval, $19)
+				now() + $18::interval, $19, $20)
 			ON CONFLICT (submitted_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 			RETURNING id, submitted_at, retry_of, (SELECT count(*) + 1 FROM builds p WHERE p.status = 'pending'
 				AND (p.priority, p.submitted_at, p.id) < (builds.priority, builds.submitted_at, builds.id)), token_expires_at`,
 			nb.ID, nb.Platform, nb.Profile, nb.Priority, hash, nb.SubmittedBy, nb.IdempotencyKey, nb.RetryOf,
 			nb.SourceSize, nb.SourceSHA256, nb.SourceFormat, nb.HasCerts, nb.BaseImage, int(timeout.Seconds()), s.cfg.MaxAttempts,
-			nb.HasCredentials, specParam(nb.Spec), s.cfg.BuildTokenTTL, nb.Project,
+			nb.HasCredentials, specParam(nb.Spec), s.cfg.BuildTokenTTL, nb.Project, cacheKeys,
 		).Scan(&b.ID, &b.SubmittedAt, &b.RetryOf, &pos, &out.TokenExpiresAt)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -127,9 +136,7 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 			return fmt.Errorf("store build files: %w", err)
 		}
 		b.QueuePosition = &pos
-		if b.Spec, err = decodeSpec(nb.Spec); err != nil {
-			return err
-		}
+		b.Spec = spec
 		out.Build = b
 		t.emit(Change{Kind: "build", ID: b.ID, Status: string(api.StatusPending), Platform: nb.Platform, Event: "build.submitted",
 			Detail: map[string]any{"priority": nb.Priority, "profile": nb.Profile, "retry_of": nb.RetryOf, "project": nb.Project}})
@@ -169,6 +176,31 @@ func decodeSpec(raw []byte) (*api.BuildSpec, error) {
 		return nil, fmt.Errorf("read the stored build spec: %w", err)
 	}
 	return &spec, nil
+}
+
+// maxBuildCaches bounds the caches a spec may name (a package manager's
+// store, Pods, Gradle and eas.json cache.paths need a handful).
+const maxBuildCaches = 16
+
+// specCacheKeys returns the keys of a spec's caches, for builds.cache_keys:
+// what cache-aware placement matches against the keys workers hold.
+func specCacheKeys(spec *api.BuildSpec) ([]string, error) {
+	keys := []string{}
+	if spec == nil {
+		return keys, nil
+	}
+	if len(spec.Caches) > maxBuildCaches {
+		return nil, fmt.Errorf("%w: field \"spec\": caches has %d entries, at most %d are accepted", ErrInvalid, len(spec.Caches), maxBuildCaches)
+	}
+	for i, c := range spec.Caches {
+		if !sha256Hex.MatchString(c.Key) {
+			return nil, fmt.Errorf("%w: field \"spec\": caches[%d].key must be 64 lowercase hex digits (a SHA-256), got %q", ErrInvalid, i, c.Key)
+		}
+		if !slices.Contains(keys, c.Key) {
+			keys = append(keys, c.Key)
+		}
+	}
+	return keys, nil
 }
 
 // getBuild reads a build with its queue position, spec, artifacts and attempts.

@@ -272,38 +272,79 @@ const routable = `(NOT EXISTS (SELECT 1 FROM project_pools pp WHERE pp.project =
 		OR EXISTS (SELECT 1 FROM project_pools pp WHERE pp.project = c.project AND pp.pool = me.pool))
 	AND (me.trusted AND (me.vm_driver <> '` + api.VMDriverLocal + `' OR me.allow_local) OR NOT ` + needsTrust + `)`
 
+// eligible is true when build c is claimable now by the worker (me) whose
+// live attempts leave it room.
+const eligible = `c.status = 'pending' AND c.run_after <= now() AND c.platform = ANY($3) AND (SELECT free FROM live)
+				AND ` + routable
+
+// claimSQL is the claim (see claim). Warm placement looks at most 100
+// builds behind the queue head: the builds of one priority that arrived
+// within WarmPlacementWait, in practice far fewer, so the claim costs the
+// same with a million builds queued as with ten. $1 worker, $2 instance, $3 its
+// platforms, $4 the new attempt, $5 lease TTL, $6 lease token hash, $7 OTP
+// hash, $8 OTP TTL, $9 the worker's concurrency, $10 WarmPlacementWait.
+const claimSQL = `
+	WITH live AS (
+		-- Nothing new while the worker is at capacity or has a job it
+		-- never acknowledged (that one is delivered again instead).
+		SELECT count(*) < $9 AND count(*) FILTER (WHERE status = 'assigned' AND worker_instance = $2) = 0 AS free
+		FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')
+	), me AS (
+		SELECT w.pool, w.vm_driver, COALESCE(p.trusted, false) AS trusted, COALESCE(p.allow_local, false) AS allow_local
+		FROM workers w LEFT JOIN pools p ON p.name = w.pool WHERE w.id = $1 AND NOT w.paused -- a paused worker drains
+	), head AS (
+		-- The build first come, first served takes, locked by another
+		-- claim or not: its priority is the one warm placement picks
+		-- within, and its wait says whether warm placement is over.
+		SELECT c.priority, c.run_after FROM builds c, me WHERE ` + eligible + `
+		ORDER BY c.priority, c.submitted_at, c.id LIMIT 1
+	), warm AS (
+		SELECT v.id FROM (
+			SELECT c.id, c.submitted_at, c.cache_keys FROM builds c, me, head
+			WHERE ` + eligible + ` AND c.priority = head.priority AND head.run_after > now() - $10::interval
+				AND EXISTS (SELECT 1 FROM worker_cache_keys WHERE worker_id = $1)
+			ORDER BY c.priority, c.submitted_at, c.id LIMIT 100 -- the look-ahead (builds_claim's order)
+		) v
+		WHERE EXISTS (SELECT 1 FROM worker_cache_keys k WHERE k.worker_id = $1 AND k.cache_key = ANY(v.cache_keys))
+		ORDER BY v.submitted_at, v.id LIMIT 1
+	), pick AS (
+		SELECT c.id FROM builds c, warm WHERE c.id = warm.id AND c.status = 'pending' AND c.run_after <= now()
+		FOR UPDATE OF c SKIP LOCKED
+	), fifo AS (
+		SELECT c.id FROM builds c, me WHERE ` + eligible + `
+		ORDER BY c.priority, c.submitted_at, c.id
+		LIMIT 1 FOR UPDATE OF c SKIP LOCKED
+	), next AS (
+		-- Evaluated lazily: fifo locks nothing when pick found a build.
+		SELECT id, true AS warm FROM pick UNION ALL SELECT id, false FROM fifo LIMIT 1
+	), b AS (
+		UPDATE builds SET status = 'assigned', worker_id = $1, attempt_id = $4, attempts = attempts + 1,
+			lease_expires_at = now() + $5::interval, phase = 'assigned', progress = NULL
+		FROM next WHERE builds.id = next.id
+		RETURNING builds.*, next.warm
+	), a AS (
+		INSERT INTO build_attempts (id, build_id, number, worker_id, worker_instance, status, lease_token_hash, otp_hash, otp_expires_at)
+		SELECT $4, b.id, (SELECT COALESCE(max(number), 0) + 1 FROM build_attempts WHERE build_id = b.id),
+			$1, $2, 'assigned', $6, $7, now() + $8::interval FROM b
+	)
+	SELECT ` + jobColumns + `, greatest(0, extract(epoch FROM clock_timestamp() - b.run_after))::float8, b.warm FROM b`
+
+// claim assigns the worker the next build: among the eligible builds of
+// the best priority, the oldest one needing a dependency cache the worker
+// holds (worker_cache_keys ∩ builds.cache_keys), else the oldest. Warm
+// placement yields to first come, first served once the queue head has been
+// claimable for WarmPlacementWait. Both picks lock with SKIP LOCKED, and
+// the first-come pick runs only when the warm one found nothing, so each
+// build is assigned once and one statement still does the claim.
 func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, time.Duration, error) {
 	lease, leaseHash := newSecret(prefixLeaseToken)
 	otp, otpHash := newSecret(prefixOTP)
 	j := &api.Job{AttemptID: NewID(), LeaseToken: lease, OTP: otp}
 	var waited float64 // seconds the build was claimable before this claim
-	err := scanJob(t.QueryRow(ctx, `
-		WITH live AS (
-			-- Nothing new while the worker is at capacity or has a job it
-			-- never acknowledged (that one is delivered again instead).
-			SELECT count(*) < $9 AND count(*) FILTER (WHERE status = 'assigned' AND worker_instance = $2) = 0 AS free
-			FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')
-		), me AS (
-			SELECT w.pool, w.vm_driver, COALESCE(p.trusted, false) AS trusted, COALESCE(p.allow_local, false) AS allow_local
-			FROM workers w LEFT JOIN pools p ON p.name = w.pool WHERE w.id = $1 AND NOT w.paused -- a paused worker drains
-		), next AS (
-			SELECT c.id FROM builds c, me
-			WHERE c.status = 'pending' AND c.run_after <= now() AND c.platform = ANY($3) AND (SELECT free FROM live)
-				AND `+routable+`
-			ORDER BY c.priority, c.submitted_at, c.id
-			LIMIT 1 FOR UPDATE OF c SKIP LOCKED
-		), b AS (
-			UPDATE builds SET status = 'assigned', worker_id = $1, attempt_id = $4, attempts = attempts + 1,
-				lease_expires_at = now() + $5::interval, phase = 'assigned', progress = NULL
-			FROM next WHERE builds.id = next.id
-			RETURNING builds.*
-		), a AS (
-			INSERT INTO build_attempts (id, build_id, number, worker_id, worker_instance, status, lease_token_hash, otp_hash, otp_expires_at)
-			SELECT $4, b.id, (SELECT COALESCE(max(number), 0) + 1 FROM build_attempts WHERE build_id = b.id),
-				$1, $2, 'assigned', $6, $7, now() + $8::interval FROM b
-		)
-		SELECT `+jobColumns+`, greatest(0, extract(epoch FROM clock_timestamp() - b.run_after))::float8 FROM b`,
-		w.WorkerID, w.InstanceID, w.Platforms(), j.AttemptID, t.cfg.LeaseTTL, leaseHash, otpHash, t.cfg.OTPTTL, w.MaxConcurrent()), j, &waited)
+	var warm bool
+	err := scanJob(t.QueryRow(ctx, claimSQL,
+		w.WorkerID, w.InstanceID, w.Platforms(), j.AttemptID, t.cfg.LeaseTTL, leaseHash, otpHash, t.cfg.OTPTTL, w.MaxConcurrent(),
+		t.cfg.WarmPlacementWait), j, &waited, &warm)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, nil
 	}
@@ -311,7 +352,7 @@ func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, time.Duration,
 		return nil, 0, fmt.Errorf("claim build: %w", err)
 	}
 	t.emit(Change{Kind: "build", ID: j.ID, Status: string(api.StatusAssigned), Platform: j.Platform,
-		Detail: map[string]any{"worker_id": w.WorkerID, "attempt_id": j.AttemptID}})
+		Detail: map[string]any{"worker_id": w.WorkerID, "attempt_id": j.AttemptID, "warm": warm}})
 	return j, time.Duration(waited * float64(time.Second)), nil
 }
 

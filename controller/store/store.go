@@ -58,6 +58,12 @@ type Config struct {
 	// artifacts, its source (what a retry copies) and its log; 0 keeps
 	// them forever.
 	RetainArtifacts, RetainSources, RetainLogs time.Duration
+	// WarmPlacementWait bounds cache-aware placement: a polling worker
+	// prefers a build of the queue head's priority whose dependency caches
+	// it holds, unless the head has been claimable for longer than this
+	// (then the claim is first come, first served), so no build waits much
+	// more than this behind warm ones.
+	WarmPlacementWait time.Duration
 }
 
 // DefaultConfig returns the production timings of docs/design.md.
@@ -82,6 +88,8 @@ func DefaultConfig() Config {
 		RetainArtifacts: 30 * 24 * time.Hour,
 		RetainSources:   7 * 24 * time.Hour,
 		RetainLogs:      90 * 24 * time.Hour,
+
+		WarmPlacementWait: 30 * time.Second,
 	}
 }
 
