@@ -72,7 +72,7 @@ yes APK | head -n 1000 > "$FREEAGENT_ARTIFACTS_DIR/app-release.apk"
 	if names["app-release.apk"] != 4000 || names["uid.txt"] != int64(len(strconv.Itoa(u.uid))+1) {
 		t.Fatalf("artifacts: %+v", done.Artifacts)
 	}
-	if left := processesOf(t, u.uid); len(left) != 0 {
+	if left := survivorsOf(t, u.uid); len(left) != 0 {
 		t.Fatalf("processes of the build user left after the build: %v", left)
 	}
 	// The work directory goes, also what the build user made 0755.
@@ -113,7 +113,7 @@ wait
 	if code := vm.exitCode(t, time.Minute); code != 1 {
 		t.Fatalf("exit code %d", code)
 	}
-	if left := processesOf(t, u.uid); len(left) != 0 {
+	if left := survivorsOf(t, u.uid); len(left) != 0 {
 		t.Fatalf("processes of the build user left after the build was stopped: %v\n%s", left, c.log(j.sub.ID))
 	}
 }

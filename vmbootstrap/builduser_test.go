@@ -76,6 +76,21 @@ func sharedTempDir(t *testing.T) string {
 
 // processesOf lists the pids of uid's live processes (from /proc; zombies,
 // dead and waiting for a reaper, are not).
+// survivorsOf is processesOf once the processes a SIGKILL has been sent to
+// have had time to die: kill(2) only queues the signal, and on a loaded
+// machine a killed process may still be running when it returns.
+func survivorsOf(t *testing.T, uid int) []int {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		left := processesOf(t, uid)
+		if len(left) == 0 || time.Now().After(deadline) {
+			return left
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func processesOf(t *testing.T, uid int) []int {
 	t.Helper()
 	entries, err := os.ReadDir("/proc")
@@ -199,7 +214,7 @@ func TestStepAsBuildUserCancel(t *testing.T) {
 	if err := <-errc; err == nil || !strings.Contains(err.Error(), "stopped") {
 		t.Fatalf("run: %v\n%s", err, out)
 	}
-	if left := processesOf(t, u.uid); len(left) != 0 {
+	if left := survivorsOf(t, u.uid); len(left) != 0 {
 		t.Fatalf("processes of the build user left after the step was stopped: %v\n%s", left, out)
 	}
 }
