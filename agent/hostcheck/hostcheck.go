@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/agent"
+	"github.com/freeagent-build/freeagent/agent/hostsignals"
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -278,7 +279,7 @@ func VMLimit(ctx context.Context, d *tart.Driver) Result {
 // Disk checks the free space where builds are stored.
 func Disk(dir string, minFree uint64) Result {
 	r := Result{ID: IDDisk}
-	free, err := freeBytes(dir)
+	free, err := hostsignals.FreeBytes(dir)
 	if err != nil {
 		r.Severity, r.Message, r.Fix = Warn, fmt.Sprintf("cannot read free space of %s: %v", dir, err), "check that the data folder exists"
 		return r
