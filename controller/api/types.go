@@ -527,6 +527,14 @@ type WorkerPauseReport struct {
 	HostReason  string `json:"host_reason"`
 }
 
+// WorkerPauseResponse answers a WorkerPauseReport: the worker as admins
+// see it, and the token to use next (a paused worker does not poll, so
+// this is where its token is renewed).
+type WorkerPauseResponse struct {
+	Worker Worker `json:"worker"`
+	TokenGrant
+}
+
 // MaxHostPauseReason bounds WorkerPauseReport.HostReason, in bytes.
 const MaxHostPauseReason = 200
 

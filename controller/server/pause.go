@@ -46,5 +46,5 @@ func (s *Server) reportPause(w http.ResponseWriter, r *http.Request, wa store.Wo
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wk)
+	writeJSON(w, http.StatusOK, api.WorkerPauseResponse{Worker: wk, TokenGrant: wa.Grant})
 }
