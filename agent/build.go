@@ -39,7 +39,7 @@ type build struct {
 	phase    string
 	progress int
 	started  time.Time
-	ranVM    bool // its VM started (and so held one of the host's VM slots)
+	ranVM    bool                    // its VM started (and so held one of the host's VM slots)
 	stop     context.CancelCauseFunc // stops the build (StopBuilds); nil until it runs
 }
 

@@ -34,8 +34,8 @@ type Status struct {
 	// HostPause (why the owner's rules hold builds back: "on battery").
 	OwnerPaused bool
 	HostPause   string
-	WorkerID string
-	Builds   []BuildStatus
+	WorkerID    string
+	Builds      []BuildStatus
 }
 
 // BuildStatus is one running build.
