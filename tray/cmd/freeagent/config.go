@@ -75,9 +75,9 @@ type Config struct {
 	Schedule          string
 	HostCheck         time.Duration
 	OpenCommand       string
-	Solo          bool
-	SoloListen    string
-	SoloVMNetwork string
+	Solo              bool
+	SoloListen        string
+	SoloVMNetwork     string
 	// Insecure allows a plain http:// controller on another machine
 	// (--insecure, FREEAGENT_INSECURE=1); refused otherwise.
 	Insecure bool
