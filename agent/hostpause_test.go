@@ -192,4 +192,3 @@ func TestHostRulesHoldBuildsBack(t *testing.T) {
 		t.Fatal(err)
 	}
 }
-
