@@ -76,11 +76,11 @@ func (r Rules) Reasons(s Signals, now time.Time) []string {
 	if s.FreeDiskBytes != nil && *s.FreeDiskBytes < r.MinFreeBytes {
 		out = append(out, fmt.Sprintf("disk below %s (%s free)", gb(r.MinFreeBytes), gb(*s.FreeDiskBytes)))
 	}
-	if !r.Schedule.Open(now) {
-		out = append(out, "outside schedule "+r.Schedule.Next(now))
-	}
 	if m := r.idleMinutes(s); m > 0 && s.IdleSeconds != nil && *s.IdleSeconds < int64(m)*60 {
 		out = append(out, "you are using this Mac")
+	}
+	if !r.Schedule.Open(now) {
+		out = append(out, "outside schedule "+r.Schedule.Next(now))
 	}
 	return out
 }
