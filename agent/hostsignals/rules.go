@@ -3,6 +3,8 @@ package hostsignals
 import (
 	"context"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -141,4 +143,32 @@ func (g *Gate) PauseReason(ctx context.Context) string {
 		return ""
 	}
 	return v.Reasons[0]
+}
+
+// ParseIdleMinutes reads the idle rule as agent.conf and Preferences write
+// it: a whole number of minutes (0: off), or "auto" or "" (IdleAuto).
+func ParseIdleMinutes(s string) (int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" || s == "auto" {
+		return IdleAuto, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 || n > 24*60 {
+		return 0, fmt.Errorf("idle minutes %q: want a whole number of minutes from 0 (off) to 1440, or auto", s)
+	}
+	return n, nil
+}
+
+// ParseThermalLimit reads the thermal rule: serious, critical, or off
+// ("", never pause for heat). Empty is the default, serious.
+func ParseThermalLimit(s string) (Thermal, error) {
+	switch t := Thermal(strings.TrimSpace(s)); t {
+	case "", ThermalSerious:
+		return ThermalSerious, nil
+	case ThermalCritical:
+		return t, nil
+	case "off":
+		return "", nil
+	}
+	return "", fmt.Errorf("thermal limit %q: use serious, critical or off", s)
 }

@@ -326,25 +326,17 @@ func soloURL(listen string) string {
 // hostRules are the owner's conditions for taking builds.
 func (c *Config) hostRules() (hostsignals.Rules, error) {
 	r := hostsignals.Rules{NoBuildsOnBattery: !c.BuildOnBattery, MinBatteryPercent: c.MinBatteryPercent,
-		MinFreeBytes: uint64(c.MinFreeGB) << 30, IdleMinutes: hostsignals.IdleAuto}
+		MinFreeBytes: uint64(c.MinFreeGB) << 30}
 	if c.MinBatteryPercent > 100 {
 		return r, fmt.Errorf("--min-battery-percent %d: want 0 to 100", c.MinBatteryPercent)
 	}
-	if v := strings.TrimSpace(c.IdleMinutes); v != "" && v != "auto" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			return r, fmt.Errorf("--idle-minutes %q: want a whole number of minutes ≥ 0, or auto", c.IdleMinutes)
-		}
-		r.IdleMinutes = n
-	}
-	switch t := hostsignals.Thermal(strings.TrimSpace(c.PauseThermal)); t {
-	case hostsignals.ThermalSerious, hostsignals.ThermalCritical:
-		r.PauseThermal = t
-	case "off":
-	default:
-		return r, fmt.Errorf("--pause-thermal %q: use serious, critical or off", c.PauseThermal)
-	}
 	var err error
+	if r.IdleMinutes, err = hostsignals.ParseIdleMinutes(c.IdleMinutes); err != nil {
+		return r, fmt.Errorf("--idle-minutes: %w", err)
+	}
+	if r.PauseThermal, err = hostsignals.ParseThermalLimit(c.PauseThermal); err != nil {
+		return r, fmt.Errorf("--pause-thermal: %w", err)
+	}
 	if r.Schedule, err = hostsignals.ParseSchedule(c.Schedule); err != nil {
 		return r, fmt.Errorf("--schedule: %w", err)
 	}

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/agent/hostcheck"
+	"github.com/freeagent-build/freeagent/agent/hostsignals"
 	"github.com/freeagent-build/freeagent/controller/api"
 )
 
@@ -113,5 +116,34 @@ func TestDoctorShowsWhyBuildsWait(t *testing.T) {
 	if code := run([]string{"doctor", "--data-dir", t.TempDir(), "--controller-url", url, "--vm-driver", "local", "--min-free-gb", "0"},
 		strings.NewReader(""), &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "✓ host_rules  builds may start (on mains power, last input 1h0m0s ago)") {
 		t.Fatalf("doctor, nothing holding builds back: %d\n%s", code, stdout.String())
+	}
+}
+
+// The rules Preferences writes to agent.conf are the worker's rules; a
+// bad one stops the worker with the setting named.
+func TestRulesFromAgentConf(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "agent.conf"), []byte("schedule = Mon-Fri 22:00-07:00\nidle-minutes = 15\npause-thermal = critical\n"+
+		"build-on-battery = true\nmin-battery-percent = 40\nmin-free-gb = 20\n"), 0o600)
+	cfg, err := loadConfig("doctor", []string{"--data-dir", dir}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := cfg.hostRules()
+	if err != nil || r.NoBuildsOnBattery || r.MinBatteryPercent != 40 || r.IdleMinutes != 15 || r.PauseThermal != hostsignals.ThermalCritical ||
+		r.MinFreeBytes != 20<<30 || r.Schedule.String() != "Mon-Fri 22:00-07:00" {
+		t.Fatalf("rules %+v, %v", r, err)
+	}
+	defaults, err := loadConfig("doctor", []string{"--data-dir", t.TempDir()}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r, err := defaults.hostRules(); err != nil || !r.NoBuildsOnBattery || r.IdleMinutes != hostsignals.IdleAuto || r.PauseThermal != hostsignals.ThermalSerious ||
+		!r.Schedule.IsZero() || r.MinFreeBytes != hostcheck.DefaultMinFree {
+		t.Fatalf("default rules %+v, %v", r, err)
+	}
+	os.WriteFile(filepath.Join(dir, "agent.conf"), []byte("schedule = weekdays\n"), 0o600)
+	if _, err := loadConfig("doctor", []string{"--data-dir", dir}, io.Discard); err == nil || !strings.Contains(err.Error(), "--schedule") {
+		t.Fatalf("a bad schedule: %v", err)
 	}
 }
