@@ -26,11 +26,11 @@ type Process struct {
 // priority, and supervises it.
 func StartProcess(cmd *exec.Cmd) (*Process, error) {
 	setProcessGroup(cmd)
+	backgroundPriority(cmd)
 	cmd.WaitDelay = time.Second // children that inherit our pipes must not hang Wait
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	backgroundPriority(cmd)
 	p := &Process{cmd: cmd, exited: make(chan struct{})}
 	go func() {
 		p.err = cmd.Wait()

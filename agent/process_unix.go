@@ -4,14 +4,13 @@ package agent
 
 import (
 	"os/exec"
+	"strconv"
 	"syscall"
-
-	"golang.org/x/sys/unix"
 )
 
-// BackgroundNice is the niceness of the environments the agent starts
-// (`tart run`, the local driver's build), and so of everything they start:
-// the Mac's owner's apps come first. (A Tart VM's vCPUs run in macOS's
+// BackgroundNice is how much nicer than the agent the environments it
+// starts run (`tart run`, the local driver's build), and everything they
+// start: the Mac's owner's apps come first. (A Tart VM's vCPUs run in macOS's
 // Virtualization service, bounded by the VM's CPU and memory settings.)
 const BackgroundNice = 10
 
@@ -28,12 +27,19 @@ func signalGroup(cmd *exec.Cmd, sig syscall.Signal) {
 	}
 }
 
-// backgroundPriority lowers a started process to BackgroundNice. Its
-// children inherit it; it runs before the environment has started any
-// worth mentioning. Failing leaves the normal priority, which is no reason
-// to fail a build.
+// backgroundPriority makes cmd start through nice(1), so it and all it
+// starts run BackgroundNice lower than the agent from their first
+// instruction (raising a started process's niceness would race with the
+// children it forks at once). Without nice(1) it starts as it is: a build
+// at normal priority is no reason to fail it.
 func backgroundPriority(cmd *exec.Cmd) {
-	if cmd.Process != nil {
-		unix.Setpriority(unix.PRIO_PROCESS, cmd.Process.Pid, BackgroundNice) //nolint:errcheck // see above
+	if cmd.Err != nil || cmd.Path == "" {
+		return
 	}
+	nice, err := exec.LookPath("nice")
+	if err != nil {
+		return
+	}
+	cmd.Args = append([]string{nice, "-n", strconv.Itoa(BackgroundNice), cmd.Path}, cmd.Args[1:]...)
+	cmd.Path = nice
 }
