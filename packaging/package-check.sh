@@ -40,12 +40,12 @@ for arch in arm64 amd64; do
 	"$mkapp" assemble --out "$out/$arch" --version "$version" \
 		--freeagent "$out/$arch/bin/freeagent" --freeagent-vm "$out/arm64/bin/freeagent-vm"
 	app=$out/$arch/FreeAgent.app
-	go tool quill sign --quiet --ad-hoc --identity build.freeagent.FreeAgent \
+	go tool -modfile=packaging/quill.mod quill sign --quiet --ad-hoc --identity build.freeagent.FreeAgent \
 		--entitlements packaging/FreeAgent.entitlements "$app/Contents/MacOS/freeagent"
-	go tool quill sign --quiet --ad-hoc --identity build.freeagent.freeagent-vm \
+	go tool -modfile=packaging/quill.mod quill sign --quiet --ad-hoc --identity build.freeagent.freeagent-vm \
 		"$app/Contents/Resources/freeagent-vm"
 	"$mkapp" validate --arch "$arch" --signed --entitlements packaging/FreeAgent.entitlements "$app"
-	desc=$(go tool quill describe "$app/Contents/MacOS/freeagent")
+	desc=$(go tool -modfile=packaging/quill.mod quill describe "$app/Contents/MacOS/freeagent")
 	for want in build.freeagent.FreeAgent com.apple.security.network.client; do
 		if ! grep -q "$want" <<<"$desc"; then
 			echo "quill describe: the signature of $app/Contents/MacOS/freeagent lacks $want:" >&2

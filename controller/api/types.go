@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// Header names of the five credentials (DESIGN.md, "Credentials").
+// Header names of the five credentials (docs/design.md, "Credentials").
 const (
 	HeaderAPIKey         = "X-API-Key"
 	HeaderWorkerToken    = "X-Worker-Token"
@@ -577,7 +577,7 @@ type ControllerList struct {
 	Controllers []Controller `json:"controllers"`
 }
 
-// Webhook request headers (DESIGN.md, Operations). The signature is
+// Webhook request headers (docs/design.md, "Operations and audit"). The signature is
 // "sha256=" + hex HMAC-SHA256(secret, timestamp + "." + body).
 const (
 	HeaderWebhookEvent     = "X-FreeAgent-Event"

@@ -54,7 +54,7 @@ func registerWorkers(ctx context.Context, c *api.Client, prefix string, n int) (
 	return ws, errors.Join(errs...)
 }
 
-// take keeps the grant with the latest expiry (DESIGN.md: answers may
+// take keeps the grant with the latest expiry (docs/design.md: answers may
 // arrive out of order; never move back to an older token).
 func (w *simWorker) take(g api.TokenGrant) {
 	if g.AccessToken != "" && !g.TokenExpiresAt.Before(w.exp) {

@@ -394,10 +394,14 @@ func (c *Controller) Shutdown(ctx context.Context) error {
 	return err
 }
 
+// closeResources stops the background loops and waits for them before it
+// closes what they use: on New's failure path too, where a loop started
+// before the failure may still be in a query.
 func (c *Controller) closeResources() {
 	if c.cancel != nil {
 		c.cancel()
 	}
+	c.wg.Wait()
 	if c.store != nil {
 		c.store.Close()
 	}

@@ -2,7 +2,7 @@ package server_test
 
 // Bad input: every request here is wrong in one way (credentials, JSON,
 // multipart, sizes, names, ids, offsets, methods). Each case asserts the exact
-// status and error code of DESIGN.md's HTTP contract, and that the request
+// status and error code of docs/design.md's HTTP contract, and that the request
 // changed nothing and left nothing behind: no rows, no files, no temporary
 // files, no consumed credentials.
 

@@ -1,9 +1,10 @@
 // Package server is the controller's HTTP API: the worker protocol, the
-// developers' build endpoints and the VM endpoints of DESIGN.md.
+// developers' build endpoints and the VM endpoints of docs/design.md.
 package server
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -288,6 +289,15 @@ func (r *statusRecorder) WriteHeader(code int) {
 func (r *statusRecorder) Write(b []byte) (int, error) {
 	r.wrote = true
 	return r.ResponseWriter.Write(b)
+}
+
+// ReadFrom hands a body copied from a reader (http.ServeContent's stored
+// file) to the connection's own ReadFrom, so a download goes from the page
+// cache to the socket by sendfile, as it would unwrapped, instead of
+// through two user-space copies.
+func (r *statusRecorder) ReadFrom(src io.Reader) (int64, error) {
+	r.wrote = true
+	return io.Copy(r.ResponseWriter, src)
 }
 
 // Unwrap lets http.ResponseController reach Flush and deadlines.

@@ -60,7 +60,7 @@ type Config struct {
 	RetainArtifacts, RetainSources, RetainLogs time.Duration
 }
 
-// DefaultConfig returns the production timings of DESIGN.md.
+// DefaultConfig returns the production timings of docs/design.md.
 func DefaultConfig() Config {
 	return Config{
 		LeaseTTL:           90 * time.Second,
