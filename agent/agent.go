@@ -50,6 +50,12 @@ type Config struct {
 	OnWorkerID func(string)
 	// Awake keeps the host awake while builds run (power.ForHost); nil: nothing.
 	Awake Awake
+	// Host says, from the owner's rules, whether the host may take a build
+	// now (hostsignals.Gate); nil: always. It is asked every
+	// HostCheckInterval (at most 5 s, so a cleared condition resumes the
+	// worker within 10 s).
+	Host              HostGate
+	HostCheckInterval time.Duration
 }
 
 // Agent is one worker process.
@@ -70,8 +76,11 @@ type Agent struct {
 	drainOnce   sync.Once
 	cancelBuild chan struct{} // closed by CancelBuilds
 	cancelOnce  sync.Once
-	paused      bool
-	pollCancel  context.CancelFunc // ends the poll in flight (SetPaused)
+	paused      bool               // the owner's pause (SetPaused)
+	hostPause   string             // why the host's rules hold builds back; "" when they do not
+	pauseSent   chan struct{}      // wakes the pause reporter (reportPauses)
+	pauseGen    int                // counts pause changes and registrations (pauseChanged)
+	pollCancel  context.CancelFunc // ends the poll in flight (SetPaused, a host pause)
 	status      Status
 	awakeMu     sync.Mutex // orders the calls to cfg.Awake (reportBusy)
 	// After the host refused a VM (CodeVMLimit), no build is taken until
@@ -98,7 +107,8 @@ func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
 		cfg.Name, _ = os.Hostname()
 	}
 	defaults := map[*time.Duration]time.Duration{&cfg.PollWait: 25 * time.Second, &cfg.BootTimeout: 5 * time.Minute,
-		&cfg.BackoffMin: 5 * time.Second, &cfg.BackoffMax: 2 * time.Minute, &cfg.FileWatchInterval: 100 * time.Millisecond}
+		&cfg.BackoffMin: 5 * time.Second, &cfg.BackoffMax: 2 * time.Minute, &cfg.FileWatchInterval: 100 * time.Millisecond,
+		&cfg.HostCheckInterval: 5 * time.Second}
 	for p, d := range defaults {
 		if *p <= 0 {
 			*p = d
@@ -116,6 +126,7 @@ func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
 		heartbeat:   30 * time.Second,
 		running:     map[string]*build{},
 		slotFreed:   make(chan struct{}, 1),
+		pauseSent:   make(chan struct{}, 1),
 		draining:    make(chan struct{}),
 		cancelBuild: make(chan struct{}),
 		status:      Status{State: StateConnecting},
@@ -153,6 +164,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	stopWatch := a.watchHost(ctx)
+	defer stopWatch()
 	backoff := newBackoff(a.cfg.BackoffMin, a.cfg.BackoffMax)
 	for {
 		if a.isDraining() || ctx.Err() != nil {
@@ -202,6 +215,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	stopWatch()
 	a.unregister()
 	return ctx.Err()
 }
@@ -271,6 +285,7 @@ func (a *Agent) register(ctx context.Context) error {
 				a.cfg.OnWorkerID(resp.ID)
 			}
 			a.log.WithFields(logrus.Fields{"worker": resp.ID, "status": resp.Status}).Info("registered with the controller")
+			a.pauseChanged() // a new instance starts unpaused on the controller: say how it stands
 			a.setOnline()
 			return nil
 		}
@@ -305,11 +320,14 @@ func (a *Agent) unregister() {
 	a.setState(StateStopped, "")
 }
 
+// isPaused: the owner or the host's rules hold new builds back.
 func (a *Agent) isPaused() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.paused
+	return a.pausedLocked()
 }
+
+func (a *Agent) pausedLocked() bool { return a.paused || a.hostPause != "" }
 
 func (a *Agent) isDraining() bool {
 	select {
@@ -327,7 +345,7 @@ func (a *Agent) waitForSlot(ctx context.Context) bool {
 	for {
 		a.mu.Lock()
 		hostFull := time.Until(a.hostFullUntil)
-		free := len(a.running) < a.cfg.MaxBuilds && !a.paused && hostFull <= 0
+		free := len(a.running) < a.cfg.MaxBuilds && !a.pausedLocked() && hostFull <= 0
 		a.mu.Unlock()
 		if free {
 			return true

@@ -43,17 +43,24 @@ func (d heldDriver) Start(ctx context.Context, name, dir string, res agent.Resou
 	return nil, &agent.StartError{Code: "vm_start_failed", Err: errors.New("released by the test")}
 }
 
-// TestHostKeptAwakeWhileBuilding: the agent takes the power assertion (a
-// stand-in caffeinate, driven by the production power.Caffeinate) when a
-// build starts and releases it when the build ends.
-func TestHostKeptAwakeWhileBuilding(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+// inProcess is a controller on real Postgres for agents run in-process,
+// with a key of each role.
+type inProcess struct {
+	url                         string
+	devKey, workerKey, adminKey string
+	log                         *logrus.Logger // discards
+}
+
+func startController(t *testing.T) inProcess {
+	t.Helper()
+	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
 	quiet := logrus.New()
 	quiet.SetOutput(io.Discard)
+	limits := server.DefaultLimits()
+	limits.PollBackstop = 200 * time.Millisecond
 	c, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DatabaseURL: dsn,
-		ReaperInterval: time.Second, Store: store.DefaultConfig(), Limits: server.DefaultLimits()}, quiet)
+		ReaperInterval: time.Second, Store: store.DefaultConfig(), Limits: limits}, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,15 +69,28 @@ func TestHostKeptAwakeWhileBuilding(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, devKey, _ := st.CreateKey(ctx, "dev", "developer")
-	_, workerKey, _ := st.CreateKey(ctx, "mac", "worker")
-	st.Close()
+	defer st.Close()
+	p := inProcess{url: c.URL, log: quiet}
+	_, p.devKey, _ = st.CreateKey(ctx, "dev", "developer")
+	_, p.workerKey, _ = st.CreateKey(ctx, "mac", "worker")
+	_, p.adminKey, _ = st.CreateKey(ctx, "admin", "admin")
+	return p
+}
+
+// TestHostKeptAwakeWhileBuilding: the agent takes the power assertion (a
+// stand-in caffeinate, driven by the production power.Caffeinate) when a
+// build starts and releases it when the build ends.
+func TestHostKeptAwakeWhileBuilding(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := startController(t)
+	quiet, devKey, workerKey := c.log, c.devKey, c.workerKey
 
 	caffeinate, log := powertest.StandIn(t)
 	awake := &power.Caffeinate{Path: caffeinate, PID: os.Getpid()}
 	t.Cleanup(func() { awake.SetBusy(false) })
 	d := heldDriver{started: make(chan string, 1), release: make(chan struct{})}
-	a, err := agent.New(agent.Config{ControllerURL: c.URL, APIKey: workerKey, WorkDir: t.TempDir(),
+	a, err := agent.New(agent.Config{ControllerURL: c.url, APIKey: workerKey, WorkDir: t.TempDir(),
 		PollWait: time.Second, Awake: awake}, d, quiet)
 	if err != nil {
 		t.Fatal(err)
@@ -78,7 +98,7 @@ func TestHostKeptAwakeWhileBuilding(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 
-	dev := &api.Client{BaseURL: c.URL, APIKey: devKey}
+	dev := &api.Client{BaseURL: c.url, APIKey: devKey}
 	resp, err := dev.Submit(ctx, api.SubmitRequest{Platform: "android", Source: bytes.NewReader(fixture(t, "true"))})
 	if err != nil {
 		t.Fatal(err)

@@ -39,7 +39,8 @@ type build struct {
 	phase    string
 	progress int
 	started  time.Time
-	ranVM    bool // its VM started (and so held one of the host's VM slots)
+	ranVM    bool                    // its VM started (and so held one of the host's VM slots)
+	stop     context.CancelCauseFunc // stops the build (StopBuilds); nil until it runs
 }
 
 // outcome is what the worker reports.
@@ -99,6 +100,9 @@ func (b *build) heartbeat(ctx context.Context) (api.HeartbeatResponse, error) {
 func (b *build) run(ctx context.Context) {
 	buildCtx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
+	b.mu.Lock()
+	b.stop = stop
+	b.mu.Unlock()
 	hbCtx, stopHeartbeats := context.WithCancel(ctx)
 	hbDone := make(chan struct{})
 	go func() {

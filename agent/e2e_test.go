@@ -242,7 +242,9 @@ func (f *farm) startAgent(extraEnv ...string) *agentProc {
 	cmd := exec.Command(f.agentBin, args...)
 	// Later entries win: extraEnv can override these.
 	cmd.Env = append(append(faketarttest.BaseEnv(), faketarttest.Env(f.tartHome, tartEnv...)...),
-		append([]string{"FREEAGENT_API_KEY=" + f.workerKey, "FREEAGENT_POLL_WAIT=2s"}, extraEnv...)...)
+		append([]string{"FREEAGENT_API_KEY=" + f.workerKey, "FREEAGENT_POLL_WAIT=2s",
+			// The host's disk floor holds builds back (issue 19); a CI disk may be small.
+			"FREEAGENT_MIN_FREE_GB=1"}, extraEnv...)...)
 	p := &agentProc{cmd: cmd, log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan error, 1), dir: dir}
 	cmd.Stdout, cmd.Stderr = syncWriter{p.mu, p.log}, syncWriter{p.mu, p.log}
 	if err := cmd.Start(); err != nil {

@@ -22,9 +22,11 @@ type Process struct {
 	Cleanup func(ctx context.Context) error
 }
 
-// StartProcess starts cmd in its own process group and supervises it.
+// StartProcess starts cmd in its own process group, at background
+// priority, and supervises it.
 func StartProcess(cmd *exec.Cmd) (*Process, error) {
 	setProcessGroup(cmd)
+	backgroundPriority(cmd)
 	cmd.WaitDelay = time.Second // children that inherit our pipes must not hang Wait
 	if err := cmd.Start(); err != nil {
 		return nil, err

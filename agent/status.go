@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"slices"
 	"time"
 )
@@ -27,10 +28,14 @@ const (
 
 // Status is a snapshot for the menu bar and diagnostics.
 type Status struct {
-	State    State
-	Reason   string // for offline / needs_attention: what is wrong and the fix
-	WorkerID string
-	Builds   []BuildStatus
+	State  State
+	Reason string // for offline / needs_attention: what is wrong and the fix
+	// When paused: OwnerPaused (the owner's choice in the menu bar) and
+	// HostPause (why the owner's rules hold builds back: "on battery").
+	OwnerPaused bool
+	HostPause   string
+	WorkerID    string
+	Builds      []BuildStatus
 }
 
 // BuildStatus is one running build.
@@ -48,6 +53,7 @@ func (a *Agent) Status() Status {
 	defer a.mu.Unlock()
 	s := a.status
 	s.WorkerID = a.workerID
+	s.OwnerPaused, s.HostPause = a.paused, a.hostPause
 	s.Builds = nil
 	for _, b := range a.running {
 		s.Builds = append(s.Builds, b.snapshot())
@@ -70,6 +76,30 @@ func (a *Agent) SetPaused(p bool) {
 	default:
 	}
 	a.setOnline()
+	a.pauseChanged()
+}
+
+// StopBuilds hands the running builds back to the controller now, without
+// costing them an attempt, and goes on taking builds unless paused: the
+// owner's "Stop Builds Now" (the Mac is needed, and running builds would
+// otherwise finish first).
+func (a *Agent) StopBuilds() {
+	a.mu.Lock()
+	var stops []context.CancelCauseFunc
+	for _, b := range a.running {
+		b.mu.Lock()
+		if b.stop != nil {
+			stops = append(stops, b.stop)
+		}
+		b.mu.Unlock()
+	}
+	a.mu.Unlock()
+	if len(stops) > 0 {
+		a.log.WithField("builds", len(stops)).Warn("stopping the running builds at the owner's request and handing them back")
+	}
+	for _, stop := range stops {
+		stop(errHandedBack)
+	}
 }
 
 func (a *Agent) setState(s State, reason string) {
@@ -85,7 +115,7 @@ func (a *Agent) setOnline() {
 		a.setState(StateDraining, "")
 	default:
 		a.mu.Lock()
-		paused := a.paused
+		paused := a.pausedLocked()
 		a.mu.Unlock()
 		if paused {
 			a.setState(StatePaused, "")

@@ -100,9 +100,13 @@ if [ ! -s "$worker_key_file" ]; then
 fi
 
 # The worker: local driver, so a submitted build really runs here (Android;
-# iOS too on a Mac with Xcode).
+# iOS too on a Mac with Xcode). The person at the keyboard started it for
+# their own builds, so the polite-guest rules that wait for an idle Mac, for
+# mains power and for a VM's worth of free disk do not apply; the schedule,
+# heat and memory rules do (docs/polite-guest.md).
 FREEAGENT_API_KEY=$(cat "$worker_key_file") "$bin/freeagent" run --vm-driver local --controller-url "$url" \
-	--data-dir "$run_dir/agent" --bootstrap "$bin/freeagent-vm" --name "make-run-worker" >>"$agent_log" 2>&1 &
+	--data-dir "$run_dir/agent" --bootstrap "$bin/freeagent-vm" --name "make-run-worker" \
+	--idle-minutes 0 --build-on-battery --min-free-gb 2 >>"$agent_log" 2>&1 &
 agent_pid=$!
 printf '%s\n%s\ncontroller %s\nworker %s\n' "$$" "$url" "$controller_pid" "$agent_pid" >"$pid_file"
 

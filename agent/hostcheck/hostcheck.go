@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/agent"
+	"github.com/freeagent-build/freeagent/agent/hostsignals"
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -37,6 +38,7 @@ const (
 	IDVMLimit     = "vm_limit"
 	IDDisk        = "disk"
 	IDDHCPLease   = "dhcp_lease"
+	IDHostRules   = "host_rules"
 )
 
 // Result is one check's outcome.
@@ -66,6 +68,9 @@ type Config struct {
 	// machine (--insecure); otherwise such a URL fails the controller check.
 	Insecure bool
 
+	// Host applies the owner's rules for taking builds (nil: not checked).
+	Host *hostsignals.Gate
+
 	// InternetSharingPlist holds the DHCP lease time of Tart's VM network
 	// (checked with Tart); empty: the system's, InternetSharingPlist.
 	InternetSharingPlist string
@@ -90,7 +95,56 @@ func Run(ctx context.Context, cfg Config) []Result {
 		}
 		rs = append(rs, Softnet(ctx, cfg.Tart), DHCPLease(plistPath))
 	}
-	return append(rs, Disk(cfg.DataDir, cfg.MinFree))
+	rs = append(rs, Disk(cfg.DataDir, cfg.MinFree))
+	if cfg.Host != nil {
+		rs = append(rs, HostRules(ctx, cfg.Host))
+	}
+	return rs
+}
+
+// HostRules says whether the owner's rules let a build start now, and
+// what the host reads. Held back is a warning, not a failure: the worker
+// waits by itself and resumes when the condition clears.
+func HostRules(ctx context.Context, g *hostsignals.Gate) Result {
+	v := g.Check(ctx)
+	r := Result{ID: IDHostRules, Severity: OK, Message: "builds may start (" + describe(v.Signals) + ")"}
+	if len(v.Reasons) > 0 {
+		r.Severity = Warn
+		r.Message = "builds wait: " + strings.Join(v.Reasons, "; ") + " (" + describe(v.Signals) + ")"
+		r.Fix = "nothing to do: builds start by themselves when this clears; the rules are in Preferences… (agent.conf: build-on-battery, idle-minutes, pause-thermal, schedule, min-free-gb)"
+	}
+	if v.Err != nil {
+		r.Message += "; some readings failed and count as unknown: " + v.Err.Error()
+	}
+	return r
+}
+
+// describe is one line of host readings.
+func describe(s hostsignals.Signals) string {
+	var parts []string
+	switch {
+	case s.OnBattery && s.BatteryPercent != nil:
+		parts = append(parts, fmt.Sprintf("on battery at %d%%", *s.BatteryPercent))
+	case s.OnBattery:
+		parts = append(parts, "on battery")
+	default:
+		parts = append(parts, "on mains power")
+	}
+	if s.IdleSeconds != nil {
+		parts = append(parts, fmt.Sprintf("last input %s ago", (time.Duration(*s.IdleSeconds)*time.Second).String()))
+	} else {
+		parts = append(parts, "idle time unknown")
+	}
+	if s.Thermal != "" {
+		parts = append(parts, "thermal "+string(s.Thermal))
+	}
+	if s.MemoryPressure != "" {
+		parts = append(parts, "memory pressure "+s.MemoryPressure)
+	}
+	if s.FreeDiskBytes != nil {
+		parts = append(parts, gb(*s.FreeDiskBytes)+" free")
+	}
+	return strings.Join(parts, ", ")
 }
 
 // Failed returns the results that are not OK and fail.
@@ -278,7 +332,7 @@ func VMLimit(ctx context.Context, d *tart.Driver) Result {
 // Disk checks the free space where builds are stored.
 func Disk(dir string, minFree uint64) Result {
 	r := Result{ID: IDDisk}
-	free, err := freeBytes(dir)
+	free, err := hostsignals.FreeBytes(dir)
 	if err != nil {
 		r.Severity, r.Message, r.Fix = Warn, fmt.Sprintf("cannot read free space of %s: %v", dir, err), "check that the data folder exists"
 		return r

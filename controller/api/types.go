@@ -482,7 +482,65 @@ type Worker struct {
 	// what window); POST /api/workers/{id}/acknowledge clears it.
 	NeedsAttention  bool   `json:"needs_attention"`
 	AttentionReason string `json:"attention_reason,omitempty"`
+	// OwnerPaused: the Mac's owner untied "Accept Builds" in the menu bar.
+	// HostPauseReason: the owner's rules hold builds back now ("on
+	// battery", "you are using this Mac"; see docs/polite-guest.md). The
+	// worker reports both (PUT /api/workers/pause). Paused is the admin's.
+	// The three are separate: none clears another.
+	OwnerPaused     bool   `json:"owner_paused"`
+	HostPauseReason string `json:"host_pause_reason,omitempty"`
+	// PauseKind and PauseReason sum the three up for people: the first of
+	// admin, owner and host that holds the worker, and why; empty when it
+	// takes builds.
+	PauseKind   string `json:"pause_kind,omitempty"`
+	PauseReason string `json:"pause_reason,omitempty"`
 }
+
+// Pause kinds (Worker.PauseKind).
+const (
+	PauseAdmin = "admin"
+	PauseOwner = "owner"
+	PauseHost  = "host"
+)
+
+// Summarize fills PauseKind and PauseReason from the three pauses.
+func (w *Worker) Summarize() {
+	switch {
+	case w.Paused:
+		w.PauseKind, w.PauseReason = PauseAdmin, "paused by an admin"
+	case w.OwnerPaused:
+		w.PauseKind, w.PauseReason = PauseOwner, "paused by the Mac's owner"
+	case w.HostPauseReason != "":
+		w.PauseKind, w.PauseReason = PauseHost, w.HostPauseReason
+	default:
+		w.PauseKind, w.PauseReason = "", ""
+	}
+}
+
+// WorkerPauseReport is what a worker says of its own pauses
+// (PUT /api/workers/pause, worker token): whether its owner paused it, and
+// why the host holds builds back ("" when it does not). A paused worker
+// does not poll, so it repeats the report at least every
+// WorkerPauseReportEvery to stay online.
+type WorkerPauseReport struct {
+	OwnerPaused bool   `json:"owner_paused"`
+	HostReason  string `json:"host_reason"`
+}
+
+// WorkerPauseResponse answers a WorkerPauseReport: the worker as admins
+// see it, and the token to use next (a paused worker does not poll, so
+// this is where its token is renewed).
+type WorkerPauseResponse struct {
+	Worker Worker `json:"worker"`
+	TokenGrant
+}
+
+// MaxHostPauseReason bounds WorkerPauseReport.HostReason, in bytes.
+const MaxHostPauseReason = 200
+
+// WorkerPauseReportEvery is how often a paused worker repeats its report:
+// well inside the controller's offline threshold (5 minutes).
+const WorkerPauseReportEvery = time.Minute
 
 // WorkerCache is what a worker reports of its dependency caches
 // (PUT /api/workers/cache, worker token): the keys it holds, newest first

@@ -766,3 +766,31 @@ func TestBuildPageShowsSpec(t *testing.T) {
 		t.Errorf("a build without a spec shows a Build section")
 	}
 }
+
+// A worker's own pauses (its owner's, its host's) show on the workers page
+// beside the admin's, and the queue says which host holds a build back.
+func TestHostPauseOnWorkersAndQueuePages(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	ctx := context.Background()
+	b := f.browser()
+	b.mustLogin(f.adminKey)
+	w := f.register("kitchen-laptop", api.Capabilities{Platforms: []string{"android"}})
+	f.submit(api.PlatformAndroid)
+	if _, err := f.worker.ReportPause(ctx, w.token, api.WorkerPauseReport{HostReason: "you are using this Mac"}); err != nil {
+		t.Fatal(err)
+	}
+	wantContains(t, b.get("/workers"), `waiting: you are using this Mac`, `action="/workers/`+w.id+`/pause"`)
+	wantContains(t, b.get("/queue"), `Every android worker is paused. Its host holds builds back until this clears (kitchen-laptop: you are using this Mac).`)
+	if _, err := f.worker.ReportPause(ctx, w.token, api.WorkerPauseReport{OwnerPaused: true}); err != nil {
+		t.Fatal(err)
+	}
+	wp := b.get("/workers")
+	wantContains(t, wp, `paused by its owner`)
+	if strings.Contains(wp.body, "waiting: ") {
+		t.Errorf("the host's pause was cleared, yet shown:\n%s", wp.body)
+	}
+	if q := b.get("/queue"); !strings.Contains(q.body, "Every android worker is paused.") || strings.Contains(q.body, "holds builds back") {
+		t.Errorf("queue while the owner pauses: %.2000s", q.body)
+	}
+}

@@ -111,11 +111,16 @@ type fleet struct {
 
 // fleetWorker is an online worker and its free build slots.
 type fleetWorker struct {
+	name         string
 	platforms    []string
 	pool, driver string
-	paused       bool
+	paused       bool   // by an admin or its owner
+	hostPause    string // the owner's rules hold builds back (api.Worker.HostPauseReason)
 	free         int
 }
+
+// held: w takes no build now, whoever paused it.
+func (w *fleetWorker) held() bool { return w.paused || w.hostPause != "" }
 
 // Routes is what routing needs beside the workers: the pools an admin
 // trusts (and lets run credentialed builds on the local driver), and the
@@ -134,19 +139,20 @@ func newFleet(workers []api.Worker, now time.Time, offlineAfter time.Duration) f
 			continue
 		}
 		f.online++
-		if w.Paused {
+		auth := store.WorkerAuth{Capabilities: w.Capabilities}
+		fw := fleetWorker{name: w.Name, platforms: auth.Platforms(), pool: cmp.Or(w.Capabilities.Pool, api.DefaultPool),
+			driver: w.Capabilities.VMDriver, paused: w.Paused || w.OwnerPaused, hostPause: w.HostPauseReason,
+			free: max(0, auth.MaxConcurrent()-len(w.ActiveBuilds))}
+		if fw.held() {
 			f.paused++
 		}
-		auth := store.WorkerAuth{Capabilities: w.Capabilities}
-		fw := fleetWorker{platforms: auth.Platforms(), pool: cmp.Or(w.Capabilities.Pool, api.DefaultPool),
-			driver: w.Capabilities.VMDriver, paused: w.Paused, free: max(0, auth.MaxConcurrent()-len(w.ActiveBuilds))}
 		if fw.driver == "" {
 			fw.driver = w.Capabilities.Labels["vm_driver"]
 		}
 		f.workers = append(f.workers, fw)
 	}
 	for i := range f.workers {
-		if w := &f.workers[i]; !w.paused && w.free > 0 {
+		if w := &f.workers[i]; !w.held() && w.free > 0 {
 			f.slots = append(f.slots, w)
 		}
 	}
@@ -211,6 +217,24 @@ func (f fleet) trustedPools() string {
 	return strings.Join(names, ", ")
 }
 
+// hostWaits names the workers (among those ok holds) that the owner's
+// rules hold back, and why: they resume by themselves. "" when none.
+func (f fleet) hostWaits(ok func(*fleetWorker) bool) string {
+	var waits []string
+	for i := range f.workers {
+		if w := &f.workers[i]; ok(w) && !w.paused && w.hostPause != "" {
+			waits = append(waits, fmt.Sprintf("%s: %s", w.name, w.hostPause))
+		}
+	}
+	switch len(waits) {
+	case 0:
+		return ""
+	case 1:
+		return " Its host holds builds back until this clears (" + waits[0] + ")."
+	}
+	return " Their hosts hold builds back until this clears (" + strings.Join(waits, "; ") + ")."
+}
+
 // reasons says why each pending build (in claim order) is waiting. ahead
 // counts the claimable builds before the first entry, per platform: they
 // take the free slots first.
@@ -247,8 +271,8 @@ func (f fleet) reasons(entries []store.QueueEntry, ahead map[string]int, now tim
 		case f.count(routable) == 0:
 			out[i] = fmt.Sprintf("Waiting for a trusted pool: no trusted worker for project %q online (the build carries signing credentials or secrets; trusted pools: %s; a local-driver worker needs its pool to allow it).",
 				e.Project, f.trustedPools())
-		case f.count(func(w *fleetWorker) bool { return routable(w) && !w.paused }) == 0:
-			out[i] = fmt.Sprintf("Every %s worker is paused.", e.Platform)
+		case f.count(func(w *fleetWorker) bool { return routable(w) && !w.held() }) == 0:
+			out[i] = fmt.Sprintf("Every %s worker is paused.", e.Platform) + f.hostWaits(routable)
 		case !claimable:
 			out[i] = "Backing off after a failed attempt until " + e.RunAfter.UTC().Format("15:04:05 UTC") + "."
 		case f.take(e):

@@ -18,6 +18,9 @@ func TestWaitReasons(t *testing.T) {
 		}
 		return w
 	}
+	hostHeld := func(name, reason string) api.Worker {
+		return api.Worker{Name: name, Status: "online", HostPauseReason: reason, LastSeenAt: now}
+	}
 	entry := func(platform string, backoff time.Duration) store.QueueEntry {
 		return store.QueueEntry{Platform: platform, RunAfter: now.Add(backoff)}
 	}
@@ -36,6 +39,14 @@ func TestWaitReasons(t *testing.T) {
 			[]string{"No online worker builds ios.", "Next in line: a worker takes it on its next poll."}},
 		{"paused", []api.Worker{worker(nil, 2, 0, true, 0)}, nil,
 			[]store.QueueEntry{entry("android", 0)}, []string{"Every android worker is paused."}},
+		{"held back by its host", []api.Worker{hostHeld("laptop", "on battery"), worker([]string{"ios"}, 1, 0, false, 0)}, nil,
+			[]store.QueueEntry{entry("android", 0), entry("ios", 0)},
+			[]string{"Every android worker is paused. Its host holds builds back until this clears (laptop: on battery).",
+				"Next in line: a worker takes it on its next poll."}},
+		{"held back by hosts and an owner", []api.Worker{hostHeld("laptop", "you are using this Mac"), hostHeld("mini", "outside schedule 22:00–07:00"),
+			{Name: "desk", Status: "online", OwnerPaused: true, LastSeenAt: now}}, nil,
+			[]store.QueueEntry{entry("android", 0)},
+			[]string{"Every android worker is paused. Their hosts hold builds back until this clears (laptop: you are using this Mac; mini: outside schedule 22:00–07:00)."}},
 		{"slots fill in claim order; backoff takes no slot", []api.Worker{worker(nil, 2, 0, false, 0), worker([]string{"ios"}, 1, 1, false, 0)}, nil,
 			[]store.QueueEntry{entry("ios", 0), entry("ios", time.Minute), entry("android", 0), entry("ios", 0)},
 			[]string{"Next in line: a worker takes it on its next poll.", "Backing off after a failed attempt until 03:05:05 UTC.",

@@ -2,6 +2,9 @@ package server
 
 import (
 	"net/http"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/store"
 )
 
 // pauseWorker stops giving builds to a worker; those it runs go on (a drain
@@ -28,4 +31,20 @@ func (s *Server) acknowledgeWorker(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, wk)
+}
+
+// reportPause records the worker's own pauses, its owner's and its host's
+// (api.WorkerPauseReport); the admin's is set by pauseWorker alone.
+func (s *Server) reportPause(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth) {
+	var req api.WorkerPauseReport
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	wk, err := s.store.ReportPause(r.Context(), wa, req)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.WorkerPauseResponse{Worker: wk, TokenGrant: wa.Grant})
 }

@@ -393,6 +393,7 @@ func (s *Store) ListWorkers(ctx context.Context) ([]api.Worker, error) { return 
 func (s *Store) listWorkers(ctx context.Context, id string) ([]api.Worker, error) {
 	rows, err := s.pool.Query(ctx, `SELECT w.id, w.name, w.status, w.paused, w.capabilities, w.registered_at, w.last_seen_at,
 		w.builds_completed, w.builds_failed, COALESCE(w.key_id, ''), COALESCE(w.attention_reason, ''),
+		w.owner_paused, COALESCE(w.host_pause_reason, ''),
 		COALESCE((SELECT array_agg(build_id ORDER BY started_at) FROM build_attempts a WHERE a.worker_id = w.id AND a.status IN ('assigned','running')), '{}')
 		FROM workers w WHERE w.status <> 'unregistered' AND ($1 = '' OR w.id = $1) ORDER BY w.name, w.id`, id)
 	if err != nil {
@@ -402,10 +403,11 @@ func (s *Store) listWorkers(ctx context.Context, id string) ([]api.Worker, error
 		var w api.Worker
 		var caps []byte
 		if err := r.Scan(&w.ID, &w.Name, &w.Status, &w.Paused, &caps, &w.RegisteredAt, &w.LastSeenAt, &w.BuildsCompleted, &w.BuildsFailed,
-			&w.KeyID, &w.AttentionReason, &w.ActiveBuilds); err != nil {
+			&w.KeyID, &w.AttentionReason, &w.OwnerPaused, &w.HostPauseReason, &w.ActiveBuilds); err != nil {
 			return w, err
 		}
 		w.NeedsAttention = w.AttentionReason != ""
+		w.Summarize()
 		return w, json.Unmarshal(caps, &w.Capabilities)
 	})
 }

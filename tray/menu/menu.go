@@ -18,6 +18,7 @@ const (
 	IDStatus      = "status"
 	IDFix         = "fix" // clickable when Preferences is the fix
 	IDAccept      = "accept"
+	IDStopNow     = "stop-now"
 	IDDashboard   = "dashboard"
 	IDLogs        = "logs"
 	IDPreferences = "preferences"
@@ -58,7 +59,7 @@ type Input struct {
 func Build(in Input) []Item {
 	status, fix := statusLine(in)
 	status.Children = buildItems(in)
-	accepting := in.Status.State != agent.StatePaused
+	accepting := !ownerPaused(in.Status)
 	running := len(in.Status.Builds)
 	quit := Item{ID: IDQuit, Title: "Quit", Enabled: true,
 		Tooltip: "stop taking builds, let running builds finish, then quit"}
@@ -77,6 +78,10 @@ func Build(in Input) []Item {
 		{Separator: true},
 		{ID: IDAccept, Title: "Accept Builds", Checkable: true, Checked: accepting && canAccept, Enabled: canAccept,
 			Tooltip: "untick to pause: running builds finish, no new ones start"},
+		// While paused, running builds finish; this hands them back now
+		// instead, without costing them an attempt.
+		{ID: IDStopNow, Title: "Stop Running Builds Now", Enabled: true, Hidden: in.Status.State != agent.StatePaused || running == 0 || in.Quitting,
+			Tooltip: "the controller gives them to another worker; they lose nothing"},
 		{Separator: true},
 		{ID: IDDashboard, Title: "Open Dashboard", Enabled: in.ControllerURL != "", Tooltip: in.ControllerURL},
 		{ID: IDLogs, Title: "Open Logs", Enabled: true},
@@ -127,6 +132,10 @@ func statusLine(in Input) (status, fix Item) {
 		status.Title = "Connecting to the controller…"
 	case st.State == agent.StatePaused:
 		status.Title = "Paused: not accepting builds"
+		if !ownerPaused(st) {
+			status.Title = "Paused: " + st.HostPause
+			status.Tooltip = "builds start again by themselves when this clears; the rules are in Preferences…"
+		}
 		if running > 0 {
 			status.Title += fmt.Sprintf(" (%s finishing)", plural(running, "build"))
 		}
@@ -152,6 +161,12 @@ func statusLine(in Input) (status, fix Item) {
 		status.Tooltip = "worker " + st.WorkerID
 	}
 	return status, fix
+}
+
+// ownerPaused: the owner unticked Accept Builds (a pause that is not the
+// host's rules is the owner's).
+func ownerPaused(st agent.Status) bool {
+	return st.OwnerPaused || (st.State == agent.StatePaused && st.HostPause == "")
 }
 
 // maxTitle is the longest menu line, in characters.

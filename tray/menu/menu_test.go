@@ -183,3 +183,43 @@ func TestActions(t *testing.T) {
 		t.Errorf("login item error: %+v", l)
 	}
 }
+
+// A pause by the host's rules says why, and is not the owner's: Accept
+// Builds stays ticked. Running builds finish unless the owner stops them.
+func TestHostPauseReasons(t *testing.T) {
+	for _, reason := range []string{"on battery", "you are using this Mac", "outside schedule 22:00–07:00", "thermal: serious", "disk below 20 GB (12.5 GB free)"} {
+		in := online()
+		in.Status.State, in.Status.HostPause = agent.StatePaused, reason
+		items := Build(in)
+		if st := items[0]; st.Title != "Paused: "+reason || !strings.Contains(st.Tooltip, "by themselves") {
+			t.Errorf("%s: status %+v", reason, st)
+		}
+		if acc := find(t, items, IDAccept); !acc.Checked || !acc.Enabled {
+			t.Errorf("%s: the host's pause unticked Accept Builds: %+v", reason, acc)
+		}
+		if stop := find(t, items, IDStopNow); !stop.Hidden {
+			t.Errorf("%s: Stop Now without running builds: %+v", reason, stop)
+		}
+	}
+	in := online(agent.BuildStatus{ID: "b1"})
+	in.Status.State, in.Status.HostPause = agent.StatePaused, "on battery"
+	items := Build(in)
+	if st := items[0]; st.Title != "Paused: on battery (1 build finishing)" {
+		t.Errorf("finishing: %q", st.Title)
+	}
+	if stop := find(t, items, IDStopNow); stop.Hidden || !stop.Enabled {
+		t.Errorf("Stop Now while a build finishes: %+v", stop)
+	}
+	// The owner's pause wins the status line over the host's.
+	in.Status.OwnerPaused = true
+	if st := Build(in)[0]; st.Title != "Paused: not accepting builds (1 build finishing)" {
+		t.Errorf("both pauses: %q", st.Title)
+	}
+	if acc := find(t, Build(in), IDAccept); acc.Checked {
+		t.Errorf("owner paused, yet Accept Builds is ticked: %+v", acc)
+	}
+	// Not paused: a build runs to the end; no Stop Now.
+	if stop := find(t, Build(online(agent.BuildStatus{ID: "b1"})), IDStopNow); !stop.Hidden {
+		t.Errorf("Stop Now while accepting builds: %+v", stop)
+	}
+}

@@ -26,6 +26,7 @@ type Worker interface {
 	Run(ctx context.Context) error
 	Status() agent.Status
 	SetPaused(paused bool)
+	StopBuilds()
 	Drain()
 	CancelBuilds()
 }
@@ -286,6 +287,11 @@ func (a *App) handle(ctx context.Context, wg *sync.WaitGroup, id string) {
 			s.Worker.SetPaused(paused)
 		}
 		a.cfg.Log.WithField("paused", paused).Info("accept builds toggled")
+	case menu.IDStopNow:
+		if s.Worker != nil {
+			a.cfg.Log.Warn("Stop Running Builds Now: handing the running builds back")
+			s.Worker.StopBuilds()
+		}
 	case menu.IDDashboard:
 		if s.ControllerURL != "" {
 			err = a.cfg.Open(strings.TrimRight(s.ControllerURL, "/") + "/")

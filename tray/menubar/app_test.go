@@ -32,6 +32,7 @@ type fakeWorker struct {
 	cancelled bool
 	runErr    error
 	paused    []bool
+	stopped   int           // StopBuilds calls
 	finish    chan struct{} // closing it finishes the running builds
 }
 
@@ -94,6 +95,12 @@ func (w *fakeWorker) Drain() {
 		w.mu.Unlock()
 		close(w.drained)
 	})
+}
+
+func (w *fakeWorker) StopBuilds() {
+	w.mu.Lock()
+	w.stopped++
+	w.mu.Unlock()
 }
 
 func (w *fakeWorker) CancelBuilds() {

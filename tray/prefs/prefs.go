@@ -27,6 +27,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent"
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
+	"github.com/freeagent-build/freeagent/agent/hostsignals"
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/tray/conffile"
 )
@@ -40,6 +41,13 @@ const (
 	keyBuildTimeout = "build-timeout"
 	keyTemplate     = "template"
 	keySolo         = "solo"
+	// The owner's rules for taking builds (docs/polite-guest.md).
+	keyBuildOnBattery = "build-on-battery"
+	keyMinBattery     = "min-battery-percent"
+	keyIdleMinutes    = "idle-minutes"
+	keyPauseThermal   = "pause-thermal"
+	keySchedule       = "schedule"
+	keyMinFreeGB      = "min-free-gb"
 )
 
 const cookieName = "freeagent_prefs"
@@ -266,6 +274,24 @@ type Values struct {
 	BuildTimeout  time.Duration
 	Template      string
 	Solo          bool // run the controller on this Mac too
+	Rules         Rules
+}
+
+// Rules are the owner's conditions for taking builds, as agent.conf
+// writes them (hostsignals parses them for the worker).
+type Rules struct {
+	BuildOnBattery    bool
+	MinBatteryPercent int
+	IdleMinutes       string // minutes, or "auto"
+	PauseThermal      string // serious, critical or off
+	Schedule          string
+	MinFreeGB         int
+}
+
+// DefaultRules are the rules of a fresh install.
+func DefaultRules(minFreeGB int) Rules {
+	return Rules{MinBatteryPercent: hostsignals.DefaultMinBatteryPercent, IdleMinutes: "auto",
+		PauseThermal: string(hostsignals.ThermalSerious), MinFreeGB: minFreeGB}
 }
 
 func (s *Server) load() (Values, error) {
@@ -289,6 +315,23 @@ func (s *Server) load() (Values, error) {
 		v.BuildTimeout = d
 	}
 	v.Solo, _ = strconv.ParseBool(m[keySolo])
+	r := &v.Rules
+	if b, err := strconv.ParseBool(m[keyBuildOnBattery]); err == nil {
+		r.BuildOnBattery = b
+	}
+	if n, err := strconv.Atoi(m[keyMinBattery]); err == nil {
+		r.MinBatteryPercent = n
+	}
+	if x := m[keyIdleMinutes]; x != "" {
+		r.IdleMinutes = x
+	}
+	if x := m[keyPauseThermal]; x != "" {
+		r.PauseThermal = x
+	}
+	r.Schedule = m[keySchedule]
+	if n, err := strconv.Atoi(m[keyMinFreeGB]); err == nil {
+		r.MinFreeGB = n
+	}
 	return v, nil
 }
 
@@ -301,6 +344,13 @@ func (v Values) conf() map[string]string {
 		keyBuildTimeout: v.BuildTimeout.String(),
 		keyTemplate:     v.Template,
 		keySolo:         strconv.FormatBool(v.Solo),
+
+		keyBuildOnBattery: strconv.FormatBool(v.Rules.BuildOnBattery),
+		keyMinBattery:     strconv.Itoa(v.Rules.MinBatteryPercent),
+		keyIdleMinutes:    v.Rules.IdleMinutes,
+		keyPauseThermal:   v.Rules.PauseThermal,
+		keySchedule:       v.Rules.Schedule,
+		keyMinFreeGB:      strconv.Itoa(v.Rules.MinFreeGB),
 	}
 }
 
@@ -328,7 +378,38 @@ func parse(f url.Values) (Values, map[string]string) {
 	if v.Template == "" || strings.ContainsAny(v.Template, " \t\r\n") {
 		problems["template"] = "the name of a Tart VM or image, e.g. ghcr.io/cirruslabs/macos-sequoia-xcode:latest"
 	}
+	v.Rules = parseRules(f, problems, num)
 	return v, problems
+}
+
+// parseRules reads the owner's rules from the form with the parsers the
+// worker uses. A field left out (an older page) keeps its default.
+func parseRules(f url.Values, problems map[string]string, num func(string, int, int, string) int) Rules {
+	r := DefaultRules(hostcheck.DefaultMinFree >> 30)
+	r.BuildOnBattery = f.Get("build_on_battery") == "on"
+	if f.Has("min_battery_percent") {
+		r.MinBatteryPercent = num("min_battery_percent", 0, 100, "a charge from 0 to 100 %")
+	}
+	if f.Has("min_free_gb") {
+		r.MinFreeGB = num("min_free_gb", 0, 1<<20, "a whole number of GB, 0 for no floor")
+	}
+	if f.Has("idle_minutes") {
+		r.IdleMinutes = strings.TrimSpace(f.Get("idle_minutes"))
+		if _, err := hostsignals.ParseIdleMinutes(r.IdleMinutes); err != nil {
+			problems["idle_minutes"] = "minutes from 0 (any time) to 1440, or auto (10 on a laptop, 0 on a desktop)"
+		}
+	}
+	if f.Has("pause_thermal") {
+		r.PauseThermal = strings.TrimSpace(f.Get("pause_thermal"))
+		if _, err := hostsignals.ParseThermalLimit(r.PauseThermal); err != nil {
+			problems["pause_thermal"] = "serious, critical or off"
+		}
+	}
+	r.Schedule = strings.TrimSpace(f.Get("schedule"))
+	if _, err := hostsignals.ParseSchedule(r.Schedule); err != nil {
+		problems["schedule"] = err.Error()
+	}
+	return r
 }
 
 type view struct {
@@ -344,6 +425,9 @@ type view struct {
 }
 
 func (v view) TimeoutMinutes() int { return int(v.Values.BuildTimeout / time.Minute) }
+
+// ThermalChoices are the pause-thermal settings, mildest first.
+func (v view) ThermalChoices() []string { return []string{"serious", "critical", "off"} }
 
 //go:embed page.html
 var pageHTML string

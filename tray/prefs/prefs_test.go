@@ -259,3 +259,44 @@ func TestSoloModeNeedsNoControllerURL(t *testing.T) {
 		t.Fatalf("solo page:\n%s", page)
 	}
 }
+
+// The owner's rules are saved to agent.conf with the keys the worker reads,
+// checked with the worker's own parsers, and shown again.
+func TestRulesSaveAndReread(t *testing.T) {
+	f := start(t)
+	c := prefstest.Browser()
+	_, page := prefstest.Get(t, c, mustURL(t, f))
+	form := validForm(prefstest.CSRF(t, page))
+	form.Set("schedule", "Mon-Fry 22:00-07:00")
+	form.Set("idle_minutes", "soon")
+	form.Set("pause_thermal", "toasty")
+	code, body := prefstest.Post(t, c, f.srv.base+"/save", form)
+	if code != http.StatusUnprocessableEntity || !strings.Contains(body, "Mon-Fry") || !strings.Contains(body, "or auto (10 on a laptop") ||
+		!strings.Contains(body, "serious, critical or off") {
+		t.Fatalf("bad rules: %d %s", code, body)
+	}
+	form.Set("schedule", "Mon-Fri 22:00-07:00, Sat-Sun 00:00-24:00")
+	form.Set("idle_minutes", "15")
+	form.Set("pause_thermal", "critical")
+	form.Set("build_on_battery", "on")
+	form.Set("min_battery_percent", "40")
+	form.Set("min_free_gb", "20")
+	if code, body := prefstest.Post(t, c, f.srv.base+"/save", form); code != http.StatusOK {
+		t.Fatalf("save: %d %s", code, body)
+	}
+	m, err := conffile.Read(filepath.Join(f.dir, conffile.Name))
+	want := map[string]string{"schedule": "Mon-Fri 22:00-07:00, Sat-Sun 00:00-24:00", "idle-minutes": "15", "pause-thermal": "critical",
+		"build-on-battery": "true", "min-battery-percent": "40", "min-free-gb": "20"}
+	for k, v := range want {
+		if m[k] != v {
+			t.Errorf("agent.conf %s = %q, want %q (err %v)", k, m[k], v, err)
+		}
+	}
+	_, page = prefstest.Get(t, c, f.srv.base+"/?saved=1")
+	for _, s := range []string{`value="Mon-Fri 22:00-07:00, Sat-Sun 00:00-24:00"`, `name="idle_minutes" value="15"`, `<option value="critical" selected>`,
+		`name="build_on_battery" checked`, `value="40"`, `name="min_free_gb" min="0" value="20"`} {
+		if !strings.Contains(page, s) {
+			t.Errorf("re-read page lacks %s", s)
+		}
+	}
+}

@@ -38,9 +38,10 @@ func cmdApp(args []string, stderr io.Writer) error {
 	defer closeLog()
 	var app *menubar.App
 	prefsSrv, err := prefs.Start(prefs.Config{
-		DataDir:  cfg.DataDir,
-		Defaults: prefs.Values{MaxBuilds: defaultMaxBuilds, BuildTimeout: defaultBuildTimeout, Template: defaultTemplate},
-		Secrets:  secrets.Open(cfg.DataDir),
+		DataDir: cfg.DataDir,
+		Defaults: prefs.Values{MaxBuilds: defaultMaxBuilds, BuildTimeout: defaultBuildTimeout, Template: defaultTemplate,
+			Rules: prefs.DefaultRules(hostcheck.DefaultMinFree >> 30)},
+		Secrets: secrets.Open(cfg.DataDir),
 		Test: func(ctx context.Context, controllerURL, apiKey string) hostcheck.Result {
 			return hostcheck.Controller(ctx, hostcheck.Config{ControllerURL: controllerURL, APIKey: apiKey})
 		},

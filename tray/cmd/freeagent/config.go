@@ -21,6 +21,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent"
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
+	"github.com/freeagent-build/freeagent/agent/hostsignals"
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -65,10 +66,18 @@ type Config struct {
 	LogLevel      string
 	BuildTimeout  time.Duration
 	MinFreeGB     int
-	OpenCommand   string
-	Solo          bool
-	SoloListen    string
-	SoloVMNetwork string
+	// The owner's rules for taking builds (hostRules; docs/polite-guest.md).
+	HostSignals       string // a JSON file that replaces the system's readings
+	BuildOnBattery    bool
+	MinBatteryPercent int
+	IdleMinutes       string // minutes, or "auto": 10 on a laptop, off on a desktop
+	PauseThermal      string // serious, critical or off
+	Schedule          string
+	HostCheck         time.Duration
+	OpenCommand       string
+	Solo              bool
+	SoloListen        string
+	SoloVMNetwork     string
 	// Insecure allows a plain http:// controller on another machine
 	// (--insecure, FREEAGENT_INSECURE=1); refused otherwise.
 	Insecure bool
@@ -118,7 +127,14 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		o.dur(&cfg.BackoffMin, "backoff-min", "FREEAGENT_BACKOFF_MIN", 5*time.Second, "first retry delay after a network error (doubles up to 2m)")
 		o.str(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
 		o.dur(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", defaultBuildTimeout, "longest a build may run on this worker (a build's own shorter timeout wins)")
-		o.intv(&cfg.MinFreeGB, "min-free-gb", "FREEAGENT_MIN_FREE_GB", hostcheck.DefaultMinFree>>30, "free disk space below which the host needs attention")
+		o.intv(&cfg.MinFreeGB, "min-free-gb", "FREEAGENT_MIN_FREE_GB", hostcheck.DefaultMinFree>>30, "free disk space below which the host needs attention and no build starts")
+		o.str(&cfg.HostSignals, "host-signals", "FREEAGENT_HOST_SIGNALS", "", "a JSON file read instead of this Mac's power, idle, thermal and disk readings, at every check (on_battery, battery_percent, idle_seconds, thermal, free_disk_bytes)")
+		o.boolv(&cfg.BuildOnBattery, "build-on-battery", "FREEAGENT_BUILD_ON_BATTERY", false, "start builds while the Mac runs on battery (above --min-battery-percent)")
+		o.intv(&cfg.MinBatteryPercent, "min-battery-percent", "FREEAGENT_MIN_BATTERY_PERCENT", hostsignals.DefaultMinBatteryPercent, "with --build-on-battery, the charge below which no build starts")
+		o.str(&cfg.IdleMinutes, "idle-minutes", "FREEAGENT_IDLE_MINUTES", "auto", "start builds only when nobody has used this Mac for this many minutes (0: any time; auto: 10 on a laptop, 0 on a desktop)")
+		o.str(&cfg.PauseThermal, "pause-thermal", "FREEAGENT_PAUSE_THERMAL", string(hostsignals.ThermalSerious), "start no build at this thermal state or worse: serious, critical or off")
+		o.str(&cfg.Schedule, "schedule", "FREEAGENT_SCHEDULE", "", `start builds only in these weekly windows, local time, e.g. "Mon-Fri 22:00-07:00, Sat-Sun 00:00-24:00" (empty: any time)`)
+		o.dur(&cfg.HostCheck, "host-check-interval", "FREEAGENT_HOST_CHECK_INTERVAL", 5*time.Second, "how often the rules above are checked")
 	}
 	if cmd == "app" || cmd == "doctor" {
 		// The app runs the solo controller; doctor checks it.
@@ -149,6 +165,11 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 	}
 	if _, err := tart.ParseAllow(cfg.SoftnetAllow); err != nil {
 		return nil, usageError{fmt.Errorf("--softnet-allow: %w", err)}
+	}
+	if cmd != "setup" {
+		if _, err := cfg.hostRules(); err != nil {
+			return nil, usageError{err}
+		}
 	}
 	if cmd == "run" && cfg.ControllerURL == "" {
 		return nil, usageError{errors.New("no controller: pass --controller-url, set FREEAGENT_CONTROLLER_URL, or run `freeagent setup --controller-url URL`")}
@@ -302,6 +323,32 @@ func soloURL(listen string) string {
 	return "http://" + net.JoinHostPort("127.0.0.1", port)
 }
 
+// hostRules are the owner's conditions for taking builds.
+func (c *Config) hostRules() (hostsignals.Rules, error) {
+	r := hostsignals.Rules{NoBuildsOnBattery: !c.BuildOnBattery, MinBatteryPercent: c.MinBatteryPercent,
+		MinFreeBytes: uint64(c.MinFreeGB) << 30}
+	if c.MinBatteryPercent > 100 {
+		return r, fmt.Errorf("--min-battery-percent %d: want 0 to 100", c.MinBatteryPercent)
+	}
+	var err error
+	if r.IdleMinutes, err = hostsignals.ParseIdleMinutes(c.IdleMinutes); err != nil {
+		return r, fmt.Errorf("--idle-minutes: %w", err)
+	}
+	if r.PauseThermal, err = hostsignals.ParseThermalLimit(c.PauseThermal); err != nil {
+		return r, fmt.Errorf("--pause-thermal: %w", err)
+	}
+	if r.Schedule, err = hostsignals.ParseSchedule(c.Schedule); err != nil {
+		return r, fmt.Errorf("--schedule: %w", err)
+	}
+	return r, nil
+}
+
+// hostGate applies the owner's rules to this host's readings.
+func (c *Config) hostGate(log logrus.FieldLogger) *hostsignals.Gate {
+	rules, _ := c.hostRules() // checked by loadConfig
+	return &hostsignals.Gate{Reader: hostsignals.ForHost(c.HostSignals, c.DataDir), Rules: rules, Log: log}
+}
+
 // hostChecks is what `freeagent doctor` and the menu bar check on this host.
 func (c *Config) hostChecks(store secrets.Store) hostcheck.Config {
 	hc := hostcheck.Config{ControllerURL: c.ControllerURL, APIKey: c.APIKey, KeyStore: store,
@@ -309,6 +356,7 @@ func (c *Config) hostChecks(store secrets.Store) hostcheck.Config {
 	if c.VMDriver == "tart" {
 		hc.Tart = c.tartDriver(logrus.New())
 	}
+	hc.Host = c.hostGate(logrus.New())
 	return hc
 }
 

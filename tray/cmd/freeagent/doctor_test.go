@@ -35,6 +35,13 @@ func controller(t *testing.T) (url, workerKey string) {
 // controllerWithDev is controller, and a developer key too.
 func controllerWithDev(t *testing.T) (url, workerKey, devKey string) {
 	t.Helper()
+	url, workerKey, devKey, _ = controllerWithAdmin(t)
+	return url, workerKey, devKey
+}
+
+// controllerWithAdmin is controllerWithDev, and an admin key too.
+func controllerWithAdmin(t *testing.T) (url, workerKey, devKey, adminKey string) {
+	t.Helper()
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
 	log := logrus.New()
@@ -62,7 +69,10 @@ func controllerWithDev(t *testing.T) (url, workerKey, devKey string) {
 	if _, devKey, err = st.CreateKey(ctx, "dev", "developer"); err != nil {
 		t.Fatal(err)
 	}
-	return c.URL, workerKey, devKey
+	if _, adminKey, err = st.CreateKey(ctx, "admin", "admin"); err != nil {
+		t.Fatal(err)
+	}
+	return c.URL, workerKey, devKey, adminKey
 }
 
 func TestDoctor(t *testing.T) {
@@ -110,8 +120,8 @@ func TestDoctor(t *testing.T) {
 			t.Fatalf("refused key: %+v", c)
 		}
 	}
-	if len(report.Checks) != 9 {
-		t.Fatalf("want all nine checks: %+v", report.Checks)
+	if len(report.Checks) != 10 {
+		t.Fatalf("want all ten checks: %+v", report.Checks)
 	}
 }
 

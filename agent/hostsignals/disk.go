@@ -1,4 +1,4 @@
-package hostcheck
+package hostsignals
 
 import (
 	"fmt"
@@ -8,9 +8,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// freeBytes is the space available to this user on dir's file system, or
+// FreeBytes is the space available to this user on dir's file system, or
 // on its nearest existing parent (the data folder may not exist yet).
-func freeBytes(dir string) (uint64, error) {
+func FreeBytes(dir string) (uint64, error) {
 	for {
 		var st unix.Statfs_t
 		err := unix.Statfs(dir, &st)

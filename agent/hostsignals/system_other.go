@@ -1,0 +1,19 @@
+//go:build !darwin
+
+package hostsignals
+
+import "context"
+
+// Read implements Reader off macOS (Linux, with the local driver): the
+// power source and charge from the power-supply class in /sys, and the
+// free disk. The owner's idle time and the thermal state are unknown,
+// which never holds a build back.
+func (sys System) Read(ctx context.Context) (Signals, error) {
+	var s Signals
+	dir := sys.PowerSupplies
+	if dir == "" {
+		dir = "/sys/class/power_supply"
+	}
+	err := ReadPowerSupplies(dir, &s)
+	return s, join(err, sys.freeDisk(&s))
+}
