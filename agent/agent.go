@@ -18,6 +18,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/freeagent-build/freeagent/agent/cache"
 	"github.com/freeagent-build/freeagent/controller/api"
 )
 
@@ -50,6 +51,10 @@ type Config struct {
 	OnWorkerID func(string)
 	// Awake keeps the host awake while builds run (power.ForHost); nil: nothing.
 	Awake Awake
+	// CacheDir holds the dependency caches (agent/cache), at most
+	// CacheMaxBytes in all; either unset: builds run without caches.
+	CacheDir      string
+	CacheMaxBytes int64
 }
 
 // Agent is one worker process.
@@ -60,6 +65,7 @@ type Agent struct {
 	log    logrus.FieldLogger
 
 	tokens tokenHolder
+	caches *cache.Store // nil: no dependency caches
 
 	mu          sync.Mutex
 	workerID    string
@@ -105,6 +111,10 @@ func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
 		}
 	}
 	cfg.Capabilities.MaxConcurrentBuilds = cfg.MaxBuilds
+	caches, err := openCaches(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("the dependency caches in %s: %w", cfg.CacheDir, err)
+	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 8
 	return &Agent{
@@ -112,6 +122,7 @@ func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
 		driver:      driver,
 		client:      &api.Client{BaseURL: cfg.ControllerURL, APIKey: cfg.APIKey, HTTP: &http.Client{Transport: transport}, UserAgent: "freeagent-agent"},
 		log:         log,
+		caches:      caches,
 		workerID:    cfg.WorkerID,
 		heartbeat:   30 * time.Second,
 		running:     map[string]*build{},
@@ -272,6 +283,7 @@ func (a *Agent) register(ctx context.Context) error {
 			}
 			a.log.WithFields(logrus.Fields{"worker": resp.ID, "status": resp.Status}).Info("registered with the controller")
 			a.setOnline()
+			go a.reportCache(ctx)
 			return nil
 		}
 		if ctx.Err() != nil {

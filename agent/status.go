@@ -3,6 +3,8 @@ package agent
 import (
 	"slices"
 	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 // Awake keeps the host from sleeping while builds run. The agent calls
@@ -31,6 +33,9 @@ type Status struct {
 	Reason   string // for offline / needs_attention: what is wrong and the fix
 	WorkerID string
 	Builds   []BuildStatus
+	// Cache is the dependency caches' size and hit counts (Keys empty),
+	// nil without caches or before the first report.
+	Cache *api.WorkerCache
 }
 
 // BuildStatus is one running build.

@@ -40,6 +40,7 @@ const (
 	keyBuildTimeout = "build-timeout"
 	keyTemplate     = "template"
 	keySolo         = "solo"
+	keyCacheGB      = "cache-gb"
 )
 
 const cookieName = "freeagent_prefs"
@@ -266,6 +267,7 @@ type Values struct {
 	BuildTimeout  time.Duration
 	Template      string
 	Solo          bool // run the controller on this Mac too
+	CacheGB       int  // the dependency caches' total size; 0: none
 }
 
 func (s *Server) load() (Values, error) {
@@ -289,6 +291,9 @@ func (s *Server) load() (Values, error) {
 		v.BuildTimeout = d
 	}
 	v.Solo, _ = strconv.ParseBool(m[keySolo])
+	if n, err := strconv.Atoi(m[keyCacheGB]); err == nil && n >= 0 {
+		v.CacheGB = n
+	}
 	return v, nil
 }
 
@@ -301,6 +306,7 @@ func (v Values) conf() map[string]string {
 		keyBuildTimeout: v.BuildTimeout.String(),
 		keyTemplate:     v.Template,
 		keySolo:         strconv.FormatBool(v.Solo),
+		keyCacheGB:      strconv.Itoa(v.CacheGB),
 	}
 }
 
@@ -323,6 +329,7 @@ func parse(f url.Values) (Values, map[string]string) {
 	v.CPU = num("cpu", 0, 128, "a whole number of cores, 0 for the template's")
 	v.MemoryGB = num("memory_gb", 0, 1024, "a whole number of GB, 0 for the template's")
 	v.MaxBuilds = num("max_builds", 1, agent.MaxMacOSVMs, fmt.Sprintf("1 to %d: macOS runs at most %d VMs at once", agent.MaxMacOSVMs, agent.MaxMacOSVMs))
+	v.CacheGB = num("cache_gb", 0, 10_000, "a whole number of GB, 0 to keep no dependency caches")
 	mins := num("build_timeout_minutes", 1, 24*60, "minutes, from 1 to 1440 (24 hours)")
 	v.BuildTimeout = time.Duration(mins) * time.Minute
 	if v.Template == "" || strings.ContainsAny(v.Template, " \t\r\n") {
