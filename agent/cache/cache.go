@@ -13,6 +13,7 @@ import (
 	"cmp"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -27,6 +28,8 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/boundedfile"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 // Names that may appear in a path of the store.
@@ -61,6 +64,7 @@ func Open(dir string, maxBytes int64) (*Store, error) {
 		return nil, fmt.Errorf("create the cache directory: %w", err)
 	}
 	s := &Store{dir: dir, maxBytes: maxBytes}
+	s.hits, s.misses = readStats(dir)
 	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), ".tmp-") {
 			os.Remove(p)
@@ -68,6 +72,59 @@ func Open(dir string, maxBytes int64) (*Store, error) {
 		return nil
 	})
 	return s, err
+}
+
+// statsFile keeps the hit counts across restarts of the agent, for the
+// Mac owner (`freeagent doctor`) as much as for the controller.
+const statsFile = ".stats.json"
+
+type stats struct {
+	Hits   int64 `json:"hits"`
+	Misses int64 `json:"misses"`
+}
+
+func readStats(dir string) (hits, misses int64) {
+	data, err := boundedfile.ReadNoFollow(filepath.Join(dir, statsFile), 4<<10)
+	var st stats
+	if err != nil || json.Unmarshal(data, &st) != nil || st.Hits < 0 || st.Misses < 0 {
+		return 0, 0
+	}
+	return st.Hits, st.Misses
+}
+
+// writeStats records the counts (best effort: they only inform). Caller
+// holds s.mu.
+func (s *Store) writeStats() {
+	data, _ := json.Marshal(stats{Hits: s.hits, Misses: s.misses})
+	tmp := filepath.Join(s.dir, ".tmp-stats-"+randomHex())
+	if os.WriteFile(tmp, data, 0o600) == nil && os.Rename(tmp, filepath.Join(s.dir, statsFile)) == nil {
+		return
+	}
+	os.Remove(tmp)
+}
+
+// Inspect reports on the store in dir without changing anything (a running
+// agent may be writing it): its size, keys and hit counts. A missing
+// directory is an empty store.
+func Inspect(dir string) api.WorkerCache {
+	s := &Store{dir: dir}
+	s.hits, s.misses = readStats(dir)
+	return s.Report()
+}
+
+// Summary says in a line how big the caches are and how often builds found
+// them warm: "48.2 MiB of 20 GiB, 3 of 4 builds warm (75%)".
+func Summary(c api.WorkerCache, maxBytes int64) string {
+	line := bytesize.IEC(c.Bytes)
+	if maxBytes > 0 {
+		line += " of " + bytesize.IEC(maxBytes)
+	}
+	if n := c.Hits + c.Misses; n > 0 {
+		line += fmt.Sprintf(", %d of %d builds warm (%.0f%%)", c.Hits, n, 100*c.HitRate())
+	} else {
+		line += ", no build yet"
+	}
+	return line
 }
 
 // Dir is the store's directory.
@@ -126,6 +183,7 @@ func (s *Store) Stage(project string, entries []api.CacheEntry, dir string) ([]M
 	} else {
 		s.misses++
 	}
+	s.writeStats()
 	return out, nil
 }
 
@@ -282,7 +340,8 @@ func (s *Store) evictOldest(keep string) bool {
 }
 
 // Report is what the worker tells the controller: its newest keys (at
-// most api.MaxWorkerCacheKeys), its size and its hit counts.
+// most api.MaxWorkerCacheKeys), its size and its hit counts (kept across
+// the agent's restarts).
 func (s *Store) Report() api.WorkerCache {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 func key(s string) string {
@@ -102,6 +103,16 @@ func TestStageIsPerProject(t *testing.T) {
 	}
 	if r := s.Report(); r.Hits != 1 || r.Misses != 1 || len(r.Keys) != 1 || r.Keys[0] != k || r.Bytes != int64(len(data)) {
 		t.Errorf("report %+v", r)
+	}
+	// What doctor sees from outside, and what a restarted agent counts on from.
+	if r := Inspect(s.Dir()); r.Hits != 1 || r.Misses != 1 || r.Bytes != int64(len(data)) {
+		t.Errorf("inspect %+v", r)
+	}
+	if again, err := Open(s.Dir(), s.MaxBytes()); err != nil || again.Report().Hits != 1 {
+		t.Errorf("reopened store lost its counts: %v", err)
+	}
+	if got := Summary(s.Report(), 1<<30); got != bytesize.IEC(int64(len(data)))+" of 1.0 GiB, 1 of 2 builds warm (50%)" {
+		t.Errorf("summary %q", got)
 	}
 	// A new lockfile: no archive of that key, the newest of the name instead.
 	m, _ = stage(t, s, "project-a", api.CacheEntry{Name: "npm", Key: key("a-npm-v2")})

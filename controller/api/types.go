@@ -504,7 +504,8 @@ func (c WorkerCache) HitRate() float64 {
 // WorkerCache is what a worker reports of its dependency caches
 // (PUT /api/workers/cache, worker token): the keys it holds, newest first
 // and at most MaxWorkerCacheKeys, its size on disk and how many builds
-// found a warm cache (hits) or none (misses) since it started.
+// found a warm cache (hits) or none (misses), as its cache directory
+// counts them (across restarts of the agent).
 type WorkerCache struct {
 	Keys   []string `json:"keys"`
 	Bytes  int64    `json:"bytes"`

@@ -329,6 +329,9 @@ func (c *Config) tartPath() (string, error) {
 	return p, nil
 }
 
+// cacheDir holds the dependency caches (agent/cache).
+func (c *Config) cacheDir() string { return filepath.Join(c.DataDir, "caches") }
+
 // logPath is the agent's log file ("Open Logs" in the menu bar).
 func (c *Config) logPath() string { return filepath.Join(c.DataDir, "logs", "agent.log") }
 

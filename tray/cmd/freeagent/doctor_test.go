@@ -110,8 +110,11 @@ func TestDoctor(t *testing.T) {
 			t.Fatalf("refused key: %+v", c)
 		}
 	}
-	if len(report.Checks) != 9 {
-		t.Fatalf("want all nine checks: %+v", report.Checks)
+	if len(report.Checks) != 10 {
+		t.Fatalf("want all nine checks and the caches: %+v", report.Checks)
+	}
+	if last := report.Checks[9]; last.ID != "caches" || last.Message != "dependency caches: 0 B of 20.0 GiB, no build yet" {
+		t.Fatalf("caches line %+v", last)
 	}
 }
 

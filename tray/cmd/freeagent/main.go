@@ -266,7 +266,7 @@ func newAgent(cfg *Config, store secrets.Store, log logrus.FieldLogger) (*agent.
 		BackoffMin:         cfg.BackoffMin,
 		MaxBuildTimeout:    cfg.BuildTimeout,
 		Awake:              power.ForHost(), // the Mac must not sleep mid-build
-		CacheDir:           filepath.Join(cfg.DataDir, "caches"),
+		CacheDir:           cfg.cacheDir(),
 		CacheMaxBytes:      int64(cfg.CacheGB) << 30,
 		OnWorkerID: func(id string) {
 			if err := store.Set(secrets.KeyWorkerID, id); err != nil {
