@@ -260,7 +260,9 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 	}
 	if len(caches.entries) > 0 {
 		r.logs.Printf("")
-		caches.restore(ctx, r.cfg.CacheShare, r.bc.Caches)
+		if caches.restore(ctx, r.cfg.CacheShare, r.bc.Caches) > 0 {
+			p.runner.env = caches.restoredEnv(p.runner.env)
+		}
 	}
 	files, err := p.run(ctx)
 	if err != nil {

@@ -96,6 +96,23 @@ func (d *depCaches) env() []string {
 	return env
 }
 
+// restoredEnv adds to env, after a restore, what makes the tools use the
+// restored cache rather than ask the registry: with the lockfile's
+// integrity hashes npm and pnpm may take a cached tarball without
+// revalidating its metadata (a tarball missing from the cache is still
+// downloaded). A value the project set itself is left alone.
+func (d *depCaches) restoredEnv(env []string) []string {
+	for _, c := range d.entries {
+		if c.restored == "" || (c.Name != api.PackageManagerNPM && c.Name != api.PackageManagerPNPM) {
+			continue
+		}
+		if envValue(env, "npm_config_prefer_offline") == "" {
+			env = mergeEnv(env, "npm_config_prefer_offline=true")
+		}
+	}
+	return env
+}
+
 // restore extracts the archive shared for each cache into its paths. A
 // cache whose archive is unusable is a miss with a warning: the build goes
 // on cold. It reports how many caches were restored.

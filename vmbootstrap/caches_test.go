@@ -94,6 +94,15 @@ func TestCacheRoundTrip(t *testing.T) {
 			t.Errorf("%s was archived", gone)
 		}
 	}
+	if env := d2.restoredEnv([]string{"PATH=/bin"}); envValue(env, "npm_config_prefer_offline") != "true" {
+		t.Errorf("after a restore the install does not prefer the cache: %v", env)
+	}
+	if env := d2.restoredEnv([]string{"npm_config_prefer_offline=false"}); envValue(env, "npm_config_prefer_offline") != "false" {
+		t.Errorf("the project's own prefer_offline was replaced: %v", env)
+	}
+	if env := d1.restoredEnv(nil); len(env) != 0 {
+		t.Errorf("a miss changed the environment: %v", env)
+	}
 	if saved := d2.save(ctx, t.TempDir()); len(saved) != 0 {
 		t.Errorf("a cache restored under its own key was saved again: %+v", saved)
 	}
