@@ -242,7 +242,7 @@ func (s *Store) redeliver(ctx context.Context, w WorkerAuth) (PollResult, error)
 }
 
 const jobColumns = `b.id, b.platform, b.profile, b.priority, b.has_certs, b.base_image, b.timeout_seconds, b.lease_expires_at,
-	b.project, b.spec->'caches'`
+	b.project, b.spec->'caches' AS caches`
 
 func scanJob(row pgx.Row, j *api.Job, extra ...any) error {
 	var hasCerts bool
