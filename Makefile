@@ -58,6 +58,7 @@ app:
 bench:
 	$(GO) run ./controller/cmd/freeagent-bench
 	$(GO) test ./agent -run XXX -bench AgentOverhead -benchtime 1x
+	$(GO) test ./agent -run XXX -bench WarmBuild -benchtime 1x
 
 # Runs each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/freeagent-build/freeagent/agent/cache"
 	"github.com/freeagent-build/freeagent/controller/api"
 )
 
@@ -56,6 +57,10 @@ type Config struct {
 	// worker within 10 s).
 	Host              HostGate
 	HostCheckInterval time.Duration
+	// CacheDir holds the dependency caches (agent/cache), at most
+	// CacheMaxBytes in all; either unset: builds run without caches.
+	CacheDir      string
+	CacheMaxBytes int64
 }
 
 // Agent is one worker process.
@@ -66,6 +71,7 @@ type Agent struct {
 	log    logrus.FieldLogger
 
 	tokens tokenHolder
+	caches *cache.Store // nil: no dependency caches
 
 	mu          sync.Mutex
 	workerID    string
@@ -115,6 +121,10 @@ func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
 		}
 	}
 	cfg.Capabilities.MaxConcurrentBuilds = cfg.MaxBuilds
+	caches, err := openCaches(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("the dependency caches in %s: %w", cfg.CacheDir, err)
+	}
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 8
 	return &Agent{
@@ -122,6 +132,7 @@ func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
 		driver:      driver,
 		client:      &api.Client{BaseURL: cfg.ControllerURL, APIKey: cfg.APIKey, HTTP: &http.Client{Transport: transport}, UserAgent: "freeagent-agent"},
 		log:         log,
+		caches:      caches,
 		workerID:    cfg.WorkerID,
 		heartbeat:   30 * time.Second,
 		running:     map[string]*build{},
@@ -287,6 +298,7 @@ func (a *Agent) register(ctx context.Context) error {
 			a.log.WithFields(logrus.Fields{"worker": resp.ID, "status": resp.Status}).Info("registered with the controller")
 			a.pauseChanged() // a new instance starts unpaused on the controller: say how it stands
 			a.setOnline()
+			go a.reportCache(ctx)
 			return nil
 		}
 		if ctx.Err() != nil {

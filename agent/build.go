@@ -46,6 +46,7 @@ type build struct {
 // outcome is what the worker reports.
 type outcome struct {
 	success   bool
+	saved     []vmbootstrap.SavedCache // the caches a successful build saved
 	message   string
 	code      string
 	retryable bool
@@ -163,18 +164,34 @@ func (b *build) heartbeats(ctx context.Context, stop context.CancelCauseFunc) {
 
 // execute prepares the shared directory, starts the environment and waits
 // for the bootstrap's signal files. The environment is always destroyed.
-func (b *build) execute(ctx context.Context) outcome {
+func (b *build) execute(ctx context.Context) (out outcome) {
 	dir, err := os.MkdirTemp(b.a.cfg.WorkDir, "build-"+b.job.ID+"-")
 	if err != nil {
 		return outcome{retryable: true, code: "worker_disk", message: fmt.Sprintf("create the build's shared directory: %v", err)}
 	}
 	defer os.RemoveAll(dir)
-	if err := b.writeSharedDir(dir); err != nil {
+	cacheDir, mounted := b.stageCaches(dir)
+	if cacheDir != "" {
+		defer os.RemoveAll(cacheDir)
+	}
+	// After the environment is gone (deferred below, so run first): only a
+	// successful build's archives are kept, then the controller hears.
+	defer func() {
+		if out.success {
+			b.keepCaches(dir, out.saved)
+		}
+		if len(b.job.Caches) > 0 {
+			b.a.reportCache(ctx)
+		}
+	}()
+	if err := b.writeSharedDir(dir, mounted); err != nil {
 		return outcome{retryable: true, code: "worker_disk", message: err.Error()}
 	}
 	b.setPhase("booting", 0)
 	name := "fa-" + b.job.ID + "-" + b.job.AttemptID
-	inst, err := b.a.driver.Start(ctx, name, dir, b.a.cfg.Resources)
+	res := b.a.cfg.Resources
+	res.CacheDir = cacheDir
+	inst, err := b.a.driver.Start(ctx, name, dir, res)
 	if err != nil {
 		if ctx.Err() != nil { // stopped while starting: the cause decides
 			return b.interrupted(ctx)
@@ -198,7 +215,7 @@ func (b *build) execute(ctx context.Context) outcome {
 			b.log.WithError(err).Error("could not destroy the build environment")
 		}
 	}()
-	out := b.watch(ctx, dir, inst)
+	out = b.watch(ctx, dir, inst)
 	if out.success {
 		// The artifacts are uploaded: tell the developer now, and tear the
 		// VM down after (a crash in between leaves an fa-* VM that the next
@@ -223,13 +240,13 @@ const (
 	sharedExecMode os.FileMode = 0o755
 )
 
-func (b *build) writeSharedDir(dir string) error {
+func (b *build) writeSharedDir(dir string, caches []vmbootstrap.CacheMount) error {
 	// os.MkdirTemp made it 0700; chmod is not subject to the umask.
 	if err := os.Chmod(dir, sharedDirMode); err != nil {
 		return fmt.Errorf("open the shared folder to the VM's user: %w", err)
 	}
 	cfg := vmbootstrap.BuildConfig{BuildID: b.job.ID, AttemptID: b.job.AttemptID, ControllerURL: b.a.cfg.GuestControllerURL,
-		OTP: b.job.OTP, Platform: b.job.Platform, Profile: b.job.Profile}
+		OTP: b.job.OTP, Platform: b.job.Platform, Profile: b.job.Profile, Caches: caches}
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return err
@@ -399,7 +416,7 @@ func (b *build) ended(dir string) (outcome, bool) {
 	switch err := readVMFile(dir, vmbootstrap.BuildCompleteFile, maxSignalBytes, &done); {
 	case err == nil:
 		b.log.WithField("artifacts", len(done.Artifacts)).Info("build completed")
-		return outcome{success: true}, true
+		return outcome{success: true, saved: done.Caches}, true
 	case !errors.Is(err, fs.ErrNotExist):
 		return b.badSignal(err), true
 	}

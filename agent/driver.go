@@ -20,10 +20,14 @@ type Driver interface {
 	Start(ctx context.Context, name, sharedDir string, res Resources) (Instance, error)
 }
 
-// Resources sizes one environment.
+// Resources is what one environment gets: its size, and its dependency
+// caches.
 type Resources struct {
 	CPU      int // cores; 0 keeps the template's
 	MemoryMB int // 0 keeps the template's
+	// CacheDir is shared read-only with the environment as the "caches"
+	// share (vmbootstrap.DefaultCacheShare in a VM); "" for none.
+	CacheDir string
 }
 
 // Instance is one running environment.

@@ -157,7 +157,7 @@ func TestExpoTeamAndroidBuilds(t *testing.T) {
 
 // expoBuild returns a runner of the real expo-build, in-process, against
 // the farm's controller with a developer key and its own config file.
-func (f *farm) expoBuild(t *testing.T) func(stdin string, args ...string) (code int, stdout, stderr string) {
+func (f *farm) expoBuild(t testing.TB) func(stdin string, args ...string) (code int, stdout, stderr string) {
 	cfg := filepath.Join(t.TempDir(), "expo-build.json")
 	vars := map[string]string{"EXPO_BUILD_CONFIG": cfg, "EXPO_CONTROLLER_URL": f.url, "EXPO_CONTROLLER_API_KEY": f.dev.APIKey}
 	return func(stdin string, args ...string) (int, string, string) {

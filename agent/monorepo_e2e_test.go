@@ -200,7 +200,7 @@ func workspaceManagers(t *testing.T) string {
 	return filepath.Join(prefix, "node_modules", ".bin")
 }
 
-func inDir(t *testing.T, dir string, env []string, name string, args ...string) string {
+func inDir(t testing.TB, dir string, env []string, name string, args ...string) string {
 	t.Helper()
 	cmd := exec.Command(name, args...)
 	cmd.Dir, cmd.Env = dir, env
@@ -213,7 +213,7 @@ func inDir(t *testing.T, dir string, env []string, name string, args ...string) 
 
 // removeNodeModules deletes every node_modules under root, as a fresh
 // clone has none.
-func removeNodeModules(t *testing.T, root string) {
+func removeNodeModules(t testing.TB, root string) {
 	t.Helper()
 	var dirs []string
 	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
@@ -253,7 +253,7 @@ func addRegistryDependency(t *testing.T, pkgJSON string) {
 	}
 }
 
-func mustJSON(t *testing.T, v any) string {
+func mustJSON(t testing.TB, v any) string {
 	t.Helper()
 	b, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {

@@ -30,7 +30,7 @@ func TestSharedDirIsUsableByAnyGuestUID(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := &build{a: &Agent{cfg: Config{BootstrapBinary: bin}}, job: &api.Job{ID: "b1", AttemptID: "a1", OTP: "otp"}, log: logrus.New()}
-	if err := b.writeSharedDir(dir); err != nil {
+	if err := b.writeSharedDir(dir, nil); err != nil {
 		t.Fatal(err)
 	}
 	for path, want := range map[string]os.FileMode{

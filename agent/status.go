@@ -4,6 +4,8 @@ import (
 	"context"
 	"slices"
 	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 // Awake keeps the host from sleeping while builds run. The agent calls
@@ -36,6 +38,9 @@ type Status struct {
 	HostPause   string
 	WorkerID    string
 	Builds      []BuildStatus
+	// Cache is the dependency caches' size and hit counts (Keys empty),
+	// nil without caches or before the first report.
+	Cache *api.WorkerCache
 }
 
 // BuildStatus is one running build.

@@ -128,6 +128,9 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName, projectNa
 		return nil, err
 	}
 	spec.GitCommit = gitCommit(ctx, appRoot)
+	if spec.Caches, err = buildCaches(spec, layout.WorkspaceRoot, appRoot); err != nil {
+		return nil, err
+	}
 	r.spec = spec
 	return r, nil
 }
@@ -205,9 +208,6 @@ func checkApplicable(p api.BuildProfile, profileName, platform string, warnings 
 	}
 	if p.Node != "" {
 		*warnings = append(*warnings, fmt.Sprintf("node %s: the worker's VM template provides Node.js; the build fails unless it is %s", p.Node, p.Node))
-	}
-	if p.Cache != nil {
-		*warnings = append(*warnings, "cache: dependency caching is not applied by this farm yet; builds install from scratch")
 	}
 	if p.UploadSourceMaps != nil && *p.UploadSourceMaps {
 		*warnings = append(*warnings, "uploadSourceMaps: source maps are not uploaded by this farm; add them to buildArtifactPaths to keep them")

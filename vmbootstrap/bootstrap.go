@@ -124,6 +124,7 @@ type buildRun struct {
 	logs   *LogStream // nil until authenticated
 	work   string
 	user   *buildUser // nil: build commands run as this process's user
+	saved  []SavedCache
 }
 
 // execute runs every phase up to the uploaded artifacts. Its error is a
@@ -236,6 +237,9 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 		}
 		env = r.user.env(env, tmp)
 	}
+	// The tools' cache directories, under the project's own variables.
+	caches := newDepCaches(spec, filepath.Join(r.work, "cache"), r.work, root, envValue(env, "HOME"), r.logs, r.user)
+	env = mergeEnv(env, caches.env()...)
 	env = mergeEnv(env, be.vars...)
 	if len(job.Variables) > 0 {
 		names := make([]string, len(job.Variables))
@@ -253,6 +257,12 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 		tree: tree, root: root, workDir: r.work, artifactsDir: artifactsDir, spec: spec, keystore: keystore, signing: sign,
 		runner: &stepRunner{env: env, out: r.logs, grace: r.cfg.KillGrace, drain: 2 * time.Second, user: r.user},
 		phase:  r.progress,
+	}
+	if len(caches.entries) > 0 {
+		r.logs.Printf("")
+		if caches.restore(ctx, r.cfg.CacheShare, r.bc.Caches) > 0 {
+			p.runner.env = caches.restoredEnv(p.runner.env)
+		}
 	}
 	files, err := p.run(ctx)
 	if err != nil {
@@ -273,6 +283,9 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 		art.URL = ""
 		arts = append(arts, art)
 	}
+	// Only a successful build refreshes a cache; the archives are in place
+	// before build-complete, the last file, names them.
+	r.saved = caches.save(ctx, r.cfg.SharedDir)
 	return arts, nil
 }
 
@@ -577,7 +590,7 @@ func (r *buildRun) finish(ctx context.Context, arts []api.Artifact, err error) i
 			r.log.WithError(cerr).Warn("the end of the build log may be missing")
 		}
 		r.progress(PhaseDone, 100, "build complete")
-		if werr := writeJSONAtomic(r.cfg.SharedDir, BuildCompleteFile, Complete{Artifacts: arts}); werr != nil {
+		if werr := writeJSONAtomic(r.cfg.SharedDir, BuildCompleteFile, Complete{Artifacts: arts, Caches: r.saved}); werr != nil {
 			r.log.WithError(werr).Error("cannot report the build's completion to the host")
 			return 1
 		}

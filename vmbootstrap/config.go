@@ -20,10 +20,15 @@ const DefaultSharedDir = "/Volumes/My Shared Files/build-config"
 // and --work-dir is not given: outside the bootstrap's private $TMPDIR.
 const DefaultBuildUserWorkDir = "/tmp/freeagent-build"
 
+// DefaultCacheShare is where a macOS guest sees the host's read-only share
+// of dependency caches (`tart run --dir caches:<dir>:ro`).
+const DefaultCacheShare = "/Volumes/My Shared Files/caches"
+
 // Config is everything freeagent-vm can be told. Each field comes from its
 // flag, else its environment variable, else the default.
 type Config struct {
 	SharedDir    string        // --shared-dir, FREEAGENT_SHARED_DIR
+	CacheShare   string        // --cache-share, FREEAGENT_CACHE_SHARE: the read-only dependency caches BuildConfig.Caches names
 	WaitTimeout  time.Duration // --wait-timeout, FREEAGENT_WAIT_TIMEOUT: how long to wait for the share and its config
 	BuildTimeout time.Duration // --build-timeout, FREEAGENT_BUILD_TIMEOUT: the whole build (the host enforces the real one)
 	KillGrace    time.Duration // --kill-grace, FREEAGENT_KILL_GRACE: SIGTERM → SIGKILL delay for build steps
@@ -47,6 +52,7 @@ func DefaultConfig() Config {
 	home, _ := os.UserHomeDir()
 	return Config{
 		SharedDir:    DefaultSharedDir,
+		CacheShare:   DefaultCacheShare,
 		WaitTimeout:  5 * time.Minute,
 		BuildTimeout: 2 * time.Hour,
 		KillGrace:    10 * time.Second,
@@ -99,6 +105,7 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	}
 	opts := []option{
 		{"shared-dir", "FREEAGENT_SHARED_DIR", "shared folder holding " + BuildConfigFile + " (default " + DefaultSharedDir + ")", str(&cfg.SharedDir)},
+		{"cache-share", "FREEAGENT_CACHE_SHARE", "read-only folder of the dependency caches the host shares (default " + DefaultCacheShare + ")", str(&cfg.CacheShare)},
 		{"wait-timeout", "FREEAGENT_WAIT_TIMEOUT", "how long to wait for the shared folder and its config (default 5m)", dur(&cfg.WaitTimeout)},
 		{"build-timeout", "FREEAGENT_BUILD_TIMEOUT", "time limit of the whole build (default 2h)", dur(&cfg.BuildTimeout)},
 		{"kill-grace", "FREEAGENT_KILL_GRACE", "time between SIGTERM and SIGKILL of a build step (default 10s)", dur(&cfg.KillGrace)},

@@ -27,6 +27,10 @@ const (
 	ProgressFile      = "progress.json"     // VM → host: Progress, rewritten at every phase
 	BuildCompleteFile = "build-complete"    // VM → host: Complete, the last file of a successful build
 	BuildErrorFile    = "build-error"       // VM → host: BuildError, the last file of a failed build
+	// CacheOutDir holds the dependency-cache archives a successful build
+	// wrote (VM → host: <name>.tar, each listed in Complete.Caches), for
+	// the agent to validate and keep. See docs/build-spec.md, "Warm builds".
+	CacheOutDir = "caches-out"
 )
 
 // Phases written to ProgressFile, in order. PhaseFailed replaces the
@@ -69,6 +73,18 @@ type BuildConfig struct {
 	OTP           string `json:"otp"`
 	Platform      string `json:"platform"`
 	Profile       string `json:"profile"`
+	// Caches are the dependency-cache archives the host shares read-only
+	// with this build (in Config.CacheShare), one per cache name.
+	Caches []CacheMount `json:"caches,omitempty"`
+}
+
+// CacheMount is one cache archive shared with the build: the cache's name,
+// the key it was saved under (the build's own on an exact hit, another
+// key's after a lockfile change) and its file in the cache share.
+type CacheMount struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+	File string `json:"file"`
 }
 
 func (c BuildConfig) validate() error {
@@ -107,6 +123,17 @@ type Progress struct {
 // Complete is build-complete.
 type Complete struct {
 	Artifacts []api.Artifact `json:"artifacts"` // name, size, sha256 (url omitted)
+	// Caches are the archives written to CacheOutDir: the caches whose
+	// exact key the build did not find, saved after its success.
+	Caches []SavedCache `json:"caches,omitempty"`
+}
+
+// SavedCache is one archive of CacheOutDir: File (<name>.tar) holds the
+// cache Name of the build's spec under Key.
+type SavedCache struct {
+	Name string `json:"name"`
+	Key  string `json:"key"`
+	File string `json:"file"`
 }
 
 // BuildError is build-error.

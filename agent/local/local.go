@@ -9,6 +9,7 @@ package local
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -39,7 +40,7 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 	}
 	for _, e := range entries {
 		if strings.HasPrefix(e.Name(), "fa-") {
-			os.RemoveAll(filepath.Join(d.Root, e.Name()))
+			removeScratch(filepath.Join(d.Root, e.Name()))
 		}
 	}
 	return nil
@@ -47,7 +48,7 @@ func (d *Driver) Cleanup(ctx context.Context) error {
 
 // Start implements agent.Driver: it runs the freeagent-vm binary the agent
 // put in sharedDir, in a fresh scratch directory that is also its HOME.
-func (d *Driver) Start(ctx context.Context, name, sharedDir string, _ agent.Resources) (agent.Instance, error) {
+func (d *Driver) Start(ctx context.Context, name, sharedDir string, res agent.Resources) (agent.Instance, error) {
 	// Absolute paths: the bootstrap runs with the scratch directory as cwd.
 	sharedDir, err := filepath.Abs(sharedDir)
 	if err != nil {
@@ -62,25 +63,36 @@ func (d *Driver) Start(ctx context.Context, name, sharedDir string, _ agent.Reso
 	}
 	bin := filepath.Join(sharedDir, "freeagent-vm")
 	if _, err := os.Stat(bin); err != nil {
-		os.RemoveAll(scratch)
+		removeScratch(scratch)
 		return nil, &agent.StartError{Retryable: true, Code: "vm_start_failed", Err: fmt.Errorf("no bootstrap binary in the shared directory: %w", err)}
 	}
 	log, err := os.Create(filepath.Join(scratch, "bootstrap.log"))
 	if err != nil {
-		os.RemoveAll(scratch)
+		removeScratch(scratch)
 		return nil, &agent.StartError{Retryable: true, Code: "worker_disk", Err: err}
 	}
-	cmd := exec.Command(bin, "--shared-dir", sharedDir)
+	args := []string{"--shared-dir", sharedDir}
+	if res.CacheDir != "" {
+		// A copy, read-only: the build must not change the worker's caches
+		// (there is no VM boundary here to enforce it).
+		caches := filepath.Join(scratch, "caches")
+		if err := copyReadOnly(res.CacheDir, caches); err != nil {
+			removeScratch(scratch)
+			return nil, &agent.StartError{Retryable: true, Code: "worker_disk", Err: fmt.Errorf("copy the dependency caches: %w", err)}
+		}
+		args = append(args, "--cache-share", caches)
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Dir = scratch
 	cmd.Env = append(append(buildEnv(), "HOME="+scratch, "TMPDIR="+scratch), d.Env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	p, err := agent.StartProcess(cmd)
 	log.Close() // the child holds its own descriptor
 	if err != nil {
-		os.RemoveAll(scratch)
+		removeScratch(scratch)
 		return nil, &agent.StartError{Retryable: true, Code: "vm_start_failed", Err: fmt.Errorf("start the bootstrap: %w", err)}
 	}
-	p.Cleanup = func(context.Context) error { return os.RemoveAll(scratch) }
+	p.Cleanup = func(context.Context) error { return removeScratch(scratch) }
 	return p, nil
 }
 
@@ -94,4 +106,49 @@ func buildEnv() []string {
 		}
 	}
 	return env
+}
+
+// copyReadOnly copies the regular files of src into dst (created), 0444,
+// then makes dst 0555.
+func copyReadOnly(src, dst string) error {
+	entries, err := os.ReadDir(src)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dst, 0o755); err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() {
+			continue
+		}
+		if err := copyFile(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+			return err
+		}
+	}
+	return os.Chmod(dst, 0o555)
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// removeScratch removes a build's scratch directory, its read-only copy of
+// the caches included.
+func removeScratch(scratch string) error {
+	os.Chmod(filepath.Join(scratch, "caches"), 0o755) //nolint:errcheck // absent without caches
+	return os.RemoveAll(scratch)
 }

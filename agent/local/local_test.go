@@ -87,3 +87,43 @@ func alive(pid string) bool {
 	i := strings.LastIndexByte(string(b), ')')
 	return i < 0 || i+2 >= len(b) || b[i+2] != 'Z'
 }
+
+// TestLocalDriverSharesCachesReadOnly: the caches directory reaches the
+// bootstrap as --cache-share, a copy whose files the build cannot change
+// (the worker's own archives stay as they were), removed with the rest.
+func TestLocalDriverSharesCachesReadOnly(t *testing.T) {
+	root, shared, caches := t.TempDir(), t.TempDir(), t.TempDir()
+	script := `#!/bin/sh
+cat "$4/npm.tar" > "$2/seen"
+if echo changed > "$4/npm.tar" 2>/dev/null; then echo writable > "$2/result"; else echo refused > "$2/result"; fi
+`
+	if err := os.WriteFile(filepath.Join(shared, "freeagent-vm"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(caches, "npm.tar"), []byte("archive"), 0o444); err != nil {
+		t.Fatal(err)
+	}
+	d := &Driver{Root: root}
+	inst, err := d.Start(context.Background(), "fa-b2-a1", shared, agent.Resources{CacheDir: caches})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-inst.Exited()
+	seen, _ := os.ReadFile(filepath.Join(shared, "seen"))
+	result, _ := os.ReadFile(filepath.Join(shared, "result"))
+	if string(seen) != "archive" {
+		t.Errorf("the bootstrap read %q from the cache share", seen)
+	}
+	if orig, _ := os.ReadFile(filepath.Join(caches, "npm.tar")); string(orig) != "archive" {
+		t.Errorf("the worker's archive became %q", orig)
+	}
+	if os.Geteuid() != 0 && strings.TrimSpace(string(result)) != "refused" { // root writes through file modes
+		t.Errorf("writing the shared copy: %s", result)
+	}
+	if err := inst.Destroy(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "fa-b2-a1")); !os.IsNotExist(err) {
+		t.Fatal("scratch directory with the caches copy left behind")
+	}
+}

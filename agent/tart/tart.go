@@ -388,7 +388,13 @@ func (d *Driver) Start(ctx context.Context, name, sharedDir string, res agent.Re
 		return nil, &agent.StartError{Retryable: true, Code: "worker_disk", Err: err}
 	}
 	args := append([]string{"run", "--no-graphics", "--no-audio", "--no-clipboard"}, d.networkArgs()...)
-	cmd := exec.Command(d.Tart, append(args, "--dir", "build-config:"+sharedDir, name)...)
+	args = append(args, "--dir", "build-config:"+sharedDir)
+	if res.CacheDir != "" {
+		// The VM sees it at vmbootstrap.DefaultCacheShare; ro: the build
+		// can read its project's caches, never change the worker's copy.
+		args = append(args, "--dir", "caches:"+res.CacheDir+":ro")
+	}
+	cmd := exec.Command(d.Tart, append(args, name)...)
 	cmd.Env = runEnv
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	p, err := agent.StartProcess(cmd)

@@ -209,6 +209,12 @@ func (c *Client) Heartbeat(ctx context.Context, workerToken string, req Heartbea
 	return out, c.call(ctx, http.MethodPost, "/api/workers/heartbeat", req, &out, header{HeaderWorkerToken: workerToken})
 }
 
+// ReportCache tells the controller which dependency caches the worker
+// holds (PUT /api/workers/cache).
+func (c *Client) ReportCache(ctx context.Context, workerToken string, report WorkerCache) error {
+	return c.call(ctx, http.MethodPut, "/api/workers/cache", report, nil, header{HeaderWorkerToken: workerToken})
+}
+
 // Unregister ends the worker instance.
 func (c *Client) Unregister(ctx context.Context, workerToken string) (UnregisterResponse, error) {
 	var out UnregisterResponse

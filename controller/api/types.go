@@ -216,6 +216,12 @@ type Job struct {
 	BaseImage           *string   `json:"base_image"`
 	OTP                 string    `json:"otp"`
 	BuildTimeoutSeconds int       `json:"build_timeout_seconds"`
+	// Project is the build's project ("" for none) and Caches its spec's
+	// dependency caches: the worker hands the build the archives it holds
+	// for them, filed under the project (see docs/build-spec.md, "Warm
+	// builds"). Older controllers send neither: the build runs cold.
+	Project string       `json:"project,omitempty"`
+	Caches  []CacheEntry `json:"caches,omitzero"`
 }
 
 // PollResponse answers GET /api/workers/poll.
@@ -494,6 +500,17 @@ type Worker struct {
 	// takes builds.
 	PauseKind   string `json:"pause_kind,omitempty"`
 	PauseReason string `json:"pause_reason,omitempty"`
+	// Cache is the worker's last report of its dependency caches (size,
+	// hits, misses; its keys are not listed), nil before its first.
+	Cache *WorkerCache `json:"cache,omitempty"`
+}
+
+// HitRate is the share of builds that found a warm cache, 0 before any.
+func (c WorkerCache) HitRate() float64 {
+	if c.Hits+c.Misses == 0 {
+		return 0
+	}
+	return float64(c.Hits) / float64(c.Hits+c.Misses)
 }
 
 // Pause kinds (Worker.PauseKind).
@@ -545,7 +562,8 @@ const WorkerPauseReportEvery = time.Minute
 // WorkerCache is what a worker reports of its dependency caches
 // (PUT /api/workers/cache, worker token): the keys it holds, newest first
 // and at most MaxWorkerCacheKeys, its size on disk and how many builds
-// found a warm cache (hits) or none (misses) since it started.
+// found a warm cache (hits) or none (misses), as its cache directory
+// counts them (across restarts of the agent).
 type WorkerCache struct {
 	Keys   []string `json:"keys"`
 	Bytes  int64    `json:"bytes"`

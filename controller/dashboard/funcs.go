@@ -21,6 +21,8 @@ var funcs = template.FuncMap{
 	"join":     strings.Join,
 	"since":    func(t time.Time) string { return fmtDuration(time.Since(t)) + " ago" },
 	"pathesc":  url.PathEscape,
+	"percent":  func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },
+	"add":      func(a, b int64) int64 { return a + b },
 }
 
 func orEmpty(s *string) string {

@@ -167,6 +167,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/workers/upload", s.worker(s.upload))
 	m.HandleFunc("POST /api/workers/unregister", s.worker(s.unregister))
 	m.HandleFunc("PUT /api/workers/pause", s.worker(s.reportPause))
+	m.HandleFunc("PUT /api/workers/cache", s.worker(s.workerCache))
 	m.HandleFunc("GET /api/workers", s.admin(s.listWorkers))
 	m.HandleFunc("POST /api/workers/{id}/pause", s.admin(s.pauseWorker))
 	m.HandleFunc("POST /api/workers/{id}/resume", s.admin(s.resumeWorker))

@@ -290,6 +290,21 @@ func (s *Server) unregister(w http.ResponseWriter, r *http.Request, wa store.Wor
 	writeJSON(w, http.StatusOK, api.UnregisterResponse{Success: true, BuildsReassigned: n})
 }
 
+// workerCache records the worker's report of its dependency caches; the
+// body is bounded like every JSON body (200 keys are about 14 KB).
+func (s *Server) workerCache(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth) {
+	var c api.WorkerCache
+	if err := s.decodeJSON(w, r, &c); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.store.SetWorkerCache(r.Context(), wa, c); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
 func (s *Server) listWorkers(w http.ResponseWriter, r *http.Request) {
 	ws, err := s.store.ListWorkers(r.Context())
 	if err != nil {

@@ -241,13 +241,21 @@ func (s *Store) redeliver(ctx context.Context, w WorkerAuth) (PollResult, error)
 	return res, err
 }
 
-const jobColumns = `b.id, b.platform, b.profile, b.priority, b.has_certs, b.base_image, b.timeout_seconds, b.lease_expires_at`
+const jobColumns = `b.id, b.platform, b.profile, b.priority, b.has_certs, b.base_image, b.timeout_seconds, b.lease_expires_at,
+	b.project, b.spec->'caches' AS caches`
 
 func scanJob(row pgx.Row, j *api.Job, extra ...any) error {
 	var hasCerts bool
-	dest := append([]any{&j.ID, &j.Platform, &j.Profile, &j.Priority, &hasCerts, &j.BaseImage, &j.BuildTimeoutSeconds, &j.LeaseExpiresAt}, extra...)
+	var caches []byte
+	dest := append([]any{&j.ID, &j.Platform, &j.Profile, &j.Priority, &hasCerts, &j.BaseImage, &j.BuildTimeoutSeconds, &j.LeaseExpiresAt,
+		&j.Project, &caches}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return err
+	}
+	if len(caches) > 0 && string(caches) != "null" {
+		if err := json.Unmarshal(caches, &j.Caches); err != nil {
+			return fmt.Errorf("build %s: its spec's caches: %w", j.ID, err)
+		}
 	}
 	j.SourceURL = "/api/builds/" + j.ID + "/source"
 	if hasCerts {

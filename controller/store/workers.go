@@ -394,7 +394,8 @@ func (s *Store) listWorkers(ctx context.Context, id string) ([]api.Worker, error
 	rows, err := s.pool.Query(ctx, `SELECT w.id, w.name, w.status, w.paused, w.capabilities, w.registered_at, w.last_seen_at,
 		w.builds_completed, w.builds_failed, COALESCE(w.key_id, ''), COALESCE(w.attention_reason, ''),
 		w.owner_paused, COALESCE(w.host_pause_reason, ''),
-		COALESCE((SELECT array_agg(build_id ORDER BY started_at) FROM build_attempts a WHERE a.worker_id = w.id AND a.status IN ('assigned','running')), '{}')
+		COALESCE((SELECT array_agg(build_id ORDER BY started_at) FROM build_attempts a WHERE a.worker_id = w.id AND a.status IN ('assigned','running')), '{}'),
+		w.cache_bytes, w.cache_hits, w.cache_misses
 		FROM workers w WHERE w.status <> 'unregistered' AND ($1 = '' OR w.id = $1) ORDER BY w.name, w.id`, id)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
@@ -402,9 +403,14 @@ func (s *Store) listWorkers(ctx context.Context, id string) ([]api.Worker, error
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Worker, error) {
 		var w api.Worker
 		var caps []byte
+		var c api.WorkerCache
 		if err := r.Scan(&w.ID, &w.Name, &w.Status, &w.Paused, &caps, &w.RegisteredAt, &w.LastSeenAt, &w.BuildsCompleted, &w.BuildsFailed,
-			&w.KeyID, &w.AttentionReason, &w.OwnerPaused, &w.HostPauseReason, &w.ActiveBuilds); err != nil {
+			&w.KeyID, &w.AttentionReason, &w.OwnerPaused, &w.HostPauseReason, &w.ActiveBuilds, &c.Bytes, &c.Hits, &c.Misses); err != nil {
 			return w, err
+		}
+		if c.Bytes > 0 || c.Hits > 0 || c.Misses > 0 {
+			c.Keys = []string{} // the keys are the claim's business, not the listing's
+			w.Cache = &c
 		}
 		w.NeedsAttention = w.AttentionReason != ""
 		w.Summarize()

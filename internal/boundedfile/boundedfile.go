@@ -45,7 +45,16 @@ func ReadNoFollow(name string, limit int64) ([]byte, error) {
 	return read(name, limit, openFlags|noFollow)
 }
 
-func read(name string, limit int64, flags int) ([]byte, error) {
+// OpenNoFollow opens name for a streamed, bounded read of a file another
+// party can write: a symbolic link as its last element, a FIFO, a device or
+// a directory is refused (wrapping ErrNotRegular), and a file over limit
+// bytes is a *TooLargeError. The caller bounds its own reads by limit too:
+// the file may grow after the check.
+func OpenNoFollow(name string, limit int64) (*os.File, error) {
+	return open(name, limit, openFlags|noFollow)
+}
+
+func open(name string, limit int64, flags int) (*os.File, error) {
 	f, err := os.OpenFile(name, os.O_RDONLY|flags, 0)
 	if err != nil {
 		if isSymlinkRefused(err) {
@@ -53,17 +62,28 @@ func read(name string, limit int64, flags int) ([]byte, error) {
 		}
 		return nil, err
 	}
-	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
+		f.Close()
 		return nil, err
 	}
 	if !st.Mode().IsRegular() {
+		f.Close()
 		return nil, fmt.Errorf("%s is %s: %w", name, kind(st.Mode()), ErrNotRegular)
 	}
-	if st.Size() > limit { // cheap refusal; the read below is bounded anyway
+	if st.Size() > limit { // cheap refusal; the read is bounded anyway
+		f.Close()
 		return nil, &TooLargeError{Name: name, Limit: limit}
 	}
+	return f, nil
+}
+
+func read(name string, limit int64, flags int) ([]byte, error) {
+	f, err := open(name, limit, flags)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, err)

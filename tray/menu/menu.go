@@ -10,7 +10,9 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/agent"
+	"github.com/freeagent-build/freeagent/agent/cache"
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
 // Item ids: the binding reports clicks by id.
@@ -146,6 +148,9 @@ func statusLine(in Input) (status, fix Item) {
 		status.Title = fmt.Sprintf("Building %s", plural(running, "build"))
 	default:
 		status.Title = "Online, Idle"
+		if c := st.Cache; c != nil && c.Hits+c.Misses > 0 {
+			status.Title += fmt.Sprintf(" · cache %s, %.0f%% warm", bytesize.IEC(c.Bytes), 100*c.HitRate())
+		}
 	}
 	// A menu line stays short; the tooltip keeps the whole text.
 	if r := []rune(status.Title); len(r) > maxTitle {
@@ -159,6 +164,9 @@ func statusLine(in Input) (status, fix Item) {
 	}
 	if st.WorkerID != "" && status.Tooltip == "" {
 		status.Tooltip = "worker " + st.WorkerID
+		if st.Cache != nil {
+			status.Tooltip += "\ndependency caches: " + cache.Summary(*st.Cache, 0)
+		}
 	}
 	return status, fix
 }

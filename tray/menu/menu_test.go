@@ -8,6 +8,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent"
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
+	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
@@ -44,6 +45,9 @@ func TestStatusLineForEveryState(t *testing.T) {
 		{"needs setup", Input{Now: now}, "Needs Setup: enter the controller and API key", "Open Preferences… to set them up"},
 		{"connecting", with(online(), func(in *Input) { in.Status.State = agent.StateConnecting }), "Connecting to the controller…", ""},
 		{"idle", online(), "Online, Idle", ""},
+		{"idle, caches unused", with(online(), func(in *Input) { in.Status.Cache = &api.WorkerCache{} }), "Online, Idle", ""},
+		{"idle, warm caches", with(online(), func(in *Input) { in.Status.Cache = &api.WorkerCache{Bytes: 48 << 20, Hits: 3, Misses: 1} }),
+			"Online, Idle · cache 48.0 MiB, 75% warm", ""},
 		{"building one", online(oneBuild), "Building b_0123456789… · building 40% · 3m05s", ""},
 		{"building two", online(oneBuild, other), "Building 2 builds", ""},
 		{"paused", with(online(), func(in *Input) { in.Status.State = agent.StatePaused }), "Paused: not accepting builds", ""},

@@ -48,6 +48,7 @@ const (
 	keyPauseThermal   = "pause-thermal"
 	keySchedule       = "schedule"
 	keyMinFreeGB      = "min-free-gb"
+	keyCacheGB        = "cache-gb"
 )
 
 const cookieName = "freeagent_prefs"
@@ -274,6 +275,7 @@ type Values struct {
 	BuildTimeout  time.Duration
 	Template      string
 	Solo          bool // run the controller on this Mac too
+	CacheGB       int  // the dependency caches' total size; 0: none; -1: unchanged
 	Rules         Rules
 }
 
@@ -315,6 +317,9 @@ func (s *Server) load() (Values, error) {
 		v.BuildTimeout = d
 	}
 	v.Solo, _ = strconv.ParseBool(m[keySolo])
+	if n, err := strconv.Atoi(m[keyCacheGB]); err == nil && n >= 0 {
+		v.CacheGB = n
+	}
 	r := &v.Rules
 	if b, err := strconv.ParseBool(m[keyBuildOnBattery]); err == nil {
 		r.BuildOnBattery = b
@@ -336,7 +341,7 @@ func (s *Server) load() (Values, error) {
 }
 
 func (v Values) conf() map[string]string {
-	return map[string]string{
+	m := map[string]string{
 		keyController:   v.ControllerURL,
 		keyCPU:          strconv.Itoa(v.CPU),
 		keyMemoryMB:     strconv.Itoa(v.MemoryGB * 1024),
@@ -352,6 +357,10 @@ func (v Values) conf() map[string]string {
 		keySchedule:       v.Rules.Schedule,
 		keyMinFreeGB:      strconv.Itoa(v.Rules.MinFreeGB),
 	}
+	if v.CacheGB >= 0 {
+		m[keyCacheGB] = strconv.Itoa(v.CacheGB)
+	}
+	return m
 }
 
 // parse validates the form; problems are keyed by field name.
@@ -373,6 +382,10 @@ func parse(f url.Values) (Values, map[string]string) {
 	v.CPU = num("cpu", 0, 128, "a whole number of cores, 0 for the template's")
 	v.MemoryGB = num("memory_gb", 0, 1024, "a whole number of GB, 0 for the template's")
 	v.MaxBuilds = num("max_builds", 1, agent.MaxMacOSVMs, fmt.Sprintf("1 to %d: macOS runs at most %d VMs at once", agent.MaxMacOSVMs, agent.MaxMacOSVMs))
+	v.CacheGB = -1 // a form without the field leaves the setting as it is
+	if f.Has("cache_gb") {
+		v.CacheGB = num("cache_gb", 0, 10_000, "a whole number of GB, 0 to keep no dependency caches")
+	}
 	mins := num("build_timeout_minutes", 1, 24*60, "minutes, from 1 to 1440 (24 hours)")
 	v.BuildTimeout = time.Duration(mins) * time.Minute
 	if v.Template == "" || strings.ContainsAny(v.Template, " \t\r\n") {

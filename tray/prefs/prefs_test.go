@@ -55,7 +55,8 @@ func start(t *testing.T) *fixture {
 
 func validForm(csrf string) url.Values {
 	return url.Values{"csrf": {csrf}, "controller_url": {"https://builds.example.com"}, "api_key": {"fak_secret_worker_key"},
-		"max_builds": {"2"}, "cpu": {"6"}, "memory_gb": {"12"}, "build_timeout_minutes": {"45"}, "template": {"ghcr.io/acme/macos-xcode:16"}}
+		"max_builds": {"2"}, "cpu": {"6"}, "memory_gb": {"12"}, "build_timeout_minutes": {"45"}, "template": {"ghcr.io/acme/macos-xcode:16"},
+		"cache_gb": {"30"}}
 }
 
 func TestTokenAndCSRF(t *testing.T) {
@@ -170,7 +171,7 @@ func TestSaveAndReread(t *testing.T) {
 	}
 	m, err := conffile.Read(filepath.Join(f.dir, conffile.Name))
 	want := map[string]string{"controller-url": "https://builds.example.com", "max-builds": "2", "cpu": "6", "memory-mb": "12288",
-		"build-timeout": "45m0s", "template": "ghcr.io/acme/macos-xcode:16"}
+		"build-timeout": "45m0s", "template": "ghcr.io/acme/macos-xcode:16", "cache-gb": "30"}
 	for k, v := range want {
 		if m[k] != v {
 			t.Errorf("agent.conf %s = %q, want %q (err %v)", k, m[k], v, err)
@@ -183,7 +184,7 @@ func TestSaveAndReread(t *testing.T) {
 	// Re-read: the page shows the saved values, says the key is stored, never shows it.
 	_, page = prefstest.Get(t, c, f.srv.base+"/?saved=1")
 	for _, s := range []string{`id="saved"`, `value="https://builds.example.com"`, `name="max_builds" min="1" max="2" value="2"`,
-		`name="cpu" min="0" value="6"`, `name="memory_gb" min="0" value="12"`, `value="45"`, `value="ghcr.io/acme/macos-xcode:16"`, "stored — leave empty to keep it"} {
+		`name="cpu" min="0" value="6"`, `name="memory_gb" min="0" value="12"`, `value="45"`, `value="ghcr.io/acme/macos-xcode:16"`, `name="cache_gb" min="0" value="30"`, "stored — leave empty to keep it"} {
 		if !strings.Contains(page, s) {
 			t.Errorf("re-read page lacks %s", s)
 		}

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"syscall"
@@ -13,8 +14,8 @@ func selfExe() (string, error) { return os.Executable() }
 // startGuest starts the guest in its own process group. There is no
 // Pdeathsig outside Linux; the reaper process (see startReaper) is what kills
 // the guest's group if `tart run` dies. netns is never set here: vmnet
-// emulation needs Linux.
-func startGuest(cmd *exec.Cmd, netns bool) (*guestProc, error) {
+// emulation needs Linux, and so do read-only shares (mountns).
+func startGuest(cmd *exec.Cmd, netns, mountns bool) (*guestProc, error) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	g := &guestProc{cmd: cmd, done: make(chan struct{})}
 	if err := cmd.Start(); err != nil {
@@ -38,3 +39,10 @@ func guestAlive(sid int) bool {
 func killGuest(sid int, sig syscall.Signal) {
 	_ = syscall.Kill(-sid, sig)
 }
+
+// roWrap: read-only shares need Linux's mount namespaces.
+func roWrap(cmd *exec.Cmd, ro []roMount) (*exec.Cmd, error) {
+	return nil, errors.New("faketart: read-only --dir shares are emulated on Linux only")
+}
+
+func fakeROGuest([]string) int { return 64 }

@@ -197,17 +197,32 @@ func shareGroups(shares []dirShare) (map[string][]dirShare, error) {
 	return groups, nil
 }
 
+// roMount is a read-only share: the guest sees host path src at dst, a
+// bind mount made read-only in the guest's own mount namespace (see
+// roWrap), so a write fails there as it does through Tart's virtio-fs.
+type roMount struct{ src, dst string }
+
 // buildGuestShares lays out the guest's view of the shares:
 // <guest>/Volumes/My Shared Files for the automount tag (macOS automounts it)
 // and <guest>/tags/<tag> for custom tags (not automounted on real macOS).
-func buildGuestShares(guestRoot string, groups map[string][]dirShare) error {
+// A writable share is a symbolic link to its host path; a read-only one an
+// empty directory, returned to be mounted over in the guest's namespace.
+func buildGuestShares(guestRoot string, groups map[string][]dirShare) ([]roMount, error) {
+	var ro []roMount
+	place := func(s dirShare, at string) error {
+		if s.readOnly {
+			ro = append(ro, roMount{src: s.path, dst: at})
+			return os.MkdirAll(at, 0o755)
+		}
+		return os.Symlink(s.path, at)
+	}
 	for _, d := range []string{"Volumes", "tags"} {
 		if err := os.RemoveAll(filepath.Join(guestRoot, d)); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(guestRoot, "Volumes"), 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	for tag, g := range groups {
 		var mount string
@@ -217,26 +232,26 @@ func buildGuestShares(guestRoot string, groups map[string][]dirShare) error {
 			mount = filepath.Join(guestRoot, "tags", strings.ReplaceAll(tag, "/", "_"))
 		}
 		if err := os.MkdirAll(filepath.Dir(mount), 0o755); err != nil {
-			return err
+			return nil, err
 		}
 		if len(g) == 1 && g[0].name == "" {
-			if err := os.Symlink(g[0].path, mount); err != nil {
-				return err
+			if err := place(g[0], mount); err != nil {
+				return nil, err
 			}
 			continue
 		}
 		if err := os.MkdirAll(mount, 0o755); err != nil {
-			return err
+			return nil, err
 		}
 		for _, s := range g {
 			link := filepath.Join(mount, s.name)
 			_ = os.Remove(link)
-			if err := os.Symlink(s.path, link); err != nil {
-				return err
+			if err := place(s, link); err != nil {
+				return nil, err
 			}
 		}
 	}
-	return nil
+	return ro, nil
 }
 
 // ---- run -----------------------------------------------------------------
@@ -262,6 +277,7 @@ type runState struct {
 	guest    *guestProc
 	slotPath string
 	net      *vmnetLease // FAKETART_NET=vmnet: the VM's address
+	ro       []roMount   // read-only shares, mounted in the guest's namespace
 }
 
 func runRun(a *app, p *parsed) error {
@@ -396,7 +412,7 @@ func runRun(a *app, p *parsed) error {
 			return rs.exit(genericErr("%v", err))
 		}
 	}
-	if err := buildGuestShares(guestRoot, groups); err != nil {
+	if rs.ro, err = buildGuestShares(guestRoot, groups); err != nil {
 		return rs.exit(genericErr("%v", err))
 	}
 	poweroff := filepath.Join(rs.fdir, "poweroff")
@@ -691,8 +707,14 @@ func (rs *runState) bootGuest(guestRoot, home, poweroff, cpu, mem string) (*gues
 		fmt.Fprintf(logFile, "faketart: failed to start guest program %q: %v\n", spec.Argv[0], cmd.Err)
 		return nil, nil
 	}
+	mountns := len(rs.ro) > 0
+	if mountns {
+		if cmd, err = roWrap(cmd, rs.ro); err != nil {
+			return nil, err
+		}
+	}
 	if rs.net == nil {
-		g, err := startGuest(cmd, false)
+		g, err := startGuest(cmd, false, mountns)
 		if err != nil {
 			fmt.Fprintf(logFile, "faketart: failed to start guest program %q: %v\n", spec.Argv[0], err)
 			return nil, nil
@@ -704,7 +726,7 @@ func (rs *runState) bootGuest(guestRoot, home, poweroff, cpu, mem string) (*gues
 	if err != nil {
 		return nil, err
 	}
-	g, err := startGuest(wrapped, true)
+	g, err := startGuest(wrapped, true, mountns)
 	wrapped.ExtraFiles[0].Close()
 	if err != nil {
 		ready.Close()
@@ -806,6 +828,8 @@ func fakeInternal(args []string) int {
 		return fakeHold(args[1:])
 	case "vmnet-guest":
 		return fakeVMNetGuest(args[1:])
+	case "ro-guest":
+		return fakeROGuest(args[1:])
 	}
 	fmt.Fprintf(os.Stderr, "faketart: unknown internal command %q\n", args[0])
 	return 64

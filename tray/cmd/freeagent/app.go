@@ -39,7 +39,7 @@ func cmdApp(args []string, stderr io.Writer) error {
 	var app *menubar.App
 	prefsSrv, err := prefs.Start(prefs.Config{
 		DataDir: cfg.DataDir,
-		Defaults: prefs.Values{MaxBuilds: defaultMaxBuilds, BuildTimeout: defaultBuildTimeout, Template: defaultTemplate,
+		Defaults: prefs.Values{MaxBuilds: defaultMaxBuilds, BuildTimeout: defaultBuildTimeout, Template: defaultTemplate, CacheGB: defaultCacheGB,
 			Rules: prefs.DefaultRules(hostcheck.DefaultMinFree >> 30)},
 		Secrets: secrets.Open(cfg.DataDir),
 		Test: func(ctx context.Context, controllerURL, apiKey string) hostcheck.Result {

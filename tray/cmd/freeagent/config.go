@@ -37,6 +37,7 @@ const (
 	defaultTemplate     = "freeagent-template"
 	defaultMaxBuilds    = 1
 	defaultBuildTimeout = 2 * time.Hour
+	defaultCacheGB      = 20
 )
 
 // Config is the worker binary's whole configuration. Each field comes from
@@ -60,6 +61,7 @@ type Config struct {
 	MaxBuilds     int
 	CPU           int
 	MemoryMB      int
+	CacheGB       int // the dependency caches' cap (agent/cache); 0: none
 	PollWait      time.Duration
 	BootTimeout   time.Duration
 	BackoffMin    time.Duration
@@ -122,6 +124,7 @@ func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
 		o.intv(&cfg.MaxBuilds, "max-builds", "FREEAGENT_MAX_BUILDS", defaultMaxBuilds, "concurrent builds (at most 2 with tart: Apple's licence)")
 		o.intv(&cfg.CPU, "cpu", "FREEAGENT_CPU", 0, "CPU cores per VM (0: the template's)")
 		o.intv(&cfg.MemoryMB, "memory-mb", "FREEAGENT_MEMORY_MB", 0, "memory per VM in MB (0: the template's)")
+		o.intv(&cfg.CacheGB, "cache-gb", "FREEAGENT_CACHE_GB", defaultCacheGB, "total size of the dependency caches kept for repeat builds, in GB (least recently used go first; 0: none)")
 		o.dur(&cfg.PollWait, "poll-wait", "FREEAGENT_POLL_WAIT", 25*time.Second, "long-poll hold")
 		o.dur(&cfg.BootTimeout, "boot-timeout", "FREEAGENT_BOOT_TIMEOUT", 5*time.Minute, "how long a VM may take to signal ready")
 		o.dur(&cfg.BackoffMin, "backoff-min", "FREEAGENT_BACKOFF_MIN", 5*time.Second, "first retry delay after a network error (doubles up to 2m)")
@@ -373,6 +376,9 @@ func (c *Config) tartPath() (string, error) {
 	}
 	return p, nil
 }
+
+// cacheDir holds the dependency caches (agent/cache).
+func (c *Config) cacheDir() string { return filepath.Join(c.DataDir, "caches") }
 
 // logPath is the agent's log file ("Open Logs" in the menu bar).
 func (c *Config) logPath() string { return filepath.Join(c.DataDir, "logs", "agent.log") }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/freeagent-build/freeagent/agent/cache"
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
 	"github.com/freeagent-build/freeagent/agent/secrets"
 )
@@ -25,7 +26,7 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) error {
 	if err := cfg.resolveKey(store); err != nil {
 		return err
 	}
-	results := hostcheck.Run(context.Background(), cfg.hostChecks(store))
+	results := append(hostcheck.Run(context.Background(), cfg.hostChecks(store)), cfg.cacheCheck())
 	if cfg.jsonOut {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
@@ -43,4 +44,17 @@ func cmdDoctor(args []string, stdout, stderr io.Writer) error {
 		return errChecksFailed
 	}
 	return nil
+}
+
+// cacheCheck reports the dependency caches (read from their directory,
+// which the running agent may be writing): their size against the cap and
+// how often builds found them warm.
+func (c *Config) cacheCheck() hostcheck.Result {
+	r := hostcheck.Result{ID: "caches", Severity: hostcheck.OK}
+	if c.CacheGB <= 0 {
+		r.Message = "dependency caches are off (cache-gb 0): every build installs from scratch"
+		return r
+	}
+	r.Message = "dependency caches: " + cache.Summary(cache.Inspect(c.cacheDir()), int64(c.CacheGB)<<30)
+	return r
 }

@@ -120,8 +120,11 @@ func TestDoctor(t *testing.T) {
 			t.Fatalf("refused key: %+v", c)
 		}
 	}
-	if len(report.Checks) != 10 {
-		t.Fatalf("want all ten checks: %+v", report.Checks)
+	if len(report.Checks) != 11 {
+		t.Fatalf("want all ten checks and the caches: %+v", report.Checks)
+	}
+	if last := report.Checks[10]; last.ID != "caches" || last.Message != "dependency caches: 0 B of 20.0 GiB, no build yet" {
+		t.Fatalf("caches line %+v", last)
 	}
 }
 

@@ -268,6 +268,8 @@ func newAgent(cfg *Config, store secrets.Store, log logrus.FieldLogger) (*agent.
 		Awake:              power.ForHost(), // the Mac must not sleep mid-build
 		Host:               cfg.hostGate(log),
 		HostCheckInterval:  cfg.HostCheck,
+		CacheDir:           cfg.cacheDir(),
+		CacheMaxBytes:      int64(cfg.CacheGB) << 30,
 		OnWorkerID: func(id string) {
 			if err := store.Set(secrets.KeyWorkerID, id); err != nil {
 				log.WithError(err).Warn("could not remember the worker id")

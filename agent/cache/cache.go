@@ -1,0 +1,391 @@
+// Package cache keeps a worker's dependency caches: one tar archive per
+// project, cache name and key (<dir>/<project>/<name>/<key>.tar), handed to
+// builds read-only and replaced only by an archive a successful build of
+// the same project wrote, after validation. The total size is capped;
+// the least recently used archives go first.
+//
+// The project is the controller's name for the build's project, never
+// something the build says: it is the directory, so no build can read or
+// write another project's caches whatever keys it carries.
+package cache
+
+import (
+	"cmp"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/boundedfile"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
+)
+
+// Names that may appear in a path of the store.
+var (
+	validProject = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`) // the controller's project names
+	validName    = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	validKey     = regexp.MustCompile(`^[0-9a-f]{64}$`)
+)
+
+// ValidKey reports whether key is a cache key (64 lowercase hex digits).
+func ValidKey(key string) bool { return validKey.MatchString(key) }
+
+const archiveExt = ".tar"
+
+// Store is the worker's cache directory. Its methods are safe for
+// concurrent use by the builds of one agent.
+type Store struct {
+	dir      string
+	maxBytes int64
+
+	mu           sync.Mutex
+	hits, misses int64
+}
+
+// Open prepares the store in dir with a total cap of maxBytes (> 0), and
+// removes what an interrupted write left there.
+func Open(dir string, maxBytes int64) (*Store, error) {
+	if maxBytes <= 0 {
+		return nil, fmt.Errorf("cache size cap %d: must be positive", maxBytes)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("create the cache directory: %w", err)
+	}
+	s := &Store{dir: dir, maxBytes: maxBytes}
+	s.hits, s.misses = readStats(dir)
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && strings.HasPrefix(d.Name(), ".tmp-") {
+			os.Remove(p)
+		}
+		return nil
+	})
+	return s, err
+}
+
+// statsFile keeps the hit counts across restarts of the agent, for the
+// Mac owner (`freeagent doctor`) as much as for the controller.
+const statsFile = ".stats.json"
+
+type stats struct {
+	Hits   int64 `json:"hits"`
+	Misses int64 `json:"misses"`
+}
+
+func readStats(dir string) (hits, misses int64) {
+	data, err := boundedfile.ReadNoFollow(filepath.Join(dir, statsFile), 4<<10)
+	var st stats
+	if err != nil || json.Unmarshal(data, &st) != nil || st.Hits < 0 || st.Misses < 0 {
+		return 0, 0
+	}
+	return st.Hits, st.Misses
+}
+
+// writeStats records the counts (best effort: they only inform). Caller
+// holds s.mu.
+func (s *Store) writeStats() {
+	data, _ := json.Marshal(stats{Hits: s.hits, Misses: s.misses})
+	tmp := filepath.Join(s.dir, ".tmp-stats-"+randomHex())
+	if os.WriteFile(tmp, data, 0o600) == nil && os.Rename(tmp, filepath.Join(s.dir, statsFile)) == nil {
+		return
+	}
+	os.Remove(tmp)
+}
+
+// Inspect reports on the store in dir without changing anything (a running
+// agent may be writing it): its size, keys and hit counts. A missing
+// directory is an empty store.
+func Inspect(dir string) api.WorkerCache {
+	s := &Store{dir: dir}
+	s.hits, s.misses = readStats(dir)
+	return s.Report()
+}
+
+// Summary says in a line how big the caches are and how often builds found
+// them warm: "48.2 MiB of 20 GiB, 3 of 4 builds warm (75%)".
+func Summary(c api.WorkerCache, maxBytes int64) string {
+	line := bytesize.IEC(c.Bytes)
+	if maxBytes > 0 {
+		line += " of " + bytesize.IEC(maxBytes)
+	}
+	if n := c.Hits + c.Misses; n > 0 {
+		line += fmt.Sprintf(", %d of %d builds warm (%.0f%%)", c.Hits, n, 100*c.HitRate())
+	} else {
+		line += ", no build yet"
+	}
+	return line
+}
+
+// Dir is the store's directory.
+func (s *Store) Dir() string { return s.dir }
+
+// MaxBytes is the store's cap.
+func (s *Store) MaxBytes() int64 { return s.maxBytes }
+
+// Mounted is one archive given to a build: its cache's name, the key it was
+// saved under (the build's own key on an exact hit) and its file name in
+// the build's cache directory.
+type Mounted struct {
+	Name  string `json:"name"`
+	Key   string `json:"key"`
+	File  string `json:"file"`
+	Bytes int64  `json:"bytes"`
+}
+
+// Stage puts into dir (created) the archive of each entry of project: the
+// one of its key, else the newest of the same name. The files are hard
+// links (copies across file systems), so an eviction or a swap-in during
+// the build changes nothing the build sees. It counts the build as a hit
+// when it found any archive and marks those archives used.
+func (s *Store) Stage(project string, entries []api.CacheEntry, dir string) ([]Mounted, error) {
+	if len(entries) == 0 || !validProject.MatchString(project) {
+		return nil, nil
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("create the build's cache directory: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Mounted
+	for _, e := range entries {
+		if !validName.MatchString(e.Name) || !ValidKey(e.Key) || slices.ContainsFunc(out, func(m Mounted) bool { return m.Name == e.Name }) {
+			continue
+		}
+		src, key, ok := s.lookup(project, e.Name, e.Key)
+		if !ok {
+			continue
+		}
+		m := Mounted{Name: e.Name, Key: key, File: e.Name + archiveExt}
+		dst := filepath.Join(dir, m.File)
+		if err := linkOrCopy(src, dst); err != nil {
+			return out, fmt.Errorf("give the build its %s cache: %w", e.Name, err)
+		}
+		if st, err := os.Stat(dst); err == nil {
+			m.Bytes = st.Size()
+		}
+		now := time.Now()
+		os.Chtimes(src, now, now) //nolint:errcheck // recency only orders eviction
+		out = append(out, m)
+	}
+	if len(out) > 0 {
+		s.hits++
+	} else {
+		s.misses++
+	}
+	s.writeStats()
+	return out, nil
+}
+
+// lookup finds project's archive of name under key, else the newest under
+// another key.
+func (s *Store) lookup(project, name, key string) (path, found string, ok bool) {
+	dir := filepath.Join(s.dir, project, name)
+	exact := filepath.Join(dir, key+archiveExt)
+	if st, err := os.Lstat(exact); err == nil && st.Mode().IsRegular() {
+		return exact, key, true
+	}
+	var newest time.Time
+	entries, _ := os.ReadDir(dir)
+	for _, d := range entries {
+		k, isArchive := strings.CutSuffix(d.Name(), archiveExt)
+		info, err := d.Info()
+		if !isArchive || !ValidKey(k) || err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		if info.ModTime().After(newest) {
+			newest, path, found, ok = info.ModTime(), filepath.Join(dir, d.Name()), k, true
+		}
+	}
+	return path, found, ok
+}
+
+// Put validates the archive src, which a build of project wrote, and makes
+// it project's archive of name under key, replacing any other archive of
+// that name (the new one supersedes it). A refused archive leaves the store
+// as it was; the error says why. Concurrent Puts of one cache leave one
+// whole archive: the last renamed.
+func (s *Store) Put(project, name, key, src string) error {
+	if !validProject.MatchString(project) || !validName.MatchString(name) || !ValidKey(key) {
+		return fmt.Errorf("cache %q of project %q under key %q: not a valid name", name, project, key)
+	}
+	dir := filepath.Join(s.dir, project, name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create the cache's directory: %w", err)
+	}
+	tmp := filepath.Join(dir, ".tmp-"+randomHex())
+	defer os.Remove(tmp)
+	size, err := s.copyValidated(src, tmp)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	dst := filepath.Join(dir, key+archiveExt)
+	// Room under the cap, counting the archives this one replaces as gone.
+	if err := s.evict(size, dir); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		return fmt.Errorf("swap in the %s cache: %w", name, err)
+	}
+	syncDir(dir)
+	old, _ := os.ReadDir(dir)
+	for _, d := range old {
+		if d.Name() != key+archiveExt && strings.HasSuffix(d.Name(), archiveExt) {
+			os.Remove(filepath.Join(dir, d.Name()))
+		}
+	}
+	return nil
+}
+
+// copyValidated copies src to dst while validating it as a cache archive,
+// growing room by eviction when the disk is full. It returns dst's size.
+func (s *Store) copyValidated(src, dst string) (int64, error) {
+	for {
+		size, err := copyArchive(src, dst, s.maxBytes)
+		if !errors.Is(err, syscall.ENOSPC) {
+			return size, err
+		}
+		s.mu.Lock()
+		freed := s.evictOldest("")
+		s.mu.Unlock()
+		if !freed {
+			return 0, fmt.Errorf("the disk is full and no cache is left to evict: %w", err)
+		}
+	}
+}
+
+// archive is one archive of the store.
+type archive struct {
+	path  string
+	size  int64
+	used  time.Time
+	key   string
+	cache string // its <project>/<name> directory
+}
+
+// list returns the store's archives, most recently used first.
+func (s *Store) list() []archive {
+	var out []archive
+	projects, _ := os.ReadDir(s.dir)
+	for _, p := range projects {
+		if !p.IsDir() {
+			continue
+		}
+		names, _ := os.ReadDir(filepath.Join(s.dir, p.Name()))
+		for _, n := range names {
+			dir := filepath.Join(s.dir, p.Name(), n.Name())
+			files, _ := os.ReadDir(dir)
+			for _, f := range files {
+				key, ok := strings.CutSuffix(f.Name(), archiveExt)
+				info, err := f.Info()
+				if !ok || !ValidKey(key) || err != nil || !info.Mode().IsRegular() {
+					continue
+				}
+				out = append(out, archive{path: filepath.Join(dir, f.Name()), size: info.Size(), used: info.ModTime(), key: key, cache: dir})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b archive) int { return cmp.Or(b.used.Compare(a.used), strings.Compare(a.path, b.path)) })
+	return out
+}
+
+// evict removes the least recently used archives until adding size bytes
+// stays under the cap; the archives of replacing (which the new one
+// replaces) count as gone and are left to the caller. Caller holds s.mu.
+func (s *Store) evict(size int64, replacing string) error {
+	if size > s.maxBytes {
+		return fmt.Errorf("the archive (%d bytes) is larger than the cache cap (%d bytes)", size, s.maxBytes)
+	}
+	var total int64
+	all := s.list()
+	for _, a := range all {
+		if a.cache != replacing {
+			total += a.size
+		}
+	}
+	for i := len(all) - 1; i >= 0 && total+size > s.maxBytes; i-- {
+		if all[i].cache == replacing {
+			continue
+		}
+		if err := os.Remove(all[i].path); err == nil {
+			total -= all[i].size
+		}
+	}
+	return nil
+}
+
+// evictOldest removes the least recently used archive outside keep (a
+// cache directory, or ""), reporting whether there was one. Caller holds
+// s.mu.
+func (s *Store) evictOldest(keep string) bool {
+	all := s.list()
+	for i := len(all) - 1; i >= 0; i-- {
+		if all[i].cache != keep && os.Remove(all[i].path) == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// Report is what the worker tells the controller: its newest keys (at
+// most api.MaxWorkerCacheKeys), its size and its hit counts (kept across
+// the agent's restarts).
+func (s *Store) Report() api.WorkerCache {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := api.WorkerCache{Keys: []string{}, Hits: s.hits, Misses: s.misses}
+	for _, a := range s.list() {
+		r.Bytes += a.size
+		if len(r.Keys) < api.MaxWorkerCacheKeys {
+			r.Keys = append(r.Keys, a.key)
+		}
+	}
+	return r
+}
+
+func linkOrCopy(src, dst string) error {
+	os.Remove(dst)
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(out, in)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func randomHex() string {
+	var b [8]byte
+	rand.Read(b[:]) //nolint:errcheck // crypto/rand does not fail on supported platforms
+	return hex.EncodeToString(b[:])
+}
+
+// syncDir makes a rename in dir durable (best effort).
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync() //nolint:errcheck
+		d.Close()
+	}
+}

@@ -1,0 +1,137 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/vmbootstrap"
+)
+
+// benchDependencies is a real npm tree of about a hundred packages from
+// the registry (express, typescript, lodash and friends).
+var benchDependencies = map[string]string{"express": "4.21.2", "typescript": "5.7.3", "lodash": "4.17.21", "axios": "1.7.9",
+	"moment": "2.30.1", "uuid": "11.0.5", "chalk": "4.1.2", "commander": "13.1.0", "yargs": "17.7.2", "debug": "4.4.0"}
+
+// BenchmarkWarmBuild measures issue 18's two figures on one worker (the
+// local driver, so the default pipeline runs with nothing between it and
+// this host's disk and network):
+//   - the install: `npm ci` with an empty cache against the same `npm ci`
+//     after restoring the npm cache archive the first build saved (the
+//     extraction is counted), best of two each, in the same run
+//     (target: warm ≤ 0.25 × cold);
+//   - the whole build, `expo-build submit --wait` of the same app twice in
+//     a row (target: repeat ≤ 0.5 × first).
+//
+// Run: go test ./agent -run XXX -bench WarmBuild -benchtime 1x
+func BenchmarkWarmBuild(b *testing.B) {
+	for _, tool := range []string{"node", "npm", "jar", "jarsigner", "apksigner", "zipalign"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			b.Fatalf("%s is required: %v", tool, err)
+		}
+	}
+	f := newFarm(b, nil)
+	agent := f.startLocalAgent(b)
+	app := benchProject(b)
+	run := f.expoBuild(b)
+
+	build := func() time.Duration {
+		start := time.Now()
+		code, stdout, stderr := run("", "submit", app, "--platform", "android", "--non-interactive", "--wait", "-o", b.TempDir())
+		if code != 0 {
+			b.Fatalf("submit: exit %d\n%s%s\nagent:\n%s", code, stdout, stderr, agent.output())
+		}
+		return time.Since(start)
+	}
+	first := build()
+	var archive string
+	if !faketarttest.WaitFor(60*time.Second, func() bool {
+		m, _ := filepath.Glob(filepath.Join(agent.dir, "caches", "bench-warm", "npm", "*.tar"))
+		if len(m) == 1 {
+			archive = m[0]
+		}
+		return archive != ""
+	}) {
+		b.Fatalf("the first build left no npm cache\n%s", agent.output())
+	}
+	repeat := build()
+
+	// The install alone, as the VM runs it.
+	ci := func(cache string, env ...string) time.Duration {
+		os.RemoveAll(filepath.Join(app, "node_modules"))
+		start := time.Now()
+		inDir(b, app, append(append(os.Environ(), "CI=1", "npm_config_cache="+cache), env...), "npm", "ci", "--include=dev", "--no-audit", "--no-fund")
+		return time.Since(start)
+	}
+	best := func(a, b time.Duration) time.Duration { return min(a, b) }
+	var cold, warm time.Duration = 1 << 62, 1 << 62
+	for range 2 {
+		cold = best(cold, ci(b.TempDir()))
+		restoreTo := b.TempDir()
+		start := time.Now()
+		if _, err := vmbootstrap.ExtractFile(context.Background(), archive, restoreTo, vmbootstrap.DefaultExtractLimits()); err != nil {
+			b.Fatal(err)
+		}
+		restore := time.Since(start)
+		warm = best(warm, restore+ci(filepath.Join(restoreTo, "0"), "npm_config_prefer_offline=true"))
+	}
+	b.ReportMetric(cold.Seconds(), "cold-install-s")
+	b.ReportMetric(warm.Seconds(), "warm-install-s")
+	b.ReportMetric(warm.Seconds()/cold.Seconds(), "install-ratio")
+	b.ReportMetric(first.Seconds(), "first-build-s")
+	b.ReportMetric(repeat.Seconds(), "repeat-build-s")
+	b.ReportMetric(repeat.Seconds()/first.Seconds(), "build-ratio")
+	if st, err := os.Stat(archive); err == nil {
+		b.ReportMetric(float64(st.Size())/(1<<20), "npm-cache-MiB")
+	}
+}
+
+// benchProject is an app with benchDependencies locked by the real npm.
+func benchProject(b *testing.B) string {
+	dir := filepath.Join(b.TempDir(), "bench-warm")
+	if err := os.CopyFS(dir, os.DirFS("../vmbootstrap/testdata/android-app")); err != nil {
+		b.Fatal(err)
+	}
+	files := map[string]string{
+		"app.json": `{"expo":{"name":"Bench","slug":"bench-warm","version":"1.0.0","android":{"package":"com.example.bench","versionCode":1}}}`,
+		"eas.json": `{"build":{"production":{"distribution":"internal","android":{"buildType":"apk"}}}}`,
+		"package.json": mustJSON(b, map[string]any{"name": "bench", "version": "1.0.0", "private": true, "main": "index.js",
+			"dependencies": benchDependencies}),
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			b.Fatal(err)
+		}
+	}
+	inDir(b, dir, append(os.Environ(), "npm_config_cache="+b.TempDir()), "npm", "install", "--no-audit", "--no-fund")
+	removeNodeModules(b, dir)
+	return dir
+}
+
+// startLocalAgent runs `freeagent run` with the local driver: builds are
+// plain processes of this host running the real freeagent-vm.
+func (f *farm) startLocalAgent(tb testing.TB) *agentProc {
+	tb.Helper()
+	dir := tb.TempDir()
+	cmd := exec.Command(f.agentBin, "run", "--controller-url", f.url, "--vm-driver", "local", "--data-dir", dir,
+		"--bootstrap", f.vmBin, "--backoff-min", "200ms", "--max-builds", "1", "--name", "bench-local", "--platforms", "android")
+	cmd.Env = append(os.Environ(), "FREEAGENT_API_KEY="+f.workerKey, "FREEAGENT_POLL_WAIT=2s")
+	p := &agentProc{cmd: cmd, log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan error, 1), dir: dir}
+	cmd.Stdout, cmd.Stderr = syncWriter{p.mu, p.log}, syncWriter{p.mu, p.log}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	go func() { p.done <- cmd.Wait() }()
+	tb.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGKILL)
+		<-p.done
+	})
+	return p
+}

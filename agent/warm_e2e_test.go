@@ -1,0 +1,186 @@
+package agent_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+// roProbe is the project's post-install hook: it tries to change the
+// caches the worker shared with the build, and says whether it could (the
+// quotes keep npm's echo of the command from matching).
+const roProbe = `if [ -d "$TART_FAKE_SHARED_FILES/caches" ]; then if touch "$TART_FAKE_SHARED_FILES/caches/npm.tar" 2>/dev/null; then echo CACHE_SHARE_"WRITABLE"; else echo CACHE_SHARE_"READONLY"; fi; fi`
+
+// warmProject is an Expo app whose dependencies (is-number, ms) come from
+// the registry, locked by the package-lock.json the real npm wrote, for
+// project slug; failHook makes its post-install hook fail the build.
+func warmProject(t *testing.T, slug string, failHook bool) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), slug)
+	copyTree(t, "../vmbootstrap/testdata/android-app", dir)
+	hook := roProbe
+	if failHook {
+		hook = "echo the hook fails; exit 1"
+	}
+	files := map[string]string{
+		"app.json": `{"expo":{"name":"Warm","slug":"` + slug + `","version":"1.0.0","android":{"package":"com.example.warm","versionCode":1}}}`,
+		"eas.json": `{"build":{"production":{"distribution":"internal","android":{"buildType":"apk"}}}}`,
+		"package.json": mustJSON(t, map[string]any{"name": "warm", "version": "1.0.0", "private": true, "main": "index.js",
+			"scripts":      map[string]string{"eas-build-post-install": hook},
+			"dependencies": map[string]string{"is-number": "7.0.0", "ms": "2.1.3"}}),
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inDir(t, dir, append(os.Environ(), "npm_config_cache="+t.TempDir()), "npm", "install", "--no-audit", "--no-fund")
+	removeNodeModules(t, dir)
+	return dir
+}
+
+// TestWarmBuilds is issue 18's dependency caches through the real parts:
+// expo-build decides the npm cache and its key, the agent shares the
+// project's archive read-only with the fake Tart VM, freeagent-vm restores
+// it before the real `npm ci` and saves it after a success, and the agent
+// validates and keeps it. Another project never sees it, a failed build
+// never writes one, and a corrupt archive leaves the build green and cold.
+func TestWarmBuilds(t *testing.T) {
+	for _, tool := range []string{"node", "npm", "jar", "jarsigner", "apksigner", "zipalign"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("%s is required (.ci/run installs openjdk-17-jdk-headless, apksigner, zipalign, nodejs and npm): %v", tool, err)
+		}
+	}
+	f := newFarm(t, nil)
+	agent := f.startAgent()
+	run := f.expoBuild(t)
+	build := func(dir string, wantOK bool) (string, string) {
+		t.Helper()
+		code, stdout, stderr := run("", "submit", dir, "--platform", "android", "--non-interactive", "--wait", "-o", t.TempDir())
+		if (code == 0) != wantOK {
+			t.Fatalf("submit %s: exit %d\n%s%s", dir, code, stdout, stderr)
+		}
+		id := buildID(t, stdout+stderr)
+		return id, buildLog(t, f, id)
+	}
+	archives := func(project string) []string {
+		m, _ := filepath.Glob(filepath.Join(agent.dir, "caches", project, "npm", "*.tar"))
+		return m
+	}
+	must := func(log string, lines ...string) {
+		t.Helper()
+		for _, l := range lines {
+			if !strings.Contains(log, l) {
+				t.Fatalf("no %q in the build log:\n%s", l, log)
+			}
+		}
+	}
+	mustNot := func(log string, lines ...string) {
+		t.Helper()
+		for _, l := range lines {
+			if strings.Contains(log, l) {
+				t.Fatalf("%q in the build log:\n%s", l, log)
+			}
+		}
+	}
+
+	a := warmProject(t, "warm-a", false)
+	id, log := build(a, true)
+	must(log, "▸ cache npm: miss", "▸ cache npm: saved (key ")
+	b, err := f.dev.GetBuild(context.Background(), id)
+	if err != nil || b.Spec == nil || len(b.Spec.Caches) == 0 || b.Spec.Caches[0].Name != "npm" {
+		t.Fatalf("spec caches %+v (%v)", b.Spec, err)
+	}
+	key := b.Spec.Caches[0].Key
+	// The agent keeps it once the VM is gone, after the build's success
+	// was reported.
+	if !faketarttest.WaitFor(30*time.Second, func() bool { got := archives("warm-a"); return len(got) == 1 && filepath.Base(got[0]) == key+".tar" }) {
+		t.Fatalf("the worker keeps %v for warm-a, want %s.tar", archives("warm-a"), key)
+	}
+
+	// The repeat build restores it, read-only, and saves nothing.
+	_, log = build(a, true)
+	must(log, "▸ cache npm: restored (key "+key[:12], "CACHE_SHARE_READONLY")
+	mustNot(log, "CACHE_SHARE_WRITABLE", "cache npm: saved")
+
+	// Project B, same files and lockfile: its own key, no archive of A's.
+	bDir := warmProject(t, "warm-b", false)
+	if la, lb := readFile(t, filepath.Join(a, "package-lock.json")), readFile(t, filepath.Join(bDir, "package-lock.json")); la != lb {
+		t.Fatalf("the two projects' lockfiles differ:\n%s\n%s", la, lb)
+	}
+	_, log = build(bDir, true)
+	must(log, "▸ cache npm: miss")
+	mustNot(log, "cache npm: restored")
+
+	// A failed build writes no cache.
+	c := warmProject(t, "warm-c", true)
+	_, log = build(c, false)
+	mustNot(log, "cache npm: saved")
+
+	// A corrupt archive on the worker: the build warns, installs cold and
+	// succeeds, and saves a good one.
+	path := archives("warm-a")[0]
+	os.Chmod(path, 0o644)
+	if err := os.WriteFile(path, []byte(strings.Repeat("not a tar archive\n", 64)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, log = build(a, true)
+	must(log, "▸ warning: cache npm: the archive is unusable", "▸ cache npm: saved (key ")
+	if !faketarttest.WaitFor(30*time.Second, func() bool {
+		data, err := os.ReadFile(path)
+		return err == nil && !strings.HasPrefix(string(data), "not a tar")
+	}) {
+		t.Fatal("the corrupt archive was not replaced")
+	}
+	// By now the failed build's VM is long gone: it kept nothing.
+	if got := archives("warm-c"); len(got) != 0 {
+		t.Fatalf("a failed build left a cache: %v", got)
+	}
+
+	// The worker reports after each build: A's two restores, the misses
+	// of A's first build, B's and C's.
+	admin := f.adminClient(t)
+	var wc *api.WorkerCache
+	if !faketarttest.WaitFor(30*time.Second, func() bool {
+		ws, err := admin.ListWorkers(context.Background())
+		if err != nil || len(ws.Workers) != 1 {
+			return false
+		}
+		wc = ws.Workers[0].Cache
+		return wc != nil && wc.Bytes > 0 && wc.Hits == 2 && wc.Misses == 3
+	}) {
+		t.Fatalf("the worker's cache report %+v, want bytes, 2 hits, 3 misses", wc)
+	}
+}
+
+func readFile(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// adminClient is a client of the farm's controller with a new admin key.
+func (f *farm) adminClient(t *testing.T) *api.Client {
+	t.Helper()
+	st, err := store.Open(context.Background(), f.dsn, store.DefaultConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	_, key, err := st.CreateKey(context.Background(), "admin", "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &api.Client{BaseURL: f.url, APIKey: key}
+}

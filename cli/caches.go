@@ -1,0 +1,148 @@
+package cli
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// CacheDirVar starts the default caches' paths: the VM replaces it with its
+// cache directory, where it also points each tool's cache by environment
+// variable (npm_config_cache, YARN_CACHE_FOLDER, …), so restoring a cache
+// is extracting it there. See docs/build-spec.md, "Warm builds".
+const CacheDirVar = "$FREEAGENT_CACHE_DIR"
+
+// maxGradleFiles bounds the Gradle files hashed into the gradle cache's
+// key: a project with more is hashed on the first ones, in path order.
+const maxGradleFiles = 500
+
+// buildCaches decides the dependency caches of a build as EAS does: the
+// package manager's store, CocoaPods (iOS) or Gradle (Android), and the
+// profile's cache.paths; none when cache.disabled is set, only the custom
+// paths when cacheDefaultPaths is false. workspaceRoot is the packed root,
+// appRoot the app's directory in it.
+func buildCaches(spec api.BuildSpec, workspaceRoot, appRoot string) ([]api.CacheEntry, error) {
+	c := spec.Profile.Cache
+	if c == nil {
+		c = &api.BuildCache{}
+	}
+	if c.Disabled != nil && *c.Disabled {
+		return nil, nil
+	}
+	pm := spec.Project.PackageManager
+	lock, err := fileHash(workspaceRoot, spec.Project.Lockfile)
+	if err != nil {
+		return nil, err
+	}
+	var out []api.CacheEntry
+	add := func(name, content string, paths ...string) {
+		out = append(out, api.CacheEntry{Name: name, Key: cacheKey(spec, name, content, c.Key, paths), Paths: paths})
+	}
+	if c.CacheDefaultPaths == nil || *c.CacheDefaultPaths {
+		add(pm, lock, CacheDirVar+"/"+pm)
+		switch spec.Platform {
+		case api.PlatformIOS:
+			// Podfile.lock decides the pods; a managed app has none before
+			// prebuild, and its pods follow from its JavaScript dependencies.
+			pods, err := fileHash(appRoot, "ios/Podfile.lock")
+			if err != nil {
+				return nil, err
+			}
+			if pods == "" {
+				pods = lock
+			}
+			add("pods", pods, "ios/Pods", CacheDirVar+"/cocoapods")
+		case api.PlatformAndroid:
+			gradle, err := gradleHash(appRoot)
+			if err != nil {
+				return nil, err
+			}
+			add("gradle", gradle+lock, CacheDirVar+"/gradle/caches", CacheDirVar+"/gradle/wrapper/dists")
+		}
+	}
+	if len(c.Paths) > 0 {
+		add("custom", lock, c.Paths...)
+	}
+	return out, nil
+}
+
+// cacheKey is the hex SHA-256 over everything that decides a cache's
+// content and whose it is: the project comes first, so two projects never
+// share a key.
+func cacheKey(spec api.BuildSpec, name, content, userKey string, paths []string) string {
+	h := sha256.New()
+	for _, s := range append([]string{spec.BuildProject(), spec.Platform, name, spec.Project.PackageManager, content, userKey}, paths...) {
+		fmt.Fprintf(h, "%d:%s\n", len(s), s) // length-prefixed: no two lists encode alike
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// fileHash is the hex SHA-256 of root/rel, "" when rel is "" or missing.
+func fileHash(root, rel string) (string, error) {
+	if rel == "" {
+		return "", nil
+	}
+	f, err := os.Open(filepath.Join(root, filepath.FromSlash(rel)))
+	if os.IsNotExist(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("hash %s for the dependency cache's key: %w", rel, err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", fmt.Errorf("hash %s for the dependency cache's key: %w", rel, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// gradleHash hashes what decides the Gradle caches: every *.gradle and
+// *.gradle.kts under android/ (build outputs and node_modules aside) and
+// the wrapper's properties, each with its path. "" without android/.
+func gradleHash(appRoot string) (string, error) {
+	dir := filepath.Join(appRoot, "android")
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir && os.IsNotExist(err) {
+				return fs.SkipAll
+			}
+			return err
+		}
+		if d.IsDir() && p != dir && (d.Name() == "build" || d.Name() == "node_modules" || strings.HasPrefix(d.Name(), ".")) {
+			return fs.SkipDir
+		}
+		name := d.Name()
+		if d.Type().IsRegular() && (strings.HasSuffix(name, ".gradle") || strings.HasSuffix(name, ".gradle.kts") || name == "gradle-wrapper.properties") {
+			rel, _ := filepath.Rel(appRoot, p)
+			files = append(files, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("hash the Gradle files for the dependency cache's key: %w", err)
+	}
+	slices.Sort(files)
+	if len(files) > maxGradleFiles {
+		files = files[:maxGradleFiles]
+	}
+	h := sha256.New()
+	for _, f := range files {
+		sum, err := fileHash(appRoot, f)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "%s %s\n", sum, path.Clean(f))
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,124 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"testing"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// TestBuildCaches: the caches a profile gets, and what their keys depend
+// on. A key that ignored the project would let project B restore project
+// A's cache; one that ignored the lockfile would restore a stale one.
+func TestBuildCaches(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, content string) {
+		t.Helper()
+		p := filepath.Join(root, rel)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("package-lock.json", `{"lockfileVersion":3}`)
+	write("android/build.gradle", "// top")
+	write("android/app/build.gradle", "// app")
+	write("android/gradle/wrapper/gradle-wrapper.properties", "distributionUrl=x")
+	write("android/app/build/generated.gradle", "// build output: not part of the key")
+
+	spec := func(project, platform string, cache *api.BuildCache) api.BuildSpec {
+		return api.BuildSpec{ProjectName: project, Platform: platform, Profile: api.BuildProfile{Cache: cache},
+			Project: api.Project{PackageManager: "npm", Lockfile: "package-lock.json"}}
+	}
+	caches := func(s api.BuildSpec) []api.CacheEntry {
+		t.Helper()
+		c, err := buildCaches(s, root, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	names := func(c []api.CacheEntry) []string {
+		var n []string
+		for _, e := range c {
+			n = append(n, e.Name)
+		}
+		return n
+	}
+	key := func(c []api.CacheEntry, name string) string {
+		t.Helper()
+		for _, e := range c {
+			if e.Name == name {
+				return e.Key
+			}
+		}
+		t.Fatalf("no %s cache in %+v", name, c)
+		return ""
+	}
+
+	a := caches(spec("a", api.PlatformAndroid, nil))
+	if got := names(a); !slices.Equal(got, []string{"npm", "gradle"}) {
+		t.Fatalf("android caches %v, want npm, gradle", got)
+	}
+	hex64 := regexp.MustCompile(`^[0-9a-f]{64}$`)
+	for _, e := range a {
+		if !hex64.MatchString(e.Key) {
+			t.Errorf("%s: key %q is not 64 hex digits", e.Name, e.Key)
+		}
+	}
+	if p := a[0].Paths; !slices.Equal(p, []string{"$FREEAGENT_CACHE_DIR/npm"}) {
+		t.Errorf("npm paths %v", p)
+	}
+	ios := caches(spec("a", api.PlatformIOS, nil))
+	if got := names(ios); !slices.Equal(got, []string{"npm", "pods"}) {
+		t.Fatalf("ios caches %v, want npm, pods", got)
+	}
+	if key(ios, "npm") == key(a, "npm") {
+		t.Error("the npm key ignores the platform")
+	}
+
+	b := caches(spec("b", api.PlatformAndroid, nil))
+	for _, n := range []string{"npm", "gradle"} {
+		if key(a, n) == key(b, n) {
+			t.Errorf("%s: projects a and b share a key", n)
+		}
+	}
+
+	gradleBefore := key(a, "gradle")
+	write("android/app/build/generated.gradle", "// changed build output")
+	if key(caches(spec("a", api.PlatformAndroid, nil)), "gradle") != gradleBefore {
+		t.Error("a build output under android/app/build changed the gradle key")
+	}
+	write("android/app/build.gradle", "// app, changed")
+	if key(caches(spec("a", api.PlatformAndroid, nil)), "gradle") == gradleBefore {
+		t.Error("a changed app/build.gradle left the gradle key as it was")
+	}
+	write("package-lock.json", `{"lockfileVersion":3,"packages":{}}`)
+	if key(caches(spec("a", api.PlatformAndroid, nil)), "npm") == key(a, "npm") {
+		t.Error("a changed lockfile left the npm key as it was")
+	}
+
+	if key(caches(spec("a", api.PlatformAndroid, &api.BuildCache{Key: "v2"})), "npm") == key(caches(spec("a", api.PlatformAndroid, nil)), "npm") {
+		t.Error("cache.key does not change the key")
+	}
+	yes, no := true, false
+	if c := caches(spec("a", api.PlatformAndroid, &api.BuildCache{Disabled: &yes, Paths: []string{"x"}})); len(c) != 0 {
+		t.Errorf("cache.disabled: caches %+v", c)
+	}
+	custom := caches(spec("a", api.PlatformAndroid, &api.BuildCache{Paths: []string{"vendor/cache", "~/.cache/tool"}}))
+	if got := names(custom); !slices.Equal(got, []string{"npm", "gradle", "custom"}) {
+		t.Errorf("cache.paths: caches %v", got)
+	}
+	only := caches(spec("a", api.PlatformAndroid, &api.BuildCache{CacheDefaultPaths: &no, Paths: []string{"vendor/cache"}}))
+	if got := names(only); !slices.Equal(got, []string{"custom"}) || !slices.Equal(only[0].Paths, []string{"vendor/cache"}) {
+		t.Errorf("cacheDefaultPaths false: caches %+v", only)
+	}
+	if key(only, "custom") == key(custom, "custom") {
+		t.Error("the custom key ignores its paths")
+	}
+}

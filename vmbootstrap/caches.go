@@ -1,0 +1,355 @@
+package vmbootstrap
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
+)
+
+// CacheDirVar starts the paths of the default caches in a spec (see
+// docs/build-spec.md, "Warm builds"): the build's cache directory, in its
+// work tree, where each tool is pointed by toolCacheEnv.
+const CacheDirVar = "$FREEAGENT_CACHE_DIR"
+
+// cacheLimits bound what a shared cache archive may expand to: the host
+// validated it, this is the VM's own guard.
+var cacheLimits = ExtractLimits{MaxBytes: 200 << 30, MaxFileBytes: 20 << 30, MaxFiles: 10_000_000}
+
+// depCache is one dependency cache of the build.
+type depCache struct {
+	api.CacheEntry
+	paths    []string // resolved, absolute in this VM
+	restored string   // the key of the archive restored, "" on a miss
+}
+
+// depCaches restores a build's dependency caches before its install and,
+// after its success, saves those it did not find under their exact key.
+type depCaches struct {
+	root    string // $FREEAGENT_CACHE_DIR
+	work    string // scratch space for extraction
+	entries []*depCache
+	log     io.Writer
+	user    *buildUser // nil: files stay this process's
+}
+
+// newDepCaches resolves spec's caches for an app in appRoot: a path under
+// $FREEAGENT_CACHE_DIR goes under root, "~/…" under home, a relative one
+// under appRoot.
+func newDepCaches(spec api.BuildSpec, root, work, appRoot, home string, log io.Writer, user *buildUser) *depCaches {
+	d := &depCaches{root: root, work: work, log: log, user: user}
+	seen := map[string]bool{}
+	for _, e := range spec.Caches {
+		if e.Name == "" || seen[e.Name] || strings.ContainsAny(e.Name, `/\`) || e.Name == "." || e.Name == ".." {
+			continue
+		}
+		seen[e.Name] = true
+		c := &depCache{CacheEntry: e}
+		for _, p := range e.Paths {
+			switch {
+			case p == CacheDirVar || strings.HasPrefix(p, CacheDirVar+"/"):
+				c.paths = append(c.paths, filepath.Join(root, strings.TrimPrefix(p, CacheDirVar)))
+			case p == "~" || strings.HasPrefix(p, "~/"):
+				c.paths = append(c.paths, filepath.Join(home, p[1:]))
+			case filepath.IsAbs(p):
+				c.paths = append(c.paths, filepath.Clean(p))
+			default:
+				c.paths = append(c.paths, filepath.Join(appRoot, p))
+			}
+		}
+		d.entries = append(d.entries, c)
+	}
+	return d
+}
+
+// toolCacheEnv points each tool with a cache at its directory under root,
+// so that restoring a cache is extracting it there.
+func (d *depCaches) env() []string {
+	var env []string
+	for _, c := range d.entries {
+		dir := func(sub string) string { return filepath.Join(d.root, sub) }
+		switch c.Name {
+		case api.PackageManagerNPM:
+			env = append(env, "npm_config_cache="+dir("npm"))
+		case api.PackageManagerYarn:
+			env = append(env, "YARN_CACHE_FOLDER="+dir("yarn"), "YARN_ENABLE_GLOBAL_CACHE=false")
+		case api.PackageManagerPNPM:
+			env = append(env, "npm_config_store_dir="+dir("pnpm"))
+		case api.PackageManagerBun:
+			env = append(env, "BUN_INSTALL_CACHE_DIR="+dir("bun"))
+		case "pods":
+			env = append(env, "CP_HOME_DIR="+dir("cocoapods"))
+		case "gradle":
+			env = append(env, "GRADLE_USER_HOME="+dir("gradle"))
+		}
+	}
+	return env
+}
+
+// restoredEnv adds to env, after a restore, what makes the tools use the
+// restored cache rather than ask the registry: with the lockfile's
+// integrity hashes npm and pnpm may take a cached tarball without
+// revalidating its metadata (a tarball missing from the cache is still
+// downloaded). A value the project set itself is left alone.
+func (d *depCaches) restoredEnv(env []string) []string {
+	for _, c := range d.entries {
+		if c.restored == "" || (c.Name != api.PackageManagerNPM && c.Name != api.PackageManagerPNPM) {
+			continue
+		}
+		if envValue(env, "npm_config_prefer_offline") == "" {
+			env = mergeEnv(env, "npm_config_prefer_offline=true")
+		}
+	}
+	return env
+}
+
+// restore extracts the archive shared for each cache into its paths. A
+// cache whose archive is unusable is a miss with a warning: the build goes
+// on cold. It reports how many caches were restored.
+func (d *depCaches) restore(ctx context.Context, share string, mounts []CacheMount) int {
+	if err := os.MkdirAll(d.root, 0o770); err != nil {
+		fmt.Fprintf(d.log, "▸ warning: cannot create the cache directory, building without caches: %v\n", err)
+		return 0
+	}
+	if d.user != nil {
+		if err := d.user.share(d.root, 0o770); err != nil {
+			fmt.Fprintf(d.log, "▸ warning: %v\n", err)
+		}
+	}
+	restored := 0
+	for _, c := range d.entries {
+		var m *CacheMount
+		for i := range mounts {
+			if mounts[i].Name == c.Name && mounts[i].File == filepath.Base(mounts[i].File) {
+				m = &mounts[i]
+			}
+		}
+		if m == nil {
+			fmt.Fprintf(d.log, "▸ cache %s: miss\n", c.Name)
+			continue
+		}
+		start := time.Now()
+		n, err := d.extract(ctx, c, filepath.Join(share, m.File))
+		if err != nil {
+			if ctx.Err() != nil {
+				return restored
+			}
+			fmt.Fprintf(d.log, "▸ warning: cache %s: the archive is unusable, building without it: %v\n", c.Name, err)
+			continue
+		}
+		c.restored = m.Key
+		restored++
+		how := ""
+		if m.Key != c.Key {
+			how = ", an older key: it is saved again after the build"
+		}
+		fmt.Fprintf(d.log, "▸ cache %s: restored (key %s, %s in %s%s)\n", c.Name, short(m.Key), bytesize.SI(n), time.Since(start).Round(time.Millisecond), how)
+	}
+	return restored
+}
+
+// extract expands the archive of c into a scratch directory, then moves
+// each of its trees (0/, 1/, … in the order of c's paths) to its path; a
+// path the project already has is left as it is.
+func (d *depCaches) extract(ctx context.Context, c *depCache, archive string) (int64, error) {
+	stage := filepath.Join(d.work, "cache-restore", c.Name)
+	defer os.RemoveAll(stage)
+	stats, err := ExtractFile(ctx, archive, stage, cacheLimits)
+	if err != nil {
+		return 0, err
+	}
+	for i, dst := range c.paths {
+		src := filepath.Join(stage, strconv.Itoa(i))
+		if _, err := os.Lstat(src); err != nil {
+			continue
+		}
+		if _, err := os.Lstat(dst); err == nil {
+			fmt.Fprintf(d.log, "▸ cache %s: %s exists: left as the project has it\n", c.Name, dst)
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(dst), 0o770); err != nil {
+			return 0, err
+		}
+		if err := os.Rename(src, dst); err != nil {
+			return 0, err
+		}
+		if d.user != nil {
+			if err := d.shareWritable(dst); err != nil {
+				return 0, err
+			}
+		}
+	}
+	return stats.Bytes, nil
+}
+
+// shareWritable lets the build user's tools add to a restored cache.
+func (d *depCaches) shareWritable(root string) error {
+	return filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case e.IsDir():
+			return d.user.share(p, 0o770)
+		case e.Type().IsRegular():
+			info, err := e.Info()
+			if err != nil {
+				return err
+			}
+			return d.user.share(p, 0o660|info.Mode().Perm()&0o110)
+		}
+		return nil
+	})
+}
+
+// save writes, after a successful build, an archive of each cache whose
+// exact key was not restored into sharedDir/CacheOutDir and returns them.
+// A cache that cannot be saved is a warning: the build succeeded.
+func (d *depCaches) save(ctx context.Context, sharedDir string) []SavedCache {
+	var saved []SavedCache
+	for _, c := range d.entries {
+		if c.restored == c.Key || ctx.Err() != nil {
+			continue
+		}
+		start := time.Now()
+		file := c.Name + ".tar"
+		n, err := writeCacheArchive(filepath.Join(sharedDir, CacheOutDir), file, c.paths)
+		switch {
+		case errors.Is(err, errNothingToCache):
+			fmt.Fprintf(d.log, "▸ cache %s: nothing to save (no %s)\n", c.Name, strings.Join(c.Paths, ", "))
+		case err != nil:
+			fmt.Fprintf(d.log, "▸ warning: cache %s: not saved: %v\n", c.Name, err)
+		default:
+			saved = append(saved, SavedCache{Name: c.Name, Key: c.Key, File: file})
+			fmt.Fprintf(d.log, "▸ cache %s: saved (key %s, %s in %s)\n", c.Name, short(c.Key), bytesize.SI(n), time.Since(start).Round(time.Millisecond))
+		}
+	}
+	return saved
+}
+
+var errNothingToCache = errors.New("none of the cache's paths exists")
+
+// writeCacheArchive writes dir/name, atomically, as a tar of each existing
+// path i under "i/": directories, regular files and the symbolic links
+// that stay inside their tree (the host refuses any other). It returns the
+// bytes of regular files archived.
+func writeCacheArchive(dir, name string, paths []string) (int64, error) {
+	if err := os.MkdirAll(dir, 0o777); err != nil {
+		return 0, err
+	}
+	f, err := os.CreateTemp(dir, "."+name+".tmp-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	tw := tar.NewWriter(f)
+	var total int64
+	any := false
+	for i, root := range paths {
+		if _, err := os.Stat(root); err != nil {
+			continue
+		}
+		any = true
+		err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			rel, err := filepath.Rel(root, p)
+			if err != nil {
+				return err
+			}
+			n, err := addToArchive(tw, strconv.Itoa(i), root, p, rel, e)
+			total += n
+			return err
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	if !any {
+		return 0, errNothingToCache
+	}
+	if err := tw.Close(); err != nil {
+		return 0, err
+	}
+	if err := f.Sync(); err != nil {
+		return 0, err
+	}
+	if err := f.Close(); err != nil {
+		return 0, err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return 0, err
+	}
+	return total, os.Rename(f.Name(), filepath.Join(dir, name))
+}
+
+// addToArchive adds p (rel inside root) to tw under tree; what the host
+// would refuse (links leaving the tree, devices, sockets) is left out.
+func addToArchive(tw *tar.Writer, tree, root, p, rel string, e fs.DirEntry) (int64, error) {
+	info, err := e.Info()
+	if err != nil {
+		return 0, err
+	}
+	link := ""
+	switch {
+	case e.IsDir(), info.Mode().IsRegular():
+	case info.Mode()&fs.ModeSymlink != 0:
+		if link, err = os.Readlink(p); err != nil {
+			return 0, err
+		}
+		if filepath.IsAbs(link) || !inside(filepath.Join(filepath.Dir(p), link), root) {
+			return 0, nil
+		}
+	default:
+		return 0, nil
+	}
+	h, err := tar.FileInfoHeader(info, filepath.ToSlash(link))
+	if err != nil {
+		return 0, err
+	}
+	h.Name = tree
+	if rel != "." {
+		h.Name += "/" + filepath.ToSlash(rel)
+	}
+	if e.IsDir() {
+		h.Name += "/"
+	}
+	h.Uname, h.Gname, h.Uid, h.Gid = "", "", 0, 0
+	if err := tw.WriteHeader(h); err != nil {
+		return 0, err
+	}
+	if !info.Mode().IsRegular() {
+		return 0, nil
+	}
+	in, err := os.Open(p)
+	if err != nil {
+		return 0, err
+	}
+	defer in.Close()
+	n, err := io.Copy(tw, in)
+	return n, err
+}
+
+func inside(p, root string) bool {
+	rel, err := filepath.Rel(root, p)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator))
+}
+
+// short is a key as the log shows it.
+func short(key string) string {
+	if len(key) > 12 {
+		return key[:12] + "…"
+	}
+	return key
+}
