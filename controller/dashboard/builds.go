@@ -23,12 +23,20 @@ const logTail = 64 << 10
 type buildsView struct {
 	Filter    store.ListFilter
 	Statuses  []api.BuildStatus
-	Builds    []api.Build
+	Table     buildRows
+	Apps      []store.AppName
 	NextPage  string // URL of the next page; "" on the last
 	FirstPage string // URL of the first page when not on it
 	Filtered  bool
 	Error     string
 	Workers   workerNames
+}
+
+// buildRows is a table of builds (the buildrows template).
+type buildRows struct {
+	Caption string
+	Rows    []store.BuildRow
+	Empty   string // the text of an empty table
 }
 
 // workerNames shows workers by name; an unregistered one by its id.
@@ -70,12 +78,20 @@ func (d *Dashboard) builds(w http.ResponseWriter, r *http.Request, s *session) {
 		d.fail(w, r, s, err)
 		return
 	}
-	list, err := d.Store.ListBuilds(r.Context(), f)
+	if v.Apps, err = d.Store.Apps(r.Context(), s.Scope); err != nil {
+		d.fail(w, r, s, err)
+		return
+	}
+	v.Table.Caption, v.Table.Empty = "Builds, newest first", "No builds."
+	if v.Filtered {
+		v.Table.Caption, v.Table.Empty = "Builds, newest first (filtered)", "No builds match these filters."
+	}
+	rows, next, err := d.Store.ListBuildRows(r.Context(), f)
 	switch {
 	case err == nil:
-		v.Builds = list.Builds
-		if list.NextCursor != "" {
-			v.NextPage = buildsURL(f, list.NextCursor)
+		v.Table.Rows = rows
+		if next != "" {
+			v.NextPage = buildsURL(f, next)
 		}
 		if f.Cursor != "" {
 			v.FirstPage = buildsURL(f, "")
