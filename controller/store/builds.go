@@ -510,8 +510,10 @@ func (s *Store) AuthenticateBuildToken(ctx context.Context, token string) (build
 }
 
 // Cancel cancels a pending build at once, or asks the worker of a running one
-// to stop (seen on its next heartbeat). Cancelling a cancelled build is a
-// no-op; a completed or failed one gives ErrConflict.
+// to stop: the change wakes the worker's cancel watch (CancelState), and its
+// next heartbeat says so too. Cancelling a cancelled build is a no-op; a
+// completed or failed one gives ErrConflict. A cancel recorded before the
+// worker reports a success wins: the build ends cancelled (see finish).
 func (s *Store) Cancel(ctx context.Context, id string) (api.CancelResponse, error) {
 	resp := api.CancelResponse{ID: id}
 	err := s.withTx(ctx, func(t *txn) error {
@@ -545,6 +547,21 @@ func (s *Store) Cancel(ctx context.Context, id string) (api.CancelResponse, erro
 		return nil
 	})
 	return resp, err
+}
+
+// CancelState says whether a cancel is pending for build id, which worker w
+// holds; another worker's build is ErrNotFound.
+func (s *Store) CancelState(ctx context.Context, w WorkerAuth, id string) (api.CancelWatchResponse, error) {
+	var out api.CancelWatchResponse
+	err := s.pool.QueryRow(ctx, `SELECT status, cancel_requested FROM builds WHERE id = $1 AND worker_id = $2`, id, w.WorkerID).
+		Scan(&out.Status, &out.CancelRequested)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, fmt.Errorf("%w: build %q is not this worker's", ErrNotFound, id)
+	}
+	if err != nil {
+		return out, fmt.Errorf("read the cancel state of build %s: %w", id, err)
+	}
+	return out, nil
 }
 
 // RetrySource describes the build a retry copies.

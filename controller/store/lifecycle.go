@@ -467,7 +467,21 @@ func (s *Store) Complete(ctx context.Context, w WorkerAuth, r Result) (api.Resul
 // stores the answer with the attempt, for repeats.
 func (t *txn) finish(ctx context.Context, w WorkerAuth, r Result) (api.ResultResponse, error) {
 	resp := api.ResultResponse{Success: true, BuildID: r.BuildID}
+	var cancelRequested bool
+	if err := t.QueryRow(ctx, `SELECT cancel_requested FROM builds WHERE id = $1`, r.BuildID).Scan(&cancelRequested); err != nil {
+		return resp, fmt.Errorf("read build: %w", err)
+	}
 	switch {
+	case cancelRequested:
+		// The developer asked to cancel before the result arrived: the
+		// cancel wins over a success (whose artifact is not kept), a
+		// retryable failure and a hand-back alike.
+		msg := orDefault(r.ErrorMessage, "cancelled")
+		if r.Success {
+			msg = "cancelled; the cancel arrived before the worker reported the build's success"
+		}
+		resp.Status = api.StatusCancelled
+		return resp, t.endBuild(ctx, w, Result{BuildID: r.BuildID, AttemptID: r.AttemptID}, resp, "cancelled", api.CodeCancelled, msg)
 	case r.Success:
 		if r.Artifact != nil {
 			// The attempt's row is locked and its lease checked: a stale
@@ -503,13 +517,9 @@ func (t *txn) finish(ctx context.Context, w WorkerAuth, r Result) (api.ResultRes
 		}
 		resp.Requeued = resp.Status == api.StatusPending
 	default:
-		var cancelRequested bool
-		if err := t.QueryRow(ctx, `SELECT cancel_requested FROM builds WHERE id = $1`, r.BuildID).Scan(&cancelRequested); err != nil {
-			return resp, fmt.Errorf("read build: %w", err)
-		}
 		attemptStatus, code := "failed", orDefault(r.ErrorCode, api.CodeBuildFailed)
 		resp.Status = api.StatusFailed
-		if cancelRequested || r.ErrorCode == api.CodeCancelled {
+		if r.ErrorCode == api.CodeCancelled {
 			resp.Status, attemptStatus, code = api.StatusCancelled, "cancelled", api.CodeCancelled
 		}
 		return resp, t.endBuild(ctx, w, r, resp, attemptStatus, code, orDefault(r.ErrorMessage, "build failed"))
