@@ -18,6 +18,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/boundedfile"
+	"github.com/freeagent-build/freeagent/internal/buildphase"
 	"github.com/freeagent-build/freeagent/vmbootstrap"
 )
 
@@ -429,7 +430,7 @@ func (b *build) ended(dir string) (outcome, bool) {
 		}
 		msg := be.Message
 		if be.LogTail != "" {
-			msg += "\n--- last lines of the log ---\n" + be.LogTail
+			msg += buildphase.TailSeparator + be.LogTail
 		}
 		b.log.WithFields(logrus.Fields{"code": code, "retryable": be.Retryable}).Warn("build failed: " + be.Message)
 		return outcome{code: code, message: msg, retryable: be.Retryable}, true
