@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/buildphase"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
@@ -22,6 +23,9 @@ var funcs = template.FuncMap{
 	"join":     strings.Join,
 	"since":    func(t time.Time) string { return fmtDuration(time.Since(t)) + " ago" },
 	"pathesc":  url.PathEscape,
+	// headline is an error message without the log lines a worker appends
+	// (the build page shows those from the log, once).
+	"headline": func(msg string) string { h, _, _ := strings.Cut(msg, buildphase.TailSeparator); return h },
 }
 
 func orEmpty(s *string) string {
