@@ -43,6 +43,13 @@ func (a *App) cmdStatus(ctx context.Context, inv *invocation, args []string) err
 		}
 	} else {
 		printBuild(inv.ui, b, time.Now())
+		if b.LogLength > 0 {
+			if phases, err := a.buildPhases(ctx, s, b); err == nil {
+				printPhases(inv.ui, phases, time.Now())
+			} else {
+				inv.ui.warn("cannot read the log's phases: %v", err)
+			}
+		}
 	}
 	if !*watch {
 		if !inv.json {
