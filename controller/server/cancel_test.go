@@ -30,9 +30,10 @@ func (e *env) running(name string) (*workerSession, *api.Job) {
 
 // TestCancelWatchWakesAtOnce: the worker's cancel watch answers when the
 // developer cancels, woken by the change notification. The long polls'
-// backstop is an hour, so only the notification can wake it.
+// backstop and the watch's wait are an hour, so only the notification can
+// answer it.
 func TestCancelWatchWakesAtOnce(t *testing.T) {
-	e := newEnv(t, func(_ *store.Config, l *server.Limits) { l.PollBackstop = time.Hour })
+	e := newEnv(t, func(_ *store.Config, l *server.Limits) { l.PollBackstop, l.PollMaxWait = time.Hour, time.Hour })
 	ctx := context.Background()
 	w, job := e.running("mac")
 	// Nothing pending: a zero wait answers at once with no cancel.
@@ -43,11 +44,15 @@ func TestCancelWatchWakesAtOnce(t *testing.T) {
 	answer := make(chan api.CancelWatchResponse, 1)
 	errs := make(chan error, 1)
 	go func() {
-		r, err := e.worker.WatchCancel(ctx, w.token, job.ID, 25*time.Second)
+		// The watch may wait an hour: only the cancel's notification can
+		// answer it before this generous deadline.
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		r, err := e.worker.WatchCancel(wctx, w.token, job.ID, time.Hour)
 		answer <- r
 		errs <- err
 	}()
-	// Whether the watch is parked yet or not, it must see this cancel.
+	time.Sleep(200 * time.Millisecond) // let the watch park (were it not, its first read would see the cancel)
 	if _, err := e.developer.Cancel(ctx, job.ID); err != nil {
 		t.Fatal(err)
 	}
