@@ -68,7 +68,6 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAut
 		if res.Job != nil || remaining <= 0 {
 			break
 		}
-		timer := time.NewTimer(min(remaining, s.limits.PollBackstop))
 		wake := claim.C
 		if res.AtCapacity || res.Paused {
 			// It cannot take a build: step out of line (handing on a wake-up
@@ -76,16 +75,9 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAut
 			s.hub.Done(claim)
 			wake = nil
 		}
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !s.park(ctx, wake, remaining, &deadline) {
 			return
-		case <-s.draining:
-			deadline = time.Now()
-		case <-wake:
-		case <-timer.C:
 		}
-		timer.Stop()
 		s.hub.Rearm(claim) // back in line before the next look
 	}
 	s.metrics.Poll(time.Since(start), res)
@@ -127,18 +119,27 @@ func (s *Server) watchCancel(w http.ResponseWriter, r *http.Request, wa store.Wo
 			writeJSON(w, http.StatusOK, st)
 			return
 		}
-		timer := time.NewTimer(min(remaining, s.limits.PollBackstop))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !s.park(ctx, watch.C, remaining, &deadline) {
 			return
-		case <-s.draining:
-			deadline = time.Now()
-		case <-watch.C:
-		case <-timer.C:
 		}
-		timer.Stop()
 	}
+}
+
+// park holds a long poll until wake signals, the backstop (or the
+// remaining wait) passes, or the controller drains, which ends the wait
+// (*deadline becomes now). It reports false when the request ended.
+func (s *Server) park(ctx context.Context, wake <-chan struct{}, remaining time.Duration, deadline *time.Time) bool {
+	timer := time.NewTimer(min(remaining, s.limits.PollBackstop))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.draining:
+		*deadline = time.Now()
+	case <-wake:
+	case <-timer.C:
+	}
+	return true
 }
 
 // waitParam reads a long poll's "wait" parameter, in whole seconds.
