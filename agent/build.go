@@ -18,6 +18,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/boundedfile"
+	"github.com/freeagent-build/freeagent/internal/buildphase"
 	"github.com/freeagent-build/freeagent/vmbootstrap"
 )
 
@@ -110,9 +111,15 @@ func (b *build) run(ctx context.Context) {
 		defer close(hbDone)
 		b.heartbeats(hbCtx, stop)
 	}()
+	cwDone := make(chan struct{})
+	go func() {
+		defer close(cwDone)
+		b.watchCancel(hbCtx, stop)
+	}()
 	defer func() {
 		stopHeartbeats()
 		<-hbDone
+		<-cwDone
 	}()
 	timer := time.AfterFunc(b.timeout(), func() { stop(errTimedOut) })
 	defer timer.Stop()
@@ -158,6 +165,45 @@ func (b *build) heartbeats(ctx context.Context, stop context.CancelCauseFunc) {
 			return
 		case err != nil && ctx.Err() == nil:
 			b.log.WithError(err).Warn("heartbeat failed; retrying at the next interval")
+		}
+	}
+}
+
+// cancelWatchWait is how long one cancel watch waits at the controller
+// (which caps it at its long-poll limit, 30 s by default).
+const cancelWatchWait = 25 * time.Second
+
+// watchCancel keeps a long poll open at the controller that answers as soon
+// as a cancel of this build is requested, and then stops the build: a
+// cancel takes effect within moments, not at the next heartbeat. Against a
+// controller without the endpoint (404) it leaves the cancel to the
+// heartbeats; on other failures it tries again after a pause.
+func (b *build) watchCancel(ctx context.Context, stop context.CancelCauseFunc) {
+	bo := newBackoff(b.a.cfg.BackoffMin/5+time.Millisecond, b.a.cfg.BackoffMax/4)
+	for ctx.Err() == nil {
+		resp, err := b.a.client.WatchCancel(ctx, b.a.tokens.get(), b.job.ID, cancelWatchWait)
+		switch {
+		case err == nil && resp.CancelRequested:
+			b.a.tokens.keep(resp.TokenGrant)
+			b.log.Info("cancel requested by the controller")
+			stop(errCancelRequested)
+			return
+		case err == nil && resp.Status.Terminal():
+			return // the heartbeats learn how it ended
+		case err == nil:
+			b.a.tokens.keep(resp.TokenGrant)
+			bo.reset()
+			continue
+		case ctx.Err() != nil:
+			return
+		case api.StatusOf(err) == http.StatusNotFound:
+			// An older controller, or the build is no longer this worker's.
+			b.log.WithError(err).Info("no cancel watch; cancels arrive with the heartbeats")
+			return
+		}
+		b.log.WithError(err).Debug("cancel watch failed; retrying")
+		if !bo.sleep(ctx, nil) {
+			return
 		}
 	}
 }
@@ -405,7 +451,7 @@ func (b *build) ended(dir string) (outcome, bool) {
 		}
 		msg := be.Message
 		if be.LogTail != "" {
-			msg += "\n--- last lines of the log ---\n" + be.LogTail
+			msg += buildphase.TailSeparator + be.LogTail
 		}
 		b.log.WithFields(logrus.Fields{"code": code, "retryable": be.Retryable}).Warn("build failed: " + be.Message)
 		return outcome{code: code, message: msg, retryable: be.Retryable}, true

@@ -462,7 +462,9 @@ func TestEndToEndFailingBuildIsNotRetried(t *testing.T) {
 }
 
 func TestEndToEndCancelStopsTheVM(t *testing.T) {
-	f := newFarm(t, nil)
+	// Heartbeats every 200 s: only the cancel watch can tell the worker
+	// within the wait below.
+	f := newFarm(t, func(c *store.Config) { c.LeaseTTL = 10 * time.Minute })
 	f.startAgent()
 	id := f.submit("echo started\nsleep 60\n")
 	f.waitFor(id, 30*time.Second, "running", func(b api.Build) bool { return strings.Contains(f.logs(id), "started") })

@@ -43,6 +43,13 @@ func (a *App) cmdStatus(ctx context.Context, inv *invocation, args []string) err
 		}
 	} else {
 		printBuild(inv.ui, b, time.Now())
+		if b.LogLength > 0 {
+			if phases, err := a.buildPhases(ctx, s, b); err == nil {
+				printPhases(inv.ui, phases, time.Now())
+			} else {
+				inv.ui.warn("cannot read the log's phases: %v", err)
+			}
+		}
 	}
 	if !*watch {
 		if !inv.json {
@@ -394,7 +401,9 @@ func listFilterArgs(o api.ListOptions) string {
 }
 
 const cancelHelp = `Cancels a build. A pending build is cancelled at once; a running one is stopped by its
-worker at its next heartbeat (expo-build status <id> --watch shows when).`
+worker within moments (expo-build status <id> --watch shows when). A cancel that reaches the
+controller before the worker reports the result wins; a build that already completed or
+failed cannot be cancelled, and the command says so and exits 1.`
 
 func (a *App) cmdCancel(ctx context.Context, inv *invocation, args []string) error {
 	fs := inv.flags()
@@ -420,7 +429,7 @@ func (a *App) cmdCancel(ctx context.Context, inv *invocation, args []string) err
 	case resp.Status.Terminal():
 		inv.ui.printf("Build %s had already ended (%s); nothing to cancel.\n", id, resp.Status)
 	default:
-		inv.ui.printf("Cancel requested: the worker stops build %s at its next heartbeat.\n%s expo-build status %s --watch\n", id, inv.ui.o(cDim, "Next:"), id)
+		inv.ui.printf("Cancel requested: the worker is told at once and stops build %s.\n%s expo-build status %s --watch\n", id, inv.ui.o(cDim, "Next:"), id)
 	}
 	return nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/buildphase"
 )
 
 func randomBytes(t *testing.T, n int) []byte {
@@ -84,7 +85,8 @@ func TestSubmitBuildDownload(t *testing.T) {
 		}
 	}
 	v := w.vm(job)
-	v.log("npm ci\n./gradlew assembleRelease\n")
+	now := time.Now()
+	v.log(buildphase.Marker(buildphase.Install, now) + "\nnpm ci\n" + buildphase.Marker(buildphase.Build, now.Add(83*time.Second)) + "\n./gradlew assembleRelease\n")
 	apk := randomBytes(t, 3<<20+17)
 	w.finish(job, true, "app-release.apk", apk)
 
@@ -98,10 +100,15 @@ func TestSubmitBuildDownload(t *testing.T) {
 	expires := b.ArtifactsExpireAt.Local().Format(time.DateOnly)
 	human := e.mustRun(0, nil, "status", id)
 	for _, want := range []string{"completed", "app-release.apk", "expo-build download " + id, "priority 1", "/install/" + id + "?",
-		"artifacts expire " + expires} {
+		"artifacts expire " + expires, "Phases", "Install dependencies", "1m23s  succeeded", "Build (Gradle / pods and Xcode)"} {
 		if !strings.Contains(human.stdout, want) {
 			t.Errorf("status output lacks %q:\n%s", want, human.stdout)
 		}
+	}
+	// logs prints each phase marker as a heading, the lines as they are.
+	logs := e.mustRun(0, nil, "logs", id)
+	if !strings.Contains(logs.stdout, "── Install dependencies ──\nnpm ci\n") || strings.Contains(logs.stdout, "##[phase") {
+		t.Errorf("logs:\n%s", logs.stdout)
 	}
 	if list := e.mustRun(0, nil, "list"); !strings.Contains(list.stdout, "ARTIFACTS UNTIL") || !strings.Contains(list.stdout, expires) {
 		t.Errorf("list output lacks the artifacts' expiry %s:\n%s", expires, list.stdout)
@@ -115,7 +122,7 @@ func TestSubmitBuildDownload(t *testing.T) {
 	if a := listed.Builds[0].Artifacts[0]; a.Name != "app-release.apk" || a.Size != int64(len(apk)) || a.SHA256 != sha(apk) {
 		t.Errorf("list --json artifact: %+v", a)
 	}
-	if r := e.mustRun(0, nil, "logs", id); r.stdout != "npm ci\n./gradlew assembleRelease\n" {
+	if r := e.mustRun(0, nil, "logs", id); r.stdout != "\n── Install dependencies ──\nnpm ci\n\n── Build (Gradle / pods and Xcode) ──\n./gradlew assembleRelease\n" {
 		t.Errorf("logs: %q", r.stdout)
 	}
 

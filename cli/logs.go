@@ -84,6 +84,10 @@ func (k *logSink) line(text string, end int64) {
 		k.u.emit(map[string]any{"offset": end, "line": text}) //nolint:errcheck
 		return
 	}
+	if h, ok := phaseHeading(k.u, text); ok {
+		k.u.printf("\n%s\n", h)
+		return
+	}
 	k.u.printf("%s\n", plainText(text))
 }
 

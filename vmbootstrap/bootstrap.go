@@ -27,6 +27,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/buildphase"
 )
 
 // Causes of a build's context ending early.
@@ -125,6 +126,8 @@ type buildRun struct {
 	work   string
 	user   *buildUser // nil: build commands run as this process's user
 	saved  []SavedCache
+	// logPhase is the phase the build log is in (see markPhase).
+	logPhase buildphase.ID
 }
 
 // execute runs every phase up to the uploaded artifacts. Its error is a
@@ -585,6 +588,8 @@ func (r *buildRun) finish(ctx context.Context, arts []api.Artifact, err error) i
 	defer cancel()
 	defer r.removeWork()
 	if err == nil {
+		// A failed build's log ends in the phase that failed.
+		r.markPhase(buildphase.CleanUp)
 		r.logs.Printf("\n▸ build complete: %d artifact(s)", len(arts))
 		if cerr := r.logs.Close(fctx); cerr != nil {
 			r.log.WithError(cerr).Warn("the end of the build log may be missing")
@@ -680,9 +685,27 @@ func sameUserWarning() string {
 	return "build commands run as the bootstrap's user " + name + ", who holds the build's tokens: rebuild the template with scripts/build-vm-template.sh (it creates the build user and sets FREEAGENT_BUILD_USER)"
 }
 
+// logPhases are the build log's phases (buildphase) of progress.json's.
+var logPhases = map[string]buildphase.ID{
+	PhaseCertificates: buildphase.Credentials, PhaseSource: buildphase.Source, PhaseInstall: buildphase.Install,
+	PhasePrebuild: buildphase.Prebuild, PhaseBuild: buildphase.Build, PhaseUpload: buildphase.Upload,
+}
+
+// markPhase starts phase id in the build log (buildphase.Marker) unless it
+// is the current one; "" (a phase the log does not split on) does nothing.
+func (r *buildRun) markPhase(id buildphase.ID) {
+	if id == "" || id == r.logPhase || r.logs == nil {
+		return
+	}
+	r.logPhase = id
+	// On a line of its own even after output that did not end one.
+	r.logs.Printf("\n%s", buildphase.Marker(id, time.Now()))
+}
+
 // progress rewrites progress.json. A failure to write it is logged only:
 // the host also learns the phase from the end files.
 func (r *buildRun) progress(phase string, pct int, msg string) {
+	r.markPhase(logPhases[phase])
 	err := writeJSONAtomic(r.cfg.SharedDir, ProgressFile, Progress{Phase: phase, Progress: pct, Message: msg, UpdatedAt: time.Now().UTC()})
 	if err != nil {
 		r.log.WithError(err).Warn("cannot update progress.json")

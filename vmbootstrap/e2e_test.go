@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/buildphase"
 )
 
 // requireNPM: the end-to-end tests run `npm run freeagent:build`. Without
@@ -238,7 +239,35 @@ echo "done"
 	if strings.Contains(log, j.job.OTP) {
 		t.Fatal("the OTP is in the build log")
 	}
+	// The log is split into the build's phases, with the build's own
+	// output in the build phase.
+	var ids []string
+	split := splitPhases(log, buildphase.Succeeded)
+	for _, ph := range split {
+		ids = append(ids, string(ph.ID))
+	}
+	if got := strings.Join(ids, " "); got != "spin_up source build upload clean_up" {
+		t.Errorf("phases %q", got)
+	}
+	if b := phaseText(split, buildphase.Build); !strings.Contains(b, "line 6") || !strings.Contains(b, "▸ npm run freeagent:build") {
+		t.Errorf("build phase:\n%s", b)
+	}
 	noTempFiles(t, shared)
+}
+
+func splitPhases(log string, end buildphase.Status) []buildphase.Phase {
+	p := buildphase.NewParser(time.Now())
+	p.Write([]byte(log))
+	return p.Phases(time.Now(), end)
+}
+
+func phaseText(phases []buildphase.Phase, id buildphase.ID) string {
+	for _, ph := range phases {
+		if ph.ID == id {
+			return strings.Join(ph.Lines, "\n")
+		}
+	}
+	return ""
 }
 
 // TestEndToEndBuildFails: a failing build command ends in build-error with
@@ -274,8 +303,15 @@ func TestEndToEndBuildFails(t *testing.T) {
 	if p.Phase != PhaseFailed {
 		t.Fatalf("progress %+v", p)
 	}
-	if log := string(c.log(j.sub.ID)); !strings.Contains(log, "error: something broke in App.tsx") || !strings.Contains(log, "✖ `npm run freeagent:build` failed") {
+	log := string(c.log(j.sub.ID))
+	if !strings.Contains(log, "error: something broke in App.tsx") || !strings.Contains(log, "✖ `npm run freeagent:build` failed") {
 		t.Fatalf("controller log:\n%s", log)
+	}
+	// The failing phase is the last, and holds the failure.
+	phases := splitPhases(log, buildphase.Failed)
+	if last := phases[len(phases)-1]; last.ID != buildphase.Build || last.Status != buildphase.Failed ||
+		!strings.Contains(phaseText(phases, buildphase.Build), "✖ `npm run freeagent:build` failed") {
+		t.Errorf("last phase %+v", last)
 	}
 }
 

@@ -215,6 +215,14 @@ func (c *Client) ReportCache(ctx context.Context, workerToken string, report Wor
 	return c.call(ctx, http.MethodPut, "/api/workers/cache", report, nil, header{HeaderWorkerToken: workerToken})
 }
 
+// WatchCancel waits up to wait for a cancel of build id, which runs on this
+// worker (GET /api/workers/builds/{id}/cancel).
+func (c *Client) WatchCancel(ctx context.Context, workerToken, id string, wait time.Duration) (CancelWatchResponse, error) {
+	var out CancelWatchResponse
+	path := "/api/workers/builds/" + url.PathEscape(id) + "/cancel?wait=" + strconv.Itoa(int(wait.Seconds()))
+	return out, c.call(ctx, http.MethodGet, path, nil, &out, header{HeaderWorkerToken: workerToken})
+}
+
 // Unregister ends the worker instance.
 func (c *Client) Unregister(ctx context.Context, workerToken string) (UnregisterResponse, error) {
 	var out UnregisterResponse

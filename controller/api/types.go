@@ -247,6 +247,16 @@ type HeartbeatResponse struct {
 	TokenGrant
 }
 
+// CancelWatchResponse answers GET /api/workers/builds/{id}/cancel, the
+// worker's long poll that learns of a cancel as soon as it is requested
+// (rather than at its next heartbeat). It answers at once when a cancel is
+// pending or the build has ended, else when one arrives or the wait ends.
+type CancelWatchResponse struct {
+	CancelRequested bool        `json:"cancel_requested"`
+	Status          BuildStatus `json:"status"`
+	TokenGrant
+}
+
 // ResultResponse answers POST /api/workers/upload. A repeated upload for the
 // same attempt returns the first answer unchanged.
 type ResultResponse struct {

@@ -31,6 +31,7 @@ import (
 const (
 	PhaseLifecycle = "lifecycle"
 	PhasePickup    = "pickup"
+	PhaseCancel    = "cancel"
 	PhaseEmptyPoll = "emptypoll"
 	PhaseArtifact  = "artifact"
 	PhaseTransfer  = "transfer"
@@ -41,7 +42,7 @@ const (
 // Phases lists every phase in the order Run runs them. The claim phase comes
 // last because it leaves a million pending rows behind.
 func Phases() []string {
-	return []string{PhaseLifecycle, PhasePickup, PhaseEmptyPoll, PhaseArtifact, PhaseTransfer, PhasePgbench, PhaseClaim}
+	return []string{PhaseLifecycle, PhasePickup, PhaseCancel, PhaseEmptyPoll, PhaseArtifact, PhaseTransfer, PhasePgbench, PhaseClaim}
 }
 
 // Shape is a lifecycle load: simulated workers and submitters.
@@ -74,6 +75,9 @@ type Config struct {
 	PickupWorkers int
 	PickupSamples int
 	PickupSpacing time.Duration
+
+	// Cancel latency: builds cancelled one at a time while they run.
+	CancelSamples int
 
 	// Empty-poll cost: clients polling an empty queue with wait=0.
 	EmptyPollClients  int
@@ -124,6 +128,7 @@ func DefaultConfig() Config {
 		PickupWorkers:     8,
 		PickupSamples:     200,
 		PickupSpacing:     50 * time.Millisecond,
+		CancelSamples:     100,
 		EmptyPollClients:  8,
 		EmptyPollDuration: 5 * time.Second,
 		ClaimSmall:        1_000,
@@ -144,6 +149,7 @@ func SmokeConfig() Config {
 	c.Duration, c.Warmup = 2*time.Second, 500*time.Millisecond
 	c.Workers, c.Submitters, c.Sweep = 4, 2, nil
 	c.PickupWorkers, c.PickupSamples, c.PickupSpacing = 4, 20, 20*time.Millisecond
+	c.CancelSamples = 10
 	c.EmptyPollClients, c.EmptyPollDuration = 4, time.Second
 	c.ClaimSmall, c.ClaimLarge, c.ClaimSamples = 100, 1_000, 20
 	c.ArtifactBytes = 16 << 20
@@ -173,6 +179,9 @@ func (c *Config) check() error {
 	}
 	if c.PickupWorkers <= 0 || c.PickupSamples <= 0 || c.EmptyPollClients <= 0 || c.EmptyPollDuration <= 0 {
 		errs = append(errs, errors.New("pickup workers/samples and empty-poll clients/duration must be > 0"))
+	}
+	if c.CancelSamples <= 0 {
+		errs = append(errs, errors.New("cancel samples must be > 0"))
 	}
 	if c.ClaimSmall <= 0 || c.ClaimLarge < c.ClaimSmall || c.ClaimSamples <= 0 || c.ClaimSamples > c.ClaimSmall {
 		errs = append(errs, errors.New("claim sizes: need 0 < samples ≤ small ≤ large"))
@@ -208,6 +217,7 @@ type Report struct {
 	Machine      Machine          `json:"machine"`
 	Lifecycle    *LifecycleResult `json:"lifecycle,omitempty"`
 	Pickup       *PickupResult    `json:"pickup,omitempty"`
+	Cancel       *CancelResult    `json:"cancel,omitempty"`
 	EmptyPoll    *EmptyPollResult `json:"empty_poll,omitempty"`
 	Artifact     *ArtifactResult  `json:"artifact,omitempty"`
 	Transfer     *TransferResult  `json:"transfer,omitempty"`
@@ -311,6 +321,7 @@ func runPhases(ctx context.Context, e *env, rep *Report) error {
 	phases := []phase{
 		{PhaseLifecycle, func() (err error) { rep.Lifecycle, err = runLifecyclePhase(ctx, e); return }},
 		{PhasePickup, func() (err error) { rep.Pickup, err = runPickup(ctx, e); return }},
+		{PhaseCancel, func() (err error) { rep.Cancel, err = runCancel(ctx, e); return }},
 		{PhaseEmptyPoll, func() (err error) { rep.EmptyPoll, err = runEmptyPoll(ctx, e); return }},
 		{PhaseArtifact, func() (err error) { rep.Artifact, err = runArtifact(ctx, e); return }},
 		{PhaseTransfer, func() (err error) { rep.Transfer, err = runTransfer(ctx, e); return }},

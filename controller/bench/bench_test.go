@@ -70,7 +70,10 @@ func TestSmoke(t *testing.T) {
 	if rep.Pgbench == nil || (rep.Pgbench.Skipped == "" && (rep.Pgbench.BestPerSecond <= 0 || rep.Pgbench.Ratio <= 0)) {
 		t.Errorf("pgbench: %+v", rep.Pgbench)
 	}
-	wantRows := 8
+	if rep.Cancel == nil || rep.Cancel.Latency.N != cfg.CancelSamples || rep.Cancel.Latency.P50 <= 0 {
+		t.Errorf("cancel: %+v", rep.Cancel)
+	}
+	wantRows := 9
 	if rep.Pgbench != nil && rep.Pgbench.Skipped != "" {
 		wantRows--
 	}

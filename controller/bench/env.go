@@ -280,7 +280,7 @@ func (e *env) resetQueue(ctx context.Context) error {
 func (e *env) truncate(ctx context.Context) error {
 	const tries = 5
 	for i := 1; ; i++ {
-		_, err := e.db.Exec(ctx, `TRUNCATE builds, build_attempts, artifacts, build_logs, workers, worker_cache_keys`)
+		_, err := e.db.Exec(ctx, `TRUNCATE builds, build_attempts, artifacts, build_logs, workers CASCADE`)
 		var pgErr *pgconn.PgError
 		if err == nil || i == tries || !errors.As(err, &pgErr) || pgErr.Code != "40P01" { // deadlock_detected
 			return err

@@ -229,7 +229,7 @@ func parsePgbench(out string) (PgbenchRun, int64, error) {
 func seedPgbench(ctx context.Context, conn *pgx.Conn, clients int) error {
 	backlog := max(64, 4*clients)
 	_, err := conn.Exec(ctx, `
-		TRUNCATE builds, build_attempts, artifacts, build_logs, workers, worker_cache_keys, api_keys, api_key_projects, api_key_pools, dashboard_sessions;
+		TRUNCATE builds, build_attempts, artifacts, build_logs, workers, api_keys, api_key_projects, api_key_pools, dashboard_sessions CASCADE;
 		INSERT INTO api_keys (id, name, role, key_hash) VALUES ('benchkey', 'bench', 'admin', sha256('fak_bench'::bytea));
 		INSERT INTO workers (id, name, capabilities, instance_id, status, token_hash, token_issued_at, token_expires_at, last_seen_at)
 			SELECT 'w' || n, 'bench ' || n, '{"platforms":["ios","android"],"max_concurrent_builds":64}', 'i' || n, 'online',

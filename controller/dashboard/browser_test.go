@@ -149,7 +149,9 @@ func (c *chrome) login(base, key string) {
 		chromedp.SendKeys(chromedp.CSS("#api_key"), key),
 		chromedp.Click(chromedp.CSS("main form button[type=submit]")),
 	)
-	c.until("the builds page after sign-in", `document.querySelector("h1") && document.querySelector("h1").textContent === "Builds"`)
+	c.until("the overview after sign-in", `document.querySelector("h1") && document.querySelector("h1").textContent === "Overview"`)
+	c.run("open the builds", chromedp.Navigate(base+"/builds"))
+	c.until("the builds page", `document.querySelector("h1") && document.querySelector("h1").textContent === "Builds"`)
 	c.synced()
 }
 
@@ -326,7 +328,7 @@ func TestBrowser(t *testing.T) {
 	c.run("sign out", chromedp.Click(chromedp.CSS("form.signout button")), chromedp.WaitVisible(chromedp.CSS("#api_key")))
 	// Signing in again, by keyboard alone: the key field has focus, Enter submits.
 	c.run("sign in by keyboard", chromedp.WaitVisible(chromedp.CSS("#api_key")), chromedp.KeyEvent(f.adminKey+"\r"))
-	c.until("the builds page after a keyboard sign-in", `document.querySelector("h1") && document.querySelector("h1").textContent === "Builds"`)
+	c.until("the overview after a keyboard sign-in", `document.querySelector("h1") && document.querySelector("h1").textContent === "Overview"`)
 	c.run("tab once", chromedp.KeyEvent("\t"))
 	c.until("the first tab stop is the skip link", `document.activeElement && document.activeElement.className === "skip"`)
 	c.run("open a pending build", chromedp.Navigate(f.url+"/builds/"+b5.ID), chromedp.WaitVisible(chromedp.CSS(`form[action$="/cancel"] button`)))

@@ -4,31 +4,46 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"maps"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/buildphase"
 )
 
 // pageSize is the number of builds a list page shows.
 const pageSize = 50
 
-// logTail is how much of a log the build page renders; the rest follows live.
-const logTail = 64 << 10
+// logChunk is how much of a log the build page reads at a time.
+const logChunk = 1 << 20
+
+// phaseLines is how many of each phase's last lines the build page shows.
+const phaseLines = 500
 
 type buildsView struct {
 	Filter    store.ListFilter
 	Statuses  []api.BuildStatus
-	Builds    []api.Build
+	Table     buildRows
+	Apps      []store.AppName
 	NextPage  string // URL of the next page; "" on the last
 	FirstPage string // URL of the first page when not on it
 	Filtered  bool
 	Error     string
 	Workers   workerNames
+}
+
+// buildRows is a table of builds (the buildrows template).
+type buildRows struct {
+	Caption string
+	Rows    []store.BuildRow
+	Empty   string // the text of an empty table
 }
 
 // workerNames shows workers by name; an unregistered one by its id.
@@ -70,12 +85,20 @@ func (d *Dashboard) builds(w http.ResponseWriter, r *http.Request, s *session) {
 		d.fail(w, r, s, err)
 		return
 	}
-	list, err := d.Store.ListBuilds(r.Context(), f)
+	if v.Apps, err = d.Store.Apps(r.Context(), s.Scope); err != nil {
+		d.fail(w, r, s, err)
+		return
+	}
+	v.Table.Caption, v.Table.Empty = "Builds, newest first", "No builds."
+	if v.Filtered {
+		v.Table.Caption, v.Table.Empty = "Builds, newest first (filtered)", "No builds match these filters."
+	}
+	rows, next, err := d.Store.ListBuildRows(r.Context(), f)
 	switch {
 	case err == nil:
-		v.Builds = list.Builds
-		if list.NextCursor != "" {
-			v.NextPage = buildsURL(f, list.NextCursor)
+		v.Table.Rows = rows
+		if next != "" {
+			v.NextPage = buildsURL(f, next)
 		}
 		if f.Cursor != "" {
 			v.FirstPage = buildsURL(f, "")
@@ -104,16 +127,28 @@ func buildsURL(f store.ListFilter, cursor string) string {
 
 type buildView struct {
 	Build    api.Build
-	Log      string
-	LogFrom  int64 // the byte offset where Log starts
 	LogAfter int64 // where a live follow continues
 	Follow   bool
+	// Phases split the log (buildphase); the failing or running one is open.
+	Phases []phaseView
+	// ErrorHeadline is the error message without the log lines the worker
+	// appends; ErrorLines are the failing phase's last lines, shown once.
+	ErrorHeadline string
+	ErrorLines    string
 	// QR is shown for a completed build with artifacts.
 	QR      bool
 	Workers workerNames
 	// Spec is shown when the build has one: its profile's env in key
 	// order and the whole resolved profile as indented JSON.
 	Spec *specView
+}
+
+type phaseView struct {
+	buildphase.Phase
+	Took string
+	Text string
+	Open bool
+	Last bool
 }
 
 type specView struct {
@@ -148,27 +183,80 @@ func (d *Dashboard) build(w http.ResponseWriter, r *http.Request, s *session) {
 		d.fail(w, r, s, err)
 		return
 	}
-	v := buildView{Build: b, LogFrom: max(0, b.LogLength-logTail), Spec: newSpecView(b.Spec)}
+	v := buildView{Build: b, Spec: newSpecView(b.Spec), Follow: !b.Status.Terminal()}
 	if v.Workers, err = d.workerNames(r.Context()); err != nil {
 		d.fail(w, r, s, err)
 		return
 	}
-	tail, err := d.Store.ReadLog(r.Context(), id, v.LogFrom, logTail)
-	if err != nil {
+	if err := d.readPhases(r.Context(), &v); err != nil {
 		d.fail(w, r, s, err)
 		return
 	}
-	data := tail.Data
-	v.Follow = !tail.Status.Terminal()
-	if v.Follow {
-		// The live follow sends whole lines: stop the rendered part at a
-		// line end so the follow does not split a line in two.
-		data = data[:bytes.LastIndexByte(data, '\n')+1]
-	}
-	v.Log, v.LogAfter = string(data), v.LogFrom+int64(len(data))
 	v.QR = d.ServeQR != nil && b.Status == api.StatusCompleted && len(b.Artifacts) > 0 && !b.ArtifactsExpired
 	d.render(w, r, "build", http.StatusOK, view{Title: "Build " + id, Nav: "builds", Session: s,
 		Stream: "/ui/stream?build=" + id, Data: v})
+}
+
+// errorSummaryLines is how many of the failing phase's last lines the
+// error summary shows.
+const errorSummaryLines = 30
+
+// readPhases reads the build's log through the phase parser, a chunk at a
+// time, and prepares the phases and the error summary. A running build's
+// log is read up to its last whole line, where the live follow continues.
+func (d *Dashboard) readPhases(ctx context.Context, v *buildView) error {
+	b := v.Build
+	start := b.SubmittedAt
+	if b.StartedAt != nil {
+		start = *b.StartedAt
+	}
+	p := buildphase.NewParser(start)
+	p.KeepLines = phaseLines
+	var after int64
+	for {
+		chunk, err := d.Store.ReadLog(ctx, b.ID, after, logChunk)
+		if errors.Is(err, store.ErrGone) {
+			break // the log expired; the page says there is none
+		}
+		if err != nil {
+			return err
+		}
+		data := chunk.Data
+		if v.Follow && after+int64(len(data)) >= chunk.Length {
+			// The live follow sends whole lines: stop at a line end so it
+			// does not split a line in two.
+			data = data[:bytes.LastIndexByte(data, '\n')+1]
+		}
+		p.Write(data)
+		after += int64(len(data))
+		if len(data) == 0 || after >= chunk.Length {
+			break
+		}
+	}
+	v.LogAfter = after
+	var ended time.Time
+	if b.CompletedAt != nil && b.Status.Terminal() {
+		ended = *b.CompletedAt
+	}
+	status := map[api.BuildStatus]buildphase.Status{api.StatusCompleted: buildphase.Succeeded,
+		api.StatusFailed: buildphase.Failed, api.StatusCancelled: buildphase.Cancelled}[b.Status]
+	phases := p.Phases(ended, status)
+	now := time.Now()
+	for i, ph := range phases {
+		last := i == len(phases)-1
+		v.Phases = append(v.Phases, phaseView{Phase: ph, Took: fmtDuration(ph.Duration(now)), Last: last,
+			Text: strings.Join(ph.Lines, "\n"), Open: last && ph.Status != buildphase.Succeeded})
+	}
+	if b.Status == api.StatusCompleted || b.ErrorMessage == nil {
+		return nil
+	}
+	headline, tail, _ := strings.Cut(*b.ErrorMessage, buildphase.TailSeparator)
+	v.ErrorHeadline, v.ErrorLines = headline, tail
+	if n := len(phases); n > 0 && len(phases[n-1].Lines) > 0 {
+		lines := phases[n-1].Lines
+		v.ErrorLines = strings.Join(lines[max(0, len(lines)-errorSummaryLines):], "\n")
+	}
+	return nil
 }
 
 func (d *Dashboard) cancel(w http.ResponseWriter, r *http.Request, s *session) {

@@ -71,9 +71,9 @@ func New(o Options) *Dashboard {
 		o.BuildEnded = func() {}
 	}
 	d := &Dashboard{Options: o, pages: map[string]*template.Template{}}
-	for _, name := range []string{"login", "builds", "build", "queue", "workers", "events", "controllers", "webhooks", "deliveries", "error"} {
+	for _, name := range []string{"login", "overview", "builds", "build", "queue", "workers", "events", "controllers", "webhooks", "deliveries", "error"} {
 		d.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
-			ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html"))
+			ParseFS(templateFiles, "templates/layout.html", "templates/buildrows.html", "templates/"+name+".html"))
 	}
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
@@ -85,7 +85,8 @@ func New(o Options) *Dashboard {
 	m.HandleFunc("POST /login", d.login)
 	m.HandleFunc("POST /logout", d.action(roleDeveloper, d.logout))
 
-	m.HandleFunc("GET /{$}", d.page(roleDeveloper, d.builds))
+	m.HandleFunc("GET /{$}", d.page(roleDeveloper, d.overview))
+	m.HandleFunc("GET /apps/{slug}", d.page(roleDeveloper, d.app))
 	m.HandleFunc("GET /builds", d.page(roleDeveloper, d.builds))
 	m.HandleFunc("GET /builds/{id}", d.page(roleDeveloper, d.build))
 	m.HandleFunc("POST /builds/{id}/cancel", d.action(roleDeveloper, d.cancel))

@@ -385,7 +385,7 @@ func TestPagingThousandsOfBuilds(t *testing.T) {
 		t.Fatal("filtered list has no next page")
 	}
 	p2 := b.get(strings.ReplaceAll(m[1], "&amp;", "&"))
-	statuses := regexp.MustCompile(`<tr data-build="[0-9a-f]{26}" data-status="(\w+)">\s*<td>.*?</td>\s*<td>.*?</td>\s*<td>(\w+)</td>`).FindAllStringSubmatch(p2.body, -1)
+	statuses := regexp.MustCompile(`<tr data-build="[0-9a-f]{26}" data-status="(\w+)">\s*<td>.*?</td>\s*<td class="app">.*?</td>\s*<td>.*?</td>\s*<td>(\w+)</td>`).FindAllStringSubmatch(p2.body, -1)
 	if len(statuses) != 50 {
 		t.Fatalf("second filtered page: %d rows", len(statuses))
 	}

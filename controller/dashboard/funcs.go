@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/buildphase"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
@@ -16,6 +17,7 @@ var funcs = template.FuncMap{
 	"took":     took,
 	"bytes":    bytesize.IEC,
 	"short":    func(id string) string { return id[:min(len(id), 10)] },
+	"short7":   func(commit string) string { return commit[:min(len(commit), 7)] },
 	"deref":    func(s *string) string { return orEmpty(s) },
 	"terminal": func(s api.BuildStatus) bool { return s.Terminal() },
 	"join":     strings.Join,
@@ -23,6 +25,9 @@ var funcs = template.FuncMap{
 	"pathesc":  url.PathEscape,
 	"percent":  func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },
 	"add":      func(a, b int64) int64 { return a + b },
+	// headline is an error message without the log lines a worker appends
+	// (the build page shows those from the log, once).
+	"headline": func(msg string) string { h, _, _ := strings.Cut(msg, buildphase.TailSeparator); return h },
 }
 
 func orEmpty(s *string) string {

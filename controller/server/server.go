@@ -164,6 +164,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /api/workers/register", s.workerKey(s.register))
 	m.HandleFunc("GET /api/workers/poll", s.worker(s.poll))
 	m.HandleFunc("POST /api/workers/heartbeat", s.worker(s.heartbeat))
+	m.HandleFunc("GET /api/workers/builds/{id}/cancel", s.worker(s.watchCancel))
 	m.HandleFunc("POST /api/workers/upload", s.worker(s.upload))
 	m.HandleFunc("POST /api/workers/unregister", s.worker(s.unregister))
 	m.HandleFunc("PUT /api/workers/pause", s.worker(s.reportPause))

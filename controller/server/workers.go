@@ -46,21 +46,16 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, key store.APIK
 // database notification that a build became claimable, re-checking every
 // PollBackstop in case a notification was missed.
 func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth) {
-	wait := time.Duration(0)
-	if v := r.URL.Query().Get("wait"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			s.fail(w, r, fmt.Errorf("%w: parameter \"wait\" must be a whole number of seconds ≥ 0", store.ErrInvalid))
-			return
-		}
-		wait = time.Duration(n) * time.Second
+	wait, err := waitParam(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	wait = min(wait, s.limits.PollMaxWait)
 	ctx := r.Context()
 	start := time.Now()
 	deadline := start.Add(wait)
 	var res store.PollResult
-	var err error
 	claim := s.hub.WaitClaimable(wa.Platforms())
 	defer s.hub.Done(claim)
 	for {
@@ -73,7 +68,6 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAut
 		if res.Job != nil || remaining <= 0 {
 			break
 		}
-		timer := time.NewTimer(min(remaining, s.limits.PollBackstop))
 		wake := claim.C
 		if res.AtCapacity || res.Paused {
 			// It cannot take a build: step out of line (handing on a wake-up
@@ -81,16 +75,9 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAut
 			s.hub.Done(claim)
 			wake = nil
 		}
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if !s.park(ctx, wake, remaining, &deadline) {
 			return
-		case <-s.draining:
-			deadline = time.Now()
-		case <-wake:
-		case <-timer.C:
 		}
-		timer.Stop()
 		s.hub.Rearm(claim) // back in line before the next look
 	}
 	s.metrics.Poll(time.Since(start), res)
@@ -99,6 +86,73 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAut
 		s.log.WithError(err).Warn("count queue depth")
 	}
 	writeJSON(w, http.StatusOK, api.PollResponse{Job: res.Job, TokenGrant: wa.Grant, QueueDepth: depth})
+}
+
+// watchCancel is the worker's long poll for a cancel of one of its builds:
+// it answers as soon as the developer's cancel is committed (the hub's
+// notification of the build's change), so the worker stops the build within
+// moments instead of at its next heartbeat.
+func (s *Server) watchCancel(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth) {
+	id := r.PathValue("id")
+	if !store.ValidID(id) {
+		s.fail(w, r, fmt.Errorf("%w: no build %q", store.ErrNotFound, id))
+		return
+	}
+	wait, err := waitParam(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ctx := r.Context()
+	deadline := time.Now().Add(min(wait, s.limits.PollMaxWait))
+	watch := s.hub.WatchBuild(id)
+	defer watch.Close()
+	for {
+		st, err := s.store.CancelState(ctx, wa, id)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		remaining := time.Until(deadline)
+		if st.CancelRequested || st.Status.Terminal() || remaining <= 0 {
+			st.TokenGrant = wa.Grant
+			writeJSON(w, http.StatusOK, st)
+			return
+		}
+		if !s.park(ctx, watch.C, remaining, &deadline) {
+			return
+		}
+	}
+}
+
+// park holds a long poll until wake signals, the backstop (or the
+// remaining wait) passes, or the controller drains, which ends the wait
+// (*deadline becomes now). It reports false when the request ended.
+func (s *Server) park(ctx context.Context, wake <-chan struct{}, remaining time.Duration, deadline *time.Time) bool {
+	timer := time.NewTimer(min(remaining, s.limits.PollBackstop))
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-s.draining:
+		*deadline = time.Now()
+	case <-wake:
+	case <-timer.C:
+	}
+	return true
+}
+
+// waitParam reads a long poll's "wait" parameter, in whole seconds.
+func waitParam(r *http.Request) (time.Duration, error) {
+	v := r.URL.Query().Get("wait")
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		return 0, fmt.Errorf("%w: parameter \"wait\" must be a whole number of seconds ≥ 0", store.ErrInvalid)
+	}
+	return time.Duration(n) * time.Second, nil
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth) {

@@ -295,7 +295,7 @@ func listArtifacts(ctx context.Context, q querier, buildID string) ([]api.Artifa
 
 // attachArtifacts fills in the artifacts of a page of builds with one
 // query (as listArtifacts does for one build).
-func attachArtifacts(ctx context.Context, q querier, builds []api.Build) error {
+func attachArtifacts(ctx context.Context, q querier, builds []*api.Build) error {
 	ids := make([]string, len(builds))
 	for i, b := range builds {
 		ids[i] = b.ID
@@ -407,20 +407,33 @@ type ListFilter struct {
 
 // ListBuilds returns builds newest first, a page at a time.
 func (s *Store) ListBuilds(ctx context.Context, f ListFilter) (api.BuildList, error) {
+	rows, next, err := s.listBuilds(ctx, f)
+	if err != nil {
+		return api.BuildList{}, err
+	}
+	out := api.BuildList{Builds: make([]api.Build, len(rows)), NextCursor: next}
+	for i, r := range rows {
+		out.Builds[i] = r.Build
+	}
+	return out, nil
+}
+
+// listBuilds reads a page of builds with their spec's list columns.
+func (s *Store) listBuilds(ctx context.Context, f ListFilter) ([]BuildRow, string, error) {
 	if f.Status != "" && !validStatus(f.Status) {
-		return api.BuildList{}, fmt.Errorf("%w: status filter %q is not one of pending, assigned, building, completed, failed, cancelled", ErrInvalid, f.Status)
+		return nil, "", fmt.Errorf("%w: status filter %q is not one of pending, assigned, building, completed, failed, cancelled", ErrInvalid, f.Status)
 	}
 	if f.Platform != "" {
 		if err := ValidatePlatform(f.Platform); err != nil {
-			return api.BuildList{}, err
+			return nil, "", err
 		}
 	}
 	if err := checkText("worker_id", f.WorkerID); err != nil {
-		return api.BuildList{}, err
+		return nil, "", err
 	}
 	if f.Project != "" {
 		if err := ValidateProject("project filter", f.Project); err != nil {
-			return api.BuildList{}, err
+			return nil, "", err
 		}
 	}
 	if f.Limit <= 0 || f.Limit > 200 {
@@ -431,44 +444,51 @@ func (s *Store) ListBuilds(ctx context.Context, f ListFilter) (api.BuildList, er
 	if f.Cursor != "" {
 		t, id, err := decodeCursor(f.Cursor)
 		if err != nil {
-			return api.BuildList{}, err
+			return nil, "", err
 		}
 		curTime, curID = &t, &id
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+buildColumns+`, `+positionColumn+` FROM builds b
+	rows, err := s.pool.Query(ctx, `SELECT `+buildColumns+`, `+positionColumn+`, `+specColumns+` FROM builds b
 		WHERE ($1 = '' OR b.status = $1) AND ($2 = '' OR b.platform = $2) AND ($3 = '' OR b.worker_id = $3)
 			AND ($4::timestamptz IS NULL OR (b.submitted_at, b.id) < ($4, $5))
 			AND ($7 = '' OR b.project = $7) AND ($8::text[] IS NULL OR b.project = ANY($8))
 		ORDER BY b.submitted_at DESC, b.id DESC LIMIT $6`,
 		f.Status, f.Platform, f.WorkerID, curTime, curID, f.Limit+1, f.Project, f.Scope.filter())
 	if err != nil {
-		return api.BuildList{}, fmt.Errorf("list builds: %w", err)
+		return nil, "", fmt.Errorf("list builds: %w", err)
 	}
-	builds, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Build, error) {
+	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (BuildRow, error) {
+		var row BuildRow
 		var pos *int
-		b, err := scanBuildWithPosition(r, &pos)
+		b, err := scanBuildWithPosition(r, &pos, &row.AppName, &row.AppSlug, &row.AppVersion, &row.ProfileName,
+			&row.Message, &row.GitCommit, &row.Submitter)
 		b.QueuePosition = pos
-		return b, err
+		row.Build = b
+		return row, err
 	})
 	if err != nil {
-		return api.BuildList{}, fmt.Errorf("list builds: %w", err)
+		return nil, "", fmt.Errorf("list builds: %w", err)
 	}
-	for i := range builds {
-		s.stampExpiry(&builds[i])
+	for i := range list {
+		s.stampExpiry(&list[i].Build)
 	}
-	out := api.BuildList{Builds: builds}
-	if len(builds) > f.Limit {
-		last := builds[f.Limit-1]
-		out.Builds = builds[:f.Limit]
-		out.NextCursor = encodeCursor(last.SubmittedAt, last.ID)
+	var next string
+	if len(list) > f.Limit {
+		last := list[f.Limit-1]
+		list = list[:f.Limit]
+		next = encodeCursor(last.SubmittedAt, last.ID)
 	}
-	if err := attachArtifacts(ctx, s.pool, out.Builds); err != nil {
-		return api.BuildList{}, err
+	builds := make([]*api.Build, len(list))
+	for i := range list {
+		builds[i] = &list[i].Build
 	}
-	if out.Builds == nil {
-		out.Builds = []api.Build{}
+	if err := attachArtifacts(ctx, s.pool, builds); err != nil {
+		return nil, "", err
 	}
-	return out, nil
+	if list == nil {
+		list = []BuildRow{}
+	}
+	return list, next, nil
 }
 
 func validStatus(s string) bool {
@@ -522,8 +542,10 @@ func (s *Store) AuthenticateBuildToken(ctx context.Context, token string) (build
 }
 
 // Cancel cancels a pending build at once, or asks the worker of a running one
-// to stop (seen on its next heartbeat). Cancelling a cancelled build is a
-// no-op; a completed or failed one gives ErrConflict.
+// to stop: the change wakes the worker's cancel watch (CancelState), and its
+// next heartbeat says so too. Cancelling a cancelled build is a no-op; a
+// completed or failed one gives ErrConflict. A cancel recorded before the
+// worker reports a success wins: the build ends cancelled (see finish).
 func (s *Store) Cancel(ctx context.Context, id string) (api.CancelResponse, error) {
 	resp := api.CancelResponse{ID: id}
 	err := s.withTx(ctx, func(t *txn) error {
@@ -557,6 +579,21 @@ func (s *Store) Cancel(ctx context.Context, id string) (api.CancelResponse, erro
 		return nil
 	})
 	return resp, err
+}
+
+// CancelState says whether a cancel is pending for build id, which worker w
+// holds; another worker's build is ErrNotFound.
+func (s *Store) CancelState(ctx context.Context, w WorkerAuth, id string) (api.CancelWatchResponse, error) {
+	var out api.CancelWatchResponse
+	err := s.pool.QueryRow(ctx, `SELECT status, cancel_requested FROM builds WHERE id = $1 AND worker_id = $2`, id, w.WorkerID).
+		Scan(&out.Status, &out.CancelRequested)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, fmt.Errorf("%w: build %q is not this worker's", ErrNotFound, id)
+	}
+	if err != nil {
+		return out, fmt.Errorf("read the cancel state of build %s: %w", id, err)
+	}
+	return out, nil
 }
 
 // RetrySource describes the build a retry copies.

@@ -483,10 +483,15 @@ func (s *Store) Complete(ctx context.Context, w WorkerAuth, r Result) (api.Resul
 			status, instance string
 			leaseHash        []byte
 			stored           []byte
+			cancelRequested  bool
 		)
-		err := t.QueryRow(ctx, `SELECT status, worker_instance, lease_token_hash, result FROM build_attempts
-			WHERE id = $1 AND build_id = $2 AND worker_id = $3 FOR UPDATE`,
-			r.AttemptID, r.BuildID, w.WorkerID).Scan(&status, &instance, &leaseHash, &stored)
+		// The build's row is locked with the attempt's: a cancel either
+		// committed before (and is seen here) or waits and finds the
+		// build ended.
+		err := t.QueryRow(ctx, `SELECT a.status, a.worker_instance, a.lease_token_hash, a.result, b.cancel_requested
+			FROM build_attempts a JOIN builds b ON b.id = a.build_id
+			WHERE a.id = $1 AND a.build_id = $2 AND a.worker_id = $3 FOR UPDATE`,
+			r.AttemptID, r.BuildID, w.WorkerID).Scan(&status, &instance, &leaseHash, &stored, &cancelRequested)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: build %s has no attempt %s of this worker", ErrLeaseLost, r.BuildID, r.AttemptID)
 		}
@@ -506,17 +511,28 @@ func (s *Store) Complete(ctx context.Context, w WorkerAuth, r Result) (api.Resul
 		if (status != "assigned" && status != "running") || instance != w.InstanceID {
 			return fmt.Errorf("%w: attempt %s already ended (%s)", ErrLeaseLost, r.AttemptID, status)
 		}
-		resp, err = t.finish(ctx, w, r)
+		resp, err = t.finish(ctx, w, r, cancelRequested)
 		return err
 	})
 	return resp, err
 }
 
 // finish applies a result to a build whose attempt is verified live and
-// stores the answer with the attempt, for repeats.
-func (t *txn) finish(ctx context.Context, w WorkerAuth, r Result) (api.ResultResponse, error) {
+// stores the answer with the attempt, for repeats. cancelRequested is the
+// build's flag, read under its row lock.
+func (t *txn) finish(ctx context.Context, w WorkerAuth, r Result, cancelRequested bool) (api.ResultResponse, error) {
 	resp := api.ResultResponse{Success: true, BuildID: r.BuildID}
 	switch {
+	case cancelRequested:
+		// The developer asked to cancel before the result arrived: the
+		// cancel wins over a success (whose artifact is not kept), a
+		// retryable failure and a hand-back alike.
+		msg := orDefault(r.ErrorMessage, "cancelled")
+		if r.Success {
+			msg = "cancelled; the cancel arrived before the worker reported the build's success"
+		}
+		resp.Status = api.StatusCancelled
+		return resp, t.endBuild(ctx, w, Result{BuildID: r.BuildID, AttemptID: r.AttemptID}, resp, "cancelled", api.CodeCancelled, msg)
 	case r.Success:
 		if r.Artifact != nil {
 			// The attempt's row is locked and its lease checked: a stale
@@ -552,13 +568,9 @@ func (t *txn) finish(ctx context.Context, w WorkerAuth, r Result) (api.ResultRes
 		}
 		resp.Requeued = resp.Status == api.StatusPending
 	default:
-		var cancelRequested bool
-		if err := t.QueryRow(ctx, `SELECT cancel_requested FROM builds WHERE id = $1`, r.BuildID).Scan(&cancelRequested); err != nil {
-			return resp, fmt.Errorf("read build: %w", err)
-		}
 		attemptStatus, code := "failed", orDefault(r.ErrorCode, api.CodeBuildFailed)
 		resp.Status = api.StatusFailed
-		if cancelRequested || r.ErrorCode == api.CodeCancelled {
+		if r.ErrorCode == api.CodeCancelled {
 			resp.Status, attemptStatus, code = api.StatusCancelled, "cancelled", api.CodeCancelled
 		}
 		return resp, t.endBuild(ctx, w, r, resp, attemptStatus, code, orDefault(r.ErrorMessage, "build failed"))

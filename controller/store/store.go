@@ -253,7 +253,8 @@ const maxNotifyPayload = 7000
 
 // wanted reports whether anyone listens for a change: a build becoming
 // claimable (long polls), ending (log follows end), a log growing (log
-// follows), a worker's status. Progress between those (assigned,
+// follows), a worker's status, a cancel requested of a running build (the
+// worker's cancel watch). Progress between those (assigned,
 // building) wakes nobody, and every NOTIFY costs its transaction a turn on
 // Postgres's cluster-wide notify lock through commit.
 func (c Change) wanted() bool {
@@ -261,6 +262,8 @@ func (c Change) wanted() bool {
 	case c.Kind == "controller", c.Kind == "project", c.Kind == "key", c.Kind == "pool":
 		return false
 	case c.Kind != "build", c.Claimable(), c.Status == "completed", c.Status == "failed", c.Status == "cancelled":
+		return true
+	case c.Event == "build.cancel_requested": // the worker's cancel watch
 		return true
 	}
 	return false

@@ -98,6 +98,7 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, bool, error) {
 	fs.IntVar(&cfg.PickupWorkers, "pickup-workers", cfg.PickupWorkers, "idle workers parked in long polls")
 	fs.IntVar(&cfg.PickupSamples, "pickup-samples", cfg.PickupSamples, "builds submitted one at a time")
 	fs.DurationVar(&cfg.PickupSpacing, "pickup-spacing", cfg.PickupSpacing, "pause between those builds")
+	fs.IntVar(&cfg.CancelSamples, "cancel-samples", cfg.CancelSamples, "running builds cancelled one at a time")
 	fs.IntVar(&cfg.EmptyPollClients, "empty-clients", cfg.EmptyPollClients, "clients polling the empty queue")
 	fs.DurationVar(&cfg.EmptyPollDuration, "empty-duration", cfg.EmptyPollDuration, "how long they poll")
 	fs.IntVar(&cfg.ClaimSmall, "claim-small", cfg.ClaimSmall, "pending builds for the first claim measurement")

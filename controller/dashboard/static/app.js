@@ -65,6 +65,8 @@
         logEvents = new EventSource(base + "?after=" + offset);
         logEvents.onmessage = function (e) {
           if (e.lastEventId) { offset = e.lastEventId; }
+          var marker = /^##\[phase (\S+) \S+\] (.*)$/.exec(e.data);
+          if (marker) { log = startPhase(log, marker[1], marker[2]); return; }
           var atBottom = log.scrollHeight - log.scrollTop - log.clientHeight < 40;
           log.appendChild(document.createTextNode(e.data + "\n"));
           if (atBottom) { log.scrollTop = log.scrollHeight; }
@@ -80,6 +82,46 @@
       },
       close: function () { if (logEvents) { logEvents.close(); logEvents = null; } }
     });
+  }
+
+  // startPhase ends the phase whose log is pre and opens a new one (a
+  // marker line of the build log; see internal/buildphase), returning the
+  // new phase's log, which takes over the id "log".
+  function startPhase(pre, id, title) {
+    var prev = pre.parentNode;
+    if (prev && prev.tagName === "DETAILS") {
+      prev.open = false;
+      prev.className = "phase ph-succeeded";
+      var st = prev.querySelector(".ph-status");
+      if (st) { st.textContent = "succeeded"; }
+    }
+    var d = document.createElement("details");
+    d.className = "phase ph-running";
+    d.setAttribute("data-phase", id);
+    d.open = true;
+    var sum = document.createElement("summary");
+    var t = document.createElement("span");
+    t.className = "ph-title";
+    t.textContent = title;
+    var s = document.createElement("span");
+    s.className = "ph-status";
+    s.textContent = "running";
+    sum.appendChild(t);
+    sum.appendChild(document.createTextNode(" "));
+    sum.appendChild(s);
+    d.appendChild(sum);
+    var next = document.createElement("pre");
+    next.className = "phase-log";
+    next.tabIndex = 0;
+    next.setAttribute("aria-label", "Build log");
+    ["data-follow", "data-ended"].forEach(function (a) {
+      if (pre.hasAttribute(a)) { next.setAttribute(a, pre.getAttribute(a)); pre.removeAttribute(a); }
+    });
+    pre.removeAttribute("id");
+    next.id = "log";
+    d.appendChild(next);
+    document.getElementById("phases").appendChild(d);
+    return next;
   }
 
   if (!document.hidden) {
