@@ -56,7 +56,7 @@ func TestWorkerCacheReport(t *testing.T) {
 
 	tooMany := make([]string, api.MaxWorkerCacheKeys+1)
 	for i := range tooMany {
-		tooMany[i] = cacheKey(fmt.Sprint("key ", 100 + i))
+		tooMany[i] = cacheKey(fmt.Sprint("key ", 100+i))
 	}
 	for name, c := range map[string]api.WorkerCache{
 		"too many keys":  {Keys: tooMany},
