@@ -15,12 +15,6 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 )
 
-// CacheDirVar starts the default caches' paths: the VM replaces it with its
-// cache directory, where it also points each tool's cache by environment
-// variable (npm_config_cache, YARN_CACHE_FOLDER, …), so restoring a cache
-// is extracting it there. See docs/build-spec.md, "Warm builds".
-const CacheDirVar = "$FREEAGENT_CACHE_DIR"
-
 // maxGradleFiles bounds the Gradle files hashed into the gradle cache's
 // key: a project with more is hashed on the first ones, in path order.
 const maxGradleFiles = 500
@@ -48,7 +42,7 @@ func buildCaches(spec api.BuildSpec, workspaceRoot, appRoot string) ([]api.Cache
 		out = append(out, api.CacheEntry{Name: name, Key: cacheKey(spec, name, content, c.Key, paths), Paths: paths})
 	}
 	if c.CacheDefaultPaths == nil || *c.CacheDefaultPaths {
-		add(pm, lock, CacheDirVar+"/"+pm)
+		add(pm, lock, api.CacheDirVar+"/"+pm)
 		switch spec.Platform {
 		case api.PlatformIOS:
 			// Podfile.lock decides the pods; a managed app has none before
@@ -60,13 +54,13 @@ func buildCaches(spec api.BuildSpec, workspaceRoot, appRoot string) ([]api.Cache
 			if pods == "" {
 				pods = lock
 			}
-			add("pods", pods, "ios/Pods", CacheDirVar+"/cocoapods")
+			add("pods", pods, "ios/Pods", api.CacheDirVar+"/cocoapods")
 		case api.PlatformAndroid:
 			gradle, err := gradleHash(appRoot)
 			if err != nil {
 				return nil, err
 			}
-			add("gradle", gradle+lock, CacheDirVar+"/gradle/caches", CacheDirVar+"/gradle/wrapper/dists")
+			add("gradle", gradle+lock, api.CacheDirVar+"/gradle/caches", api.CacheDirVar+"/gradle/wrapper/dists")
 		}
 	}
 	if len(c.Paths) > 0 {

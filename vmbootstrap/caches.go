@@ -17,11 +17,6 @@ import (
 	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
-// CacheDirVar starts the paths of the default caches in a spec (see
-// docs/build-spec.md, "Warm builds"): the build's cache directory, in its
-// work tree, where each tool is pointed by toolCacheEnv.
-const CacheDirVar = "$FREEAGENT_CACHE_DIR"
-
 // cacheLimits bound what a shared cache archive may expand to: the host
 // validated it, this is the VM's own guard.
 var cacheLimits = ExtractLimits{MaxBytes: 200 << 30, MaxFileBytes: 20 << 30, MaxFiles: 10_000_000}
@@ -57,8 +52,8 @@ func newDepCaches(spec api.BuildSpec, root, work, appRoot, home string, log io.W
 		c := &depCache{CacheEntry: e}
 		for _, p := range e.Paths {
 			switch {
-			case p == CacheDirVar || strings.HasPrefix(p, CacheDirVar+"/"):
-				c.paths = append(c.paths, filepath.Join(root, strings.TrimPrefix(p, CacheDirVar)))
+			case p == api.CacheDirVar || strings.HasPrefix(p, api.CacheDirVar+"/"):
+				c.paths = append(c.paths, filepath.Join(root, strings.TrimPrefix(p, api.CacheDirVar)))
 			case p == "~" || strings.HasPrefix(p, "~/"):
 				c.paths = append(c.paths, filepath.Join(home, p[1:]))
 			case filepath.IsAbs(p):
@@ -72,7 +67,7 @@ func newDepCaches(spec api.BuildSpec, root, work, appRoot, home string, log io.W
 	return d
 }
 
-// toolCacheEnv points each tool with a cache at its directory under root,
+// env points each tool with a cache at its directory under root,
 // so that restoring a cache is extracting it there.
 func (d *depCaches) env() []string {
 	var env []string

@@ -22,7 +22,7 @@ import (
 func TestCacheRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	key := strings.Repeat("1f", 32)
-	spec := api.BuildSpec{Caches: []api.CacheEntry{{Name: "npm", Key: key, Paths: []string{CacheDirVar + "/npm", "vendor/cache"}}}}
+	spec := api.BuildSpec{Caches: []api.CacheEntry{{Name: "npm", Key: key, Paths: []string{api.CacheDirVar + "/npm", "vendor/cache"}}}}
 	write := func(p, body string) {
 		t.Helper()
 		os.MkdirAll(filepath.Dir(p), 0o755)

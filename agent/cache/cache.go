@@ -195,19 +195,10 @@ func (s *Store) lookup(project, name, key string) (path, found string, ok bool) 
 	if st, err := os.Lstat(exact); err == nil && st.Mode().IsRegular() {
 		return exact, key, true
 	}
-	var newest time.Time
-	entries, _ := os.ReadDir(dir)
-	for _, d := range entries {
-		k, isArchive := strings.CutSuffix(d.Name(), archiveExt)
-		info, err := d.Info()
-		if !isArchive || !ValidKey(k) || err != nil || !info.Mode().IsRegular() {
-			continue
-		}
-		if info.ModTime().After(newest) {
-			newest, path, found, ok = info.ModTime(), filepath.Join(dir, d.Name()), k, true
-		}
+	if as := archivesIn(dir); len(as) > 0 { // newest first
+		return as[0].path, as[0].key, true
 	}
-	return path, found, ok
+	return "", "", false
 }
 
 // Put validates the archive src, which a build of project wrote, and makes
@@ -285,20 +276,32 @@ func (s *Store) list() []archive {
 		}
 		names, _ := os.ReadDir(filepath.Join(s.dir, p.Name()))
 		for _, n := range names {
-			dir := filepath.Join(s.dir, p.Name(), n.Name())
-			files, _ := os.ReadDir(dir)
-			for _, f := range files {
-				key, ok := strings.CutSuffix(f.Name(), archiveExt)
-				info, err := f.Info()
-				if !ok || !ValidKey(key) || err != nil || !info.Mode().IsRegular() {
-					continue
-				}
-				out = append(out, archive{path: filepath.Join(dir, f.Name()), size: info.Size(), used: info.ModTime(), key: key, cache: dir})
-			}
+			out = append(out, archivesIn(filepath.Join(s.dir, p.Name(), n.Name()))...)
 		}
 	}
-	slices.SortFunc(out, func(a, b archive) int { return cmp.Or(b.used.Compare(a.used), strings.Compare(a.path, b.path)) })
+	sortByUse(out)
 	return out
+}
+
+// archivesIn returns the archives of one cache directory
+// (<project>/<name>), most recently used first.
+func archivesIn(dir string) []archive {
+	var out []archive
+	files, _ := os.ReadDir(dir)
+	for _, f := range files {
+		key, ok := strings.CutSuffix(f.Name(), archiveExt)
+		info, err := f.Info()
+		if !ok || !ValidKey(key) || err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, archive{path: filepath.Join(dir, f.Name()), size: info.Size(), used: info.ModTime(), key: key, cache: dir})
+	}
+	sortByUse(out)
+	return out
+}
+
+func sortByUse(as []archive) {
+	slices.SortFunc(as, func(a, b archive) int { return cmp.Or(b.used.Compare(a.used), strings.Compare(a.path, b.path)) })
 }
 
 // evict removes the least recently used archives until adding size bytes
@@ -360,6 +363,12 @@ func linkOrCopy(src, dst string) error {
 	if err := os.Link(src, dst); err == nil {
 		return nil
 	}
+	return CopyReadOnly(src, dst)
+}
+
+// CopyReadOnly copies the file src to dst, a new file of mode 0444: how
+// an archive reaches a build that cannot link it.
+func CopyReadOnly(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err
