@@ -27,6 +27,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/boundedfile"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
@@ -242,19 +244,36 @@ func (s *Store) Put(project, name, key, src string) error {
 
 // copyValidated copies src to dst while validating it as a cache archive,
 // growing room by eviction when the disk is full. It returns dst's size.
+// An archive that would not fit even with every cache evicted evicts none.
 func (s *Store) copyValidated(src, dst string) (int64, error) {
 	for {
 		size, err := copyArchive(src, dst, s.maxBytes)
 		if !errors.Is(err, syscall.ENOSPC) {
 			return size, err
 		}
+		os.Remove(dst) // what was copied is room too
 		s.mu.Lock()
-		freed := s.evictOldest("")
+		freed := s.fits(src) && s.evictOldest("")
 		s.mu.Unlock()
 		if !freed {
-			return 0, fmt.Errorf("the disk is full and no cache is left to evict: %w", err)
+			return 0, fmt.Errorf("the disk is full and evicting caches cannot make room for this one: %w", err)
 		}
 	}
+}
+
+// fits reports whether src could be written once every archive is gone.
+// Caller holds s.mu.
+func (s *Store) fits(src string) bool {
+	st, err := os.Lstat(src)
+	var fs unix.Statfs_t
+	if err != nil || unix.Statfs(s.dir, &fs) != nil {
+		return true // no way to tell: evicting is the safe side of a full disk
+	}
+	room := int64(fs.Bavail) * int64(fs.Bsize) //nolint:unconvert // field types differ between systems
+	for _, a := range s.list() {
+		room += a.size
+	}
+	return st.Size() <= room
 }
 
 // archive is one archive of the store.
