@@ -51,10 +51,16 @@ func buildCaches(spec api.BuildSpec, workspaceRoot, appRoot string) ([]api.Cache
 			if err != nil {
 				return nil, err
 			}
+			paths := []string{api.CacheDirVar + "/cocoapods"}
+			if fileExists(filepath.Join(appRoot, "ios")) {
+				// A bare project's Pods; a managed app's ios/ is made by
+				// prebuild, which a restored ios/Pods would skip.
+				paths = append([]string{"ios/Pods"}, paths...)
+			}
 			if pods == "" {
 				pods = lock
 			}
-			add("pods", pods, "ios/Pods", api.CacheDirVar+"/cocoapods")
+			add("pods", pods, paths...)
 		case api.PlatformAndroid:
 			gradle, err := gradleHash(appRoot)
 			if err != nil {

@@ -33,6 +33,7 @@ type depCache struct {
 type depCaches struct {
 	root    string // $FREEAGENT_CACHE_DIR
 	work    string // scratch space for extraction
+	app     string // the app's directory
 	entries []*depCache
 	log     io.Writer
 	user    *buildUser // nil: files stay this process's
@@ -42,7 +43,7 @@ type depCaches struct {
 // $FREEAGENT_CACHE_DIR goes under root, "~/…" under home, a relative one
 // under appRoot.
 func newDepCaches(spec api.BuildSpec, root, work, appRoot, home string, log io.Writer, user *buildUser) *depCaches {
-	d := &depCaches{root: root, work: work, log: log, user: user}
+	d := &depCaches{root: root, work: work, app: appRoot, log: log, user: user}
 	seen := map[string]bool{}
 	for _, e := range spec.Caches {
 		if e.Name == "" || seen[e.Name] || strings.ContainsAny(e.Name, `/\`) || e.Name == "." || e.Name == ".." {
@@ -172,6 +173,12 @@ func (d *depCaches) extract(ctx context.Context, c *depCache, archive string) (i
 			fmt.Fprintf(d.log, "▸ cache %s: %s exists: left as the project has it\n", c.Name, dst)
 			continue
 		}
+		if native := d.madeByPrebuild(dst); native != "" {
+			// Creating it would make the pipeline take the project for a
+			// bare one and skip `expo prebuild`.
+			fmt.Fprintf(d.log, "▸ cache %s: %s/ is made by expo prebuild: %s is not restored\n", c.Name, native, dst)
+			continue
+		}
 		if err := os.MkdirAll(filepath.Dir(dst), 0o770); err != nil {
 			return 0, err
 		}
@@ -185,6 +192,23 @@ func (d *depCaches) extract(ctx context.Context, c *depCache, archive string) (i
 		}
 	}
 	return stats.Bytes, nil
+}
+
+// madeByPrebuild returns "ios" or "android" when p lies under the app's
+// native directory of that name and the project has none.
+func (d *depCaches) madeByPrebuild(p string) string {
+	rel, err := filepath.Rel(d.app, p)
+	if err != nil || !filepath.IsLocal(rel) {
+		return ""
+	}
+	first, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+	if first != "ios" && first != "android" {
+		return ""
+	}
+	if _, err := os.Lstat(filepath.Join(d.app, first)); err == nil {
+		return ""
+	}
+	return first
 }
 
 // shareWritable lets the build user's tools add to a restored cache.

@@ -119,6 +119,19 @@ func TestCacheRoundTrip(t *testing.T) {
 		t.Errorf("saved %+v, want the new key's archive", saved)
 	}
 
+	// A cache path under a native directory the project does not have
+	// (prebuild makes it) is not restored: creating it would skip prebuild.
+	podsSpec := api.BuildSpec{Caches: []api.CacheEntry{{Name: "npm", Key: key, Paths: []string{api.CacheDirVar + "/npm", "ios/Pods"}}}}
+	vm5 := t.TempDir()
+	var log5 bytes.Buffer
+	d5 := newDepCaches(podsSpec, filepath.Join(vm5, "cache"), vm5, filepath.Join(vm5, "app"), vm5, &log5, nil)
+	if n := d5.restore(ctx, share, mounts); n != 1 || !strings.Contains(log5.String(), "ios/ is made by expo prebuild") {
+		t.Fatalf("restore into a managed app: %d\n%s", n, log5.String())
+	}
+	if _, err := os.Lstat(filepath.Join(vm5, "app", "ios")); err == nil {
+		t.Error("restoring created ios/ in a managed app")
+	}
+
 	// A corrupt archive is a warning, and the build goes on cold.
 	bad := t.TempDir()
 	write(filepath.Join(bad, "npm.tar"), strings.Repeat("garbage", 100))
