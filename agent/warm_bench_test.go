@@ -39,7 +39,7 @@ func BenchmarkWarmBuild(b *testing.B) {
 	}
 	f := newFarm(b, nil)
 	agent := f.startLocalAgent(b)
-	app := benchProject(b)
+	app := npmApp(b, "bench-warm", map[string]string{}, benchDependencies)
 	run := f.expoBuild(b)
 
 	build := func() time.Duration {
@@ -91,28 +91,6 @@ func BenchmarkWarmBuild(b *testing.B) {
 	if st, err := os.Stat(archive); err == nil {
 		b.ReportMetric(float64(st.Size())/(1<<20), "npm-cache-MiB")
 	}
-}
-
-// benchProject is an app with benchDependencies locked by the real npm.
-func benchProject(b *testing.B) string {
-	dir := filepath.Join(b.TempDir(), "bench-warm")
-	if err := os.CopyFS(dir, os.DirFS("../vmbootstrap/testdata/android-app")); err != nil {
-		b.Fatal(err)
-	}
-	files := map[string]string{
-		"app.json": `{"expo":{"name":"Bench","slug":"bench-warm","version":"1.0.0","android":{"package":"com.example.bench","versionCode":1}}}`,
-		"eas.json": `{"build":{"production":{"distribution":"internal","android":{"buildType":"apk"}}}}`,
-		"package.json": mustJSON(b, map[string]any{"name": "bench", "version": "1.0.0", "private": true, "main": "index.js",
-			"dependencies": benchDependencies}),
-	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			b.Fatal(err)
-		}
-	}
-	inDir(b, dir, append(os.Environ(), "npm_config_cache="+b.TempDir()), "npm", "install", "--no-audit", "--no-fund")
-	removeNodeModules(b, dir)
-	return dir
 }
 
 // startLocalAgent runs `freeagent run` with the local driver: builds are

@@ -24,26 +24,34 @@ const roProbe = `if [ -d "$TART_FAKE_SHARED_FILES/caches" ]; then if touch "$TAR
 // project slug; failHook makes its post-install hook fail the build.
 func warmProject(t *testing.T, slug string, failHook bool) string {
 	t.Helper()
-	dir := filepath.Join(t.TempDir(), slug)
-	copyTree(t, "../vmbootstrap/testdata/android-app", dir)
 	hook := roProbe
 	if failHook {
 		hook = "echo the hook fails; exit 1"
 	}
+	return npmApp(t, slug, map[string]string{"eas-build-post-install": hook}, map[string]string{"is-number": "7.0.0", "ms": "2.1.3"})
+}
+
+// npmApp is the stand-in Android app as project slug, with scripts and
+// registry dependencies locked by the real npm (node_modules removed).
+func npmApp(tb testing.TB, slug string, scripts, deps map[string]string) string {
+	tb.Helper()
+	dir := filepath.Join(tb.TempDir(), slug)
+	if err := os.CopyFS(dir, os.DirFS("../vmbootstrap/testdata/android-app")); err != nil {
+		tb.Fatal(err)
+	}
 	files := map[string]string{
 		"app.json": `{"expo":{"name":"Warm","slug":"` + slug + `","version":"1.0.0","android":{"package":"com.example.warm","versionCode":1}}}`,
 		"eas.json": `{"build":{"production":{"distribution":"internal","android":{"buildType":"apk"}}}}`,
-		"package.json": mustJSON(t, map[string]any{"name": "warm", "version": "1.0.0", "private": true, "main": "index.js",
-			"scripts":      map[string]string{"eas-build-post-install": hook},
-			"dependencies": map[string]string{"is-number": "7.0.0", "ms": "2.1.3"}}),
+		"package.json": mustJSON(tb, map[string]any{"name": "warm", "version": "1.0.0", "private": true, "main": "index.js",
+			"scripts": scripts, "dependencies": deps}),
 	}
 	for name, body := range files {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
-	inDir(t, dir, append(os.Environ(), "npm_config_cache="+t.TempDir()), "npm", "install", "--no-audit", "--no-fund")
-	removeNodeModules(t, dir)
+	inDir(tb, dir, append(os.Environ(), "npm_config_cache="+tb.TempDir()), "npm", "install", "--no-audit", "--no-fund")
+	removeNodeModules(tb, dir)
 	return dir
 }
 

@@ -15,12 +15,6 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 )
 
-// CacheDirVar starts the default caches' paths: the VM replaces it with its
-// cache directory, where it also points each tool's cache by environment
-// variable (npm_config_cache, YARN_CACHE_FOLDER, …), so restoring a cache
-// is extracting it there. See docs/build-spec.md, "Warm builds".
-const CacheDirVar = "$FREEAGENT_CACHE_DIR"
-
 // maxGradleFiles bounds the Gradle files hashed into the gradle cache's
 // key: a project with more is hashed on the first ones, in path order.
 const maxGradleFiles = 500
@@ -53,7 +47,7 @@ func buildCaches(spec api.BuildSpec, workspaceRoot, appRoot string) ([]api.Cache
 		// own registries' hosts (registry.yarnpkg.com) instead of the
 		// lockfile's, which the test farm's network does not reach.
 		if pm == "npm" || pm == "bun" {
-			add(pm, lock, CacheDirVar+"/"+pm)
+			add(pm, lock, api.CacheDirVar+"/"+pm)
 		}
 		switch spec.Platform {
 		case api.PlatformIOS:
@@ -63,16 +57,22 @@ func buildCaches(spec api.BuildSpec, workspaceRoot, appRoot string) ([]api.Cache
 			if err != nil {
 				return nil, err
 			}
+			paths := []string{api.CacheDirVar + "/cocoapods"}
+			if fileExists(filepath.Join(appRoot, "ios")) {
+				// A bare project's Pods; a managed app's ios/ is made by
+				// prebuild, which a restored ios/Pods would skip.
+				paths = append([]string{"ios/Pods"}, paths...)
+			}
 			if pods == "" {
 				pods = lock
 			}
-			add("pods", pods, "ios/Pods", CacheDirVar+"/cocoapods")
+			add("pods", pods, paths...)
 		case api.PlatformAndroid:
 			gradle, err := gradleHash(appRoot)
 			if err != nil {
 				return nil, err
 			}
-			add("gradle", gradle+lock, CacheDirVar+"/gradle/caches", CacheDirVar+"/gradle/wrapper/dists")
+			add("gradle", gradle+lock, api.CacheDirVar+"/gradle/caches", api.CacheDirVar+"/gradle/wrapper/dists")
 		}
 	}
 	if len(c.Paths) > 0 {

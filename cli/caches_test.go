@@ -81,6 +81,19 @@ func TestBuildCaches(t *testing.T) {
 	if key(ios, "npm") == key(a, "npm") {
 		t.Error("the npm key ignores the platform")
 	}
+	// A managed app (no ios/ yet): only the CocoaPods cache, never a path
+	// under the ios/ that prebuild makes; a bare one keeps its Pods too.
+	if p := ios[1].Paths; !slices.Equal(p, []string{"$FREEAGENT_CACHE_DIR/cocoapods"}) {
+		t.Errorf("managed app's pods paths %v", p)
+	}
+	write("ios/Podfile.lock", "PODS: []")
+	bare := caches(spec("a", api.PlatformIOS, nil))
+	if p := bare[1].Paths; !slices.Equal(p, []string{"ios/Pods", "$FREEAGENT_CACHE_DIR/cocoapods"}) {
+		t.Errorf("bare app's pods paths %v", p)
+	}
+	if key(bare, "pods") == key(ios, "pods") {
+		t.Error("Podfile.lock does not change the pods key")
+	}
 
 	b := caches(spec("b", api.PlatformAndroid, nil))
 	for _, n := range []string{"npm", "gradle"} {

@@ -17,11 +17,6 @@ import (
 	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
-// CacheDirVar starts the paths of the default caches in a spec (see
-// docs/build-spec.md, "Warm builds"): the build's cache directory, in its
-// work tree, where each tool is pointed by toolCacheEnv.
-const CacheDirVar = "$FREEAGENT_CACHE_DIR"
-
 // cacheLimits bound what a shared cache archive may expand to: the host
 // validated it, this is the VM's own guard.
 var cacheLimits = ExtractLimits{MaxBytes: 200 << 30, MaxFileBytes: 20 << 30, MaxFiles: 10_000_000}
@@ -38,6 +33,7 @@ type depCache struct {
 type depCaches struct {
 	root    string // $FREEAGENT_CACHE_DIR
 	work    string // scratch space for extraction
+	app     string // the app's directory
 	entries []*depCache
 	log     io.Writer
 	user    *buildUser // nil: files stay this process's
@@ -47,7 +43,7 @@ type depCaches struct {
 // $FREEAGENT_CACHE_DIR goes under root, "~/…" under home, a relative one
 // under appRoot.
 func newDepCaches(spec api.BuildSpec, root, work, appRoot, home string, log io.Writer, user *buildUser) *depCaches {
-	d := &depCaches{root: root, work: work, log: log, user: user}
+	d := &depCaches{root: root, work: work, app: appRoot, log: log, user: user}
 	seen := map[string]bool{}
 	for _, e := range spec.Caches {
 		if e.Name == "" || seen[e.Name] || strings.ContainsAny(e.Name, `/\`) || e.Name == "." || e.Name == ".." {
@@ -57,8 +53,8 @@ func newDepCaches(spec api.BuildSpec, root, work, appRoot, home string, log io.W
 		c := &depCache{CacheEntry: e}
 		for _, p := range e.Paths {
 			switch {
-			case p == CacheDirVar || strings.HasPrefix(p, CacheDirVar+"/"):
-				c.paths = append(c.paths, filepath.Join(root, strings.TrimPrefix(p, CacheDirVar)))
+			case p == api.CacheDirVar || strings.HasPrefix(p, api.CacheDirVar+"/"):
+				c.paths = append(c.paths, filepath.Join(root, strings.TrimPrefix(p, api.CacheDirVar)))
 			case p == "~" || strings.HasPrefix(p, "~/"):
 				c.paths = append(c.paths, filepath.Join(home, p[1:]))
 			case filepath.IsAbs(p):
@@ -72,7 +68,7 @@ func newDepCaches(spec api.BuildSpec, root, work, appRoot, home string, log io.W
 	return d
 }
 
-// toolCacheEnv points each tool with a cache at its directory under root,
+// env points each tool with a cache at its directory under root,
 // so that restoring a cache is extracting it there.
 func (d *depCaches) env() []string {
 	var env []string
@@ -177,6 +173,12 @@ func (d *depCaches) extract(ctx context.Context, c *depCache, archive string) (i
 			fmt.Fprintf(d.log, "▸ cache %s: %s exists: left as the project has it\n", c.Name, dst)
 			continue
 		}
+		if native := d.madeByPrebuild(dst); native != "" {
+			// Creating it would make the pipeline take the project for a
+			// bare one and skip `expo prebuild`.
+			fmt.Fprintf(d.log, "▸ cache %s: %s/ is made by expo prebuild: %s is not restored\n", c.Name, native, dst)
+			continue
+		}
 		if err := os.MkdirAll(filepath.Dir(dst), 0o770); err != nil {
 			return 0, err
 		}
@@ -190,6 +192,23 @@ func (d *depCaches) extract(ctx context.Context, c *depCache, archive string) (i
 		}
 	}
 	return stats.Bytes, nil
+}
+
+// madeByPrebuild returns "ios" or "android" when p lies under the app's
+// native directory of that name and the project has none.
+func (d *depCaches) madeByPrebuild(p string) string {
+	rel, err := filepath.Rel(d.app, p)
+	if err != nil || !filepath.IsLocal(rel) {
+		return ""
+	}
+	first, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
+	if first != "ios" && first != "android" {
+		return ""
+	}
+	if _, err := os.Lstat(filepath.Join(d.app, first)); err == nil {
+		return ""
+	}
+	return first
 }
 
 // shareWritable lets the build user's tools add to a restored cache.

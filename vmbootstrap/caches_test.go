@@ -22,7 +22,7 @@ import (
 func TestCacheRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	key := strings.Repeat("1f", 32)
-	spec := api.BuildSpec{Caches: []api.CacheEntry{{Name: "npm", Key: key, Paths: []string{CacheDirVar + "/npm", "vendor/cache"}}}}
+	spec := api.BuildSpec{Caches: []api.CacheEntry{{Name: "npm", Key: key, Paths: []string{api.CacheDirVar + "/npm", "vendor/cache"}}}}
 	write := func(p, body string) {
 		t.Helper()
 		os.MkdirAll(filepath.Dir(p), 0o755)
@@ -117,6 +117,19 @@ func TestCacheRoundTrip(t *testing.T) {
 	}
 	if saved := d3.save(ctx, t.TempDir()); len(saved) != 1 || saved[0].Key != spec3.Caches[0].Key {
 		t.Errorf("saved %+v, want the new key's archive", saved)
+	}
+
+	// A cache path under a native directory the project does not have
+	// (prebuild makes it) is not restored: creating it would skip prebuild.
+	podsSpec := api.BuildSpec{Caches: []api.CacheEntry{{Name: "npm", Key: key, Paths: []string{api.CacheDirVar + "/npm", "ios/Pods"}}}}
+	vm5 := t.TempDir()
+	var log5 bytes.Buffer
+	d5 := newDepCaches(podsSpec, filepath.Join(vm5, "cache"), vm5, filepath.Join(vm5, "app"), vm5, &log5, nil)
+	if n := d5.restore(ctx, share, mounts); n != 1 || !strings.Contains(log5.String(), "ios/ is made by expo prebuild") {
+		t.Fatalf("restore into a managed app: %d\n%s", n, log5.String())
+	}
+	if _, err := os.Lstat(filepath.Join(vm5, "app", "ios")); err == nil {
+		t.Error("restoring created ios/ in a managed app")
 	}
 
 	// A corrupt archive is a warning, and the build goes on cold.

@@ -27,6 +27,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/boundedfile"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
@@ -195,19 +197,10 @@ func (s *Store) lookup(project, name, key string) (path, found string, ok bool) 
 	if st, err := os.Lstat(exact); err == nil && st.Mode().IsRegular() {
 		return exact, key, true
 	}
-	var newest time.Time
-	entries, _ := os.ReadDir(dir)
-	for _, d := range entries {
-		k, isArchive := strings.CutSuffix(d.Name(), archiveExt)
-		info, err := d.Info()
-		if !isArchive || !ValidKey(k) || err != nil || !info.Mode().IsRegular() {
-			continue
-		}
-		if info.ModTime().After(newest) {
-			newest, path, found, ok = info.ModTime(), filepath.Join(dir, d.Name()), k, true
-		}
+	if as := archivesIn(dir); len(as) > 0 { // newest first
+		return as[0].path, as[0].key, true
 	}
-	return path, found, ok
+	return "", "", false
 }
 
 // Put validates the archive src, which a build of project wrote, and makes
@@ -251,19 +244,36 @@ func (s *Store) Put(project, name, key, src string) error {
 
 // copyValidated copies src to dst while validating it as a cache archive,
 // growing room by eviction when the disk is full. It returns dst's size.
+// An archive that would not fit even with every cache evicted evicts none.
 func (s *Store) copyValidated(src, dst string) (int64, error) {
 	for {
 		size, err := copyArchive(src, dst, s.maxBytes)
 		if !errors.Is(err, syscall.ENOSPC) {
 			return size, err
 		}
+		os.Remove(dst) // what was copied is room too
 		s.mu.Lock()
-		freed := s.evictOldest("")
+		freed := s.fits(src) && s.evictOldest("")
 		s.mu.Unlock()
 		if !freed {
-			return 0, fmt.Errorf("the disk is full and no cache is left to evict: %w", err)
+			return 0, fmt.Errorf("the disk is full and evicting caches cannot make room for this one: %w", err)
 		}
 	}
+}
+
+// fits reports whether src could be written once every archive is gone.
+// Caller holds s.mu.
+func (s *Store) fits(src string) bool {
+	st, err := os.Lstat(src)
+	var fs unix.Statfs_t
+	if err != nil || unix.Statfs(s.dir, &fs) != nil {
+		return true // no way to tell: evicting is the safe side of a full disk
+	}
+	room := int64(fs.Bavail) * int64(fs.Bsize) //nolint:unconvert // field types differ between systems
+	for _, a := range s.list() {
+		room += a.size
+	}
+	return st.Size() <= room
 }
 
 // archive is one archive of the store.
@@ -285,20 +295,32 @@ func (s *Store) list() []archive {
 		}
 		names, _ := os.ReadDir(filepath.Join(s.dir, p.Name()))
 		for _, n := range names {
-			dir := filepath.Join(s.dir, p.Name(), n.Name())
-			files, _ := os.ReadDir(dir)
-			for _, f := range files {
-				key, ok := strings.CutSuffix(f.Name(), archiveExt)
-				info, err := f.Info()
-				if !ok || !ValidKey(key) || err != nil || !info.Mode().IsRegular() {
-					continue
-				}
-				out = append(out, archive{path: filepath.Join(dir, f.Name()), size: info.Size(), used: info.ModTime(), key: key, cache: dir})
-			}
+			out = append(out, archivesIn(filepath.Join(s.dir, p.Name(), n.Name()))...)
 		}
 	}
-	slices.SortFunc(out, func(a, b archive) int { return cmp.Or(b.used.Compare(a.used), strings.Compare(a.path, b.path)) })
+	sortByUse(out)
 	return out
+}
+
+// archivesIn returns the archives of one cache directory
+// (<project>/<name>), most recently used first.
+func archivesIn(dir string) []archive {
+	var out []archive
+	files, _ := os.ReadDir(dir)
+	for _, f := range files {
+		key, ok := strings.CutSuffix(f.Name(), archiveExt)
+		info, err := f.Info()
+		if !ok || !ValidKey(key) || err != nil || !info.Mode().IsRegular() {
+			continue
+		}
+		out = append(out, archive{path: filepath.Join(dir, f.Name()), size: info.Size(), used: info.ModTime(), key: key, cache: dir})
+	}
+	sortByUse(out)
+	return out
+}
+
+func sortByUse(as []archive) {
+	slices.SortFunc(as, func(a, b archive) int { return cmp.Or(b.used.Compare(a.used), strings.Compare(a.path, b.path)) })
 }
 
 // evict removes the least recently used archives until adding size bytes
@@ -360,6 +382,12 @@ func linkOrCopy(src, dst string) error {
 	if err := os.Link(src, dst); err == nil {
 		return nil
 	}
+	return CopyReadOnly(src, dst)
+}
+
+// CopyReadOnly copies the file src to dst, a new file of mode 0444: how
+// an archive reaches a build that cannot link it.
+func CopyReadOnly(src, dst string) error {
 	in, err := os.Open(src)
 	if err != nil {
 		return err

@@ -9,13 +9,13 @@ package local
 import (
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/freeagent-build/freeagent/agent"
+	"github.com/freeagent-build/freeagent/agent/cache"
 )
 
 // Driver runs builds as local processes.
@@ -122,28 +122,11 @@ func copyReadOnly(src, dst string) error {
 		if !e.Type().IsRegular() {
 			continue
 		}
-		if err := copyFile(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
+		if err := cache.CopyReadOnly(filepath.Join(src, e.Name()), filepath.Join(dst, e.Name())); err != nil {
 			return err
 		}
 	}
 	return os.Chmod(dst, 0o555)
-}
-
-func copyFile(src, dst string) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o444)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(out, in)
-	if cerr := out.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // removeScratch removes a build's scratch directory, its read-only copy of

@@ -75,9 +75,16 @@ type CacheEntry struct {
 	// can read another's cache.
 	Key string `json:"key"`
 	// Paths are the directories the cache restores and saves, absolute
-	// in the VM or relative to the app directory.
+	// in the VM, under the build user's home ("~/…"), under the VM's cache
+	// directory (CacheDirVar + "/…") or relative to the app directory.
 	Paths []string `json:"paths"`
 }
+
+// CacheDirVar starts the paths of the default caches: the VM's cache
+// directory, in the build's work tree, where freeagent-vm points each tool
+// by environment variable (npm_config_cache, YARN_CACHE_FOLDER, …) so that
+// restoring a cache is extracting it there.
+const CacheDirVar = "$FREEAGENT_CACHE_DIR"
 
 // BuildProfile is a resolved eas.json build profile. The JSON names are
 // eas.json's, so the object marshals to what @expo/eas-json resolves.
