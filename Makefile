@@ -63,8 +63,8 @@ bench:
 # Runs each fuzz target for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
 fuzz:
-	@for f in $$($(GO) test -list 'Fuzz.*' ./controller/server/ | grep ^Fuzz); do \
-		echo "== $$f"; $(GO) test -run XXX -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./controller/server/ || exit 1; \
+	@for f in $$($(GO) test -list 'Fuzz.*' ./controller/httpapi/ | grep ^Fuzz); do \
+		echo "== $$f"; $(GO) test -run XXX -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./controller/httpapi/ || exit 1; \
 	done
 
 clean:

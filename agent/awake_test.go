@@ -19,9 +19,9 @@ import (
 	"github.com/freeagent-build/freeagent/agent/power"
 	"github.com/freeagent-build/freeagent/agent/power/powertest"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -57,7 +57,7 @@ func startController(t *testing.T) inProcess {
 	dsn := pgtest.NewDatabase(t)
 	quiet := logrus.New()
 	quiet.SetOutput(io.Discard)
-	limits := server.DefaultLimits()
+	limits := httpapi.DefaultLimits()
 	limits.PollBackstop = 200 * time.Millisecond
 	c, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DatabaseURL: dsn,
 		ReaperInterval: time.Second, Store: store.DefaultConfig(), Limits: limits}, quiet)

@@ -27,9 +27,9 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 	"github.com/freeagent-build/freeagent/launchd"
 )
@@ -99,7 +99,7 @@ func newFarm(t testing.TB, mod func(*store.Config)) *farm {
 	if mod != nil {
 		mod(&cfg)
 	}
-	limits := server.DefaultLimits()
+	limits := httpapi.DefaultLimits()
 	limits.PollBackstop = 200 * time.Millisecond
 	dataParent, err := os.MkdirTemp("", "fa-e2e-")
 	if err != nil {

@@ -28,9 +28,9 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -46,14 +46,14 @@ type env struct {
 	admin                       *api.Client
 }
 
-func newEnv(t *testing.T, tune ...func(*server.Limits)) *env {
+func newEnv(t *testing.T, tune ...func(*httpapi.Limits)) *env {
 	t.Helper()
 	return newEnvOn(t, "", tune...)
 }
 
 // newEnvOn is newEnv with the controller's files in blobStore (its
 // --blob-store; "" is the file store under its data directory).
-func newEnvOn(t *testing.T, blobStore string, tune ...func(*server.Limits)) *env {
+func newEnvOn(t *testing.T, blobStore string, tune ...func(*httpapi.Limits)) *env {
 	t.Helper()
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
@@ -61,7 +61,7 @@ func newEnvOn(t *testing.T, blobStore string, tune ...func(*server.Limits)) *env
 	if err := os.Chmod(parent, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	limits := server.DefaultLimits()
+	limits := httpapi.DefaultLimits()
 	limits.PollBackstop = 200 * time.Millisecond
 	for _, f := range tune {
 		f(&limits)

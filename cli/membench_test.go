@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
-	"github.com/freeagent-build/freeagent/controller/server"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 
@@ -43,7 +43,7 @@ func TestMemoryUpload(t *testing.T) {
 		}
 		size = n
 	}
-	e := newEnv(t, func(l *server.Limits) { l.Source = size + size/4 + 64<<20 })
+	e := newEnv(t, func(l *httpapi.Limits) { l.Source = size + size/4 + 64<<20 })
 
 	// The project: app.json and size bytes in 4 MiB files, written from a
 	// 1 MiB buffer (never held whole).

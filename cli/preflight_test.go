@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/freeagent-build/freeagent/controller/server"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 )
 
 // A project the build could not even start is refused before the
@@ -101,7 +101,7 @@ func TestSubmitRefusesOversizedProjectBeforeUpload(t *testing.T) {
 		if r.code != ExitUsage {
 			t.Fatalf("want exit %d\n%s", ExitUsage, r)
 		}
-		limit := server.DefaultLimits().Source
+		limit := httpapi.DefaultLimits().Source
 		for _, w := range []string{"assets/intro.mov alone is 2.2 GB", fmt.Sprintf("%d bytes", limit), "--max-source-bytes", "nothing was uploaded", `"/assets/intro.mov"`} {
 			if !strings.Contains(r.stderr, w) {
 				t.Errorf("stderr does not say %q\n%s", w, r)
@@ -112,7 +112,7 @@ func TestSubmitRefusesOversizedProjectBeforeUpload(t *testing.T) {
 		}
 	})
 	t.Run("many files over a small limit", func(t *testing.T) {
-		e := newEnv(t, func(l *server.Limits) { l.Source = 10_000_000 })
+		e := newEnv(t, func(l *httpapi.Limits) { l.Source = 10_000_000 })
 		p := e.proxy()
 		root := project(t, map[string]string{".gitignore": "/ignored/\n"})
 		for i := range 8 {

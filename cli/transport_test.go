@@ -22,9 +22,9 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -84,7 +84,7 @@ func TestTLSController(t *testing.T) {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	ctrl, err := serve.Start(context.Background(), serve.Config{Listen: "127.0.0.1:0", DataDir: filepath.Join(t.TempDir(), "data"), DatabaseURL: dsn,
-		Store: store.DefaultConfig(), Limits: server.DefaultLimits(), TLSCert: certFile, TLSKey: keyFile}, log)
+		Store: store.DefaultConfig(), Limits: httpapi.DefaultLimits(), TLSCert: certFile, TLSKey: keyFile}, log)
 	if err != nil {
 		t.Fatalf("start controller: %v", err)
 	}

@@ -26,9 +26,9 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
-	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -151,9 +151,9 @@ func startControllerOn(t *testing.T, open func(t *testing.T) blobs.Backend) *tes
 	hubDone := make(chan struct{})
 	go func() { hub.Run(ctx); close(hubDone) }()
 	<-hub.Ready()
-	limits := server.DefaultLimits()
+	limits := httpapi.DefaultLimits()
 	limits.PollBackstop = 200 * time.Millisecond
-	srv := server.New(server.Options{Store: st, Blobs: files, Hub: hub, Limits: limits, Log: log, KeyCacheTTL: time.Nanosecond})
+	srv := httpapi.New(httpapi.Options{Store: st, Blobs: files, Hub: hub, Limits: limits, Log: log, KeyCacheTTL: time.Nanosecond})
 	hs := httptest.NewServer(srv)
 	t.Cleanup(func() {
 		srv.Drain()

@@ -21,9 +21,9 @@ import (
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -141,7 +141,7 @@ func TestControllerAndCredentials(t *testing.T) {
 	ctx := context.Background()
 	dsn := pgtest.NewDatabase(t)
 	c, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DatabaseURL: dsn,
-		ReaperInterval: time.Second, Store: store.DefaultConfig(), Limits: server.DefaultLimits()}, quietLog())
+		ReaperInterval: time.Second, Store: store.DefaultConfig(), Limits: httpapi.DefaultLimits()}, quietLog())
 	if err != nil {
 		t.Fatal(err)
 	}

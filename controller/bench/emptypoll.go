@@ -7,7 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/server"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 )
 
 // EmptyPollResult is the cost of polls that find nothing.
@@ -111,7 +111,7 @@ func runEmptyPoll(ctx context.Context, e *env) (*EmptyPollResult, error) {
 	r.ControllerCPUPer1000, r.PostgresCPUPer1000, r.BenchCPUPer1000 = used.controller*k, used.postgres*k, used.bench*k
 	r.CPUPer1000 = r.ControllerCPUPer1000 + r.PostgresCPUPer1000
 	r.Cores = used.per(r.Seconds)
-	lim := server.DefaultLimits()
+	lim := httpapi.DefaultLimits()
 	pollsPerIdleWorker := 1/lim.PollBackstop.Seconds() + 1/lim.PollMaxWait.Seconds()
 	if r.CPUPer1000 > 0 {
 		r.IdleWorkersPerCore = 1 / (pollsPerIdleWorker * r.CPUPer1000 / 1000)

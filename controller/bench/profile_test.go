@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sirupsen/logrus"
 
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -85,7 +85,7 @@ func TestProfileLifecycle(t *testing.T) {
 	log.SetLevel(logrus.WarnLevel)
 	log.SetOutput(testWriter{t})
 	ctl, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: e.dataDir, DatabaseURL: e.dsn,
-		ReaperInterval: 5 * time.Second, Store: store.DefaultConfig(), Limits: server.DefaultLimits()}, log)
+		ReaperInterval: 5 * time.Second, Store: store.DefaultConfig(), Limits: httpapi.DefaultLimits()}, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,9 +20,9 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
@@ -47,7 +47,7 @@ func newFarm(t testing.TB) *farm {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	cfg := store.DefaultConfig()
-	limits := server.DefaultLimits()
+	limits := httpapi.DefaultLimits()
 	limits.PollBackstop = 200 * time.Millisecond
 	ctx := context.Background()
 	c, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DatabaseURL: dsn,

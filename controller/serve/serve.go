@@ -26,12 +26,12 @@ import (
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs"
 	"github.com/freeagent-build/freeagent/controller/gc"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/pgcluster"
 	"github.com/freeagent-build/freeagent/controller/reaper"
-	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
@@ -61,7 +61,7 @@ type Config struct {
 	LinkKey        string        // hex key signing install links; empty → DataDir/links.key (created once)
 	LinkTTL        time.Duration // install link lifetime; 0 → 7 days
 	Store          store.Config
-	Limits         server.Limits
+	Limits         httpapi.Limits
 	Webhooks       webhooks.Config // zero fields take webhooks.DefaultConfig's
 	// GC runs the garbage collector (zero fields take gc.DefaultConfig's);
 	// what it keeps, and for how long, is Store's RetainArtifacts,
@@ -106,7 +106,7 @@ type Controller struct {
 
 	log        logrus.FieldLogger
 	http       *http.Server
-	api        *server.Server
+	api        *httpapi.Server
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
 	store      *store.Store
@@ -252,7 +252,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 		return nil, errors.New("could not LISTEN for changes on the database within 10 s")
 	}
 
-	c.api = server.New(server.Options{Store: c.store, Blobs: files, Hub: hub, Limits: cfg.Limits,
+	c.api = httpapi.New(httpapi.Options{Store: c.store, Blobs: files, Hub: hub, Limits: cfg.Limits,
 		Log: log.WithField("component", "http"), BuildEnded: rp.Kick, Metrics: m, MetricsPublic: cfg.MetricsPublic,
 		Links: links, PublicURL: cfg.PublicURL, Webhooks: hooks, MinFreeDisk: cfg.MinFreeDisk})
 	c.http = &http.Server{

@@ -23,9 +23,9 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -41,7 +41,7 @@ func quietLog() *logrus.Logger {
 
 func startReplica(t *testing.T, cfg serve.Config) *serve.Controller {
 	t.Helper()
-	cfg.Listen, cfg.Store, cfg.Limits = "127.0.0.1:0", store.DefaultConfig(), server.DefaultLimits()
+	cfg.Listen, cfg.Store, cfg.Limits = "127.0.0.1:0", store.DefaultConfig(), httpapi.DefaultLimits()
 	cfg.Limits.PollBackstop = 200 * time.Millisecond
 	c, err := serve.Start(context.Background(), cfg, quietLog())
 	if err != nil {
@@ -95,7 +95,7 @@ func TestReplicasShareAnS3Store(t *testing.T) {
 	// A replica with another certificate key could not open the others'
 	// sealed files: it does not start.
 	cfgC := common
-	cfgC.Name, cfgC.DataDir, cfgC.CertsKey, cfgC.Listen, cfgC.Store, cfgC.Limits = "C", t.TempDir(), hexKey(), "127.0.0.1:0", store.DefaultConfig(), server.DefaultLimits()
+	cfgC.Name, cfgC.DataDir, cfgC.CertsKey, cfgC.Listen, cfgC.Store, cfgC.Limits = "C", t.TempDir(), hexKey(), "127.0.0.1:0", store.DefaultConfig(), httpapi.DefaultLimits()
 	if c, err := serve.Start(ctx, cfgC, quietLog()); err == nil {
 		c.Shutdown(ctx)
 		t.Fatal("a replica with another certificate key started")
@@ -296,7 +296,7 @@ func TestUnusableBlobStoreStopsStart(t *testing.T) {
 	t.Setenv("AWS_ACCESS_KEY_ID", bucket.AccessKey)
 	t.Setenv("AWS_SECRET_ACCESS_KEY", bucket.SecretKey)
 	_, err = serve.Start(context.Background(), serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DatabaseURL: pgtest.NewDatabase(t),
-		BlobStore: "s3://missing-bucket?endpoint=" + bucket.Endpoint, Store: store.DefaultConfig(), Limits: server.DefaultLimits()}, quietLog())
+		BlobStore: "s3://missing-bucket?endpoint=" + bucket.Endpoint, Store: store.DefaultConfig(), Limits: httpapi.DefaultLimits()}, quietLog())
 	if err == nil || !strings.Contains(err.Error(), "--blob-store") {
 		t.Fatalf("start on a missing bucket: %v", err)
 	}

@@ -25,8 +25,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/agent/secrets"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -91,7 +91,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (*Controller
 		return nil, err
 	}
 	ctl, err := serve.Start(ctx, serve.Config{Listen: listen, AllowClients: allowed, DataDir: Dir(cfg.DataDir), ReaperInterval: 30 * time.Second,
-		Store: store.DefaultConfig(), Limits: server.DefaultLimits()}, log.WithField("component", "controller"))
+		Store: store.DefaultConfig(), Limits: httpapi.DefaultLimits()}, log.WithField("component", "controller"))
 	if err != nil {
 		return nil, fmt.Errorf("start the controller on this Mac: %w", err)
 	}

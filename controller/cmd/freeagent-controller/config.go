@@ -14,9 +14,9 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/gc"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
@@ -39,7 +39,7 @@ func parseConfig(cmd string, args []string, stderr io.Writer, serving bool) (*Co
 
 // parseConfigWith parses the shared flags plus those extra adds.
 func parseConfigWith(cmd string, args []string, stderr io.Writer, serving bool, extra func(*flag.FlagSet)) (*Config, *flag.FlagSet, error) {
-	cfg := &Config{Serve: serve.Config{Store: store.DefaultConfig(), Limits: server.DefaultLimits()}}
+	cfg := &Config{Serve: serve.Config{Store: store.DefaultConfig(), Limits: httpapi.DefaultLimits()}}
 	fs := flag.NewFlagSet("freeagent-controller "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	e := envFlags{fs: fs}

@@ -17,9 +17,9 @@ import (
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/server"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -46,7 +46,7 @@ func controllerWithAdmin(t *testing.T) (url, workerKey, devKey, adminKey string)
 	dsn := pgtest.NewDatabase(t)
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	limits := server.DefaultLimits()
+	limits := httpapi.DefaultLimits()
 	limits.PollBackstop = 200 * time.Millisecond
 	c, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DatabaseURL: dsn,
 		ReaperInterval: time.Second, Store: store.DefaultConfig(), Limits: limits}, log)

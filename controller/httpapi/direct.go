@@ -1,0 +1,283 @@
+package httpapi
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+// directUploadTTL is how long a direct upload URL works: time for a VM to
+// send a large artifact over a slow link. The ticket to complete it lasts
+// an hour longer.
+const directUploadTTL = 30 * time.Minute
+
+// uploadTicket is what a direct upload's ticket carries, sealed (AES-GCM,
+// bound to the build, or for a source to the API key that asked) so the
+// controller keeps no state between the calls and a client cannot change
+// what it declared: the staging key and, for a multipart upload, its id
+// and part size.
+type uploadTicket struct {
+	Attempt  string    `json:"a,omitempty"` // "" for a source
+	Name     string    `json:"n"`
+	Size     int64     `json:"s"`
+	SHA256   string    `json:"h"`
+	Key      string    `json:"k"`
+	UploadID string    `json:"u,omitempty"`
+	PartSize int64     `json:"p,omitempty"`
+	Expires  time.Time `json:"e"`
+}
+
+func (t uploadTicket) ref() blobs.UploadRef {
+	return blobs.UploadRef{Key: t.Key, UploadID: t.UploadID, PartSize: t.PartSize}
+}
+
+// directAnswer is the answer to a signed upload, with its ticket.
+func directAnswer(up blobs.DirectUpload, ticket string, expires time.Time) api.DirectUpload {
+	return api.DirectUpload{Direct: true, URL: up.URL, Headers: up.Headers, PartSize: up.PartSize, Parts: up.PartURLs,
+		Ticket: ticket, ExpiresAt: expires}
+}
+
+// checkDeclared validates a DirectUploadRequest's size and SHA-256
+// against limit, giving the SHA-256 in lower case.
+func checkDeclared(req api.DirectUploadRequest, limit int64, what string) (string, error) {
+	if req.Size < 0 {
+		return "", badRequest("size %d is negative", req.Size)
+	}
+	if req.Size > limit {
+		return "", fmt.Errorf("%w: the %s's %d bytes exceed the limit of %d", store.ErrTooLarge, what, req.Size, limit)
+	}
+	if b, err := hex.DecodeString(req.SHA256); err != nil || len(b) != 32 {
+		return "", badRequest("sha256 %q is not 64 hex digits", req.SHA256)
+	}
+	return strings.ToLower(req.SHA256), nil
+}
+
+// startDirectUpload answers POST /api/builds/{id}/artifacts/direct: where
+// the VM sends its artifact, straight to the object store (one PUT, or
+// parts for a large file).
+func (s *Server) startDirectUpload(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {
+	var req api.DirectUploadRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.Name == "" || blobs.CleanName(req.Name) != req.Name {
+		s.fail(w, r, badRequest("the artifact's name %q is not a usable file name; send a plain name such as app-release.apk", req.Name))
+		return
+	}
+	sum, err := checkDeclared(req, s.limits.Artifact, "artifact")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	up, ok, err := s.blobs.StartDirectUpload(r.Context(), buildID, attemptID, req.Size, sum, directUploadTTL)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !ok {
+		writeJSON(w, http.StatusOK, api.DirectUpload{Direct: false})
+		return
+	}
+	expires := time.Now().Add(directUploadTTL)
+	ticket, err := s.sealTicket(buildID, uploadTicket{Attempt: attemptID, Name: req.Name, Size: req.Size, SHA256: sum, Key: up.Key,
+		UploadID: up.UploadID, PartSize: up.PartSize, Expires: expires.Add(time.Hour)})
+	if err != nil {
+		s.blobs.AbortDirectUpload(r.Context(), up.UploadRef) //nolint:errcheck // best effort: the collector removes what remains
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, directAnswer(up, ticket, expires))
+}
+
+// completeDirectUpload answers POST .../artifacts/direct/complete: the
+// object the VM PUT is checked against what it declared and becomes the
+// build's artifact, inside the transaction that verifies the attempt.
+func (s *Server) completeDirectUpload(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {
+	var req api.DirectUploadComplete
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	t, err := s.openTicket(buildID, req.Ticket)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if t.Attempt != attemptID {
+		s.fail(w, r, fmt.Errorf("%w: the ticket belongs to another attempt of build %s", store.ErrForbidden, buildID))
+		return
+	}
+	err = s.blobs.FinishDirectUpload(r.Context(), t.ref(), t.Size, t.SHA256)
+	if errors.Is(err, fs.ErrNotExist) {
+		// A repeat whose first answer was lost finds the artifact recorded.
+		if a, aerr := s.store.AttemptArtifact(r.Context(), buildID, attemptID, t.Name); aerr == nil && a.SHA256 == t.SHA256 && a.Size == t.Size {
+			writeJSON(w, http.StatusCreated, a)
+			return
+		}
+		s.fail(w, r, fmt.Errorf("%w: nothing was uploaded for this ticket: PUT the file to its URL first", store.ErrConflict))
+		return
+	}
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	a := &store.PendingArtifact{Name: t.Name, Size: t.Size, SHA256: t.SHA256,
+		Commit: func() error {
+			return s.blobs.PromoteUpload(r.Context(), t.Key, buildID, blobs.Artifact(attemptID, t.Name))
+		}}
+	if err := s.addArtifact(r.Context(), buildID, attemptID, a); err != nil {
+		s.blobs.Backend().Delete(r.Context(), t.Key) //nolint:errcheck // best effort: the attempt is over
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, api.Artifact{Name: a.Name, Size: a.Size, SHA256: a.SHA256, URL: store.ArtifactURL(buildID, a.Name)})
+}
+
+const ticketPurpose = "direct upload tickets"
+
+// sourceTicketAAD binds a source upload's ticket to the key that asked
+// for it: another key cannot submit it.
+func sourceTicketAAD(keyID string) string { return "source upload\x00" + keyID }
+
+// sealTicket seals t for binding: the build id (artifacts), or
+// sourceTicketAAD (sources).
+func (s *Server) sealTicket(binding string, t uploadTicket) (string, error) {
+	box, err := s.blobs.Derive(ticketPurpose)
+	if err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(t)
+	if err != nil {
+		return "", err
+	}
+	return base64.RawURLEncoding.EncodeToString(box.Seal(b, []byte(binding))), nil
+}
+
+func (s *Server) openTicket(binding, ticket string) (uploadTicket, error) {
+	var t uploadTicket
+	invalid := fmt.Errorf("%w: the upload ticket is not one this controller gave for this build or key", store.ErrForbidden)
+	raw, err := base64.RawURLEncoding.DecodeString(ticket)
+	if err != nil {
+		return t, invalid
+	}
+	box, err := s.blobs.Derive(ticketPurpose)
+	if err != nil {
+		return t, err
+	}
+	plain, err := box.Open(raw, []byte(binding))
+	if err != nil || json.Unmarshal(plain, &t) != nil {
+		return t, invalid
+	}
+	if time.Now().After(t.Expires) {
+		return t, fmt.Errorf("%w: the upload ticket expired; start the upload again", store.ErrConflict)
+	}
+	return t, nil
+}
+
+// startSourceUpload answers POST /api/builds/uploads: where the CLI sends
+// a source archive before it submits, straight to the object store. With
+// the file store the answer is {"direct": false} and the archive comes
+// with the submit, as before.
+func (s *Server) startSourceUpload(w http.ResponseWriter, r *http.Request, key store.APIKey) {
+	var req api.DirectUploadRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !s.blobs.DirectUploads() || (req.Size == 0 && req.SHA256 == "") {
+		// A declaration without size and SHA-256 only asks the mode.
+		writeJSON(w, http.StatusOK, api.DirectUpload{Direct: s.blobs.DirectUploads()})
+		return
+	}
+	if req.Project != "" {
+		if err := validProject(`"project"`, req.Project); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	if err := projectAllowed(key, req.Project); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.checkFreeSpace(); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	sum, err := checkDeclared(req, s.limits.Source, "source archive")
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	up, ok, err := s.blobs.StartSourceUpload(r.Context(), req.Size, sum, directUploadTTL)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if !ok {
+		writeJSON(w, http.StatusOK, api.DirectUpload{Direct: false})
+		return
+	}
+	expires := time.Now().Add(directUploadTTL)
+	ticket, err := s.sealTicket(sourceTicketAAD(key.ID), uploadTicket{Name: "source", Size: req.Size, SHA256: sum,
+		Key: up.Key, UploadID: up.UploadID, PartSize: up.PartSize, Expires: expires.Add(time.Hour)})
+	if err != nil {
+		s.blobs.AbortDirectUpload(r.Context(), up.UploadRef) //nolint:errcheck // best effort: the collector removes what remains
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, directAnswer(up, ticket, expires))
+}
+
+// directSource is a source archive the CLI uploaded to the store itself,
+// checked and ready to become a build's source.
+type directSource struct {
+	ticket uploadTicket
+	format string
+}
+
+// checkSourceTicket opens a submit's "source_upload" ticket and checks the
+// object it names: its size and SHA-256 (FinishDirectUpload removes a
+// mismatch), and that it is an archive. A repeat of a submit whose first
+// answer was lost finds the object already moved to its build: then the
+// ticket alone is returned (format ""), and the submit is a duplicate or,
+// with nothing to promote, fails.
+func (s *Server) checkSourceTicket(r *http.Request, key store.APIKey, ticket string) (directSource, error) {
+	t, err := s.openTicket(sourceTicketAAD(key.ID), ticket)
+	if err != nil {
+		return directSource{}, err
+	}
+	if !strings.HasPrefix(t.Key, blobs.SourceUploads) {
+		return directSource{}, fmt.Errorf("%w: the ticket is not a source upload's", store.ErrForbidden)
+	}
+	err = s.blobs.FinishDirectUpload(r.Context(), t.ref(), t.Size, t.SHA256)
+	if errors.Is(err, fs.ErrNotExist) {
+		return directSource{ticket: t}, nil
+	}
+	if err != nil {
+		return directSource{}, err
+	}
+	head := make([]byte, 4)
+	n, err := s.blobs.Head(r.Context(), t.Key, head)
+	if err != nil {
+		return directSource{}, fmt.Errorf("read the uploaded source: %w", err)
+	}
+	format, err := sniffArchive(bufio.NewReader(bytes.NewReader(head[:n])))
+	if err != nil {
+		s.blobs.AbortDirectUpload(r.Context(), t.ref()) //nolint:errcheck // best effort: the collector removes what remains
+		return directSource{}, err
+	}
+	return directSource{ticket: t, format: format}, nil
+}

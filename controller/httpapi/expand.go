@@ -1,0 +1,106 @@
+package httpapi
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/bytesize"
+)
+
+// getLimits tells a client what the controller accepts, so expo-build
+// refuses an oversized project before its upload rather than after it.
+func (s *Server) getLimits(w http.ResponseWriter, r *http.Request, _ store.APIKey) {
+	writeJSON(w, http.StatusOK, api.Limits{MaxSourceBytes: s.limits.Source})
+}
+
+// sourceTooLarge names the limit a project exceeded and the setting that
+// raises it (blobs.ErrTooLarge alone says neither).
+func sourceTooLarge(err error, limit int64) error {
+	if errors.Is(err, blobs.ErrTooLarge) {
+		return fmt.Errorf("%w: the project archive is larger than the controller's limit of %d bytes (%s); leave large files out with .easignore, or raise the controller's --max-source-bytes",
+			store.ErrTooLarge, limit, bytesize.IEC(limit))
+	}
+	return err
+}
+
+// expansionGuard passes a tar.gz through (to the file store) while a
+// goroutine decompresses a copy and adds up the bytes of the files in it,
+// never storing them: a few gigabytes of zeros compress to a few megabytes
+// and would pass a bound on the compressed size alone. When the files add
+// up to more than the limit, the next Read fails with a store.ErrTooLarge
+// naming the limit, so the upload stops there. Memory stays at the
+// decompressor's window and the tar reader's header buffers.
+type expansionGuard struct {
+	r    io.Reader
+	pw   *io.PipeWriter
+	done chan error
+}
+
+func guardExpansion(r io.Reader, limit int64) *expansionGuard {
+	pr, pw := io.Pipe()
+	g := &expansionGuard{r: r, pw: pw, done: make(chan error, 1)}
+	go func() {
+		err := measureTarGz(pr, limit)
+		if err != nil {
+			pr.CloseWithError(err) // the writer's next Write fails with err
+		} else {
+			io.Copy(io.Discard, pr) //nolint:errcheck // what follows the archive is bounded by the compressed limit
+		}
+		g.done <- err
+	}()
+	return g
+}
+
+func (g *expansionGuard) Read(p []byte) (int, error) {
+	n, err := g.r.Read(p)
+	if n > 0 {
+		if _, werr := g.pw.Write(p[:n]); werr != nil {
+			return 0, werr
+		}
+	}
+	if err == io.EOF {
+		g.pw.Close()
+	}
+	return n, err
+}
+
+// finish ends the measurement (at once, if the upload failed before its
+// end) and returns its verdict.
+func (g *expansionGuard) finish() error {
+	g.pw.CloseWithError(io.ErrUnexpectedEOF) // no-op after a clean end: the measurer already saw EOF
+	return <-g.done
+}
+
+// measureTarGz reads a tar.gz and fails once the contents of its entries
+// add up to more than limit. A stream that is not a valid tar.gz is not
+// its business (the build's extraction reports it, as before): measuring
+// stops there and nil is returned.
+func measureTarGz(r io.Reader, limit int64) error {
+	zr, err := gzip.NewReader(r)
+	if err != nil {
+		return nil
+	}
+	tr := tar.NewReader(zr)
+	var total int64
+	for {
+		if _, err := tr.Next(); err != nil {
+			return nil // io.EOF: the archive's end; anything else: not a tar
+		}
+		n, err := io.Copy(io.Discard, io.LimitReader(tr, limit-total+1))
+		total += n
+		if total > limit {
+			return fmt.Errorf("%w: the project expands to more than %d bytes (%s), the controller's limit, though its archive is smaller; leave large files out with .easignore, or raise the controller's --max-source-bytes",
+				store.ErrTooLarge, limit, bytesize.IEC(limit))
+		}
+		if err != nil {
+			return nil
+		}
+	}
+}

@@ -1,0 +1,158 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
+	"github.com/freeagent-build/freeagent/controller/store"
+)
+
+// reuseSpec is an Android spec of project p with a source fingerprint.
+func reuseSpec(p string) *api.BuildSpec {
+	s := androidSpec(p, "preview")
+	s.SourceFingerprint = cacheKey("tree of " + p)
+	s.Credentials = api.CredentialsInfo{Source: api.CredentialsLocal, Android: &api.KeystoreInfo{Type: "JKS", KeyAlias: "upload",
+		CertificateSHA256: cacheKey("upload certificate")}}
+	return s
+}
+
+// buildOnce submits spec and has a worker complete it with an artifact
+// (ok), or fail it.
+func (e *env) buildOnce(w *workerSession, spec *api.BuildSpec, ok bool) string {
+	e.t.Helper()
+	var creds *api.BuildCredentials
+	if spec.Credentials.Android != nil {
+		creds = &api.BuildCredentials{Android: testKeystore()}
+	}
+	sub, err := e.submitSpec(spec, creds)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	job := w.poll(0)
+	if job == nil || job.ID != sub.ID {
+		e.t.Fatalf("poll: %+v, want %s", job, sub.ID)
+	}
+	r := api.Result{Success: ok, FileName: "app.apk", File: strings.NewReader("APK " + sub.ID)}
+	if !ok {
+		r = api.Result{ErrorCode: api.CodeBuildFailed, ErrorMessage: "gradle failed"}
+	}
+	if _, err := w.complete(job, r); err != nil {
+		e.t.Fatal(err)
+	}
+	return sub.ID
+}
+
+// TestReusableBuild: POST /api/builds/reuse answers the newest completed
+// build with the same project, platform, source fingerprint, profile and
+// credentials whose artifacts are kept, and nothing else; it creates no
+// build; a key sees only its projects.
+func TestReusableBuild(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	w := e.register("w", api.Capabilities{})
+	older := e.buildOnce(w, reuseSpec("app"), true)
+	want := e.buildOnce(w, reuseSpec("app"), true)
+	e.buildOnce(w, reuseSpec("app"), false) // failed: never reused
+	var builds int
+	if err := e.store.Pool().QueryRow(ctx, `SELECT count(*) FROM builds`).Scan(&builds); err != nil {
+		t.Fatal(err)
+	}
+
+	b, err := e.developer.ReusableBuild(ctx, reuseSpec("app"))
+	if err != nil || b.ID != want || b.Status != api.StatusCompleted || len(b.Artifacts) != 1 || b.Artifacts[0].Name != "app.apk" ||
+		b.InstallURL == nil {
+		t.Fatalf("reusable build: %+v %v; want %s (newer than %s) with its artifact and install link", b, err, want, older)
+	}
+	// Differences that change what a build makes.
+	for _, c := range []struct {
+		name   string
+		change func(s *api.BuildSpec)
+	}{
+		{"another source", func(s *api.BuildSpec) { s.SourceFingerprint = cacheKey("another tree") }},
+		{"another profile name", func(s *api.BuildSpec) { s.ProfileName = "production" }},
+		{"another profile", func(s *api.BuildSpec) { s.Profile.Env = map[string]string{"API_URL": "https://example.com"} }},
+		{"another gradle command in the profile", func(s *api.BuildSpec) { s.Profile.GradleCommand = ":app:bundleRelease" }},
+		{"another keystore", func(s *api.BuildSpec) { s.Credentials.Android.CertificateSHA256 = cacheKey("another certificate") }},
+		{"no credentials", func(s *api.BuildSpec) { s.Credentials = api.CredentialsInfo{Source: api.CredentialsNone} }},
+		{"another project", func(s *api.BuildSpec) { s.ProjectName = "other" }},
+		{"another platform", func(s *api.BuildSpec) {
+			s.Platform, s.Android = api.PlatformIOS, nil
+		}},
+	} {
+		s := reuseSpec("app")
+		c.change(s)
+		_, err := e.developer.ReusableBuild(ctx, s)
+		wantStatus(t, err, http.StatusNotFound)
+	}
+	// What does not change the build: the message, the commit, caches.
+	s := reuseSpec("app")
+	s.Message, s.GitCommit = "again", "abc123"
+	s.Caches = []api.CacheEntry{{Name: "npm", Key: cacheKey("npm"), Paths: []string{"node_modules"}}}
+	if b, err := e.developer.ReusableBuild(ctx, s); err != nil || b.ID != want {
+		t.Fatalf("with another message: %+v %v", b, err)
+	}
+
+	// Bad input.
+	s = reuseSpec("app")
+	s.SourceFingerprint = ""
+	_, err = e.developer.ReusableBuild(ctx, s)
+	wantStatus(t, err, http.StatusUnprocessableEntity)
+	s.SourceFingerprint = "../etc"
+	_, err = e.developer.ReusableBuild(ctx, s)
+	wantStatus(t, err, http.StatusUnprocessableEntity)
+
+	// Project-scoped: a key of another project may not look.
+	other := e.projectKey("other-dev", "other")
+	_, err = other.ReusableBuild(ctx, reuseSpec("app"))
+	wantStatus(t, err, http.StatusForbidden)
+	mine := e.projectKey("app-dev", "app")
+	if b, err := mine.ReusableBuild(ctx, reuseSpec("app")); err != nil || b.ID != want {
+		t.Fatalf("the project's key: %+v %v", b, err)
+	}
+
+	// Artifacts gone (the collector deleted them): the older build, then none.
+	if _, err := e.store.Pool().Exec(ctx, `UPDATE builds SET artifacts_deleted_at = now() WHERE id = $1`, want); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := mine.ReusableBuild(ctx, reuseSpec("app")); err != nil || b.ID != older {
+		t.Fatalf("after the newest's artifacts expired: %+v %v, want %s", b, err, older)
+	}
+	if _, err := e.store.Pool().Exec(ctx, `UPDATE builds SET artifacts_deleted_at = now() WHERE id = $1`, older); err != nil {
+		t.Fatal(err)
+	}
+	_, err = mine.ReusableBuild(ctx, reuseSpec("app"))
+	wantStatus(t, err, http.StatusNotFound)
+
+	var after int
+	if err := e.store.Pool().QueryRow(ctx, `SELECT count(*) FROM builds`).Scan(&after); err != nil {
+		t.Fatal(err)
+	}
+	if after != builds {
+		t.Fatalf("%d builds after the look-ups, %d before", after, builds)
+	}
+}
+
+// TestReusableBuildPastRetention: a build that ended longer ago than
+// --retain-artifacts is not offered even before the collector deletes its
+// artifacts.
+func TestReusableBuildPastRetention(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(c *store.Config, _ *httpapi.Limits) { c.RetainArtifacts = time.Hour })
+	ctx := context.Background()
+	w := e.register("w", api.Capabilities{})
+	id := e.buildOnce(w, reuseSpec("app"), true)
+	if b, err := e.developer.ReusableBuild(ctx, reuseSpec("app")); err != nil || b.ID != id || b.ArtifactsExpireAt == nil {
+		t.Fatalf("fresh: %+v %v", b, err)
+	}
+	if _, err := e.store.Pool().Exec(ctx, `UPDATE builds SET completed_at = now() - interval '61 minutes' WHERE id = $1`, id); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.developer.ReusableBuild(ctx, reuseSpec("app"))
+	wantStatus(t, err, http.StatusNotFound)
+}
