@@ -99,21 +99,26 @@ type Setting struct {
 	ZeroOK    bool // a duration or size that may be 0
 }
 
-// Settings lists the settings a Set registered on fs, in flag order, so
-// a binary's tests can check each of them against the shared syntax.
+// Settings lists the settings a Set registered on fs, and the flags
+// registered with a DurationValue or SizeValue, in flag order, so a
+// binary's tests can check each of them against the shared syntax.
 func Settings(fs *flag.FlagSet) []Setting {
 	var out []Setting
 	fs.VisitAll(func(f *flag.Flag) {
-		t, ok := f.Value.(*tracked)
-		if !ok {
-			return
+		st := Setting{Flag: f.Name, Kind: KindOther}
+		v := f.Value
+		if t, ok := v.(*tracked); ok {
+			st.Env, v = t.env, t.Value
 		}
-		st := Setting{Flag: f.Name, Env: t.env, Kind: KindOther}
-		switch v := t.Value.(type) {
+		switch v := v.(type) {
 		case *DurationValue:
 			st.Kind, st.ZeroOK = KindDuration, v.ZeroOK
 		case *SizeValue:
 			st.Kind, st.ZeroOK = KindSize, v.ZeroOK
+		default:
+			if _, ok := f.Value.(*tracked); !ok {
+				return // not a setting
+			}
 		}
 		out = append(out, st)
 	})
