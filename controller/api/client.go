@@ -21,6 +21,9 @@ type Error struct {
 	Code    string
 	Message string
 	Length  *int64 // on 416 answers to a log append
+	// RetryAfter is the answer's Retry-After (429, 503): how long the
+	// controller asked the client to wait. Retry honours it.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -148,7 +151,7 @@ func sameOrigin(a, b *url.URL) bool {
 }
 
 func decodeError(resp *http.Response) error {
-	e := &Error{Status: resp.StatusCode}
+	e := &Error{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now())}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var body ErrorResponse
 	if json.Unmarshal(b, &body) == nil && (body.Error != "" || body.Code != "") {
