@@ -140,7 +140,7 @@ func Transient(err error) bool {
 		s := e.Status
 		return (s >= 500 && s != http.StatusNotImplemented) || s == http.StatusTooManyRequests || s == http.StatusRequestTimeout
 	}
-	if errors.Is(err, context.Canceled) || certificateError(err) {
+	if errors.Is(err, context.Canceled) || CertificateError(err) {
 		return false
 	}
 	// Timeouts (context.DeadlineExceeded is a net.Error too) are
@@ -152,7 +152,10 @@ func Transient(err error) bool {
 		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE)
 }
 
-func certificateError(err error) bool {
+// CertificateError reports a certificate the TLS handshake refused:
+// repeating the call will not help, and the fix is the URL or the trusted
+// CAs.
+func CertificateError(err error) bool {
 	var ve *tls.CertificateVerificationError
 	var ua x509.UnknownAuthorityError
 	var he x509.HostnameError
