@@ -208,15 +208,7 @@ type DurationValue struct {
 
 // Set parses v.
 func (d *DurationValue) Set(v string) error {
-	n, err := parseDuration(v)
-	if err != nil {
-		return err
-	}
-	if n == 0 && !d.ZeroOK {
-		return errors.New("must be more than 0; want " + DurationSyntax)
-	}
-	*d.P = n
-	return nil
+	return setQuantity(d.P, v, d.ZeroOK, parseDuration, DurationSyntax)
 }
 
 func (d *DurationValue) String() string {
@@ -234,23 +226,26 @@ type SizeValue struct {
 }
 
 // Set parses v.
-func (z *SizeValue) Set(v string) error {
-	n, err := parseSize(v)
-	if err != nil {
-		return err
-	}
-	if n == 0 && !z.ZeroOK {
-		return errors.New("must be more than 0; want " + SizeSyntax)
-	}
-	*z.P = n
-	return nil
-}
+func (z *SizeValue) Set(v string) error { return setQuantity(z.P, v, z.ZeroOK, parseSize, SizeSyntax) }
 
 func (z *SizeValue) String() string {
 	if z == nil || z.P == nil {
 		return "0"
 	}
 	return FormatSize(*z.P)
+}
+
+// setQuantity parses v into *p, refusing 0 unless zeroOK.
+func setQuantity[T int64 | time.Duration](p *T, v string, zeroOK bool, parse func(string) (T, error), syntax string) error {
+	n, err := parse(v)
+	if err != nil {
+		return err
+	}
+	if n == 0 && !zeroOK {
+		return errors.New("must be more than 0; want " + syntax)
+	}
+	*p = n
+	return nil
 }
 
 type stringValue string

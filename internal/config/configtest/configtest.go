@@ -6,6 +6,7 @@ package configtest
 
 import (
 	"flag"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -72,25 +73,9 @@ func Check(t *testing.T, parse Parse) []config.Setting {
 		var bad []string
 		switch st.Kind {
 		case config.KindDuration:
-			good, bad = map[string]string{}, BadDurations
-			for _, c := range Durations {
-				good[c.In] = config.FormatDuration(c.Want)
-			}
-			if st.ZeroOK {
-				good["0"] = "0"
-			} else {
-				bad = append(bad, "0", "0s")
-			}
+			good, bad = spellings(Durations, config.FormatDuration, BadDurations, st.ZeroOK, "0s")
 		case config.KindSize:
-			good, bad = map[string]string{}, BadSizes
-			for _, c := range Sizes {
-				good[c.In] = config.FormatSize(c.Want)
-			}
-			if st.ZeroOK {
-				good["0"] = "0"
-			} else {
-				bad = append(bad, "0", "0GiB")
-			}
+			good, bad = spellings(Sizes, config.FormatSize, BadSizes, st.ZeroOK, "0GiB")
 		default:
 			continue
 		}
@@ -125,6 +110,25 @@ func Check(t *testing.T, parse Parse) []config.Setting {
 		}
 	}
 	return checked
+}
+
+// spellings are the accepted spellings with the value each shows as, and
+// the refused ones, of a setting that may be 0 or not.
+func spellings[T any](ok []struct {
+	In   string
+	Want T
+}, format func(T) string, refused []string, zeroOK bool, zero string) (map[string]string, []string) {
+	good := map[string]string{}
+	for _, c := range ok {
+		good[c.In] = format(c.Want)
+	}
+	bad := slices.Clone(refused)
+	if zeroOK {
+		good["0"] = "0"
+	} else {
+		bad = append(bad, "0", zero)
+	}
+	return good, bad
 }
 
 func sources(st config.Setting, v string) map[string]func(Parse) (*flag.FlagSet, error) {
