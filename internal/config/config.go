@@ -70,6 +70,12 @@ func (s *Set) Given(name string) bool { return s.sources[name] != "" }
 // env, file key name; env "" for none). v holds the default; the
 // environment's or the file's value, when there is one, is set on it now.
 func (s *Set) Var(v flag.Value, name, env, help string) {
+	s.register(v, name, env, help, "")
+}
+
+// register is Var with the word -h shows for the value (flag's
+// placeholder: "-lease-ttl duration").
+func (s *Set) register(v flag.Value, name, env, help, placeholder string) {
 	if raw, src, ok := s.lookup(name, env); ok {
 		if err := v.Set(raw); err != nil {
 			s.errs = append(s.errs, fmt.Errorf("%s: %w", src, err))
@@ -77,8 +83,15 @@ func (s *Set) Var(v flag.Value, name, env, help string) {
 			s.sources[name] = src
 		}
 	}
+	var notes []string
+	if placeholder != "" {
+		notes = append(notes, "a `"+placeholder+"`")
+	}
 	if env != "" {
-		help += " (env " + env + ")"
+		notes = append(notes, "env "+env)
+	}
+	if len(notes) > 0 {
+		help += " (" + strings.Join(notes, "; ") + ")"
 	}
 	s.fs.Var(&tracked{Value: v, env: env, given: func() { s.sources[name] = "--" + name }}, name, help)
 }
@@ -164,19 +177,19 @@ func (s *Set) Float(p *float64, name, env string, def float64, help string) {
 // Duration registers a positive duration (ParseDuration's syntax).
 func (s *Set) Duration(p *time.Duration, name, env string, def time.Duration, help string) {
 	*p = def
-	s.Var(&DurationValue{P: p}, name, env, help)
+	s.register(&DurationValue{P: p}, name, env, help, "duration")
 }
 
 // DurationOrZero registers a duration that may be 0; help says what 0 means.
 func (s *Set) DurationOrZero(p *time.Duration, name, env string, def time.Duration, help string) {
 	*p = def
-	s.Var(&DurationValue{P: p, ZeroOK: true}, name, env, help)
+	s.register(&DurationValue{P: p, ZeroOK: true}, name, env, help, "duration")
 }
 
 // Size registers a positive size in bytes (ParseSize's syntax).
 func (s *Set) Size(p *int64, name, env string, def int64, help string) {
 	*p = def
-	s.Var(&SizeValue{P: p}, name, env, help)
+	s.register(&SizeValue{P: p}, name, env, help, "size")
 }
 
 // tracked records that a flag was given on the command line.
@@ -192,6 +205,15 @@ func (t *tracked) Set(v string) error {
 	}
 	t.given()
 	return nil
+}
+
+// String is the value's; flag's -h calls it on a zero tracked to learn
+// what a zero default looks like.
+func (t *tracked) String() string {
+	if t == nil || t.Value == nil {
+		return ""
+	}
+	return t.Value.String()
 }
 
 func (t *tracked) IsBoolFlag() bool {

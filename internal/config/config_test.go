@@ -169,3 +169,21 @@ func TestSettingsListsKinds(t *testing.T) {
 		t.Errorf("Settings lists %d settings, want 7", len(got))
 	}
 }
+
+// -h names each setting's kind and shows the default in force, and shows
+// it without tripping over the flag package's probe of zero values.
+func TestHelpShowsKindsAndDefaults(t *testing.T) {
+	_, fs, _ := register(map[string]string{"T_TIMEOUT": "7200"}, File{})
+	var b strings.Builder
+	fs.SetOutput(&b)
+	fs.PrintDefaults()
+	help := b.String()
+	for _, want := range []string{"-timeout duration", "(a duration; env T_TIMEOUT) (default 2h)", "-max size", "(a size; env T_MAX) (default 1MiB)", "(env T_NAME) (default def)"} {
+		if !strings.Contains(help, want) {
+			t.Errorf("help does not say %q:\n%s", want, help)
+		}
+	}
+	if strings.Contains(help, "panic") {
+		t.Errorf("help:\n%s", help)
+	}
+}
