@@ -137,7 +137,7 @@ func TestLostPollResponseIsRedelivered(t *testing.T) {
 
 func TestWorkerTokenRotation(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *store.Config, _ *httpapi.Limits) { c.TokenRotateAfter = 0; c.TokenTTL = 2 * time.Second })
+	e := newEnv(t, func(c *store.Config, _ *httpapi.Limits) { c.TokenRotateAfter = store.Off; c.TokenTTL = 2 * time.Second })
 	ctx := context.Background()
 	w := e.register("w", api.Capabilities{})
 	a := w.token

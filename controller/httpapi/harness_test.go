@@ -61,7 +61,7 @@ type envOption func(*store.Config, *httpapi.Limits)
 // noRateLimits turns the request budgets off, for tests that drive many
 // workers through one key or fail authentication on purpose, hundreds of
 // times a second.
-func noRateLimits(_ *store.Config, l *httpapi.Limits) { l.RatePerKey, l.AuthFailuresPerIP = 0, 0 }
+func noRateLimits(_ *store.Config, l *httpapi.Limits) { l.RatePerKey, l.AuthFailuresPerIP = httpapi.Off, httpapi.Off }
 
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
