@@ -18,6 +18,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
@@ -76,9 +77,13 @@ func NoRateLimits() Option {
 // instead of a fresh pgtest database.
 func Database(dsn string) Option { return func(o *options) { o.cfg.DatabaseURL = dsn } }
 
-// BlobStore keeps the files at url (an S3 bucket: s3test.Bucket.URL)
-// instead of under the data directory.
-func BlobStore(url string) Option { return func(o *options) { o.cfg.BlobStore = url } }
+// S3 keeps the files in bucket instead of under the data directory (direct
+// transfers on). The credentials go in the configuration, not the
+// environment, so the test may be parallel. The test binary's TestMain runs
+// s3test.Main.
+func S3(bucket s3test.Bucket) Option {
+	return func(o *options) { o.cfg.BlobStore, o.cfg.S3Credentials = bucket.URL(""), bucket.Credentials() }
+}
 
 // Logger sends the controller's log to log instead of the test's log
 // (warnings and errors only).
@@ -171,13 +176,19 @@ func (c *Controller) Stop() error {
 }
 
 // Restart stops the controller and starts a new one on the same database
-// and data directory, as a restarted process would; the URL may change (the
-// clients follow it).
-func (c *Controller) Restart() {
+// and data directory, as a restarted process would, with opts applied on
+// top of the configuration it ran with; the URL may change (the clients
+// follow it).
+func (c *Controller) Restart(opts ...Option) {
 	c.t.Helper()
 	if err := c.Stop(); err != nil {
 		c.t.Fatalf("stop the controller: %v", err)
 	}
+	o := options{cfg: c.cfg, log: c.log}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	c.cfg, c.log = o.cfg, o.log
 	c.start()
 }
 

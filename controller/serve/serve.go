@@ -20,6 +20,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -59,7 +60,10 @@ type Config struct {
 	// BlobStore is where build files live: file://DIR, or
 	// s3://BUCKET/PREFIX?endpoint=URL&region=R (credentials from the
 	// standard AWS variables or shared files); empty → file://DataDir/files.
-	BlobStore      string
+	BlobStore string
+	// S3Credentials sign an S3 blob store's requests; nil takes them from
+	// the standard AWS variables and shared files.
+	S3Credentials  *credentials.Credentials
 	ReaperInterval time.Duration // how often the reaper sweeps; zero: 5 s
 	MetricsPublic  bool          // serve /metrics without an admin key
 	// MetricsRefresh is how often the ended-builds counts behind /metrics
@@ -491,7 +495,7 @@ func OpenBlobStore(ctx context.Context, cfg Config) (blobs.Backend, error) {
 		}
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		st, err := s3blobs.Open(ctx, s3cfg, s3blobs.Options{SpoolDir: filepath.Join(cfg.DataDir, "spool")})
+		st, err := s3blobs.Open(ctx, s3cfg, s3blobs.Options{SpoolDir: filepath.Join(cfg.DataDir, "spool"), Credentials: cfg.S3Credentials})
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", setting, s3cfg, err)
 		}
