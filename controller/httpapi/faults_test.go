@@ -530,12 +530,7 @@ func TestRetryAndIdempotentSubmit(t *testing.T) {
 func TestTwoControllersWakeEachOther(t *testing.T) {
 	t.Parallel()
 	a := newEnv(t)
-	b := &env{t: t, dsn: a.dsn, dataDir: a.dataDir, cfg: a.cfg, limits: a.limits}
-	b.limits.PollBackstop = time.Minute // only a notification can wake it in time
-	b.admin = &api.Client{APIKey: a.adminKey}
-	b.worker = &api.Client{APIKey: a.workKey}
-	b.developer = &api.Client{APIKey: a.devKey}
-	b.start()
+	b := a.replica(func(l *httpapi.Limits) { l.PollBackstop = time.Minute }) // only a notification can wake it in time
 	w := b.register("w", api.Capabilities{})
 	got := make(chan time.Time, 1)
 	go func() {

@@ -79,7 +79,7 @@ func TestStaleWorkerTokenCannotDisplaceCurrent(t *testing.T) {
 		name      string
 		grace     time.Duration
 		displaced bool
-	}{{"new token may be in flight", time.Hour, false}, {"new token lost", 0, true}} {
+	}{{"new token may be in flight", time.Hour, false}, {"new token lost", store.Off, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, func(c *store.Config, _ *httpapi.Limits) {

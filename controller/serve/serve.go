@@ -81,6 +81,10 @@ type Config struct {
 	// query (a revoked key works that much longer); zero: 5 s.
 	KeyCacheTTL time.Duration
 	Webhooks    webhooks.Config // zero fields take webhooks.DefaultConfig's
+	// NoWebhookDelivery makes this replica serve the webhook API but
+	// deliver nothing: the other replicas deliver (say, when this one
+	// cannot reach the receivers). Tests that run dispatchers by hand set it.
+	NoWebhookDelivery bool
 	// GC runs the garbage collector (zero fields take gc.DefaultConfig's);
 	// what it keeps, and for how long, is Store's RetainArtifacts,
 	// RetainSources and RetainLogs.
@@ -140,6 +144,7 @@ type Controller struct {
 	reaper     *reaper.Reaper
 	links      *install.Signer
 	hooks      *webhooks.Dispatcher
+	metrics    *metrics.Metrics
 	cluster    *pgcluster.Cluster
 	dirLock    *dataDirLock // held while the built-in database is ours
 	serveErr   chan error
@@ -240,6 +245,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	}
 	c.files, c.links = files, links
 	m := metrics.New(c.store, cfg.MetricsRefresh)
+	c.metrics = m
 	hooks, err := webhooks.New(c.store, key, cfg.Webhooks, m, log.WithField("component", "webhooks"))
 	if err != nil {
 		return nil, err
@@ -276,8 +282,10 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	collector := gc.New(c.store, files, cfg.GC, log.WithField("component", "gc"))
 	collector.OnRun = m.GC
 	c.goRun(func() { collector.Run(runCtx) })
-	c.goRun(func() { hooks.Run(runCtx) })
-	c.goRun(func() { kickOnSealedEvents(runCtx, hub, hooks) })
+	if !cfg.NoWebhookDelivery {
+		c.goRun(func() { hooks.Run(runCtx) })
+		c.goRun(func() { kickOnSealedEvents(runCtx, hub, hooks) })
+	}
 	select {
 	case <-hub.Ready():
 	case <-time.After(10 * time.Second):
@@ -418,6 +426,9 @@ func (c *Controller) Links() *install.Signer { return c.links }
 
 // Webhooks is the controller's webhook dispatcher.
 func (c *Controller) Webhooks() *webhooks.Dispatcher { return c.hooks }
+
+// Metrics is what the controller serves on /metrics.
+func (c *Controller) Metrics() *metrics.Metrics { return c.metrics }
 
 // Done reports a fatal HTTP server error.
 func (c *Controller) Done() <-chan error { return c.serveErr }

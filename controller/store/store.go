@@ -94,8 +94,9 @@ func DefaultConfig() Config {
 }
 
 // Off, set in a Config field whose zero takes the default (MaxBackoff,
-// TokenRotateAfter, WarmPlacementWait), turns that behaviour off: retries
-// without backoff, a new token on every use, first come first served.
+// TokenRotateAfter, TokenDeliveryGrace, WarmPlacementWait), turns that
+// behaviour off: retries without backoff, a new token on every use, an
+// unused new token taken as lost at once, first come first served.
 const Off = -1
 
 // WithDefaults is c with every zero field taken from DefaultConfig, so no
@@ -125,11 +126,11 @@ func (c Config) WithDefaults() Config {
 	orDefault(&c.WorkerOfflineAfter, d.WorkerOfflineAfter)
 	orDefault(&c.DefaultTimeout, d.DefaultTimeout)
 	orDefault(&c.TimeoutGrace, d.TimeoutGrace)
-	orDefault(&c.TokenDeliveryGrace, d.TokenDeliveryGrace)
 	orDefault(&c.ReleaseAttentionWindow, d.ReleaseAttentionWindow)
 	orDefault(&c.BuildTokenTTL, d.BuildTokenTTL)
 	orOff(&c.MaxBackoff, d.MaxBackoff)
 	orOff(&c.TokenRotateAfter, d.TokenRotateAfter)
+	orOff(&c.TokenDeliveryGrace, d.TokenDeliveryGrace)
 	orOff(&c.WarmPlacementWait, d.WarmPlacementWait)
 	for _, p := range []*time.Duration{&c.RetainArtifacts, &c.RetainSources, &c.RetainLogs} {
 		*p = max(*p, 0)
