@@ -77,12 +77,12 @@ func NoRateLimits() Option {
 // instead of a fresh pgtest database.
 func Database(dsn string) Option { return func(o *options) { o.cfg.DatabaseURL = dsn } }
 
-// S3 keeps the files in bucket instead of under the data directory (direct
-// transfers on). The credentials go in the configuration, not the
+// S3 keeps the files in bucket under prefix (may be "") instead of under
+// the data directory (direct transfers on). The credentials go in the configuration, not the
 // environment, so the test may be parallel. The test binary's TestMain runs
 // s3test.Main.
-func S3(bucket s3test.Bucket) Option {
-	return func(o *options) { o.cfg.BlobStore, o.cfg.S3Credentials = bucket.URL(""), bucket.Credentials() }
+func S3(bucket s3test.Bucket, prefix string) Option {
+	return func(o *options) { o.cfg.BlobStore, o.cfg.S3Credentials = bucket.URL(prefix), bucket.Credentials() }
 }
 
 // Logger sends the controller's log to log instead of the test's log

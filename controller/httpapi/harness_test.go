@@ -83,7 +83,7 @@ func newEnvOn(t *testing.T, bucket *s3test.Bucket, opts ...envOption) *env {
 		c.Store, c.Limits, c.NoWebhookDelivery = e.cfg, e.limits, true
 	})}
 	if bucket != nil {
-		start = append(start, controllertest.S3(*bucket))
+		start = append(start, controllertest.S3(*bucket, ""))
 	}
 	e.c = controllertest.Start(t, start...)
 	e.dsn, e.dataDir = e.c.DSN, e.c.DataDir
