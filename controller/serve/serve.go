@@ -1,7 +1,7 @@
 // Package serve assembles a running controller from its configuration: the
 // database (an external one, or a private cluster under the data directory),
 // migrations, the file store, the change listener, the reaper and the HTTP
-// server.
+// server, on which it mounts the API and, beside it, the dashboard.
 package serve
 
 import (
