@@ -99,9 +99,8 @@ func fzNewEnv(f *testing.F, opts ...envOption) *fzEnv {
 	log.SetOutput(io.Discard)
 	log.SetLevel(logrus.WarnLevel)
 	log.AddHook(errs)
-	c := controllertest.Start(f, controllertest.Logger(log), controllertest.Configure(func(c *serve.Config) {
-		c.Store, c.Limits, c.NoWebhookDelivery = e.cfg, e.limits, true
-	}))
+	c := controllertest.Start(f, controllertest.Logger(log), byHand,
+		controllertest.Configure(func(c *serve.Config) { c.Store, c.Limits = e.cfg, e.limits }))
 	e.c, e.dsn, e.dataDir = c, c.DSN, c.DataDir
 	e.adminKey, e.admin = c.AdminKey, c.Admin
 	e.devKey, e.developer = c.DeveloperKey, c.Developer

@@ -56,6 +56,13 @@ type env struct {
 
 type envOption func(*store.Config, *httpapi.Limits)
 
+// byHand leaves webhook delivery and event sealing to the tests: the
+// controller delivers no webhooks (the webhook tests run dispatchers by
+// hand, as replicas they stop mid-attempt, run none of while events happen,
+// or run two of at once) and seals events only as it starts (the tests
+// seal with e.seal or e.runSealer, and see events unsealed before that).
+var byHand = controllertest.Configure(func(c *serve.Config) { c.NoWebhookDelivery, c.SealInterval = true, time.Hour })
+
 // noRateLimits turns the request budgets off, for tests that drive many
 // workers through one key or fail authentication on purpose, hundreds of
 // times a second.
@@ -76,12 +83,7 @@ func newEnvOn(t *testing.T, bucket *s3test.Bucket, opts ...envOption) *env {
 	for _, o := range opts {
 		o(&e.cfg, &e.limits)
 	}
-	// The controller delivers no webhooks itself: the webhook tests run
-	// dispatchers by hand, as replicas they stop mid-attempt, run none of
-	// while events happen, or run two of at once.
-	start := []controllertest.Option{controllertest.Configure(func(c *serve.Config) {
-		c.Store, c.Limits, c.NoWebhookDelivery = e.cfg, e.limits, true
-	})}
+	start := []controllertest.Option{controllertest.Configure(func(c *serve.Config) { c.Store, c.Limits = e.cfg, e.limits }), byHand}
 	if bucket != nil {
 		start = append(start, controllertest.S3(*bucket, ""))
 	}
