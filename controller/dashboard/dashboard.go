@@ -27,7 +27,9 @@ var templateFiles embed.FS
 var staticFiles embed.FS
 
 // Options give the dashboard what it needs. The file and stream handling
-// of builds stays in the API server, which passes it in.
+// of builds stays in the API server: the composition root (serve) passes in
+// its methods (httpapi.Server's FollowLogs, ServeArtifact, RetryBuild,
+// ServeQR, BuildEnded and Done).
 type Options struct {
 	Store *store.Store
 	Hub   *notify.Hub
@@ -62,7 +64,8 @@ type Dashboard struct {
 }
 
 // New builds the dashboard handler. It serves every path it is given; the
-// caller mounts it outside /api/.
+// caller mounts it outside /api/ (serve: httpapi.Server.Mount, behind the
+// API's logging, recovery, rate limits and body guard).
 func New(o Options) *Dashboard {
 	if o.SessionTTL == 0 {
 		o.SessionTTL = 12 * time.Hour
