@@ -64,7 +64,7 @@ type Config struct {
 	// S3Credentials sign an S3 blob store's requests; nil takes them from
 	// the standard AWS variables and shared files.
 	S3Credentials  *credentials.Credentials
-	ReaperInterval time.Duration // how often the reaper sweeps; zero: 5 s
+	ReaperInterval time.Duration // how often the reaper sweeps; zero: reaper.DefaultInterval (5 s)
 	MetricsPublic  bool          // serve /metrics without an admin key
 	// MetricsRefresh is how often the ended-builds counts behind /metrics
 	// are recounted; zero: metrics.FinishedRefresh.
@@ -102,7 +102,7 @@ type Config struct {
 	// are expired every 1/5.
 	ControllerTTL time.Duration
 	// SealInterval is how often final audit events are sealed into the
-	// hash chain (zero: 200 ms).
+	// hash chain (zero: reaper.DefaultSealInterval, 200 ms).
 	SealInterval time.Duration
 }
 
@@ -122,8 +122,8 @@ func (cfg Config) withDefaults() Config {
 		}
 	}
 	positive(&cfg.ControllerTTL, 5*time.Minute)
-	positive(&cfg.SealInterval, 200*time.Millisecond)
-	positive(&cfg.ReaperInterval, 5*time.Second)
+	positive(&cfg.SealInterval, reaper.DefaultSealInterval)
+	positive(&cfg.ReaperInterval, reaper.DefaultInterval)
 	positive(&cfg.LinkTTL, install.DefaultTTL)
 	cfg.Store = cfg.Store.WithDefaults()
 	return cfg
