@@ -136,10 +136,6 @@ func Start(t testing.TB, opts ...Option) *Controller {
 	return c
 }
 
-// Config is the serve.Config the controller runs with (before serve's own
-// defaults for the fields left zero).
-func (c *Controller) Config() serve.Config { return c.cfg }
-
 func (c *Controller) start() {
 	c.t.Helper()
 	ctl, err := serve.Start(context.Background(), c.cfg, c.log)
