@@ -69,8 +69,8 @@ func TestStaleLeasesChangeNothing(t *testing.T) {
 		},
 	} {
 		for _, c := range []struct {
-			what                   string
-			w                      store.WorkerAuth
+			what                  string
+			w                     store.WorkerAuth
 			build, attempt, lease string
 		}{
 			{"a wrong lease token", w, j.ID, j.AttemptID, "fa_lt_not-the-lease"},
