@@ -153,7 +153,7 @@ func TestSweepTakesTurns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tx.Rollback(f.ctx) //nolint:errcheck
+	defer tx.Rollback(f.ctx)                                                           //nolint:errcheck
 	if _, err := tx.Exec(f.ctx, `SELECT pg_advisory_xact_lock(7201002)`); err != nil { // store's reaperLock
 		t.Fatal(err)
 	}
