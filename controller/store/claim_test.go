@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -10,18 +11,41 @@ import (
 )
 
 // N workers polling at once for M builds: every build is claimed exactly
-// once, by one attempt, and nothing stays behind.
+// once, by one attempt, and nothing stays behind; with caches the warm
+// pick (its own SKIP LOCKED) races too.
 func TestClaimIsExactlyOnceUnderConcurrency(t *testing.T) {
 	t.Parallel()
-	f := newStore(t)
+	for _, warm := range []bool{false, true} {
+		t.Run(map[bool]string{false: "first come", true: "warm"}[warm], func(t *testing.T) {
+			t.Parallel()
+			claimRace(t, warm)
+		})
+	}
+}
+
+// claimRace races 8 workers over 60 builds; with caches, build n needs one
+// of four caches and worker i holds one of them.
+func claimRace(t *testing.T, caches bool) {
+	f := newStore(t, func(c *store.Config) { c.WarmPlacementWait = time.Hour })
 	const workers, builds = 8, 60
+	keys := []string{cacheKey("k0"), cacheKey("k1"), cacheKey("k2"), cacheKey("k3")}
 	want := map[string]bool{}
-	for range builds {
-		want[f.submit(store.NewBuild{}).ID] = true
+	for i := range builds {
+		nb := store.NewBuild{}
+		if caches {
+			nb = withCaches(keys[i%len(keys)])
+		}
+		want[f.submit(nb).ID] = true
 	}
 	var ws []store.WorkerAuth
-	for range workers {
-		ws = append(ws, f.register("", api.Capabilities{MaxConcurrentBuilds: 64}))
+	for i := range workers {
+		w := f.register("", api.Capabilities{MaxConcurrentBuilds: 64})
+		if caches {
+			if err := f.s.SetWorkerCache(f.ctx, w, api.WorkerCache{Keys: []string{keys[i%len(keys)]}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ws = append(ws, w)
 	}
 	var mu sync.Mutex
 	claims := map[string][]string{} // build → the workers that claimed it
@@ -63,13 +87,20 @@ func TestClaimIsExactlyOnceUnderConcurrency(t *testing.T) {
 			t.Fatalf("build %s claimed by %v", id, by)
 		}
 	}
-	var pending, attempts int
+	var notBuilding, attempts, warm int
 	if err := f.s.Pool().QueryRow(f.ctx, `SELECT (SELECT count(*) FROM builds WHERE status <> 'building'),
-		(SELECT count(*) FROM build_attempts)`).Scan(&pending, &attempts); err != nil {
+		(SELECT count(*) FROM build_attempts),
+		(SELECT count(*) FROM events WHERE event_type = 'build.assigned' AND (payload->>'warm')::boolean)`).Scan(&notBuilding, &attempts, &warm); err != nil {
 		t.Fatal(err)
 	}
-	if pending != 0 || attempts != builds {
-		t.Fatalf("%d builds not building, %d attempts for %d builds", pending, attempts, builds)
+	if notBuilding != 0 || attempts != builds {
+		t.Fatalf("%d builds not building, %d attempts for %d builds", notBuilding, attempts, builds)
+	}
+	if caches && warm == 0 {
+		t.Fatal("no build was placed warm")
+	}
+	if !caches && warm != 0 {
+		t.Fatalf("%d builds placed warm with no caches anywhere", warm)
 	}
 }
 
@@ -359,4 +390,55 @@ func TestClaimPrefersWarmCachesWithinABoundedWait(t *testing.T) {
 	if j := f.claim(warmWorker); j.ID != warm2.ID {
 		t.Fatalf("got %s, want the warm build %s last", j.ID, warm2.ID)
 	}
+}
+
+// Warm placement looks at most 100 builds behind the queue head: a warm
+// build further back waits its turn, so the claim never scans the queue.
+func TestClaimWarmLookaheadIsBounded(t *testing.T) {
+	t.Parallel()
+	f := newStore(t, func(c *store.Config) { c.WarmPlacementWait = time.Hour })
+	k := cacheKey("far")
+	w := f.register("", api.Capabilities{MaxConcurrentBuilds: 64})
+	if err := f.s.SetWorkerCache(f.ctx, w, api.WorkerCache{Keys: []string{k}}); err != nil {
+		t.Fatal(err)
+	}
+	head := f.submit(store.NewBuild{})
+	far := f.submit(withCaches(k))
+	// 100 cold builds between the head and the warm one.
+	f.exec(`INSERT INTO builds (id, status, platform, token_hash, source_size, source_sha256, source_format, timeout_seconds, submitted_at, priority)
+		SELECT 'zz' || lpad(to_hex(g), 24, '0'), 'pending', 'android', sha256(('lookahead-' || g)::bytea), 1, repeat('0', 64), 'tar.gz', 1800,
+			(SELECT submitted_at FROM builds WHERE id = $1) + g * interval '1 microsecond', 0
+		FROM generate_series(1, 100) g`, head.ID)
+	f.exec(`UPDATE builds SET submitted_at = submitted_at + interval '1 second' WHERE id = $1`, far.ID)
+	for _, c := range []struct{ want, why string }{
+		{head.ID, "the head: the warm build is 101 behind it"},
+		{"zz" + strings.Repeat("0", 23) + "1", "the next: the warm build is still 100 behind it"},
+		{far.ID, "the warm build, 99 behind the head"},
+	} {
+		j := f.claim(w)
+		if j.ID != c.want {
+			t.Fatalf("claimed %s, want %s (%s)", j.ID, c.want, c.why)
+		}
+		f.ack(w, j)
+	}
+}
+
+// A spec's cache keys are stored with the build once each, and only
+// SHA-256 keys are accepted.
+func TestSubmitRecordsCacheKeys(t *testing.T) {
+	t.Parallel()
+	f := newStore(t)
+	k1, k2 := cacheKey("pods"), cacheKey("npm")
+	b := f.submit(withCaches(k1, k2, k1))
+	var keys []string
+	if err := f.s.Pool().QueryRow(f.ctx, `SELECT cache_keys FROM builds WHERE id = $1`, b.ID).Scan(&keys); err != nil {
+		t.Fatal(err)
+	}
+	if !equal(keys, []string{k1, k2}) {
+		t.Fatalf("cache_keys %v", keys)
+	}
+	nb := withCaches("not-a-sha")
+	nb.ID, nb.Platform, nb.SourceFormat, nb.Commit = store.NewID(), api.PlatformAndroid, "zip", func() error { return nil }
+	_, err := f.s.Submit(f.ctx, nb)
+	wantErr(t, "a cache key that is not a SHA-256", err, store.ErrInvalid)
 }

@@ -24,6 +24,8 @@ type fixture struct {
 	ctx context.Context
 	s   *store.Store
 	key store.APIKey // a worker key, unbound
+	// tokens are the registered workers' tokens, by worker id.
+	tokens map[string]string
 }
 
 // newStore opens a store on a fresh database; opts adjust the default
@@ -48,7 +50,7 @@ func newStore(t *testing.T, opts ...func(*store.Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{t: t, ctx: ctx, s: s, key: key}
+	return &fixture{t: t, ctx: ctx, s: s, key: key, tokens: map[string]string{}}
 }
 
 // register registers a worker (id "" draws one) and authenticates it, as a
@@ -59,6 +61,7 @@ func (f *fixture) register(id string, caps api.Capabilities) store.WorkerAuth {
 	if err != nil {
 		f.t.Fatalf("register %q: %v", id, err)
 	}
+	f.tokens[reg.WorkerID] = reg.Grant.AccessToken
 	w, err := f.s.AuthenticateWorker(f.ctx, reg.Grant.AccessToken, f.key)
 	if err != nil {
 		f.t.Fatalf("authenticate worker %s: %v", reg.WorkerID, err)

@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -108,6 +109,20 @@ func TestSweepRequeuesSilentWorkers(t *testing.T) {
 	wk, err := f.s.GetWorker(f.ctx, silent.WorkerID)
 	if err != nil || wk.Status != "offline" {
 		t.Fatalf("the silent worker: %+v, %v", wk, err)
+	}
+	// It comes back within its token's life: online again, and the log
+	// says so, so a replay agrees with the table.
+	if _, err := f.s.AuthenticateWorker(f.ctx, f.tokens[silent.WorkerID], f.key); err != nil {
+		t.Fatal(err)
+	}
+	if wk, err := f.s.GetWorker(f.ctx, silent.WorkerID); err != nil || wk.Status != "online" {
+		t.Fatalf("the worker back: %+v, %v", wk, err)
+	}
+	if got, want := types(f.events(), silent.WorkerID), []string{"worker.registered", "worker.offline", "worker.online"}; !slices.Equal(got, want) {
+		t.Fatalf("the worker's events %v, want %v", got, want)
+	}
+	if _, diffs, err := f.s.ReplayEvents(f.ctx); err != nil || len(diffs) != 0 {
+		t.Fatalf("replay: %+v, %v", diffs, err)
 	}
 }
 

@@ -56,7 +56,12 @@ func TestStaleLeasesChangeNothing(t *testing.T) {
 		return err
 	}
 	done := func(w store.WorkerAuth, build, attempt, lease string) error {
-		_, err := f.s.Complete(f.ctx, w, store.Result{BuildID: build, AttemptID: attempt, LeaseToken: lease, Success: true})
+		committed := false
+		_, err := f.s.Complete(f.ctx, w, store.Result{BuildID: build, AttemptID: attempt, LeaseToken: lease, Success: true,
+			Artifact: &store.PendingArtifact{Name: "stale.apk", Commit: func() error { committed = true; return nil }}})
+		if committed {
+			t.Errorf("a refused result moved its artifact into place")
+		}
 		return err
 	}
 	for name, op := range map[string]func(store.WorkerAuth, string, string, string) error{"heartbeat": hb, "result": done,
