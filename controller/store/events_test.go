@@ -46,7 +46,14 @@ func TestTransitionsWriteTheirEvents(t *testing.T) {
 	if _, err := f.s.SetWorkerPaused(f.ctx, w.WorkerID, true); err != nil {
 		t.Fatal(err)
 	}
+	dropped := f.submit(store.NewBuild{})
+	if _, err := f.s.Cancel(f.ctx, dropped.ID); err != nil {
+		t.Fatal(err)
+	}
 	evs := f.events()
+	if got, want := types(evs, dropped.ID), []string{"build.submitted", "build.cancelled"}; !slices.Equal(got, want) {
+		t.Fatalf("a build cancelled while pending: events %v, want %v", got, want)
+	}
 	if got, want := types(evs, j.ID), []string{"build.submitted", "build.assigned", "build.building", "build.cancel_requested", "build.cancelled"}; !slices.Equal(got, want) {
 		t.Fatalf("a cancelled build's events %v, want %v", got, want)
 	}
@@ -61,7 +68,7 @@ func TestTransitionsWriteTheirEvents(t *testing.T) {
 		assigned.Payload["platform"] != api.PlatformAndroid {
 		t.Fatalf("the assigned event's payload: %+v", assigned.Payload)
 	}
-	requeued := evs[len(evs)-2]
+	requeued := evs[slices.IndexFunc(evs, func(e event) bool { return e.Type == "build.requeued" })]
 	if requeued.Type != "build.requeued" || requeued.Payload["status"] != "pending" || requeued.Payload["attempt_consumed"] != true {
 		t.Fatalf("the requeue's event: %+v", requeued)
 	}
