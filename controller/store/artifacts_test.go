@@ -74,9 +74,7 @@ func TestArtifactsBelongToTheirAttempt(t *testing.T) {
 // replaces it.
 func TestArtifactsPerAttemptAreBounded(t *testing.T) {
 	t.Parallel()
-	f := newStore(t)
-	w := f.register("", android(""))
-	j := f.running(w)
+	f, _, j := runningBuild(t)
 	add := func(name string) error {
 		return f.s.AddArtifact(f.ctx, j.ID, j.AttemptID, &store.PendingArtifact{Name: name, SHA256: cacheKey(name), Commit: func() error { return nil }}, 2)
 	}

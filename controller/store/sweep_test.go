@@ -72,9 +72,7 @@ func TestSweepRequeuesExpiredLeasesWithBackoff(t *testing.T) {
 // A live lease is left alone.
 func TestSweepLeavesLiveLeases(t *testing.T) {
 	t.Parallel()
-	f := newStore(t)
-	w := f.register("", android(""))
-	j := f.running(w)
+	f, _, j := runningBuild(t)
 	before := f.snapshot(j.ID)
 	if r := f.sweep(); r != (store.SweepReport{Ran: true}) {
 		t.Fatalf("a sweep with a live lease: %+v", r)
@@ -160,9 +158,7 @@ func TestSweepTimesOutBuilds(t *testing.T) {
 // nothing.
 func TestSweepTakesTurns(t *testing.T) {
 	t.Parallel()
-	f := newStore(t)
-	w := f.register("", android(""))
-	j := f.running(w)
+	f, _, j := runningBuild(t)
 	f.expire(j.ID)
 	tx, err := f.s.Pool().Begin(f.ctx)
 	if err != nil {

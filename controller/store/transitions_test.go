@@ -17,6 +17,15 @@ func (f *fixture) running(w store.WorkerAuth) *api.Job {
 	return j
 }
 
+// runningBuild is a store with one one-build Android worker running one
+// acknowledged build.
+func runningBuild(t *testing.T) (*fixture, store.WorkerAuth, *api.Job) {
+	t.Helper()
+	f := newStore(t)
+	w := f.register("", android(""))
+	return f, w, f.running(w)
+}
+
 // snapshot is what a refused transition must leave alone.
 type snapshot struct {
 	build  string
@@ -141,9 +150,7 @@ func TestHeartbeatRenewsTheLease(t *testing.T) {
 // first answer back and changes nothing.
 func TestResultIsRecordedOnce(t *testing.T) {
 	t.Parallel()
-	f := newStore(t)
-	w := f.register("", android(""))
-	j := f.running(w)
+	f, w, j := runningBuild(t)
 	committed := 0
 	r := store.Result{BuildID: j.ID, AttemptID: j.AttemptID, LeaseToken: j.LeaseToken, Success: true,
 		Artifact: &store.PendingArtifact{Name: "app.apk", Size: 3, SHA256: cacheKey("apk"), Commit: func() error { committed++; return nil }}}
@@ -261,13 +268,11 @@ func TestCancel(t *testing.T) {
 // lease expired, the sweep found the cancel and ended the build.
 func TestResultAfterCancelIsRefused(t *testing.T) {
 	t.Parallel()
-	f := newStore(t)
-	w := f.register("", android(""))
-	j := f.running(w)
+	f, w, j := runningBuild(t)
 	if _, err := f.s.Cancel(f.ctx, j.ID); err != nil {
 		t.Fatal(err)
 	}
-	f.exec(`UPDATE builds SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, j.ID)
+	f.expire(j.ID)
 	f.sweep()
 	if b := f.build(j.ID); b.Status != api.StatusCancelled {
 		t.Fatalf("a cancel-requested build whose lease expired: %s", b.Status)
@@ -283,9 +288,7 @@ func TestResultAfterCancelIsRefused(t *testing.T) {
 // attempt whose predecessor's lease is dead; a non-retryable code ends it.
 func TestRequeueAndRetry(t *testing.T) {
 	t.Parallel()
-	f := newStore(t)
-	w := f.register("", android(""))
-	j := f.running(w)
+	f, w, j := runningBuild(t)
 	resp, err := f.s.Complete(f.ctx, w, store.Result{BuildID: j.ID, AttemptID: j.AttemptID, LeaseToken: j.LeaseToken, ErrorCode: api.CodeReleased})
 	if err != nil || !resp.Requeued || resp.Status != api.StatusPending {
 		t.Fatalf("a hand-back: %+v, %v", resp, err)
