@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -371,5 +372,58 @@ func TestRetryableFailuresDeadLetter(t *testing.T) {
 	got := f.build(b.ID)
 	if got.Status != api.StatusFailed || *got.ErrorCode != "max_attempts" || *got.ErrorMessage != "gave up after 2 attempts; last: flaky" {
 		t.Fatalf("the dead letter: %+v", got)
+	}
+}
+
+// Unregistering hands the instance's builds back at once, unconsumed; its
+// leases die with it.
+func TestUnregisterReleasesWithoutConsumingAttempts(t *testing.T) {
+	t.Parallel()
+	f := newStore(t)
+	w := f.register("", api.Capabilities{MaxConcurrentBuilds: 2})
+	j1, j2 := f.running(w), f.running(w)
+	n, err := f.s.Unregister(f.ctx, w)
+	if err != nil || n != 2 {
+		t.Fatalf("unregister: %d, %v", n, err)
+	}
+	for _, j := range []*api.Job{j1, j2} {
+		if b := f.build(j.ID); b.Status != api.StatusPending || b.Attempts != 0 || b.RunAfter != nil || b.AttemptHistory[0].Status != "released" {
+			t.Fatalf("a build handed back by unregistering: %+v", b)
+		}
+		_, err := f.s.Heartbeat(f.ctx, w, api.HeartbeatRequest{BuildID: j.ID, AttemptID: j.AttemptID, LeaseToken: j.LeaseToken})
+		wantErr(t, "the unregistered instance's heartbeat", err, store.ErrLeaseLost)
+	}
+	_, err = f.s.AuthenticateWorker(f.ctx, f.tokens[w.WorkerID], f.key)
+	wantErr(t, "the unregistered worker's token", err, store.ErrUnauthorized)
+}
+
+// A hand-back after the VM fetched the build's credentials is not free: it
+// uses an attempt with backoff, is audited on the worker, and enough of
+// them within the window raise the worker's needs-attention state.
+func TestReleaseAfterCredentialsIsConsumed(t *testing.T) {
+	t.Parallel()
+	f := newStore(t, func(c *store.Config) { c.ReleaseAttentionCount = 2 })
+	w := f.register("", android(""))
+	for i := range 2 {
+		j := f.running(w)
+		if err := f.s.TakeSecret(f.ctx, j.ID, j.AttemptID, store.SecretCerts); err != nil {
+			t.Fatal(err)
+		}
+		wantErr(t, "a second take in one attempt", f.s.TakeSecret(f.ctx, j.ID, j.AttemptID, store.SecretCerts), store.ErrGone)
+		resp, err := f.s.Complete(f.ctx, w, store.Result{BuildID: j.ID, AttemptID: j.AttemptID, LeaseToken: j.LeaseToken, ErrorCode: api.CodeReleased})
+		if err != nil || resp.Status != api.StatusPending {
+			t.Fatalf("the hand-back: %+v, %v", resp, err)
+		}
+		if b := f.build(j.ID); b.Attempts != 1 || b.RunAfter == nil {
+			t.Fatalf("a hand-back after a credentials fetch: %+v", b)
+		}
+		wk, err := f.s.GetWorker(f.ctx, w.WorkerID)
+		if err != nil || wk.NeedsAttention != (i == 1) {
+			t.Fatalf("after %d hand-backs the worker's attention: %+v, %v", i+1, wk, err)
+		}
+	}
+	if got := types(f.events(), w.WorkerID); !slices.Equal(got, []string{"worker.registered", "worker.released_after_credentials",
+		"worker.released_after_credentials", "worker.needs_attention"}) {
+		t.Fatalf("the worker's events %v", got)
 	}
 }
