@@ -53,7 +53,7 @@ func TestAbandonedAttemptLeavesNoArtifacts(t *testing.T) {
 	for _, how := range []string{"lease expiry", "re-register"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
-			e := newEnv(t, shortLease(time.Second))
+			e := newEnv(t)
 			ctx := context.Background()
 			a := e.register("a", api.Capabilities{})
 			b := e.register("b", api.Capabilities{})
@@ -71,7 +71,7 @@ func TestAbandonedAttemptLeavesNoArtifacts(t *testing.T) {
 
 			switch how {
 			case "lease expiry":
-				time.Sleep(1100 * time.Millisecond)
+				e.expireLease(sub.ID)
 				if r := e.sweep(); r.LeasesExpired != 1 {
 					t.Fatalf("sweep: %+v", r)
 				}
