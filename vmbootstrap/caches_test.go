@@ -3,11 +3,14 @@ package vmbootstrap
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/freeagent-build/freeagent/agent/cache"
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -143,5 +146,155 @@ func TestCacheRoundTrip(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(vm4, "cache", "npm")); err == nil {
 		t.Error("a corrupt archive left a partial cache behind")
+	}
+}
+
+// TestNodeModulesCache runs the real managers: a cold build installs and
+// saves node_modules with its stamp; the agent accepts the archive (npm's
+// .bin links and pnpm's .pnpm layout stay inside the tree); the next
+// build with the same key and tools restores the tree, skips the install,
+// and finds it whole and writable; and it saves nothing. Another stamp,
+// an older key, a corrupt archive, or a tree the project already has each
+// make the install run; a tree linking outside itself is never saved.
+func TestNodeModulesCache(t *testing.T) {
+	path, _ := managers(t)
+	t.Setenv("PATH", path)
+	ctx := context.Background()
+	for _, c := range []struct {
+		pm, lockfile, install string
+	}{
+		{"npm", "package-lock.json", "npm ci"},
+		{"pnpm", "pnpm-lock.yaml", "pnpm install"},
+		{"yarn", "yarn.lock", "yarn install"},
+	} {
+		t.Run(c.pm, func(t *testing.T) {
+			hostCache := t.TempDir()
+			env := append(os.Environ(), "CI=1", "npm_config_cache="+filepath.Join(hostCache, "npm"),
+				"npm_config_store_dir="+filepath.Join(hostCache, "pnpm"), "YARN_CACHE_FOLDER="+filepath.Join(hostCache, "yarn"))
+			src := t.TempDir()
+			writeFiles(t, src, map[string]string{
+				"package.json": `{"name":"app","version":"1.0.0","private":true,"dependencies":{"is-number":"7.0.0","semver":"7.6.3"}}`,
+				".yarnrc":      "registry \"https://registry.npmjs.org\"\n",
+			})
+			managerRun{t: t, root: src, env: env}.mustRun(Command{Argv: []string{c.pm, "install"}})
+			os.RemoveAll(filepath.Join(src, "node_modules"))
+			key := strings.Repeat("3a", 32)
+			spec := api.BuildSpec{
+				Project: api.Project{PackageManager: c.pm, Lockfile: c.lockfile},
+				Caches:  []api.CacheEntry{{Name: api.CacheNodeModules, Key: key, Paths: []string{"node_modules"}}},
+			}
+			// build installs (or restores) in a fresh copy of src, as a VM does.
+			build := func(spec api.BuildSpec, share string, mounts []CacheMount) (app string, d *depCaches, log *bytes.Buffer) {
+				t.Helper()
+				vm := t.TempDir()
+				app = filepath.Join(vm, "app")
+				if err := os.CopyFS(app, os.DirFS(src)); err != nil {
+					t.Fatal(err)
+				}
+				log = &bytes.Buffer{}
+				d = newDepCaches(spec, filepath.Join(vm, "cache"), vm, app, vm, log, nil)
+				d.restore(ctx, share, mounts)
+				p := &pipeline{tree: app, root: app, workDir: vm, spec: spec, caches: d, phase: func(string, int, string) {},
+					runner: &stepRunner{env: append(env, "npm_config_cache="+filepath.Join(vm, "npm")), out: log, grace: time.Second, drain: time.Second}}
+				if err := p.install(ctx); err != nil {
+					t.Fatalf("install: %v\n%s", err, log)
+				}
+				return app, d, log
+			}
+
+			_, d1, log1 := build(spec, t.TempDir(), nil)
+			if !strings.Contains(log1.String(), "▸ "+c.install) {
+				t.Fatalf("the cold build did not install:\n%s", log1)
+			}
+			out := t.TempDir()
+			saved := d1.save(ctx, out)
+			if len(saved) != 1 || saved[0].Name != api.CacheNodeModules {
+				t.Fatalf("saved %+v\n%s", saved, log1)
+			}
+			store, err := cache.Open(filepath.Join(t.TempDir(), "caches"), 1<<30)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := store.Put("app", api.CacheNodeModules, key, filepath.Join(out, CacheOutDir, saved[0].File)); err != nil {
+				t.Fatalf("the agent refused the node_modules archive: %v", err)
+			}
+			share := filepath.Join(t.TempDir(), "share")
+			mounted, err := store.Stage("app", spec.Caches, share)
+			if err != nil || len(mounted) != 1 {
+				t.Fatalf("stage: %+v %v", mounted, err)
+			}
+			mounts := []CacheMount{{Name: api.CacheNodeModules, Key: mounted[0].Key, File: mounted[0].File}}
+
+			app2, d2, log2 := build(spec, share, mounts)
+			if !strings.Contains(log2.String(), "▸ node_modules restored from cache 3a3a3a3a3a3a…, "+c.install+" skipped") || strings.Contains(log2.String(), "▸ "+c.install) {
+				t.Fatalf("the warm build did not skip the install:\n%s", log2)
+			}
+			run := managerRun{t: t, root: app2, env: env}
+			if got := run.mustRun(Command{Argv: []string{"node", "-e", "process.stdout.write(require('semver').valid('1.2.3') + require('is-number')(7))"}}); got != "1.2.3true" {
+				t.Errorf("the restored tree resolves %q", got)
+			}
+			if got := run.mustRun(Command{Argv: []string{filepath.Join(app2, "node_modules", ".bin", "semver"), "1.2.3"}}); strings.TrimSpace(got) != "1.2.3" {
+				t.Errorf("node_modules/.bin/semver printed %q", got)
+			}
+			if err := os.MkdirAll(filepath.Join(app2, "node_modules", ".cache", "metro"), 0o755); err != nil {
+				t.Errorf("the restored node_modules is not writable: %v", err)
+			}
+			if saved := d2.save(ctx, t.TempDir()); len(saved) != 0 {
+				t.Errorf("a restored tree was saved again: %+v", saved)
+			}
+
+			// Each of these installs instead, with the reason in the log.
+			stale := api.BuildSpec{Project: spec.Project, Caches: []api.CacheEntry{{Name: api.CacheNodeModules, Key: strings.Repeat("4b", 32), Paths: []string{"node_modules"}}}}
+			if _, _, log := build(stale, share, mounts); !strings.Contains(log.String(), "only an older key") || !strings.Contains(log.String(), "▸ "+c.install) {
+				t.Errorf("an older key:\n%s", log)
+			}
+			bad := t.TempDir()
+			writeFiles(t, bad, map[string]string{mounts[0].File: strings.Repeat("garbage", 100)})
+			if _, _, log := build(spec, bad, mounts); !strings.Contains(log.String(), "the archive is unusable") || !strings.Contains(log.String(), "▸ "+c.install) {
+				t.Errorf("a corrupt archive:\n%s", log)
+			}
+			vm := t.TempDir()
+			var log bytes.Buffer
+			d := newDepCaches(spec, filepath.Join(vm, "cache"), vm, filepath.Join(vm, "app"), vm, &log, nil)
+			d.restore(ctx, share, mounts)
+			other := modulesStamp{Key: key, Node: "18.0.0", PackageManager: c.pm + " 1.0.0", OS: runtime.GOOS, Arch: runtime.GOARCH}
+			if got := d.restoreModules(ctx, other); got != "" || !strings.Contains(log.String(), "installed with node ") || !strings.Contains(log.String(), "this build has node 18.0.0") {
+				t.Errorf("another stamp restored %q:\n%s", got, log.String())
+			}
+			if _, err := os.Lstat(filepath.Join(vm, "app", "node_modules")); err == nil {
+				t.Error("a discarded archive left node_modules behind")
+			}
+		})
+	}
+}
+
+// TestNodeModulesLinkingOut: npm links a file: dependency to its folder
+// outside node_modules; such a tree is never saved (a restore would lack
+// the package), while the npm cache's archive just leaves such links out.
+func TestNodeModulesLinkingOut(t *testing.T) {
+	app := t.TempDir()
+	writeFiles(t, app, map[string]string{"tools/cli/package.json": `{"name":"cli"}`, "node_modules/is-number/index.js": "module.exports = 1"})
+	if err := os.Symlink("../tools/cli", filepath.Join(app, "node_modules", "cli")); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{filepath.Join(app, "node_modules")}
+	if _, err := writeCacheArchive(t.TempDir(), "node_modules.tar", paths, []byte("{}")); !errors.Is(err, errLeavesTree) {
+		t.Errorf("node_modules linking outside itself: %v, want errLeavesTree", err)
+	}
+	if _, err := writeCacheArchive(t.TempDir(), "npm.tar", paths, nil); err != nil {
+		t.Errorf("a store cache with an outside link: %v", err)
+	}
+}
+
+func writeFiles(t *testing.T, root string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
