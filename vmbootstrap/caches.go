@@ -27,13 +27,13 @@ var cacheLimits = ExtractLimits{MaxBytes: 200 << 30, MaxFileBytes: 20 << 30, Max
 // depCache is one dependency cache of the build.
 type depCache struct {
 	api.CacheEntry
-	paths    []string // resolved, absolute in this VM
-	restored string   // the key of the archive restored, "" on a miss
-	// The node_modules cache only: the archive shared for it, restored (or
-	// not) at the install; the stamp of this VM's tools; whether the
-	// install ran, so the tree is new and worth saving.
-	shared    *CacheMount
-	archive   string
+	paths    []string    // resolved, absolute in this VM
+	restored string      // the key of the archive restored, "" on a miss
+	shared   *CacheMount // the archive the worker shared, nil on a miss
+	archive  string      // its path
+	deferred bool        // a store left for the install, if it runs
+	// The node_modules cache only: the stamp of this VM's tools; whether
+	// the install ran, so the tree is new and worth saving.
 	stamp     *modulesStamp
 	installed bool
 }
@@ -138,7 +138,10 @@ func (d *depCaches) restoredEnv(env []string) []string {
 
 // restore extracts the archive shared for each cache into its paths. A
 // cache whose archive is unusable is a miss with a warning: the build goes
-// on cold. It reports how many caches were restored.
+// on cold. It reports how many caches were restored. The node_modules
+// cache waits for the install (restoreModules), and so does the package
+// manager's store when node_modules may stand in for the install: a
+// restored tree needs no store.
 func (d *depCaches) restore(ctx context.Context, share string, mounts []CacheMount) int {
 	if err := os.MkdirAll(d.root, 0o770); err != nil {
 		fmt.Fprintf(d.log, "▸ warning: cannot create the cache directory, building without caches: %v\n", err)
@@ -149,42 +152,81 @@ func (d *depCaches) restore(ctx context.Context, share string, mounts []CacheMou
 			fmt.Fprintf(d.log, "▸ warning: %v\n", err)
 		}
 	}
-	restored := 0
 	for _, c := range d.entries {
-		var m *CacheMount
 		for i := range mounts {
 			if mounts[i].Name == c.Name && mounts[i].File == filepath.Base(mounts[i].File) {
-				m = &mounts[i]
+				c.shared, c.archive = &mounts[i], filepath.Join(share, mounts[i].File)
 			}
 		}
-		if m == nil {
+	}
+	modules := d.modules()
+	maybeNoInstall := modules != nil && modules.shared != nil && modules.shared.Key == modules.Key
+	restored := 0
+	for _, c := range d.entries {
+		switch {
+		case c.shared == nil:
 			fmt.Fprintf(d.log, "▸ cache %s: miss\n", c.Name)
-			continue
-		}
-		if c.Name == api.CacheNodeModules {
-			// Checked against the VM's tools at the install, which may
-			// first switch Node.js or the manager's version.
-			c.shared, c.archive = m, filepath.Join(share, m.File)
-			continue
-		}
-		start := time.Now()
-		n, err := d.extract(ctx, c, filepath.Join(share, m.File))
-		if err != nil {
-			if ctx.Err() != nil {
-				return restored
+		case c == modules:
+			fmt.Fprintf(d.log, "▸ cache %s: found (key %s): checked at the install\n", c.Name, short(c.shared.Key))
+		case maybeNoInstall && isStore(c.Name):
+			c.deferred = true
+			fmt.Fprintf(d.log, "▸ cache %s: found (key %s): restored if the install runs\n", c.Name, short(c.shared.Key))
+		default:
+			if d.restoreOne(ctx, c) {
+				restored++
 			}
-			fmt.Fprintf(d.log, "▸ warning: cache %s: the archive is unusable, building without it: %v\n", c.Name, err)
-			continue
 		}
-		c.restored = m.Key
-		restored++
-		how := ""
-		if m.Key != c.Key {
-			how = ", an older key: it is saved again after the build"
+		if ctx.Err() != nil {
+			return restored
 		}
-		fmt.Fprintf(d.log, "▸ cache %s: restored (key %s, %s in %s%s)\n", c.Name, short(m.Key), bytesize.SI(n), time.Since(start).Round(time.Millisecond), how)
 	}
 	return restored
+}
+
+// restoreDeferred restores the caches restore left for the install, which
+// runs after all. It reports how many were restored.
+func (d *depCaches) restoreDeferred(ctx context.Context) int {
+	if d == nil {
+		return 0
+	}
+	restored := 0
+	for _, c := range d.entries {
+		if c.deferred && ctx.Err() == nil {
+			c.deferred = false
+			if d.restoreOne(ctx, c) {
+				restored++
+			}
+		}
+	}
+	return restored
+}
+
+// restoreOne extracts the archive shared for c, reporting whether it did.
+func (d *depCaches) restoreOne(ctx context.Context, c *depCache) bool {
+	start := time.Now()
+	n, err := d.extract(ctx, c, c.archive)
+	if err != nil {
+		if ctx.Err() == nil {
+			fmt.Fprintf(d.log, "▸ warning: cache %s: the archive is unusable, building without it: %v\n", c.Name, err)
+		}
+		return false
+	}
+	c.restored = c.shared.Key
+	how := ""
+	if c.shared.Key != c.Key {
+		how = ", an older key: it is saved again after the build"
+	}
+	fmt.Fprintf(d.log, "▸ cache %s: restored (key %s, %s in %s%s)\n", c.Name, short(c.shared.Key), bytesize.SI(n), time.Since(start).Round(time.Millisecond), how)
+	return true
+}
+
+// isStore: the cache named name is a package manager's store.
+func isStore(name string) bool {
+	switch name {
+	case api.PackageManagerNPM, api.PackageManagerYarn, api.PackageManagerPNPM, api.PackageManagerBun:
+		return true
+	}
+	return false
 }
 
 // extract expands the archive of c into a scratch directory, then moves
@@ -375,9 +417,10 @@ func (d *depCaches) shareWritable(root string) error {
 // A cache that cannot be saved is a warning: the build succeeded.
 func (d *depCaches) save(ctx context.Context, sharedDir string) []SavedCache {
 	var saved []SavedCache
+	skipped := d.modules() != nil && d.modules().restored != ""
 	for _, c := range d.entries {
-		if c.restored == c.Key || ctx.Err() != nil {
-			continue
+		if c.restored == c.Key || ctx.Err() != nil || skipped && isStore(c.Name) {
+			continue // no install ran to add to a store
 		}
 		var stamp []byte
 		if c.Name == api.CacheNodeModules {

@@ -149,17 +149,24 @@ func TestCacheRoundTrip(t *testing.T) {
 	}
 }
 
-// TestNodeModulesCache runs the real managers: a cold build installs and
-// saves node_modules with its stamp; the agent accepts the archive (npm's
-// .bin links and pnpm's .pnpm layout stay inside the tree); the next
-// build with the same key and tools restores the tree, skips the install,
-// and finds it whole and writable; and it saves nothing. Another stamp,
-// an older key, a corrupt archive, or a tree the project already has each
-// make the install run; a tree linking outside itself is never saved.
+// TestNodeModulesCache runs the real managers with both caches a
+// single-package project gets, the manager's store and node_modules. A
+// cold build installs and saves both, node_modules with its stamp; the
+// agent accepts them (npm's and Yarn's .bin links, pnpm's .pnpm layout
+// stay inside the tree); the next build with the same keys and tools
+// restores the tree, skips the install, leaves the store alone, finds the
+// tree whole and writable, and saves nothing. A new package.json (another
+// node_modules key) installs from the restored store with the registry
+// unreachable, which fails without it. Another stamp, a corrupt archive
+// or a tree the project already has make the install run too.
 func TestNodeModulesCache(t *testing.T) {
 	path, _ := managers(t)
 	t.Setenv("PATH", path)
 	ctx := context.Background()
+	// No registry: every request goes to a closed port.
+	const dead = "http://127.0.0.1:9"
+	offline := []string{"HTTPS_PROXY=" + dead, "HTTP_PROXY=" + dead, "https_proxy=" + dead, "http_proxy=" + dead,
+		"npm_config_https_proxy=" + dead, "npm_config_proxy=" + dead, "npm_config_fetch_retries=0", "npm_config_network_concurrency=1"}
 	for _, c := range []struct {
 		pm, lockfile, install string
 	}{
@@ -178,56 +185,82 @@ func TestNodeModulesCache(t *testing.T) {
 			})
 			managerRun{t: t, root: src, env: env}.mustRun(Command{Argv: []string{c.pm, "install"}})
 			os.RemoveAll(filepath.Join(src, "node_modules"))
-			key := strings.Repeat("3a", 32)
-			spec := api.BuildSpec{
-				Project: api.Project{PackageManager: c.pm, Lockfile: c.lockfile},
-				Caches:  []api.CacheEntry{{Name: api.CacheNodeModules, Key: key, Paths: []string{"node_modules"}}},
+			key, storeKey := strings.Repeat("3a", 32), strings.Repeat("5c", 32)
+			spec := func(modulesKey string) api.BuildSpec {
+				return api.BuildSpec{
+					Project: api.Project{PackageManager: c.pm, Lockfile: c.lockfile},
+					Caches: []api.CacheEntry{{Name: c.pm, Key: storeKey, Paths: []string{api.CacheDirVar + "/" + c.pm}},
+						{Name: api.CacheNodeModules, Key: modulesKey, Paths: []string{"node_modules"}}},
+				}
 			}
-			// build installs (or restores) in a fresh copy of src, as a VM does.
-			build := func(spec api.BuildSpec, share string, mounts []CacheMount) (app string, d *depCaches, log *bytes.Buffer) {
+			// build installs (or restores) in a fresh copy of src, as a VM
+			// does, with the tools pointed at the VM's own cache directory.
+			build := func(spec api.BuildSpec, share string, mounts []CacheMount, extraEnv ...string) (string, *depCaches, string, error) {
 				t.Helper()
 				vm := t.TempDir()
-				app = filepath.Join(vm, "app")
+				app := filepath.Join(vm, "app")
 				if err := os.CopyFS(app, os.DirFS(src)); err != nil {
 					t.Fatal(err)
 				}
-				log = &bytes.Buffer{}
-				d = newDepCaches(spec, filepath.Join(vm, "cache"), vm, app, vm, log, nil)
-				d.restore(ctx, share, mounts)
+				var log bytes.Buffer
+				d := newDepCaches(spec, filepath.Join(vm, "cache"), vm, app, vm, &log, nil)
+				runEnv := mergeEnv(mergeEnv(env, d.env()...), extraEnv...)
 				p := &pipeline{tree: app, root: app, workDir: vm, spec: spec, caches: d, phase: func(string, int, string) {},
-					runner: &stepRunner{env: append(env, "npm_config_cache="+filepath.Join(vm, "npm")), out: log, grace: time.Second, drain: time.Second}}
-				if err := p.install(ctx); err != nil {
+					runner: &stepRunner{env: runEnv, out: &log, grace: time.Second, drain: time.Second}}
+				if d.restore(ctx, share, mounts) > 0 {
+					p.runner.env = d.restoredEnv(p.runner.env)
+				}
+				err := p.install(ctx)
+				return app, d, log.String(), err
+			}
+			mustBuild := func(spec api.BuildSpec, share string, mounts []CacheMount, extraEnv ...string) (string, *depCaches, string) {
+				t.Helper()
+				app, d, log, err := build(spec, share, mounts, extraEnv...)
+				if err != nil {
 					t.Fatalf("install: %v\n%s", err, log)
 				}
 				return app, d, log
 			}
 
-			_, d1, log1 := build(spec, t.TempDir(), nil)
-			if !strings.Contains(log1.String(), "▸ "+c.install) {
+			// Without a cache, the registry is needed: the proof below can fail.
+			if _, _, log, err := build(spec(key), t.TempDir(), nil, offline...); err == nil {
+				t.Fatalf("%s installed with no cache and no registry:\n%s", c.install, log)
+			}
+
+			_, d1, log1 := mustBuild(spec(key), t.TempDir(), nil)
+			if !strings.Contains(log1, "▸ "+c.install) {
 				t.Fatalf("the cold build did not install:\n%s", log1)
 			}
 			out := t.TempDir()
 			saved := d1.save(ctx, out)
-			if len(saved) != 1 || saved[0].Name != api.CacheNodeModules {
+			if len(saved) != 2 || saved[0].Name != c.pm || saved[1].Name != api.CacheNodeModules {
 				t.Fatalf("saved %+v\n%s", saved, log1)
 			}
 			store, err := cache.Open(filepath.Join(t.TempDir(), "caches"), 1<<30)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := store.Put("app", api.CacheNodeModules, key, filepath.Join(out, CacheOutDir, saved[0].File)); err != nil {
-				t.Fatalf("the agent refused the node_modules archive: %v", err)
+			for _, sv := range saved {
+				if err := store.Put("app", sv.Name, sv.Key, filepath.Join(out, CacheOutDir, sv.File)); err != nil {
+					t.Fatalf("the agent refused the %s archive: %v", sv.Name, err)
+				}
 			}
 			share := filepath.Join(t.TempDir(), "share")
-			mounted, err := store.Stage("app", spec.Caches, share)
-			if err != nil || len(mounted) != 1 {
+			mounted, err := store.Stage("app", spec(key).Caches, share)
+			if err != nil || len(mounted) != 2 {
 				t.Fatalf("stage: %+v %v", mounted, err)
 			}
-			mounts := []CacheMount{{Name: api.CacheNodeModules, Key: mounted[0].Key, File: mounted[0].File}}
+			var mounts []CacheMount
+			for _, m := range mounted {
+				mounts = append(mounts, CacheMount{Name: m.Name, Key: m.Key, File: m.File})
+			}
 
-			app2, d2, log2 := build(spec, share, mounts)
-			if !strings.Contains(log2.String(), "▸ node_modules restored from cache 3a3a3a3a3a3a…, "+c.install+" skipped") || strings.Contains(log2.String(), "▸ "+c.install) {
+			app2, d2, log2 := mustBuild(spec(key), share, mounts)
+			if !strings.Contains(log2, "▸ node_modules restored from cache 3a3a3a3a3a3a…, "+c.install+" skipped") || strings.Contains(log2, "▸ "+c.install) {
 				t.Fatalf("the warm build did not skip the install:\n%s", log2)
+			}
+			if !strings.Contains(log2, "▸ cache "+c.pm+": found (key 5c5c5c5c5c5c…): restored if the install runs") || strings.Contains(log2, "cache "+c.pm+": restored") {
+				t.Errorf("the store was restored for an install that did not run:\n%s", log2)
 			}
 			run := managerRun{t: t, root: app2, env: env}
 			if got := run.mustRun(Command{Argv: []string{"node", "-e", "process.stdout.write(require('semver').valid('1.2.3') + require('is-number')(7))"}}); got != "1.2.3true" {
@@ -240,22 +273,23 @@ func TestNodeModulesCache(t *testing.T) {
 				t.Errorf("the restored node_modules is not writable: %v", err)
 			}
 			if saved := d2.save(ctx, t.TempDir()); len(saved) != 0 {
-				t.Errorf("a restored tree was saved again: %+v", saved)
+				t.Errorf("a restored tree (or an unused store) was saved again: %+v", saved)
 			}
 
-			// Each of these installs instead, with the reason in the log.
-			stale := api.BuildSpec{Project: spec.Project, Caches: []api.CacheEntry{{Name: api.CacheNodeModules, Key: strings.Repeat("4b", 32), Paths: []string{"node_modules"}}}}
-			if _, _, log := build(stale, share, mounts); !strings.Contains(log.String(), "only an older key") || !strings.Contains(log.String(), "▸ "+c.install) {
-				t.Errorf("an older key:\n%s", log)
+			// A changed package.json: no node_modules under its key, so the
+			// store is restored and the install takes everything from it.
+			_, _, log3 := mustBuild(spec(strings.Repeat("4b", 32)), share, mounts, offline...)
+			if !strings.Contains(log3, "▸ cache "+c.pm+": restored (key 5c5c") || !strings.Contains(log3, "▸ "+c.install) {
+				t.Errorf("a new node_modules key with the store restored:\n%s", log3)
 			}
 			bad := t.TempDir()
-			writeFiles(t, bad, map[string]string{mounts[0].File: strings.Repeat("garbage", 100)})
-			if _, _, log := build(spec, bad, mounts); !strings.Contains(log.String(), "the archive is unusable") || !strings.Contains(log.String(), "▸ "+c.install) {
+			writeFiles(t, bad, map[string]string{api.CacheNodeModules + ".tar": strings.Repeat("garbage", 100)})
+			if _, _, log := mustBuild(spec(key), bad, mounts[1:]); !strings.Contains(log, "the archive is unusable") || !strings.Contains(log, "▸ "+c.install) {
 				t.Errorf("a corrupt archive:\n%s", log)
 			}
 			vm := t.TempDir()
 			var log bytes.Buffer
-			d := newDepCaches(spec, filepath.Join(vm, "cache"), vm, filepath.Join(vm, "app"), vm, &log, nil)
+			d := newDepCaches(spec(key), filepath.Join(vm, "cache"), vm, filepath.Join(vm, "app"), vm, &log, nil)
 			d.restore(ctx, share, mounts)
 			other := modulesStamp{Key: key, Node: "18.0.0", PackageManager: c.pm + " 1.0.0", OS: runtime.GOOS, Arch: runtime.GOARCH}
 			if got := d.restoreModules(ctx, other); got != "" || !strings.Contains(log.String(), "installed with node ") || !strings.Contains(log.String(), "this build has node 18.0.0") {
@@ -263,6 +297,11 @@ func TestNodeModulesCache(t *testing.T) {
 			}
 			if _, err := os.Lstat(filepath.Join(vm, "app", "node_modules")); err == nil {
 				t.Error("a discarded archive left node_modules behind")
+			}
+			os.MkdirAll(filepath.Join(vm, "app", "node_modules"), 0o755)
+			log.Reset()
+			if got := d.restoreModules(ctx, *d1.modules().stamp); got != "" || !strings.Contains(log.String(), "the project has node_modules already") {
+				t.Errorf("restored over the project's own node_modules:\n%s", log.String())
 			}
 		})
 	}

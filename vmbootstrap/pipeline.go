@@ -155,6 +155,9 @@ func (p *pipeline) install(ctx context.Context) error {
 			return nil
 		}
 	}
+	if p.caches.restoreDeferred(ctx) > 0 {
+		p.runner.env = p.caches.restoredEnv(p.runner.env)
+	}
 	if err := p.runner.run(ctx, p.command(install)); err != nil {
 		return err
 	}
