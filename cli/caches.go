@@ -42,11 +42,8 @@ func buildCaches(spec api.BuildSpec, workspaceRoot, appRoot string) ([]api.Cache
 		out = append(out, api.CacheEntry{Name: name, Key: cacheKey(spec, name, content, c.Key, paths), Paths: paths})
 	}
 	if c.CacheDefaultPaths == nil || *c.CacheDefaultPaths {
-		// npm and Bun only, for now: pointing Yarn's and pnpm's caches at
-		// an empty work-tree folder made their installs fetch from their
-		// own registries' hosts (registry.yarnpkg.com) instead of the
-		// lockfile's, which the test farm's network does not reach.
-		if pm == "npm" || pm == "bun" {
+		switch pm {
+		case api.PackageManagerNPM, api.PackageManagerYarn, api.PackageManagerPNPM, api.PackageManagerBun:
 			add(pm, lock, api.CacheDirVar+"/"+pm)
 		}
 		if paths := nodeModulesPaths(spec, workspaceRoot); paths != nil {

@@ -160,37 +160,50 @@ func TestCacheRoundTrip(t *testing.T) {
 // unreachable, which fails without it. Another stamp, a corrupt archive
 // or a tree the project already has make the install run too.
 func TestNodeModulesCache(t *testing.T) {
-	path, _ := managers(t)
+	path, berry := managers(t)
 	t.Setenv("PATH", path)
 	ctx := context.Background()
 	// No registry: every request goes to a closed port.
 	const dead = "http://127.0.0.1:9"
 	offline := []string{"HTTPS_PROXY=" + dead, "HTTP_PROXY=" + dead, "https_proxy=" + dead, "http_proxy=" + dead,
-		"npm_config_https_proxy=" + dead, "npm_config_proxy=" + dead, "npm_config_fetch_retries=0", "npm_config_network_concurrency=1"}
+		"npm_config_https_proxy=" + dead, "npm_config_proxy=" + dead, "npm_config_fetch_retries=0", "npm_config_network_concurrency=1",
+		"YARN_ENABLE_NETWORK=0"} // Yarn Berry: no network
 	for _, c := range []struct {
-		pm, lockfile, install string
+		name, pm, lockfile, install string
+		berry                       bool
 	}{
-		{"npm", "package-lock.json", "npm ci"},
-		{"pnpm", "pnpm-lock.yaml", "pnpm install"},
-		{"yarn", "yarn.lock", "yarn install"},
+		{"npm", "npm", "package-lock.json", "npm ci", false},
+		{"pnpm", "pnpm", "pnpm-lock.yaml", "pnpm install", false},
+		{"yarn", "yarn", "yarn.lock", "yarn install", false},
+		{"yarn-berry", "yarn", "yarn.lock", "yarn install", true},
 	} {
-		t.Run(c.pm, func(t *testing.T) {
+		t.Run(c.name, func(t *testing.T) {
 			hostCache := t.TempDir()
 			env := append(os.Environ(), "CI=1", "npm_config_cache="+filepath.Join(hostCache, "npm"),
-				"npm_config_store_dir="+filepath.Join(hostCache, "pnpm"), "YARN_CACHE_FOLDER="+filepath.Join(hostCache, "yarn"))
+				"npm_config_store_dir="+filepath.Join(hostCache, "pnpm"), "YARN_CACHE_FOLDER="+filepath.Join(hostCache, "yarn"),
+				"YARN_GLOBAL_FOLDER="+filepath.Join(hostCache, "berry")) // Berry's mirror, else shared with other runs
 			src := t.TempDir()
-			writeFiles(t, src, map[string]string{
+			files := map[string]string{
 				"package.json": `{"name":"app","version":"1.0.0","private":true,"dependencies":{"is-number":"7.0.0","semver":"7.6.3"}}`,
 				".yarnrc":      "registry \"https://registry.npmjs.org\"\n",
-			})
-			managerRun{t: t, root: src, env: env}.mustRun(Command{Argv: []string{c.pm, "install"}})
-			os.RemoveAll(filepath.Join(src, "node_modules"))
+			}
+			modulesPaths := []string{"node_modules"}
+			if c.berry {
+				delete(files, ".yarnrc")
+				files[".yarnrc.yml"] = "yarnPath: " + berry + "\nnodeLinker: node-modules\nnpmRegistryServer: \"https://registry.npmjs.org\"\nenableTelemetry: false\n"
+				modulesPaths = append(modulesPaths, ".yarn/install-state.gz")
+			}
+			writeFiles(t, src, files)
+			managerRun{t: t, root: src, env: append(env, "YARN_ENABLE_IMMUTABLE_INSTALLS=false")}.mustRun(Command{Argv: []string{c.pm, "install"}})
+			for _, p := range modulesPaths {
+				os.RemoveAll(filepath.Join(src, p))
+			}
 			key, storeKey := strings.Repeat("3a", 32), strings.Repeat("5c", 32)
 			spec := func(modulesKey string) api.BuildSpec {
 				return api.BuildSpec{
-					Project: api.Project{PackageManager: c.pm, Lockfile: c.lockfile},
+					Project: api.Project{PackageManager: c.pm, Lockfile: c.lockfile, YarnBerry: c.berry},
 					Caches: []api.CacheEntry{{Name: c.pm, Key: storeKey, Paths: []string{api.CacheDirVar + "/" + c.pm}},
-						{Name: api.CacheNodeModules, Key: modulesKey, Paths: []string{"node_modules"}}},
+						{Name: api.CacheNodeModules, Key: modulesKey, Paths: modulesPaths}},
 				}
 			}
 			// build installs (or restores) in a fresh copy of src, as a VM
@@ -204,7 +217,7 @@ func TestNodeModulesCache(t *testing.T) {
 				}
 				var log bytes.Buffer
 				d := newDepCaches(spec, filepath.Join(vm, "cache"), vm, app, vm, &log, nil)
-				runEnv := mergeEnv(mergeEnv(env, d.env()...), extraEnv...)
+				runEnv := mergeEnv(mergeEnv(env, d.env()...), append(extraEnv, "YARN_GLOBAL_FOLDER="+filepath.Join(vm, "berry"))...)
 				p := &pipeline{tree: app, root: app, workDir: vm, spec: spec, caches: d, phase: func(string, int, string) {},
 					runner: &stepRunner{env: runEnv, out: &log, grace: time.Second, drain: time.Second}}
 				if d.restore(ctx, share, mounts) > 0 {
