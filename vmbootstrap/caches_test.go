@@ -26,13 +26,7 @@ func TestCacheRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	key := strings.Repeat("1f", 32)
 	spec := api.BuildSpec{Caches: []api.CacheEntry{{Name: "npm", Key: key, Paths: []string{api.CacheDirVar + "/npm", "vendor/cache"}}}}
-	write := func(p, body string) {
-		t.Helper()
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(p, body string) { t.Helper(); writeFile(t, p, body) }
 
 	// The first build: a cold install filled the npm cache and the vendor dir.
 	vm1 := t.TempDir()
@@ -193,7 +187,9 @@ func TestNodeModulesCache(t *testing.T) {
 				files[".yarnrc.yml"] = "yarnPath: " + berry + "\nnodeLinker: node-modules\nnpmRegistryServer: \"https://registry.npmjs.org\"\nenableTelemetry: false\n"
 				modulesPaths = append(modulesPaths, ".yarn/install-state.gz")
 			}
-			writeFiles(t, src, files)
+			for name, body := range files {
+				writeFile(t, filepath.Join(src, name), body)
+			}
 			managerRun{t: t, root: src, env: append(env, "YARN_ENABLE_IMMUTABLE_INSTALLS=false")}.mustRun(Command{Argv: []string{c.pm, "install"}})
 			for _, p := range modulesPaths {
 				os.RemoveAll(filepath.Join(src, p))
@@ -296,7 +292,7 @@ func TestNodeModulesCache(t *testing.T) {
 				t.Errorf("a new node_modules key with the store restored:\n%s", log3)
 			}
 			bad := t.TempDir()
-			writeFiles(t, bad, map[string]string{api.CacheNodeModules + ".tar": strings.Repeat("garbage", 100)})
+			writeFile(t, filepath.Join(bad, api.CacheNodeModules+".tar"), strings.Repeat("garbage", 100))
 			if _, _, log := mustBuild(spec(key), bad, mounts[1:]); !strings.Contains(log, "the archive is unusable") || !strings.Contains(log, "▸ "+c.install) {
 				t.Errorf("a corrupt archive:\n%s", log)
 			}
@@ -325,7 +321,8 @@ func TestNodeModulesCache(t *testing.T) {
 // the package), while the npm cache's archive just leaves such links out.
 func TestNodeModulesLinkingOut(t *testing.T) {
 	app := t.TempDir()
-	writeFiles(t, app, map[string]string{"tools/cli/package.json": `{"name":"cli"}`, "node_modules/is-number/index.js": "module.exports = 1"})
+	writeFile(t, filepath.Join(app, "tools", "cli", "package.json"), `{"name":"cli"}`)
+	writeFile(t, filepath.Join(app, "node_modules", "is-number", "index.js"), "module.exports = 1")
 	if err := os.Symlink("../tools/cli", filepath.Join(app, "node_modules", "cli")); err != nil {
 		t.Fatal(err)
 	}
@@ -338,15 +335,11 @@ func TestNodeModulesLinkingOut(t *testing.T) {
 	}
 }
 
-func writeFiles(t *testing.T, root string, files map[string]string) {
+// writeFile writes p, making its directory.
+func writeFile(t *testing.T, p, body string) {
 	t.Helper()
-	for name, body := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
