@@ -44,6 +44,10 @@ func (p *pipeline) run(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	if pkg.customBuild() {
+		// The project installs by itself: its store, never node_modules.
+		if p.caches.restoreDeferred(ctx) > 0 {
+			p.runner.env = p.caches.restoredEnv(p.runner.env)
+		}
 		return p.custom(ctx)
 	}
 	build := p.android

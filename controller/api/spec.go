@@ -69,9 +69,9 @@ type CacheEntry struct {
 	// CacheNodeModules), pods, gradle or custom (eas.json cache.paths).
 	Name string `json:"name"`
 	// Key is the hex SHA-256 over the project name, the platform, Name,
-	// the package manager and the hash of the file that decides the
-	// cache's content (the lockfile, Podfile.lock, the Gradle files) and
-	// eas.json cache.key. The project is part of the key, and the worker
+	// the package manager and the hash of the files that decide the
+	// cache's content (the lockfile, with package.json for node_modules;
+	// Podfile.lock; the Gradle files) and eas.json cache.key. The project is part of the key, and the worker
 	// files caches under the build's project too, so no project's build
 	// can read another's cache.
 	Key string `json:"key"`
