@@ -577,19 +577,23 @@ func TestEndToEndDrain(t *testing.T) {
 	f.noBuildVMs()
 }
 
-// registryAllow is the npm registry's IPv4 addresses as /32s, for
-// --softnet-allow ("" when it does not resolve).
+// registryAllow is the IPv4 addresses of the npm registry and of Yarn's
+// (the host a Yarn 1 lockfile names in every `resolved` URL, which Yarn
+// fetches as written whatever the registry setting) as /32s, for
+// --softnet-allow ("" when neither resolves).
 func registryAllow(t testing.TB) string {
 	t.Helper()
-	ips, err := net.LookupIP("registry.npmjs.org")
-	if err != nil {
-		t.Logf("the npm registry does not resolve (%v): no --softnet-allow for it", err)
-		return ""
-	}
 	var cidrs []string
-	for _, ip := range ips {
-		if v4 := ip.To4(); v4 != nil {
-			cidrs = append(cidrs, v4.String()+"/32")
+	for _, host := range []string{"registry.npmjs.org", "registry.yarnpkg.com"} {
+		ips, err := net.LookupIP(host)
+		if err != nil {
+			t.Logf("%s does not resolve (%v): no --softnet-allow for it", host, err)
+			continue
+		}
+		for _, ip := range ips {
+			if v4 := ip.To4(); v4 != nil && !slices.Contains(cidrs, v4.String()+"/32") {
+				cidrs = append(cidrs, v4.String()+"/32")
+			}
 		}
 	}
 	return strings.Join(cidrs, ",")
