@@ -16,7 +16,7 @@ var funcs = template.FuncMap{
 	"when":     when,
 	"took":     took,
 	"bytes":    bytesize.IEC,
-	"short":    func(id string) string { return id[:min(len(id), 10)] },
+	"short":    short,
 	"short7":   func(commit string) string { return commit[:min(len(commit), 7)] },
 	"deref":    func(s *string) string { return orEmpty(s) },
 	"terminal": func(s api.BuildStatus) bool { return s.Terminal() },
