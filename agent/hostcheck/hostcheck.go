@@ -63,11 +63,11 @@ type Config struct {
 	Platforms []string
 	// Local is the host's toolchain when builds run on it (the local
 	// driver); nil with Tart.
-	Local *Toolchain
-	DataDir   string // the disk that holds build scratch space
-	MinFree   uint64 // bytes; less free space fails the disk check
-	HTTP      *http.Client
-	Timeout   time.Duration // per network check
+	Local   *Toolchain
+	DataDir string // the disk that holds build scratch space
+	MinFree uint64 // bytes; less free space fails the disk check
+	HTTP    *http.Client
+	Timeout time.Duration // per network check
 	// Insecure: the owner allowed a plain-http controller on another
 	// machine (--insecure); otherwise such a URL fails the controller check.
 	Insecure bool

@@ -25,7 +25,7 @@ type Toolchain struct {
 // ThisHost is the toolchain of the machine this runs on.
 func ThisHost() Toolchain {
 	return Toolchain{GOOS: runtime.GOOS, LookPath: exec.LookPath, Getenv: os.Getenv,
-		IsDir: func(p string) bool { fi, err := os.Stat(p); return err == nil && fi.IsDir() },
+		IsDir:  func(p string) bool { fi, err := os.Stat(p); return err == nil && fi.IsDir() },
 		IsFile: func(p string) bool { fi, err := os.Stat(p); return err == nil && fi.Mode().IsRegular() }}
 }
 
