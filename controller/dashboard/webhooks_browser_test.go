@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -100,4 +101,50 @@ func TestBrowserWebhooks(t *testing.T) {
 		t.Fatalf("after delete: %+v %v", list, err)
 	}
 	c.screenshot("webhook-deleted")
+}
+
+// The webhook actions are an admin's, each behind the session's CSRF token.
+func TestWebhookActionsNeedAdminAndCSRF(t *testing.T) {
+	t.Parallel()
+	f := newFarm(t)
+	add := url.Values{"url": {"https://chat.example.com/hooks"}, "events": {"build.*"}}
+	dev := f.browser()
+	dev.mustLogin(f.devKey)
+	devForm := url.Values{"csrf": {dev.get("/builds").csrf(t)}, "url": add["url"], "events": add["events"]}
+	if p := dev.post("/webhooks", devForm); p.status != http.StatusForbidden {
+		t.Errorf("a developer adding a webhook: want 403, got %d", p.status)
+	}
+	admin := f.browser()
+	admin.mustLogin(f.adminKey)
+	if p := admin.post("/webhooks", add); p.status != http.StatusForbidden || !strings.Contains(p.body, "security token") {
+		t.Errorf("adding without the token: want 403, got %d", p.status)
+	}
+	token := admin.get("/webhooks").csrf(t)
+	form := url.Values{"csrf": {token}, "url": add["url"], "events": add["events"]}
+	p := admin.post("/webhooks", form)
+	if p.status != http.StatusCreated || !strings.Contains(p.body, "whsec_") {
+		t.Fatalf("adding: want 201 with the secret, got %d: %.500s", p.status, p.body)
+	}
+	list, err := f.admin.ListWebhooks(t.Context())
+	if err != nil || len(list.Webhooks) != 1 {
+		t.Fatalf("after adding: %+v %v", list, err)
+	}
+	id := list.Webhooks[0].ID
+	for _, action := range []string{"/ping", "/delete"} {
+		if p := admin.post("/webhooks/"+id+action, url.Values{}); p.status != http.StatusForbidden {
+			t.Errorf("%s without the token: want 403, got %d", action, p.status)
+		}
+		if p := admin.post("/webhooks/no-such-hook"+action, url.Values{"csrf": {token}}); p.status != http.StatusNotFound {
+			t.Errorf("%s of an unknown webhook: want 404, got %d", action, p.status)
+		}
+	}
+	if p := admin.post("/webhooks/"+id+"/ping", url.Values{"csrf": {token}}); p.status != http.StatusSeeOther || p.header.Get("Location") != "/webhooks/"+id {
+		t.Errorf("ping: want 303 to the delivery log, got %d %q", p.status, p.header.Get("Location"))
+	}
+	if p := admin.post("/webhooks/"+id+"/delete", url.Values{"csrf": {token}}); p.status != http.StatusSeeOther {
+		t.Errorf("delete: want 303, got %d", p.status)
+	}
+	if list, err := f.admin.ListWebhooks(t.Context()); err != nil || len(list.Webhooks) != 0 {
+		t.Errorf("after delete: %+v %v", list, err)
+	}
 }
