@@ -1,6 +1,7 @@
 package hostcheck
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -8,6 +9,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
 )
@@ -20,14 +22,25 @@ type Toolchain struct {
 	Getenv   func(string) string
 	IsDir    func(string) bool
 	IsFile   func(string) bool
+	// Succeeds runs a command and reports whether it exited 0.
+	Succeeds func(name string, args ...string) bool
 }
 
 // ThisHost is the toolchain of the machine this runs on.
 func ThisHost() Toolchain {
 	return Toolchain{GOOS: runtime.GOOS, LookPath: exec.LookPath, Getenv: os.Getenv,
 		IsDir:  func(p string) bool { fi, err := os.Stat(p); return err == nil && fi.IsDir() },
-		IsFile: func(p string) bool { fi, err := os.Stat(p); return err == nil && fi.Mode().IsRegular() }}
+		IsFile: func(p string) bool { fi, err := os.Stat(p); return err == nil && fi.Mode().IsRegular() },
+		Succeeds: func(name string, args ...string) bool {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return exec.CommandContext(ctx, name, args...).Run() == nil
+		}}
 }
+
+// macJavaStub is macOS's java on every Mac: without a JDK installed it
+// only says to install one.
+const macJavaStub = "/usr/bin/java"
 
 // lack is why the host cannot build a platform, and what fixes it.
 type lack struct{ why, fix string }
@@ -57,6 +70,10 @@ func (t Toolchain) androidLack() *lack {
 		java = filepath.Join(home, "bin", "java")
 	} else if p, err := t.LookPath("java"); err == nil {
 		java = p
+		// macOS's stub stands in for a JDK only when java_home finds one.
+		if t.GOOS == "darwin" && p == macJavaStub && !t.Succeeds("/usr/libexec/java_home") {
+			java = ""
+		}
 	}
 	if java == "" {
 		missing = append(missing, "no JDK (java is not on the PATH and JAVA_HOME names none)")

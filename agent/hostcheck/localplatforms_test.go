@@ -22,6 +22,10 @@ func fakeHost(goos string, env map[string]string, tools ...string) Toolchain {
 		Getenv: func(k string) string { return env[k] },
 		IsDir:  func(p string) bool { return strings.HasSuffix(p, "sdk") },
 		IsFile: func(p string) bool { return strings.HasPrefix(p, "/jdk/") },
+		// java_home finds a JDK when JAVA_HOME would name one.
+		Succeeds: func(name string, _ ...string) bool {
+			return name == "/usr/libexec/java_home" && env["JDK_INSTALLED"] != ""
+		},
 	}
 }
 
@@ -56,8 +60,10 @@ func TestLocalPlatforms(t *testing.T) {
 			[]string{"not ios: builds run on this Mac, which has no xcodebuild", "not android"}, "xcode-select"},
 		{"mac with Xcode only", nil, fakeHost("darwin", nil, "xcodebuild"), []string{"ios"}, Warn,
 			[]string{"building ios", "not android: this host has no JDK"}, "ANDROID_HOME"},
-		{"mac with both", nil, fakeHost("darwin", sdk, "xcodebuild", "java"), []string{"ios", "android"}, OK,
-			[]string{"building ios, android on this host"}, ""},
+		{"mac with both", nil, fakeHost("darwin", map[string]string{"ANDROID_HOME": "/opt/sdk", "JDK_INSTALLED": "1"}, "xcodebuild", "java"),
+			[]string{"ios", "android"}, OK, []string{"building ios, android on this host"}, ""},
+		{"mac whose java is Apple's stub, no JDK", nil, fakeHost("darwin", sdk, "xcodebuild", "java"), []string{"ios"}, Warn,
+			[]string{"not android: this host has no JDK"}, ""},
 	} {
 		got, r := LocalPlatforms(c.configured, c.host)
 		if !slices.Equal(got, c.want) || r.Severity != c.severity || r.ID != IDPlatforms || !strings.Contains(r.Fix, c.fix) {
