@@ -2,6 +2,7 @@ package dashboard
 
 import (
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -116,7 +117,7 @@ func (d *Dashboard) webhookDeliveries(w http.ResponseWriter, r *http.Request, s 
 		}
 	}
 	d.render(w, r, "deliveries", http.StatusOK, view{Title: "Webhook deliveries", Nav: "webhooks", Session: s,
-		Stream: "/ui/stream", Data: v})
+		Stream: "/ui/stream?webhook=" + url.QueryEscape(id), Data: v})
 }
 
 func (d *Dashboard) redeliver(w http.ResponseWriter, r *http.Request, s *session) {

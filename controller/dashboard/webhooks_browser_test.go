@@ -32,13 +32,21 @@ func TestBrowserWebhooks(t *testing.T) {
 	c := newChrome(t)
 	var mu sync.Mutex
 	var got []received
+	// The receiver answers once the page has shown the ping pending: the
+	// outcome must then arrive live, without a reload.
+	answer := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 		mu.Lock()
 		got = append(got, received{header: r.Header.Clone(), body: body})
 		mu.Unlock()
+		select {
+		case <-answer:
+		case <-r.Context().Done():
+		}
 	}))
 	defer srv.Close()
+	defer closeOnce(answer)
 
 	c.login(f.url, f.adminKey)
 	c.run("open the webhooks", chromedp.Navigate(f.url+"/webhooks"), chromedp.WaitVisible(chromedp.CSS("#hook-url")))
@@ -75,10 +83,17 @@ func TestBrowserWebhooks(t *testing.T) {
 	c.run("test the endpoint", chromedp.Click(chromedp.CSS(`form[action="/webhooks/`+hook.ID+`/ping"] button`)))
 	c.until("the delivery log opens", `location.pathname === "/webhooks/`+hook.ID+`"`)
 	c.synced()
+	c.until("the ping shows pending while the receiver holds it", `(function () {
+		var r = document.querySelector('tr[data-status="pending"]');
+		return r !== null && r.textContent.includes("ping");
+	})()`)
+	c.markPage()
+	closeOnce(answer)
 	c.until("the ping shows delivered in the log", `(function () {
 		var r = document.querySelector('tr[data-status="delivered"]');
 		return r !== null && r.textContent.includes("ping") && r.textContent.includes("HTTP 200");
 	})()`)
+	c.wantSamePage("the delivery log while the ping was answered")
 	c.screenshot("webhook-ping")
 	mu.Lock()
 	reqs := append([]received(nil), got...)
@@ -146,5 +161,14 @@ func TestWebhookActionsNeedAdminAndCSRF(t *testing.T) {
 	}
 	if list, err := f.admin.ListWebhooks(t.Context()); err != nil || len(list.Webhooks) != 0 {
 		t.Errorf("after delete: %+v %v", list, err)
+	}
+}
+
+// closeOnce closes ch unless it is closed already.
+func closeOnce(ch chan struct{}) {
+	select {
+	case <-ch:
+	default:
+		close(ch)
 	}
 }
