@@ -269,6 +269,7 @@ func (s *Server) routes() {
 		m.HandleFunc("POST /api/webhooks", s.admin(s.createWebhook))
 		m.HandleFunc("GET /api/webhooks", s.admin(s.listWebhooks))
 		m.HandleFunc("DELETE /api/webhooks/{id}", s.admin(s.deleteWebhook))
+		m.HandleFunc("POST /api/webhooks/{id}/ping", s.admin(s.pingWebhook))
 		m.HandleFunc("GET /api/webhooks/{id}/deliveries", s.admin(s.webhookDeliveries))
 		m.HandleFunc("POST /api/webhooks/{id}/deliveries/{delivery_id}/redeliver", s.admin(s.redeliverWebhook))
 	}

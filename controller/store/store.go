@@ -287,7 +287,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // appends to the audit log. The notification is deliberately small:
 // listeners re-read state they care about.
 type Change struct {
-	Kind     string `json:"k"`           // "build", "worker", "controller", "project", "log" or "events" (sealed up to sequence ID)
+	Kind     string `json:"k"`           // "build", "worker", "controller", "project", "log", "events" (sealed up to sequence ID) or KindWebhook
 	ID       string `json:"id"`          // entity id
 	Status   string `json:"s,omitempty"` // new status
 	Platform string `json:"p,omitempty"` // set for builds
@@ -295,6 +295,11 @@ type Change struct {
 	Event  string         `json:"-"` // audit event type; default Kind + "." + Status
 	Detail map[string]any `json:"-"` // audit payload beside status and platform
 }
+
+// KindWebhook is the Kind of the notification that one of webhook
+// endpoint ID's deliveries was attempted (controller/webhooks sends it; it
+// is no audit event).
+const KindWebhook = "webhook"
 
 // ChangeClaimable reports whether a change made a build claimable now.
 func (c Change) Claimable() bool { return c.Kind == "build" && c.Status == "pending" }
