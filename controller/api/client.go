@@ -671,3 +671,11 @@ func (c *Client) RedeliverWebhook(ctx context.Context, id, deliveryID string) (W
 	err := c.call(ctx, http.MethodPost, "/api/webhooks/"+url.PathEscape(id)+"/deliveries/"+url.PathEscape(deliveryID)+"/redeliver", nil, &out, nil)
 	return out, err
 }
+
+// PingWebhook queues a test delivery of event type "ping" to one endpoint
+// only; it shows in that endpoint's delivery log (admin).
+func (c *Client) PingWebhook(ctx context.Context, id string) (WebhookDelivery, error) {
+	var out WebhookDelivery
+	err := c.call(ctx, http.MethodPost, "/api/webhooks/"+url.PathEscape(id)+"/ping", nil, &out, nil)
+	return out, err
+}

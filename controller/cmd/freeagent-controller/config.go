@@ -110,6 +110,13 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 		return nil, nil, usageError{fmt.Errorf("--webhook-allow: %w", err)}
 	}
 	cfg.Serve.Webhooks.Allow = allow
+	// On the command line 0 turns a rate limit off; serve reads a zero as
+	// "the default" and Off as off.
+	for _, r := range []*float64{&cfg.Serve.Limits.RatePerKey, &cfg.Serve.Limits.AuthFailuresPerIP} {
+		if *r == 0 {
+			*r = httpapi.Off
+		}
+	}
 	// A new worker token may ride on a long poll's answer: it is not taken
 	// as lost (and displaced by the previous one) before that answer could arrive.
 	cfg.Serve.Store.TokenDeliveryGrace = max(cfg.Serve.Store.TokenDeliveryGrace, cfg.Serve.Limits.PollMaxWait+15*time.Second)

@@ -9,9 +9,7 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -127,7 +125,7 @@ func loadConfigEnv(cmd string, args []string, lookupEnv func(string) (string, bo
 		o.String(&cfg.HostAddress, "host-address", "FREEAGENT_HOST_ADDRESS", "192.168.64.1", "this host's address on Tart's network (replaces a loopback controller URL inside VMs)")
 		o.String(&cfg.Bootstrap, "bootstrap", "FREEAGENT_BOOTSTRAP", defaultBootstrap(), "the freeagent-vm binary copied into every build")
 		o.String(&cfg.Name, "name", "FREEAGENT_WORKER_NAME", "", "worker name shown on the controller (default: host name)")
-		o.String(&cfg.Platforms, "platforms", "FREEAGENT_PLATFORMS", "", "platforms this worker builds, e.g. ios,android (default: what the VM template was built for, else ios,android)")
+		o.String(&cfg.Platforms, "platforms", "FREEAGENT_PLATFORMS", "", "platforms this worker builds, e.g. ios,android (default: what the VM template was built for, else ios,android; with the local driver, what this host has the tools for: Xcode for ios, a JDK and ANDROID_HOME for android)")
 		o.String(&cfg.Pool, "pool", "FREEAGENT_POOL", api.DefaultPool, "the worker pool this worker joins; an admin decides which pools are trusted with signing credentials and which projects use them")
 		o.Int(&cfg.MaxBuilds, "max-builds", "FREEAGENT_MAX_BUILDS", defaultMaxBuilds, 0, "concurrent builds (at most 2 with tart: Apple's licence)")
 		o.Int(&cfg.CPU, "cpu", "FREEAGENT_CPU", 0, 0, "CPU cores per VM (0: the template's)")
@@ -217,7 +215,8 @@ func (c *Config) insecureWarning() string {
 // capabilities is what the worker advertises. With Tart, the platforms are
 // limited to what the template builds (hostcheck.Platforms); with the local
 // driver, to what this host builds (hostcheck.LocalPlatforms: no iOS
-// without macOS and Xcode); log hears why when that differs from the
+// without macOS and Xcode, no Android without a JDK and an Android SDK
+// unless --platforms names it); log hears why when that differs from the
 // setting.
 func (c *Config) capabilities(log logrus.FieldLogger) api.Capabilities {
 	caps := api.Capabilities{CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver},
@@ -239,7 +238,7 @@ func (c *Config) capabilities(log logrus.FieldLogger) api.Capabilities {
 			caps.TartVersion = v
 		}
 	case "local":
-		ps, r = hostcheck.LocalPlatforms(ps, runtime.GOOS, exec.LookPath)
+		ps, r = hostcheck.LocalPlatforms(ps, hostcheck.ThisHost())
 	default:
 		if len(ps) == 0 {
 			ps = hostcheck.DefaultPlatforms
@@ -364,8 +363,12 @@ func (c *Config) hostGate(log logrus.FieldLogger) *hostsignals.Gate {
 func (c *Config) hostChecks(store secrets.Store) hostcheck.Config {
 	hc := hostcheck.Config{ControllerURL: c.ControllerURL, APIKey: c.APIKey, KeyStore: store,
 		DataDir: c.DataDir, MinFree: uint64(c.MinFreeGB) << 30, Platforms: c.platforms(), Insecure: c.Insecure || c.Solo}
-	if c.VMDriver == "tart" {
+	switch c.VMDriver {
+	case "tart":
 		hc.Tart = c.tartDriver(logrus.New())
+	case "local":
+		host := hostcheck.ThisHost()
+		hc.Local = &host
 	}
 	hc.Host = c.hostGate(logrus.New())
 	return hc
