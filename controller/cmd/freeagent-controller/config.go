@@ -110,12 +110,15 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 		return nil, nil, usageError{fmt.Errorf("--webhook-allow: %w", err)}
 	}
 	cfg.Serve.Webhooks.Allow = allow
-	// On the command line 0 turns a rate limit off; serve reads a zero as
-	// "the default" and Off as off.
+	// On the command line 0 turns a rate limit or the artifact cap off;
+	// serve reads a zero as "the default" and Off as off.
 	for _, r := range []*float64{&cfg.Serve.Limits.RatePerKey, &cfg.Serve.Limits.AuthFailuresPerIP} {
 		if *r == 0 {
 			*r = httpapi.Off
 		}
+	}
+	if cfg.Serve.Limits.ArtifactsPerBuild == 0 {
+		cfg.Serve.Limits.ArtifactsPerBuild = httpapi.Off
 	}
 	// A new worker token may ride on a long poll's answer: it is not taken
 	// as lost (and displaced by the previous one) before that answer could arrive.
