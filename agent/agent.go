@@ -310,6 +310,9 @@ func (a *Agent) register(ctx context.Context) error {
 			return fmt.Errorf("the controller refused the API key (%w); check the key", err)
 		}
 		if !api.Transient(err) {
+			// A 4xx other than the key's (a wrong URL's 404, say) does not
+			// heal by retrying: the owner is told, as for a refused key.
+			a.setState(StateNeedsAttention, fmt.Sprintf("the controller refused the registration: %v; check the controller URL with `freeagent setup`", err))
 			return fmt.Errorf("registration refused: %w", err)
 		}
 		d := b.Next()
