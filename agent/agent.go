@@ -92,6 +92,9 @@ type Agent struct {
 	// hostFullUntil, or until one of this agent's own VMs ends.
 	vmLimit       *api.BackoffSequence
 	hostFullUntil time.Time
+	// reports owns the cache reports sent after a registration; Run waits
+	// for them before it returns.
+	reports sync.WaitGroup
 }
 
 // New returns an agent; Run starts it.
@@ -166,6 +169,7 @@ func (a *Agent) CancelBuilds() {
 
 // Run registers, polls and runs builds until ctx ends or a drain completes.
 func (a *Agent) Run(ctx context.Context) error {
+	defer a.reports.Wait()
 	if err := a.driver.Cleanup(ctx); err != nil {
 		a.log.WithError(err).Warn("could not clean up environments left by a previous run")
 	}
@@ -298,7 +302,7 @@ func (a *Agent) register(ctx context.Context) error {
 			a.log.WithFields(logrus.Fields{"worker": resp.ID, "status": resp.Status}).Info("registered with the controller")
 			a.pauseChanged() // a new instance starts unpaused on the controller: say how it stands
 			a.setOnline()
-			go a.reportCache(ctx)
+			a.reports.Go(func() { a.reportCache(ctx) })
 			return nil
 		}
 		if ctx.Err() != nil {
