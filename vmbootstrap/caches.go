@@ -15,6 +15,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // cacheLimits bound what a shared cache archive may expand to: the host
@@ -112,7 +113,7 @@ func (d *depCaches) restoredEnv(env []string) []string {
 // restore extracts the archive shared for each cache into its paths. A
 // cache whose archive is unusable is a miss with a warning: the build goes
 // on cold. It reports how many caches were restored.
-func (d *depCaches) restore(ctx context.Context, share string, mounts []CacheMount) int {
+func (d *depCaches) restore(ctx context.Context, share string, mounts []vmshare.CacheMount) int {
 	if err := os.MkdirAll(d.root, 0o770); err != nil {
 		fmt.Fprintf(d.log, "▸ warning: cannot create the cache directory, building without caches: %v\n", err)
 		return 0
@@ -124,7 +125,7 @@ func (d *depCaches) restore(ctx context.Context, share string, mounts []CacheMou
 	}
 	restored := 0
 	for _, c := range d.entries {
-		var m *CacheMount
+		var m *vmshare.CacheMount
 		for i := range mounts {
 			if mounts[i].Name == c.Name && mounts[i].File == filepath.Base(mounts[i].File) {
 				m = &mounts[i]
@@ -231,24 +232,24 @@ func (d *depCaches) shareWritable(root string) error {
 }
 
 // save writes, after a successful build, an archive of each cache whose
-// exact key was not restored into sharedDir/CacheOutDir and returns them.
+// exact key was not restored into vmshare.CacheOutDir in sharedDir and returns them.
 // A cache that cannot be saved is a warning: the build succeeded.
-func (d *depCaches) save(ctx context.Context, sharedDir string) []SavedCache {
-	var saved []SavedCache
+func (d *depCaches) save(ctx context.Context, sharedDir string) []vmshare.SavedCache {
+	var saved []vmshare.SavedCache
 	for _, c := range d.entries {
 		if c.restored == c.Key || ctx.Err() != nil {
 			continue
 		}
 		start := time.Now()
 		file := c.Name + ".tar"
-		n, err := writeCacheArchive(filepath.Join(sharedDir, CacheOutDir), file, c.paths)
+		n, err := writeCacheArchive(filepath.Join(sharedDir, vmshare.CacheOutDir), file, c.paths)
 		switch {
 		case errors.Is(err, errNothingToCache):
 			fmt.Fprintf(d.log, "▸ cache %s: nothing to save (no %s)\n", c.Name, strings.Join(c.Paths, ", "))
 		case err != nil:
 			fmt.Fprintf(d.log, "▸ warning: cache %s: not saved: %v\n", c.Name, err)
 		default:
-			saved = append(saved, SavedCache{Name: c.Name, Key: c.Key, File: file})
+			saved = append(saved, vmshare.SavedCache{Name: c.Name, Key: c.Key, File: file})
 			fmt.Fprintf(d.log, "▸ cache %s: saved (key %s, %s in %s)\n", c.Name, short(c.Key), bytesize.SI(n), time.Since(start).Round(time.Millisecond))
 		}
 	}

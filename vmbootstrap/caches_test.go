@@ -11,6 +11,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent/cache"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // TestCacheRoundTrip: what freeagent-vm saves after a build is what the
@@ -53,7 +54,7 @@ func TestCacheRoundTrip(t *testing.T) {
 	}
 	shared := t.TempDir()
 	saved := d1.save(ctx, shared)
-	if len(saved) != 1 || saved[0] != (SavedCache{Name: "npm", Key: key, File: "npm.tar"}) || !strings.Contains(log1.String(), "▸ cache npm: saved (key 1f1f1f1f1f1f…") {
+	if len(saved) != 1 || saved[0] != (vmshare.SavedCache{Name: "npm", Key: key, File: "npm.tar"}) || !strings.Contains(log1.String(), "▸ cache npm: saved (key 1f1f1f1f1f1f…") {
 		t.Fatalf("saved %+v\n%s", saved, log1.String())
 	}
 
@@ -62,7 +63,7 @@ func TestCacheRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Put("app", "npm", key, filepath.Join(shared, CacheOutDir, "npm.tar")); err != nil {
+	if err := store.Put("app", "npm", key, filepath.Join(shared, vmshare.CacheOutDir, "npm.tar")); err != nil {
 		t.Fatalf("the agent refused the VM's archive: %v", err)
 	}
 	share := filepath.Join(t.TempDir(), "share")
@@ -70,7 +71,7 @@ func TestCacheRoundTrip(t *testing.T) {
 	if err != nil || len(mounted) != 1 {
 		t.Fatalf("stage: %+v %v", mounted, err)
 	}
-	mounts := []CacheMount{{Name: "npm", Key: mounted[0].Key, File: mounted[0].File}}
+	mounts := []vmshare.CacheMount{{Name: "npm", Key: mounted[0].Key, File: mounted[0].File}}
 
 	vm2 := t.TempDir()
 	root2, app2 := filepath.Join(vm2, "cache"), filepath.Join(vm2, "app")

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // DefaultSharedDir is where a macOS guest sees the host's build-config share
@@ -28,7 +30,7 @@ const DefaultCacheShare = "/Volumes/My Shared Files/caches"
 // flag, else its environment variable, else the default.
 type Config struct {
 	SharedDir    string        // --shared-dir, FREEAGENT_SHARED_DIR
-	CacheShare   string        // --cache-share, FREEAGENT_CACHE_SHARE: the read-only dependency caches BuildConfig.Caches names
+	CacheShare   string        // --cache-share, FREEAGENT_CACHE_SHARE: the read-only dependency caches vmshare.BuildConfig.Caches names
 	WaitTimeout  time.Duration // --wait-timeout, FREEAGENT_WAIT_TIMEOUT: how long to wait for the share and its config
 	BuildTimeout time.Duration // --build-timeout, FREEAGENT_BUILD_TIMEOUT: the whole build (the host enforces the real one)
 	KillGrace    time.Duration // --kill-grace, FREEAGENT_KILL_GRACE: SIGTERM → SIGKILL delay for build steps
@@ -104,7 +106,7 @@ func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 		}
 	}
 	opts := []option{
-		{"shared-dir", "FREEAGENT_SHARED_DIR", "shared folder holding " + BuildConfigFile + " (default " + DefaultSharedDir + ")", str(&cfg.SharedDir)},
+		{"shared-dir", "FREEAGENT_SHARED_DIR", "shared folder holding " + vmshare.BuildConfigFile + " (default " + DefaultSharedDir + ")", str(&cfg.SharedDir)},
 		{"cache-share", "FREEAGENT_CACHE_SHARE", "read-only folder of the dependency caches the host shares (default " + DefaultCacheShare + ")", str(&cfg.CacheShare)},
 		{"wait-timeout", "FREEAGENT_WAIT_TIMEOUT", "how long to wait for the shared folder and its config (default 5m)", dur(&cfg.WaitTimeout)},
 		{"build-timeout", "FREEAGENT_BUILD_TIMEOUT", "time limit of the whole build (default 2h)", dur(&cfg.BuildTimeout)},
