@@ -5,7 +5,7 @@
 // keychain, downloads and safely extracts the source, runs the build with
 // its output streamed live to the controller, uploads the artifacts and
 // reports the outcome to the host through files in the shared folder (see
-// protocol.go and README.md).
+// internal/vmshare and README.md).
 package vmbootstrap
 
 import (
