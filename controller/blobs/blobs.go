@@ -268,13 +268,13 @@ const (
 //
 // Large files go through a pipeline of three goroutines, each on its own
 // chunk: this one receives, a second writes what was received, a third
-// hashes what was written. Receiving, writing and hashing each cost about
-// as much CPU; one after the other they made an upload through the
-// controller half as fast as a plain copy of the same bytes, and with
-// only the hash beside the rest, the hash waited for the write. The
+// hashes what was written. SHA-256 costs about as much CPU as receiving
+// and writing together; one after the other they made an upload through
+// the controller half as fast as a plain copy of the same bytes, and with
+// the hash alone beside the rest it still waited behind every write. The
 // chunks are large (fewer system calls) and reused (no allocation per
-// chunk). Fill returns once both goroutines are done, with the first
-// error of any stage.
+// chunk). Fill returns once both goroutines are done, with the writer's
+// error, else the receiver's.
 func (p *Pending) Fill(r io.Reader, limit int64) error {
 	lr := io.LimitReader(r, limit-p.n+1)
 	first := make([]byte, fillFirst)
@@ -328,7 +328,7 @@ func (p *Pending) Fill(r io.Reader, limit int64) error {
 			free <- b[:cap(b)]
 		}
 	}()
-	err = p.receive(lr, free, toWrite, failed)
+	err = receive(lr, free, toWrite, failed)
 	close(toWrite)
 	werr := <-written
 	<-hashed
@@ -340,7 +340,7 @@ func (p *Pending) Fill(r io.Reader, limit int64) error {
 
 // receive reads r in chunks into buffers from free and hands them to the
 // writer, until r ends, fails, or the writer failed.
-func (p *Pending) receive(r io.Reader, free <-chan []byte, toWrite chan<- []byte, failed <-chan struct{}) error {
+func receive(r io.Reader, free <-chan []byte, toWrite chan<- []byte, failed <-chan struct{}) error {
 	for {
 		var b []byte
 		select {
