@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -91,7 +90,7 @@ type Agent struct {
 	awakeMu     sync.Mutex // orders the calls to cfg.Awake (reportBusy)
 	// After the host refused a VM (CodeVMLimit), no build is taken until
 	// hostFullUntil, or until one of this agent's own VMs ends.
-	vmLimit       *backoff
+	vmLimit       *api.BackoffSequence
 	hostFullUntil time.Time
 }
 
@@ -141,7 +140,7 @@ func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
 		draining:    make(chan struct{}),
 		cancelBuild: make(chan struct{}),
 		status:      Status{State: StateConnecting},
-		vmLimit:     newBackoff(cfg.BackoffMin, cfg.BackoffMax),
+		vmLimit:     cfg.backoff().Sequence(),
 	}, nil
 }
 
@@ -177,7 +176,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer wg.Wait()
 	stopWatch := a.watchHost(ctx)
 	defer stopWatch()
-	backoff := newBackoff(a.cfg.BackoffMin, a.cfg.BackoffMax)
+	backoff := a.cfg.backoff().Sequence()
 	for {
 		if a.isDraining() || ctx.Err() != nil {
 			break
@@ -198,7 +197,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 			return err
 		}
-		backoff.reset()
+		backoff.Reset()
 		a.tokens.keep(resp.TokenGrant)
 		a.setOnline()
 		if resp.Job == nil {
@@ -255,7 +254,7 @@ func (a *Agent) poll(ctx context.Context) (api.PollResponse, error) {
 
 // recover handles a failed worker call: re-register on 401/404, back off on
 // network trouble and 5xx. It returns false for errors that end the agent.
-func (a *Agent) recover(ctx context.Context, err error, b *backoff) bool {
+func (a *Agent) recover(ctx context.Context, err error, b *api.BackoffSequence) bool {
 	switch status := api.StatusOf(err); {
 	case status == http.StatusUnauthorized || status == http.StatusNotFound:
 		a.log.WithError(err).Warn("worker token refused; registering again")
@@ -266,19 +265,20 @@ func (a *Agent) recover(ctx context.Context, err error, b *backoff) bool {
 	case status == http.StatusForbidden:
 		a.setState(StateNeedsAttention, "the API key is not allowed to act as a worker: use a worker or admin key")
 		a.log.WithError(err).Error("the API key is not a worker key")
-		return b.sleep(ctx, a.draining)
+		return sleepCtx(ctx, b.Next(), a.draining)
 	default:
-		d := b.next()
+		d := b.Next()
 		a.setState(StateOffline, fmt.Sprintf("controller unreachable: %v (retrying in %s)", err, d.Round(time.Second)))
 		a.log.WithError(err).WithField("retry_in", d.Round(time.Millisecond)).Warn("poll failed")
 		return sleepCtx(ctx, d, a.draining)
 	}
 }
 
-// register registers (or re-registers) the worker, retrying with backoff
-// until it succeeds, ctx ends, or the key is refused.
+// register registers (or re-registers) the worker, retrying transient
+// failures (api.Transient) with backoff until it succeeds, ctx ends, or the
+// controller refuses it.
 func (a *Agent) register(ctx context.Context) error {
-	b := newBackoff(a.cfg.BackoffMin, a.cfg.BackoffMax)
+	b := a.cfg.backoff().Sequence()
 	for {
 		a.mu.Lock()
 		id := a.workerID
@@ -308,10 +308,14 @@ func (a *Agent) register(ctx context.Context) error {
 		case http.StatusUnauthorized, http.StatusForbidden:
 			a.setState(StateNeedsAttention, "the controller refused the API key: check it with `freeagent setup`")
 			return fmt.Errorf("the controller refused the API key (%w); check the key", err)
-		case http.StatusUnprocessableEntity, http.StatusBadRequest:
+		}
+		if !api.Transient(err) {
+			// A 4xx other than the key's (a wrong URL's 404, say) does not
+			// heal by retrying: the owner is told, as for a refused key.
+			a.setState(StateNeedsAttention, fmt.Sprintf("the controller refused the registration: %v; check the controller URL with `freeagent setup`", err))
 			return fmt.Errorf("registration refused: %w", err)
 		}
-		d := b.next()
+		d := b.Next()
 		a.setState(StateOffline, fmt.Sprintf("controller unreachable: %v", err))
 		a.log.WithError(err).WithField("retry_in", d.Round(time.Millisecond)).Warn("registration failed")
 		if !sleepCtx(ctx, d, nil) {
@@ -382,7 +386,7 @@ func (a *Agent) waitForSlot(ctx context.Context) bool {
 func (a *Agent) vmLimitHit() time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	d := a.vmLimit.next()
+	d := a.vmLimit.Next()
 	a.hostFullUntil = time.Now().Add(d)
 	return d
 }
@@ -391,7 +395,7 @@ func (a *Agent) vmLimitHit() time.Duration {
 // from the shortest wait.
 func (a *Agent) vmStarted() {
 	a.mu.Lock()
-	a.vmLimit.reset()
+	a.vmLimit.Reset()
 	a.mu.Unlock()
 }
 
@@ -443,28 +447,12 @@ func (t *tokenHolder) keep(g api.TokenGrant) {
 	t.mu.Unlock()
 }
 
-// backoff is exponential with full jitter between min and max.
-type backoff struct {
-	min, max, cur time.Duration
-}
-
-func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max: max} }
-
-func (b *backoff) next() time.Duration {
-	if b.cur == 0 {
-		b.cur = b.min
-	} else {
-		b.cur = min(2*b.cur, b.max)
-	}
-	// Jitter in [cur/2, cur): many workers recovering from one outage do
-	// not come back in lockstep.
-	return b.cur/2 + rand.N(b.cur/2+1)
-}
-
-func (b *backoff) reset() { b.cur = 0 }
-
-func (b *backoff) sleep(ctx context.Context, stop <-chan struct{}) bool {
-	return sleepCtx(ctx, b.next(), stop)
+// backoff is the schedule of retries after network trouble: from
+// BackoffMin doubling up to BackoffMax, each wait drawn from its upper
+// half so many workers recovering from one outage do not come back in
+// lockstep.
+func (c Config) backoff() api.Backoff {
+	return api.Backoff{Initial: c.BackoffMin, Max: c.BackoffMax, Jitter: 0.5}
 }
 
 // sleepCtx sleeps d; false when ctx ended or stop closed first.
@@ -497,4 +485,11 @@ func GuestURL(controllerURL, hostAddr string) string {
 		}
 	}
 	return u.String()
+}
+
+// quickBackoff is the schedule of a running build's calls (results, cancel
+// watch): five times quicker to start and four times shorter at most than
+// backoff, since a build's lease is waiting on them.
+func (c Config) quickBackoff() api.Backoff {
+	return api.Backoff{Initial: c.BackoffMin/5 + time.Millisecond, Max: c.BackoffMax / 4, Jitter: 0.5}
 }

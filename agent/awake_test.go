@@ -19,10 +19,8 @@ import (
 	"github.com/freeagent-build/freeagent/agent/power"
 	"github.com/freeagent-build/freeagent/agent/power/powertest"
 	"github.com/freeagent-build/freeagent/controller/api"
-	"github.com/freeagent-build/freeagent/controller/httpapi"
-	"github.com/freeagent-build/freeagent/controller/pgtest"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/store"
 )
 
 // heldDriver's environments fail to start once the test releases them, so
@@ -53,28 +51,11 @@ type inProcess struct {
 
 func startController(t *testing.T) inProcess {
 	t.Helper()
-	ctx := context.Background()
-	dsn := pgtest.NewDatabase(t)
 	quiet := logrus.New()
 	quiet.SetOutput(io.Discard)
-	limits := httpapi.DefaultLimits()
-	limits.PollBackstop = 200 * time.Millisecond
-	c, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DatabaseURL: dsn,
-		ReaperInterval: time.Second, Store: store.DefaultConfig(), Limits: limits}, quiet)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Shutdown(context.Background()) })
-	st, err := store.Open(ctx, dsn, store.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	p := inProcess{url: c.URL, log: quiet}
-	_, p.devKey, _ = st.CreateKey(ctx, "dev", "developer")
-	_, p.workerKey, _ = st.CreateKey(ctx, "mac", "worker")
-	_, p.adminKey, _ = st.CreateKey(ctx, "admin", "admin")
-	return p
+	c := controllertest.Start(t, controllertest.Logger(quiet),
+		controllertest.Configure(func(c *serve.Config) { c.ReaperInterval = time.Second }))
+	return inProcess{url: c.URL, log: quiet, devKey: c.DeveloperKey, workerKey: c.WorkerKey, adminKey: c.AdminKey}
 }
 
 // TestHostKeptAwakeWhileBuilding: the agent takes the power assertion (a

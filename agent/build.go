@@ -179,7 +179,7 @@ const cancelWatchWait = 25 * time.Second
 // controller without the endpoint (404) it leaves the cancel to the
 // heartbeats; on other failures it tries again after a pause.
 func (b *build) watchCancel(ctx context.Context, stop context.CancelCauseFunc) {
-	bo := newBackoff(b.a.cfg.BackoffMin/5+time.Millisecond, b.a.cfg.BackoffMax/4)
+	bo := b.a.cfg.quickBackoff().Sequence()
 	for ctx.Err() == nil {
 		resp, err := b.a.client.WatchCancel(ctx, b.a.tokens.get(), b.job.ID, cancelWatchWait)
 		switch {
@@ -192,7 +192,7 @@ func (b *build) watchCancel(ctx context.Context, stop context.CancelCauseFunc) {
 			return // the heartbeats learn how it ended
 		case err == nil:
 			b.a.tokens.keep(resp.TokenGrant)
-			bo.reset()
+			bo.Reset()
 			continue
 		case ctx.Err() != nil:
 			return
@@ -202,7 +202,7 @@ func (b *build) watchCancel(ctx context.Context, stop context.CancelCauseFunc) {
 			return
 		}
 		b.log.WithError(err).Debug("cancel watch failed; retrying")
-		if !bo.sleep(ctx, nil) {
+		if !sleepCtx(ctx, bo.Next(), nil) {
 			return
 		}
 	}
@@ -405,23 +405,25 @@ func (b *build) report(ctx context.Context, out outcome) {
 	if !out.success {
 		b.log.WithFields(logrus.Fields{"code": out.code, "retryable": out.retryable}).Warn("build did not succeed: " + firstLine(out.message))
 	}
-	bo := newBackoff(b.a.cfg.BackoffMin/5+time.Millisecond, b.a.cfg.BackoffMax/4)
-	for {
-		resp, err := b.a.client.Upload(ctx, b.a.tokens.get(), api.Result{BuildID: b.job.ID, AttemptID: b.job.AttemptID,
+	var resp api.ResultResponse
+	err := api.Retry(ctx, api.RetryPolicy{Backoff: b.a.cfg.quickBackoff(),
+		// A refused worker token is renewed by the heartbeats meanwhile.
+		Retryable: func(err error) bool { return api.Transient(err) || api.StatusOf(err) == http.StatusUnauthorized },
+		OnRetry: func(err error, _ int, _ time.Duration) {
+			b.log.WithError(err).Warn("reporting the result failed; retrying")
+		}}, func(ctx context.Context) error {
+		var err error
+		resp, err = b.a.client.Upload(ctx, b.a.tokens.get(), api.Result{BuildID: b.job.ID, AttemptID: b.job.AttemptID,
 			LeaseToken: b.job.LeaseToken, Success: out.success, ErrorMessage: out.message, ErrorCode: out.code, Retryable: out.retryable})
-		if err == nil {
-			b.log.WithFields(logrus.Fields{"status": resp.Status, "requeued": resp.Requeued}).Info("result reported")
-			return
-		}
-		if s := api.StatusOf(err); s == http.StatusConflict || (s >= 400 && s < 500 && s != http.StatusUnauthorized && s != http.StatusTooManyRequests) {
-			b.log.WithError(err).Warn("the controller refused the result")
-			return
-		}
-		b.log.WithError(err).Warn("reporting the result failed; retrying")
-		if !bo.sleep(ctx, nil) {
-			b.log.Error("gave up reporting the result; the controller will requeue the build when its lease expires")
-			return
-		}
+		return err
+	})
+	switch {
+	case err == nil:
+		b.log.WithFields(logrus.Fields{"status": resp.Status, "requeued": resp.Requeued}).Info("result reported")
+	case ctx.Err() != nil:
+		b.log.WithError(err).Error("gave up reporting the result; the controller will requeue the build when its lease expires")
+	default:
+		b.log.WithError(err).Warn("the controller refused the result")
 	}
 }
 

@@ -27,7 +27,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
 	"github.com/freeagent-build/freeagent/controller/api"
-	"github.com/freeagent-build/freeagent/controller/httpapi"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/store"
@@ -99,19 +99,14 @@ func newFarm(t testing.TB, mod func(*store.Config)) *farm {
 	if mod != nil {
 		mod(&cfg)
 	}
-	limits := httpapi.DefaultLimits()
-	limits.PollBackstop = 200 * time.Millisecond
 	dataParent, err := os.MkdirTemp("", "fa-e2e-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	os.Chmod(dataParent, 0o711)
 	t.Cleanup(func() { os.RemoveAll(dataParent) })
-	dsn := pgtest.NewDatabase(t)
-	f.dsn = dsn
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	ctx := context.Background()
 	// As on a Mac, a guest reaches the host only at vmnet's gateway: the
 	// controller listens on every address (as solo mode and mac-e2e.sh do)
 	// and the agent gives the guest the loopback URL rewritten with its
@@ -121,30 +116,16 @@ func newFarm(t testing.TB, mod func(*store.Config)) *farm {
 	if f.vmnet = faketarttest.VMNet(t); f.vmnet {
 		listen = "0.0.0.0:0"
 	}
-	c, err := serve.Start(ctx, serve.Config{Listen: listen, DataDir: filepath.Join(dataParent, "controller"), DatabaseURL: dsn,
-		ReaperInterval: 250 * time.Millisecond, Store: cfg, Limits: limits}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := controllertest.Start(t, controllertest.Logger(log), controllertest.Configure(func(c *serve.Config) {
+		c.Listen, c.DataDir, c.ReaperInterval, c.Store = listen, filepath.Join(dataParent, "controller"), 250*time.Millisecond, cfg
+	}))
 	u, err := url.Parse(c.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.URL = "http://" + net.JoinHostPort("127.0.0.1", u.Port())
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.Shutdown(sctx)
-	})
-	f.url = c.URL
-	st, err := store.Open(ctx, dsn, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	_, devKey, _ := st.CreateKey(ctx, "dev", "developer")
-	_, f.workerKey, _ = st.CreateKey(ctx, "mac", "worker")
-	f.dev = &api.Client{BaseURL: c.URL, APIKey: devKey}
+	f.dsn, f.url = c.DSN, "http://"+net.JoinHostPort("127.0.0.1", u.Port())
+	f.workerKey = c.WorkerKey
+	f.dev = &api.Client{BaseURL: f.url, APIKey: c.DeveloperKey}
 	// The template's launcher prefers the freeagent-vm in the shared folder,
 	// as the real VM template's LaunchAgent does.
 	// Agents are SIGKILLed at the end of a test; like real Tart VMs, theirs
@@ -596,19 +577,23 @@ func TestEndToEndDrain(t *testing.T) {
 	f.noBuildVMs()
 }
 
-// registryAllow is the npm registry's IPv4 addresses as /32s, for
-// --softnet-allow ("" when it does not resolve).
+// registryAllow is the IPv4 addresses of the npm registry and of Yarn's
+// (the host a Yarn 1 lockfile names in every `resolved` URL, which Yarn
+// fetches as written whatever the registry setting) as /32s, for
+// --softnet-allow ("" when neither resolves).
 func registryAllow(t testing.TB) string {
 	t.Helper()
-	ips, err := net.LookupIP("registry.npmjs.org")
-	if err != nil {
-		t.Logf("the npm registry does not resolve (%v): no --softnet-allow for it", err)
-		return ""
-	}
 	var cidrs []string
-	for _, ip := range ips {
-		if v4 := ip.To4(); v4 != nil {
-			cidrs = append(cidrs, v4.String()+"/32")
+	for _, host := range []string{"registry.npmjs.org", "registry.yarnpkg.com"} {
+		ips, err := net.LookupIP(host)
+		if err != nil {
+			t.Logf("%s does not resolve (%v): no --softnet-allow for it", host, err)
+			continue
+		}
+		for _, ip := range ips {
+			if v4 := ip.To4(); v4 != nil && !slices.Contains(cidrs, v4.String()+"/32") {
+				cidrs = append(cidrs, v4.String()+"/32")
+			}
 		}
 	}
 	return strings.Join(cidrs, ",")

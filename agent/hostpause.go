@@ -95,7 +95,7 @@ func (a *Agent) reportPauses(ctx context.Context) {
 	sentGen := -1
 	var sent api.WorkerPauseReport
 	var sentAt time.Time
-	retry := newBackoff(a.cfg.BackoffMin, a.cfg.BackoffMax)
+	retry := a.cfg.backoff().Sequence()
 	for {
 		a.mu.Lock()
 		cur, gen := api.WorkerPauseReport{OwnerPaused: a.paused, HostReason: a.hostPause}, a.pauseGen
@@ -108,11 +108,11 @@ func (a *Agent) reportPauses(ctx context.Context) {
 			case err == nil:
 				a.tokens.keep(resp.TokenGrant)
 				sent, sentGen, sentAt = cur, gen, time.Now()
-				retry.reset()
+				retry.Reset()
 			case ctx.Err() != nil:
 				return
 			default:
-				wait = retry.next()
+				wait = retry.Next()
 				a.log.WithError(err).WithField("retry_in", wait.Round(time.Millisecond)).Warn("could not tell the controller why the worker is paused")
 			}
 		}

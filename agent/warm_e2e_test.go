@@ -56,11 +56,13 @@ func npmApp(tb testing.TB, slug string, scripts, deps map[string]string) string 
 }
 
 // TestWarmBuilds is issue 18's dependency caches through the real parts:
-// expo-build decides the npm cache and its key, the agent shares the
-// project's archive read-only with the fake Tart VM, freeagent-vm restores
-// it before the real `npm ci` and saves it after a success, and the agent
-// validates and keeps it. Another project never sees it, a failed build
-// never writes one, and a corrupt archive leaves the build green and cold.
+// expo-build decides the npm and node_modules caches and their keys, the
+// agent shares the project's archives read-only with the fake Tart VM,
+// freeagent-vm runs the real `npm ci` and saves both after a success, and
+// the agent validates and keeps them; the repeat build restores
+// node_modules and skips `npm ci`. Another project never sees them, a
+// failed build never writes one, and corrupt archives leave the build
+// green and cold.
 func TestWarmBuilds(t *testing.T) {
 	for _, tool := range []string{"node", "npm", "jar", "jarsigner", "apksigner", "zipalign"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -79,10 +81,11 @@ func TestWarmBuilds(t *testing.T) {
 		id := buildID(t, stdout+stderr)
 		return id, buildLog(t, f, id)
 	}
-	archives := func(project string) []string {
-		m, _ := filepath.Glob(filepath.Join(agent.dir, "caches", project, "npm", "*.tar"))
+	archivesOf := func(project, name string) []string {
+		m, _ := filepath.Glob(filepath.Join(agent.dir, "caches", project, name, "*.tar"))
 		return m
 	}
+	archives := func(project string) []string { return archivesOf(project, "npm") }
 	must := func(log string, lines ...string) {
 		t.Helper()
 		for _, l := range lines {
@@ -102,7 +105,7 @@ func TestWarmBuilds(t *testing.T) {
 
 	a := warmProject(t, "warm-a", false)
 	id, log := build(a, true)
-	must(log, "▸ cache npm: miss", "▸ cache npm: saved (key ")
+	must(log, "▸ cache npm: miss", "▸ cache node_modules: miss", "▸ npm ci", "▸ cache npm: saved (key ", "▸ cache node_modules: saved (key ")
 	b, err := f.dev.GetBuild(context.Background(), id)
 	if err != nil || b.Spec == nil || len(b.Spec.Caches) == 0 || b.Spec.Caches[0].Name != "npm" {
 		t.Fatalf("spec caches %+v (%v)", b.Spec, err)
@@ -114,10 +117,15 @@ func TestWarmBuilds(t *testing.T) {
 		t.Fatalf("the worker keeps %v for warm-a, want %s.tar", archives("warm-a"), key)
 	}
 
-	// The repeat build restores it, read-only, and saves nothing.
+	if !faketarttest.WaitFor(30*time.Second, func() bool { return len(archivesOf("warm-a", "node_modules")) == 1 }) {
+		t.Fatalf("the worker keeps no node_modules archive for warm-a")
+	}
+
+	// The repeat build restores node_modules in place of `npm ci`, so it
+	// needs no npm cache; the shares are read-only; nothing is saved.
 	_, log = build(a, true)
-	must(log, "▸ cache npm: restored (key "+key[:12], "CACHE_SHARE_READONLY")
-	mustNot(log, "CACHE_SHARE_WRITABLE", "cache npm: saved")
+	must(log, "▸ cache npm: found (key "+key[:12], "▸ node_modules restored from cache ", ", npm ci skipped", "CACHE_SHARE_READONLY")
+	mustNot(log, "CACHE_SHARE_WRITABLE", "▸ npm ci", "cache npm: restored", "cache npm: saved", "cache node_modules: saved")
 
 	// Project B, same files and lockfile: its own key, no archive of A's.
 	bDir := warmProject(t, "warm-b", false)
@@ -133,20 +141,25 @@ func TestWarmBuilds(t *testing.T) {
 	_, log = build(c, false)
 	mustNot(log, "cache npm: saved")
 
-	// A corrupt archive on the worker: the build warns, installs cold and
-	// succeeds, and saves a good one.
-	path := archives("warm-a")[0]
-	os.Chmod(path, 0o644)
-	if err := os.WriteFile(path, []byte(strings.Repeat("not a tar archive\n", 64)), 0o644); err != nil {
-		t.Fatal(err)
+	// Corrupt archives on the worker: the build warns, installs cold and
+	// succeeds, and saves good ones.
+	corrupt := []string{archives("warm-a")[0], archivesOf("warm-a", "node_modules")[0]}
+	for _, path := range corrupt {
+		os.Chmod(path, 0o644)
+		if err := os.WriteFile(path, []byte(strings.Repeat("not a tar archive\n", 64)), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	_, log = build(a, true)
-	must(log, "▸ warning: cache npm: the archive is unusable", "▸ cache npm: saved (key ")
-	if !faketarttest.WaitFor(30*time.Second, func() bool {
-		data, err := os.ReadFile(path)
-		return err == nil && !strings.HasPrefix(string(data), "not a tar")
-	}) {
-		t.Fatal("the corrupt archive was not replaced")
+	must(log, "▸ warning: cache node_modules: the archive is unusable", "▸ warning: cache npm: the archive is unusable", "▸ npm ci",
+		"▸ cache npm: saved (key ", "▸ cache node_modules: saved (key ")
+	for _, path := range corrupt {
+		if !faketarttest.WaitFor(30*time.Second, func() bool {
+			data, err := os.ReadFile(path)
+			return err == nil && !strings.HasPrefix(string(data), "not a tar")
+		}) {
+			t.Fatalf("the corrupt archive %s was not replaced", path)
+		}
 	}
 	// By now the failed build's VM is long gone: it kept nothing.
 	if got := archives("warm-c"); len(got) != 0 {

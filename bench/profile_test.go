@@ -13,17 +13,19 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/sirupsen/logrus"
 
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 // TestProfileLifecycle is a profiling harness, not a test: with
 // FREEAGENT_BENCH_PROFILE=cpu.pprof it runs the controller in this process
-// (serve.Start, as the binary does) on a durable cluster, drives the
+// (serve.Start through controllertest, as the binary does) on a durable cluster, drives the
 // lifecycle load against it and writes a CPU profile of the whole process
 // (controller and load generator; focus on the controller with
-// `go tool pprof -focus 'controller/(server|store|notify|blobs|reaper)' ...`).
+// `go tool pprof -focus 'controller/(httpapi|store|notify|blobs|reaper)' ...`).
 // FREEAGENT_BENCH_DATABASE_URL (a database named freeagent) and
 // FREEAGENT_BENCH_PGDATA use an existing server instead of a private one,
 // for instance one with pg_stat_statements loaded.
@@ -84,26 +86,16 @@ func TestProfileLifecycle(t *testing.T) {
 	log := logrus.New()
 	log.SetLevel(logrus.WarnLevel)
 	log.SetOutput(testWriter{t})
-	ctl, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: e.dataDir, DatabaseURL: e.dsn,
-		ReaperInterval: 5 * time.Second, Store: store.DefaultConfig(), Limits: httpapi.DefaultLimits()}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.onClose(func() error {
-		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		return ctl.Shutdown(sctx)
-	})
-	st, err := store.Open(ctx, e.dsn, store.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, e.key, err = st.CreateKey(ctx, "bench", "admin")
-	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.url = ctl.URL
+	// The production settings (the zero ones take serve's defaults), not
+	// the test defaults, with the bench's flags (no per-key rate limit, no
+	// warm placement): this profiles what the bench's controller runs.
+	ctl := controllertest.Start(t, controllertest.Logger(log), controllertest.Database(e.dsn), controllertest.Configure(func(c *serve.Config) {
+		c.DataDir, c.ReaperInterval, c.KeyCacheTTL, c.MetricsRefresh = e.dataDir, 5*time.Second, 0, 0
+		c.Store, c.Limits, c.Webhooks = store.DefaultConfig(), httpapi.Limits{RatePerKey: httpapi.Off}, webhooks.Config{}
+		c.Store.WarmPlacementWait = 1000 * time.Hour
+	}))
+	e.onClose(ctl.Stop) // before the cluster stops
+	e.key, e.url = ctl.AdminKey, ctl.URL
 	if err := e.startClient(); err != nil {
 		t.Fatal(err)
 	}

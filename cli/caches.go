@@ -42,12 +42,18 @@ func buildCaches(spec api.BuildSpec, workspaceRoot, appRoot string) ([]api.Cache
 		out = append(out, api.CacheEntry{Name: name, Key: cacheKey(spec, name, content, c.Key, paths), Paths: paths})
 	}
 	if c.CacheDefaultPaths == nil || *c.CacheDefaultPaths {
-		// npm and Bun only, for now: pointing Yarn's and pnpm's caches at
-		// an empty work-tree folder made their installs fetch from their
-		// own registries' hosts (registry.yarnpkg.com) instead of the
-		// lockfile's, which the test farm's network does not reach.
-		if pm == "npm" || pm == "bun" {
+		switch pm {
+		case api.PackageManagerNPM, api.PackageManagerYarn, api.PackageManagerPNPM, api.PackageManagerBun:
 			add(pm, lock, api.CacheDirVar+"/"+pm)
+		}
+		if paths := nodeModulesPaths(spec, workspaceRoot); paths != nil {
+			// The install's inputs: the lockfile and package.json, so the
+			// frozen install's check of one against the other would pass.
+			pkg, err := fileHash(workspaceRoot, "package.json")
+			if err != nil {
+				return nil, err
+			}
+			add(api.CacheNodeModules, lock+pkg, paths...)
 		}
 		switch spec.Platform {
 		case api.PlatformIOS:
@@ -79,6 +85,50 @@ func buildCaches(spec api.BuildSpec, workspaceRoot, appRoot string) ([]api.Cache
 		add("custom", lock, c.Paths...)
 	}
 	return out, nil
+}
+
+// nodeModulesPaths are the paths of the node_modules cache, nil when the
+// project gets none: it needs a lockfile (an unfrozen install is no fixed
+// input), a single package at the root (a workspace's packages each have
+// their own node_modules, and links between them), a linker that makes
+// node_modules (not Yarn Berry's default Plug'n'Play), and no profile env
+// FREEAGENT_CACHE_NODE_MODULES=0.
+func nodeModulesPaths(spec api.BuildSpec, workspaceRoot string) []string {
+	p := spec.Project
+	if p.Lockfile == "" || p.Workspace || p.AppDir != "" || spec.Profile.Env[NodeModulesCacheEnv] == "0" {
+		return nil
+	}
+	if p.PackageManager == api.PackageManagerYarn && p.YarnBerry {
+		if !berryNodeModulesLinker(workspaceRoot) {
+			return nil
+		}
+		// Berry's install state: `yarn run` reads it to find the binaries.
+		return []string{"node_modules", ".yarn/install-state.gz"}
+	}
+	return []string{"node_modules"}
+}
+
+// NodeModulesCacheEnv, set to 0 in a profile's env, turns the node_modules
+// cache off and keeps the others.
+const NodeModulesCacheEnv = "FREEAGENT_CACHE_NODE_MODULES"
+
+// berryNodeModulesLinker reports whether .yarnrc.yml sets nodeLinker to
+// node-modules (or pnpm, which makes a node_modules tree of links).
+func berryNodeModulesLinker(root string) bool {
+	data, err := os.ReadFile(filepath.Join(root, ".yarnrc.yml"))
+	if err != nil || len(data) > 1<<20 {
+		return false
+	}
+	for line := range strings.Lines(string(data)) {
+		k, v, ok := strings.Cut(line, ":")
+		if !ok || strings.TrimSpace(k) != "nodeLinker" || strings.HasPrefix(k, " ") || strings.HasPrefix(k, "\t") {
+			continue
+		}
+		v, _, _ = strings.Cut(v, "#")
+		v = strings.Trim(strings.TrimSpace(v), `"'`)
+		return v == "node-modules" || v == "pnpm"
+	}
+	return false
 }
 
 // cacheKey is the hex SHA-256 over everything that decides a cache's

@@ -52,18 +52,12 @@ func TestBuildCaches(t *testing.T) {
 	}
 	key := func(c []api.CacheEntry, name string) string {
 		t.Helper()
-		for _, e := range c {
-			if e.Name == name {
-				return e.Key
-			}
-		}
-		t.Fatalf("no %s cache in %+v", name, c)
-		return ""
+		return cacheNamed(t, c, name).Key
 	}
 
 	a := caches(spec("a", api.PlatformAndroid, nil))
-	if got := names(a); !slices.Equal(got, []string{"npm", "gradle"}) {
-		t.Fatalf("android caches %v, want npm, gradle", got)
+	if got := names(a); !slices.Equal(got, []string{"npm", "node_modules", "gradle"}) {
+		t.Fatalf("android caches %v, want npm, node_modules, gradle", got)
 	}
 	hex64 := regexp.MustCompile(`^[0-9a-f]{64}$`)
 	for _, e := range a {
@@ -75,20 +69,20 @@ func TestBuildCaches(t *testing.T) {
 		t.Errorf("npm paths %v", p)
 	}
 	ios := caches(spec("a", api.PlatformIOS, nil))
-	if got := names(ios); !slices.Equal(got, []string{"npm", "pods"}) {
-		t.Fatalf("ios caches %v, want npm, pods", got)
+	if got := names(ios); !slices.Equal(got, []string{"npm", "node_modules", "pods"}) {
+		t.Fatalf("ios caches %v, want npm, node_modules, pods", got)
 	}
 	if key(ios, "npm") == key(a, "npm") {
 		t.Error("the npm key ignores the platform")
 	}
 	// A managed app (no ios/ yet): only the CocoaPods cache, never a path
 	// under the ios/ that prebuild makes; a bare one keeps its Pods too.
-	if p := ios[1].Paths; !slices.Equal(p, []string{"$FREEAGENT_CACHE_DIR/cocoapods"}) {
+	if p := cacheNamed(t, ios, "pods").Paths; !slices.Equal(p, []string{"$FREEAGENT_CACHE_DIR/cocoapods"}) {
 		t.Errorf("managed app's pods paths %v", p)
 	}
 	write("ios/Podfile.lock", "PODS: []")
 	bare := caches(spec("a", api.PlatformIOS, nil))
-	if p := bare[1].Paths; !slices.Equal(p, []string{"ios/Pods", "$FREEAGENT_CACHE_DIR/cocoapods"}) {
+	if p := cacheNamed(t, bare, "pods").Paths; !slices.Equal(p, []string{"ios/Pods", "$FREEAGENT_CACHE_DIR/cocoapods"}) {
 		t.Errorf("bare app's pods paths %v", p)
 	}
 	if key(bare, "pods") == key(ios, "pods") {
@@ -124,7 +118,7 @@ func TestBuildCaches(t *testing.T) {
 		t.Errorf("cache.disabled: caches %+v", c)
 	}
 	custom := caches(spec("a", api.PlatformAndroid, &api.BuildCache{Paths: []string{"vendor/cache", "~/.cache/tool"}}))
-	if got := names(custom); !slices.Equal(got, []string{"npm", "gradle", "custom"}) {
+	if got := names(custom); !slices.Equal(got, []string{"npm", "node_modules", "gradle", "custom"}) {
 		t.Errorf("cache.paths: caches %v", got)
 	}
 	only := caches(spec("a", api.PlatformAndroid, &api.BuildCache{CacheDefaultPaths: &no, Paths: []string{"vendor/cache"}}))
@@ -133,5 +127,88 @@ func TestBuildCaches(t *testing.T) {
 	}
 	if key(only, "custom") == key(custom, "custom") {
 		t.Error("the custom key ignores its paths")
+	}
+}
+
+func cacheNamed(t *testing.T, c []api.CacheEntry, name string) api.CacheEntry {
+	t.Helper()
+	for _, e := range c {
+		if e.Name == name {
+			return e
+		}
+	}
+	t.Fatalf("no %s cache in %+v", name, c)
+	return api.CacheEntry{}
+}
+
+// TestNodeModulesCache: the node_modules cache exists only where restoring
+// the tree can stand in for the install (a single package with a lockfile
+// and a linker that makes node_modules), its key follows both the lockfile
+// and package.json, and the profile can turn it off alone.
+func TestNodeModulesCache(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(root, rel), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("package.json", `{"name":"app"}`)
+	write("package-lock.json", `{"lockfileVersion":3}`)
+	write("yarn.lock", "# yarn")
+	spec := func(p api.Project, env map[string]string) api.BuildSpec {
+		return api.BuildSpec{ProjectName: "app", Platform: api.PlatformAndroid, Project: p, Profile: api.BuildProfile{Env: env}}
+	}
+	modules := func(s api.BuildSpec) *api.CacheEntry {
+		t.Helper()
+		c, err := buildCaches(s, root, root)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range c {
+			if e.Name == api.CacheNodeModules {
+				return &e
+			}
+		}
+		return nil
+	}
+	npm := api.Project{PackageManager: "npm", Lockfile: "package-lock.json"}
+	before := modules(spec(npm, nil))
+	if before == nil || !slices.Equal(before.Paths, []string{"node_modules"}) {
+		t.Fatalf("npm project: node_modules cache %+v", before)
+	}
+	write("package.json", `{"name":"app","dependencies":{"x":"1"}}`)
+	if m := modules(spec(npm, nil)); m.Key == before.Key {
+		t.Error("a changed package.json left the node_modules key as it was")
+	}
+	write("package-lock.json", `{"lockfileVersion":3,"packages":{}}`)
+	if m := modules(spec(npm, nil)); m.Key == before.Key {
+		t.Error("a changed lockfile left the node_modules key as it was")
+	}
+
+	for name, p := range map[string]api.Project{
+		"no lockfile":   {PackageManager: "npm"},
+		"workspace":     {PackageManager: "npm", Lockfile: "package-lock.json", Workspace: true, AppDir: "apps/mobile"},
+		"app subfolder": {PackageManager: "npm", Lockfile: "package-lock.json", AppDir: "mobile"},
+		"berry pnp":     {PackageManager: "yarn", Lockfile: "yarn.lock", YarnBerry: true},
+	} {
+		if m := modules(spec(p, nil)); m != nil {
+			t.Errorf("%s: node_modules cache %+v, want none", name, m)
+		}
+	}
+	if m := modules(spec(npm, map[string]string{NodeModulesCacheEnv: "0"})); m != nil {
+		t.Errorf("%s=0: node_modules cache %+v", NodeModulesCacheEnv, m)
+	}
+	if m := modules(spec(api.Project{PackageManager: "yarn", Lockfile: "yarn.lock"}, nil)); m == nil || !slices.Equal(m.Paths, []string{"node_modules"}) {
+		t.Errorf("yarn classic: node_modules cache %+v", m)
+	}
+	berry := api.Project{PackageManager: "yarn", Lockfile: "yarn.lock", YarnBerry: true}
+	write(".yarnrc.yml", "enableTelemetry: false\n  nodeLinker: node-modules\n") // indented: not the top-level key
+	if m := modules(spec(berry, nil)); m != nil {
+		t.Errorf("berry, nested nodeLinker: node_modules cache %+v", m)
+	}
+	write(".yarnrc.yml", "enableTelemetry: false\nnodeLinker: \"node-modules\" # for Metro\n")
+	if m := modules(spec(berry, nil)); m == nil || !slices.Equal(m.Paths, []string{"node_modules", ".yarn/install-state.gz"}) {
+		t.Errorf("berry with the node-modules linker: node_modules cache %+v", m)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"hash"
 	"io"
 	"io/fs"
-	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -253,7 +252,7 @@ func (a *App) fetchToPart(ctx context.Context, inv *invocation, s *session, root
 		return 0, err
 	}
 	failures := 0
-	pause := a.Retry.Initial
+	waits := a.Retry.backoff().Sequence()
 	for offset < art.Size {
 		before := offset
 		err := a.fetchRange(ctx, c, id, art, f, h, &offset, bar)
@@ -264,12 +263,13 @@ func (a *App) fetchToPart(ctx context.Context, inv *invocation, s *session, root
 			bar.finish()
 			return resumedFrom, ctx.Err()
 		}
-		if !isNetworkError(err) {
+		if !retryable(err) {
 			bar.finish()
 			return resumedFrom, wrapOp("download "+art.Name, err)
 		}
 		if offset > before {
-			failures, pause = 0, a.Retry.Initial
+			failures = 0
+			waits.Reset()
 		}
 		failures++
 		if failures >= max(a.Retry.Attempts, 1) {
@@ -277,10 +277,7 @@ func (a *App) fetchToPart(ctx context.Context, inv *invocation, s *session, root
 			return resumedFrom, &cliError{code: ExitUnreachable, msg: fmt.Sprintf("download %s stopped at %s of %s", art.Name, bytesize.SI(offset), bytesize.SI(art.Size)),
 				err: err, hint: "run the same command again: it resumes from there"}
 		}
-		wait := pause
-		if wait > 0 {
-			wait = wait/2 + rand.N(wait/2+1)
-		}
+		wait := waits.Next()
 		inv.ui.warn("download interrupted at %s (%s); resuming in %s", bytesize.SI(offset), shortNetErr(err), wait.Round(100*time.Millisecond))
 		select {
 		case <-ctx.Done():
@@ -288,7 +285,6 @@ func (a *App) fetchToPart(ctx context.Context, inv *invocation, s *session, root
 			return resumedFrom, ctx.Err()
 		case <-time.After(wait):
 		}
-		pause = min(pause*2, a.Retry.Max)
 	}
 	bar.finish()
 	if got := hex.EncodeToString(h.Sum(nil)); got != art.SHA256 {

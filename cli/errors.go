@@ -2,16 +2,12 @@ package cli
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"syscall"
 
 	"github.com/freeagent-build/freeagent/controller/api"
 )
@@ -109,42 +105,32 @@ func exitCode(err error) int {
 	return ExitFailed
 }
 
-// isNetworkError reports an error worth retrying: the request did not reach
-// the controller or its answer was lost (connection refused or reset, DNS,
-// timeouts, a body cut short), or a proxy in front of the controller said it
-// is unreachable (502/503/504). Answers of the controller itself are never
-// retried.
-func isNetworkError(err error) bool {
-	if err == nil || errors.Is(err, context.Canceled) {
-		return false
-	}
-	switch api.StatusOf(err) {
-	case 0:
-	case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
-		return true
-	default:
-		return false
-	}
+// retryable reports an error worth retrying (api.Transient: the request
+// did not reach the controller, its answer was lost, or the answer says
+// "later"), and a transfer that stalled; never a failure to read the
+// project.
+func retryable(err error) bool {
 	var pe *packError
-	if errors.As(err, &pe) || isCertError(err) {
+	if errors.As(err, &pe) {
 		return false
 	}
-	var ne net.Error
-	var ue *url.Error
-	return errors.As(err, &ne) || errors.As(err, &ue) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.EPIPE) ||
-		errors.Is(err, errStalled)
+	return api.Transient(err) || errors.Is(err, errStalled)
 }
 
-// isCertError reports a certificate the TLS handshake refused: retrying
-// will not help, and the fix is the URL or the trusted CAs.
-func isCertError(err error) bool {
-	var ve *tls.CertificateVerificationError
-	var ua x509.UnknownAuthorityError
-	var he x509.HostnameError
-	var ci x509.CertificateInvalidError
-	return errors.As(err, &ve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
+// isNetworkError reports a retryable error that says the controller was
+// not reached: no answer (connection refused or reset, DNS, timeouts, a
+// body cut short, a stall), or a proxy in front of it saying so
+// (502/503/504). The controller's own answers are not network errors.
+func isNetworkError(err error) bool {
+	switch api.StatusOf(err) {
+	case 0, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return retryable(err)
+	}
+	return false
 }
+
+// isCertError reports a certificate the TLS handshake refused.
+func isCertError(err error) bool { return api.CertificateError(err) }
 
 // isDialError reports an error from before the request was sent: safe to
 // retry even for a request that is not idempotent.

@@ -28,10 +28,10 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/store"
 )
 
 func TestMain(m *testing.M) { os.Exit(s3test.Main(s3test.Run(func() int { return pgtest.Main(m) }))) }
@@ -55,43 +55,21 @@ func newEnv(t *testing.T, tune ...func(*httpapi.Limits)) *env {
 // --blob-store; "" is the file store under its data directory).
 func newEnvOn(t *testing.T, blobStore string, tune ...func(*httpapi.Limits)) *env {
 	t.Helper()
-	ctx := context.Background()
-	dsn := pgtest.NewDatabase(t)
 	parent := t.TempDir()
 	if err := os.Chmod(parent, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	limits := httpapi.DefaultLimits()
-	limits.PollBackstop = 200 * time.Millisecond
-	for _, f := range tune {
-		f(&limits)
-	}
 	logger := logrus.New()
 	logger.SetOutput(io.Discard)
-	ctrl, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: filepath.Join(parent, "data"), DatabaseURL: dsn, BlobStore: blobStore,
-		ReaperInterval: time.Second, Store: store.DefaultConfig(), Limits: limits}, logger)
-	if err != nil {
-		t.Fatalf("start controller: %v", err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ctrl.Shutdown(sctx)
-	})
-	st, err := store.Open(ctx, dsn, store.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	e := &env{t: t, URL: ctrl.URL, cfgPath: filepath.Join(t.TempDir(), "cfg", "config.json")}
-	for _, k := range []struct {
-		role string
-		dst  *string
-	}{{"developer", &e.devKey}, {"admin", &e.adminKey}, {"worker", &e.workerKey}} {
-		if _, *k.dst, err = st.CreateKey(ctx, k.role+"-key", k.role); err != nil {
-			t.Fatal(err)
+	c := controllertest.Start(t, controllertest.Logger(logger), controllertest.Configure(func(c *serve.Config) {
+		c.DataDir, c.BlobStore, c.ReaperInterval = filepath.Join(parent, "data"), blobStore, time.Second
+	}), controllertest.Limits(func(l *httpapi.Limits) {
+		for _, f := range tune {
+			f(l)
 		}
-	}
+	}))
+	e := &env{t: t, URL: c.URL, cfgPath: filepath.Join(t.TempDir(), "cfg", "config.json"),
+		devKey: c.DeveloperKey, adminKey: c.AdminKey, workerKey: c.WorkerKey}
 	e.admin = &api.Client{BaseURL: e.URL, APIKey: e.adminKey}
 	return e
 }

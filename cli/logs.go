@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -179,7 +178,7 @@ func (a *App) followLogs(ctx context.Context, s *session, id string, sink *logSi
 	}
 	var after int64
 	failures := 0
-	pause := a.Retry.Initial
+	waits := a.Retry.backoff().Sequence()
 	for ci := 0; ; {
 		before := after
 		status, err := a.followOnce(ctx, clients[ci], id, &after, sink)
@@ -199,20 +198,18 @@ func (a *App) followLogs(ctx context.Context, s *session, id string, sink *logSi
 			ci++
 			continue
 		}
-		if !isNetworkError(err) && !errors.Is(err, errStreamEnded) {
+		if !retryable(err) && !errors.Is(err, errStreamEnded) {
 			return "", wrapOp("follow the log of build "+id, err)
 		}
 		if after > before {
-			failures, pause = 0, a.Retry.Initial
+			failures = 0
+			waits.Reset()
 		}
 		failures++
 		if failures >= max(a.Retry.Attempts, 1) {
 			return "", wrapOp("follow the log of build "+id, err)
 		}
-		wait := pause
-		if wait > 0 {
-			wait = wait/2 + rand.N(wait/2+1)
-		}
+		wait := waits.Next()
 		if !errors.Is(err, errStreamEnded) {
 			s.ui.warn("log stream interrupted (%s); resuming from byte %d in %s", shortNetErr(err), after, wait.Round(100*time.Millisecond))
 		}
@@ -221,7 +218,6 @@ func (a *App) followLogs(ctx context.Context, s *session, id string, sink *logSi
 			return "", ctx.Err()
 		case <-time.After(wait):
 		}
-		pause = min(pause*2, a.Retry.Max)
 	}
 }
 

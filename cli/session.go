@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -25,6 +24,16 @@ type RetryPolicy struct {
 // 4 s) before calling the controller unreachable.
 func DefaultRetry() RetryPolicy {
 	return RetryPolicy{Attempts: 5, Initial: 500 * time.Millisecond, Max: 8 * time.Second}
+}
+
+// policy is p as api.Retry takes it: pauses doubling from Initial to Max,
+// each drawn from its upper half.
+func (p RetryPolicy) policy() api.RetryPolicy {
+	return api.RetryPolicy{Backoff: p.backoff(), Attempts: max(p.Attempts, 1)}
+}
+
+func (p RetryPolicy) backoff() api.Backoff {
+	return api.Backoff{Initial: p.Initial, Max: p.Max, Multiplier: 2, Jitter: 0.5}
 }
 
 // session is one command's view of the controller: where it is, the
@@ -239,39 +248,21 @@ func wrapOp(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// retry runs f, repeating it after network errors with exponential backoff
-// and jitter. With safe false only errors from before the request was sent
-// (dial, DNS) are retried, since the controller may have acted on it.
+// retry runs f, repeating it after transient errors (retryable) on the
+// policy's schedule. With safe false only errors from before the request
+// was sent (dial, DNS) are retried, since the controller may have acted on
+// it.
 func (s *session) retry(ctx context.Context, what string, safe bool, f func(context.Context) error) error {
-	p := s.a.Retry
-	if p.Attempts < 1 {
-		p.Attempts = 1
-	}
-	pause := p.Initial
-	for attempt := 1; ; attempt++ {
-		err := f(ctx)
-		if err == nil || ctx.Err() != nil {
-			if ctx.Err() != nil && err != nil {
-				return ctx.Err()
-			}
-			return err
-		}
-		retryable := isNetworkError(err) && (safe || isDialError(err))
-		if !retryable || attempt >= p.Attempts {
-			return err
-		}
-		wait := pause
-		if wait > 0 {
-			wait = wait/2 + rand.N(wait/2+1)
-		}
+	p := s.a.Retry.policy()
+	p.Retryable = func(err error) bool { return retryable(err) && (safe || isDialError(err)) }
+	p.OnRetry = func(err error, attempt int, wait time.Duration) {
 		s.ui.warn("%s: %s; retrying in %s (%d/%d)", what, shortNetErr(err), wait.Round(100*time.Millisecond), attempt+1, p.Attempts)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(wait):
-		}
-		pause = min(pause*2, p.Max)
 	}
+	err := api.Retry(ctx, p, f)
+	if err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
 }
 
 // saveToken stores a build's token.

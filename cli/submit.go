@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -22,6 +23,7 @@ import (
 	"github.com/freeagent-build/freeagent/cli/pack"
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
+	"github.com/freeagent-build/freeagent/internal/config"
 )
 
 const submitHelp = `Packs the Expo project and queues a build on the controller. It prints the build id,
@@ -60,9 +62,9 @@ type submitOpts struct {
 	limits                                                    api.Limits // the controller's, learnt before packing
 }
 
-func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) error {
+// flags registers submit's flags on a new flag set.
+func (o *submitOpts) flags(inv *invocation) *flag.FlagSet {
 	fs := inv.flags()
-	var o submitOpts
 	fs.StringVar(&o.platform, "platform", "", "`PLATFORM`: android, ios or all (asked on a terminal when omitted)")
 	inv.alias(fs, "p", "platform")
 	fs.StringVar(&o.profileName, "profile", "", "eas.json build profile `NAME` (default: production)")
@@ -75,7 +77,7 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	fs.StringVar(&o.sign.p12, "p12", "", "iOS signing certificate `FILE` (.p12); password from EXPO_P12_PASSWORD or a prompt")
 	fs.Var(&o.sign.profiles, "provisioning-profile", "provisioning profile `FILE` (.mobileprovision; repeat for app extensions)")
 	fs.StringVar(&o.sign.certsZip, "certs", "", "prepared certs `ZIP` (one .p12, password.txt, *.mobileprovision)")
-	fs.DurationVar(&o.timeout, "build-timeout", 0, "build time `LIMIT`, e.g. 45m (controller default 30m)")
+	fs.Var(&config.DurationValue{P: &o.timeout, ZeroOK: true}, "build-timeout", "build time `LIMIT`, e.g. 45m, 2h or 7200 (seconds); 0: the controller's default (30m unless its admin changed it)")
 	fs.BoolVar(&o.wait, "wait", false, "follow the build and download the artifacts when it completes")
 	fs.BoolVar(&o.noWait, "no-wait", false, "return once the build is queued (the default)")
 	fs.BoolVar(&o.logs, "logs", false, "with --wait: stream the build log instead of status changes")
@@ -84,6 +86,12 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	fs.BoolVar(&o.force, "force", false, "with --wait: overwrite existing files")
 	fs.BoolVar(&o.reuse, "reuse", false, "return the newest completed build of the same source, profile, platform and credentials instead of building again (when its artifacts are still kept)")
 	fs.StringVar(&o.idemKey, "idempotency-key", "", "Idempotency-Key `KEY` to send (default: generated, reused by a re-run; see above)")
+	return fs
+}
+
+func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) error {
+	var o submitOpts
+	fs := o.flags(inv)
 	pos, err := inv.parse(fs, args, 0, 1)
 	if err != nil {
 		return err

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -22,10 +21,8 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/freeagent-build/freeagent/controller/httpapi"
-	"github.com/freeagent-build/freeagent/controller/pgtest"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/store"
 )
 
 // testPKI writes a private CA and a server certificate it signed for
@@ -80,31 +77,15 @@ func testPKI(t *testing.T) (caFile, certFile, keyFile string) {
 func TestTLSController(t *testing.T) {
 	t.Parallel()
 	caFile, certFile, keyFile := testPKI(t)
-	dsn := pgtest.NewDatabase(t)
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	ctrl, err := serve.Start(context.Background(), serve.Config{Listen: "127.0.0.1:0", DataDir: filepath.Join(t.TempDir(), "data"), DatabaseURL: dsn,
-		Store: store.DefaultConfig(), Limits: httpapi.DefaultLimits(), TLSCert: certFile, TLSKey: keyFile}, log)
-	if err != nil {
-		t.Fatalf("start controller: %v", err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		ctrl.Shutdown(ctx)
-	})
+	ctrl := controllertest.Start(t, controllertest.Logger(log), controllertest.Configure(func(c *serve.Config) {
+		c.DataDir, c.TLSCert, c.TLSKey = filepath.Join(t.TempDir(), "data"), certFile, keyFile
+	}))
 	if !strings.HasPrefix(ctrl.URL, "https://127.0.0.1:") {
 		t.Fatalf("controller URL %s, want https://", ctrl.URL)
 	}
-	st, err := store.Open(context.Background(), dsn, store.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, devKey, err := st.CreateKey(context.Background(), "dev", "developer")
-	st.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
+	devKey := ctrl.DeveloperKey
 
 	bin := filepath.Join(t.TempDir(), "expo-build")
 	if out, err := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./cmd/expo-build").CombinedOutput(); err != nil {

@@ -103,8 +103,13 @@ fi
 # iOS too on a Mac with Xcode). The person at the keyboard started it for
 # their own builds, so the polite-guest rules that wait for an idle Mac, for
 # mains power and for a VM's worth of free disk do not apply; the schedule,
-# heat and memory rules do (docs/polite-guest.md).
+# heat and memory rules do (docs/polite-guest.md). Android is set, not
+# detected: the README's sample app brings a stand-in Gradle and needs a JDK
+# but no Android SDK, which a worker left to detect it would ask for
+# (`bin/freeagent doctor --vm-driver local` says what this host builds).
+# iOS stays only on a Mac with Xcode. FREEAGENT_PLATFORMS overrides.
 FREEAGENT_API_KEY=$(cat "$worker_key_file") "$bin/freeagent" run --vm-driver local --controller-url "$url" \
+	--platforms "${FREEAGENT_PLATFORMS:-android,ios}" \
 	--data-dir "$run_dir/agent" --bootstrap "$bin/freeagent-vm" --name "make-run-worker" \
 	--idle-minutes 0 --build-on-battery --min-free-gb 2 >>"$agent_log" 2>&1 &
 agent_pid=$!

@@ -260,7 +260,7 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 	p := &pipeline{
 		tree: tree, root: root, workDir: r.work, artifactsDir: artifactsDir, spec: spec, keystore: keystore, signing: sign,
 		runner: &stepRunner{env: env, out: r.logs, grace: r.cfg.KillGrace, drain: 2 * time.Second, user: r.user},
-		phase:  r.progress,
+		caches: caches, phase: r.progress,
 	}
 	if len(caches.entries) > 0 {
 		r.logs.Printf("")

@@ -3,12 +3,15 @@ package vmbootstrap
 import (
 	"archive/tar"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"time"
@@ -25,9 +28,33 @@ var cacheLimits = ExtractLimits{MaxBytes: 200 << 30, MaxFileBytes: 20 << 30, Max
 // depCache is one dependency cache of the build.
 type depCache struct {
 	api.CacheEntry
-	paths    []string // resolved, absolute in this VM
-	restored string   // the key of the archive restored, "" on a miss
+	paths    []string            // resolved, absolute in this VM
+	restored string              // the key of the archive restored, "" on a miss
+	shared   *vmshare.CacheMount // the archive the worker shared, nil on a miss
+	archive  string              // its path
+	deferred bool                // a store left for the install, if it runs
+	// The node_modules cache only: the stamp of this VM's tools; whether
+	// the install ran, so the tree is new and worth saving.
+	stamp     *modulesStamp
+	installed bool
 }
+
+// modulesStamp says what a node_modules tree was installed with; a tree
+// is restored only into a VM whose stamp is the same. A native addon
+// built for another Node.js ABI, OS or CPU, or a tree laid out by another
+// version of the manager, would break the build in ways no install
+// would.
+type modulesStamp struct {
+	Key            string `json:"key"`
+	Node           string `json:"node"`
+	PackageManager string `json:"package_manager"` // "npm 10.9.2"
+	OS             string `json:"os"`
+	Arch           string `json:"arch"`
+}
+
+// stampFile is the stamp's entry in a node_modules cache archive, beside
+// the trees 0/, 1/, ….
+const stampFile = "stamp.json"
 
 // depCaches restores a build's dependency caches before its install and,
 // after its success, saves those it did not find under their exact key.
@@ -112,7 +139,10 @@ func (d *depCaches) restoredEnv(env []string) []string {
 
 // restore extracts the archive shared for each cache into its paths. A
 // cache whose archive is unusable is a miss with a warning: the build goes
-// on cold. It reports how many caches were restored.
+// on cold. It reports how many caches were restored. The node_modules
+// cache waits for the install (restoreModules), and so does the package
+// manager's store when node_modules may stand in for the install: a
+// restored tree needs no store.
 func (d *depCaches) restore(ctx context.Context, share string, mounts []vmshare.CacheMount) int {
 	if err := os.MkdirAll(d.root, 0o770); err != nil {
 		fmt.Fprintf(d.log, "▸ warning: cannot create the cache directory, building without caches: %v\n", err)
@@ -123,36 +153,81 @@ func (d *depCaches) restore(ctx context.Context, share string, mounts []vmshare.
 			fmt.Fprintf(d.log, "▸ warning: %v\n", err)
 		}
 	}
-	restored := 0
 	for _, c := range d.entries {
-		var m *vmshare.CacheMount
 		for i := range mounts {
 			if mounts[i].Name == c.Name && mounts[i].File == filepath.Base(mounts[i].File) {
-				m = &mounts[i]
+				c.shared, c.archive = &mounts[i], filepath.Join(share, mounts[i].File)
 			}
 		}
-		if m == nil {
+	}
+	modules := d.modules()
+	maybeNoInstall := modules != nil && modules.shared != nil && modules.shared.Key == modules.Key
+	restored := 0
+	for _, c := range d.entries {
+		switch {
+		case c.shared == nil:
 			fmt.Fprintf(d.log, "▸ cache %s: miss\n", c.Name)
-			continue
-		}
-		start := time.Now()
-		n, err := d.extract(ctx, c, filepath.Join(share, m.File))
-		if err != nil {
-			if ctx.Err() != nil {
-				return restored
+		case c == modules:
+			fmt.Fprintf(d.log, "▸ cache %s: found (key %s): checked at the install\n", c.Name, short(c.shared.Key))
+		case maybeNoInstall && isStore(c.Name):
+			c.deferred = true
+			fmt.Fprintf(d.log, "▸ cache %s: found (key %s): restored if the install runs\n", c.Name, short(c.shared.Key))
+		default:
+			if d.restoreOne(ctx, c) {
+				restored++
 			}
-			fmt.Fprintf(d.log, "▸ warning: cache %s: the archive is unusable, building without it: %v\n", c.Name, err)
-			continue
 		}
-		c.restored = m.Key
-		restored++
-		how := ""
-		if m.Key != c.Key {
-			how = ", an older key: it is saved again after the build"
+		if ctx.Err() != nil {
+			return restored
 		}
-		fmt.Fprintf(d.log, "▸ cache %s: restored (key %s, %s in %s%s)\n", c.Name, short(m.Key), bytesize.SI(n), time.Since(start).Round(time.Millisecond), how)
 	}
 	return restored
+}
+
+// restoreDeferred restores the caches restore left for the install, which
+// runs after all. It reports how many were restored.
+func (d *depCaches) restoreDeferred(ctx context.Context) int {
+	if d == nil {
+		return 0
+	}
+	restored := 0
+	for _, c := range d.entries {
+		if c.deferred && ctx.Err() == nil {
+			c.deferred = false
+			if d.restoreOne(ctx, c) {
+				restored++
+			}
+		}
+	}
+	return restored
+}
+
+// restoreOne extracts the archive shared for c, reporting whether it did.
+func (d *depCaches) restoreOne(ctx context.Context, c *depCache) bool {
+	start := time.Now()
+	n, err := d.extract(ctx, c, c.archive)
+	if err != nil {
+		if ctx.Err() == nil {
+			fmt.Fprintf(d.log, "▸ warning: cache %s: the archive is unusable, building without it: %v\n", c.Name, err)
+		}
+		return false
+	}
+	c.restored = c.shared.Key
+	how := ""
+	if c.shared.Key != c.Key {
+		how = ", an older key: it is saved again after the build"
+	}
+	fmt.Fprintf(d.log, "▸ cache %s: restored (key %s, %s in %s%s)\n", c.Name, short(c.shared.Key), bytesize.SI(n), time.Since(start).Round(time.Millisecond), how)
+	return true
+}
+
+// isStore: the cache named name is a package manager's store.
+func isStore(name string) bool {
+	switch name {
+	case api.PackageManagerNPM, api.PackageManagerYarn, api.PackageManagerPNPM, api.PackageManagerBun:
+		return true
+	}
+	return false
 }
 
 // extract expands the archive of c into a scratch directory, then moves
@@ -193,6 +268,113 @@ func (d *depCaches) extract(ctx context.Context, c *depCache, archive string) (i
 		}
 	}
 	return stats.Bytes, nil
+}
+
+// modules is the node_modules cache, nil when the build has none.
+func (d *depCaches) modules() *depCache {
+	if d == nil {
+		return nil
+	}
+	for _, c := range d.entries {
+		if c.Name == api.CacheNodeModules {
+			return c
+		}
+	}
+	return nil
+}
+
+// restoreModules restores the node_modules tree in place of the install
+// when the worker shared an archive of the cache's exact key whose stamp
+// is want, and the project has none of its paths yet. It returns the key
+// restored, or "" (with the reason in the log) when the install must run.
+// want is kept: a tree installed after it is saved with it.
+func (d *depCaches) restoreModules(ctx context.Context, want modulesStamp) string {
+	c := d.modules()
+	if c == nil {
+		return ""
+	}
+	c.stamp = &want
+	if c.shared == nil {
+		return "" // the miss is in the log already
+	}
+	if c.shared.Key != c.Key {
+		fmt.Fprintf(d.log, "\n▸ cache node_modules: only an older key (%s) is here: installing\n", short(c.shared.Key))
+		return ""
+	}
+	start := time.Now()
+	stage := filepath.Join(d.work, "cache-restore", c.Name)
+	defer os.RemoveAll(stage)
+	discard := func(format string, args ...any) string {
+		fmt.Fprintf(d.log, "\n▸ warning: cache node_modules: %s: discarded, installing\n", fmt.Sprintf(format, args...))
+		return ""
+	}
+	stats, err := ExtractFile(ctx, c.archive, stage, cacheLimits)
+	if err != nil {
+		return discard("the archive is unusable: %v", err)
+	}
+	got, err := readStamp(filepath.Join(stage, stampFile))
+	if err != nil {
+		return discard("%v", err)
+	}
+	if got != want {
+		return discard("installed with node %s, %s on %s/%s (key %s); this build has node %s, %s on %s/%s (key %s)",
+			got.Node, got.PackageManager, got.OS, got.Arch, short(got.Key), want.Node, want.PackageManager, want.OS, want.Arch, short(want.Key))
+	}
+	if _, err := os.Lstat(filepath.Join(stage, "0")); err != nil {
+		return discard("the archive holds no node_modules")
+	}
+	for i, dst := range c.paths {
+		if _, err := os.Lstat(dst); err == nil {
+			return discard("the project has %s already", c.Paths[i])
+		}
+	}
+	for i, dst := range c.paths {
+		src := filepath.Join(stage, strconv.Itoa(i))
+		if _, err := os.Lstat(src); err != nil {
+			continue
+		}
+		err := os.MkdirAll(filepath.Dir(dst), 0o770)
+		if err == nil {
+			err = os.Rename(src, dst)
+		}
+		if err == nil && d.user != nil {
+			err = d.shareWritable(dst) // Metro writes node_modules/.cache
+		}
+		if err != nil {
+			for _, p := range c.paths[:i+1] {
+				os.RemoveAll(p)
+			}
+			return discard("restore %s: %v", c.Paths[i], err)
+		}
+	}
+	c.restored = c.Key
+	fmt.Fprintf(d.log, "\n▸ cache node_modules: restored (key %s, %s in %s)\n", short(c.Key), bytesize.SI(stats.Bytes), time.Since(start).Round(time.Millisecond))
+	return c.Key
+}
+
+// installedModules records that the install ran: its tree is saved after
+// a successful build.
+func (d *depCaches) installedModules() {
+	if c := d.modules(); c != nil {
+		c.installed = true
+	}
+}
+
+// readStamp reads a node_modules archive's stamp.
+func readStamp(p string) (modulesStamp, error) {
+	var s modulesStamp
+	info, err := os.Lstat(p)
+	if err != nil || !info.Mode().IsRegular() || info.Size() > 64<<10 {
+		return s, errors.New("the archive has no stamp")
+	}
+	data, err := os.ReadFile(p)
+	if err == nil {
+		err = json.Unmarshal(data, &s)
+	}
+	if err != nil {
+		return s, fmt.Errorf("the archive's stamp is unreadable: %w", err)
+	}
+	return s, nil
 }
 
 // madeByPrebuild returns "ios" or "android" when p lies under the app's
@@ -236,13 +418,21 @@ func (d *depCaches) shareWritable(root string) error {
 // A cache that cannot be saved is a warning: the build succeeded.
 func (d *depCaches) save(ctx context.Context, sharedDir string) []vmshare.SavedCache {
 	var saved []vmshare.SavedCache
+	skipped := d.modules() != nil && d.modules().restored != ""
 	for _, c := range d.entries {
-		if c.restored == c.Key || ctx.Err() != nil {
-			continue
+		if c.restored == c.Key || ctx.Err() != nil || skipped && isStore(c.Name) {
+			continue // no install ran to add to a store
+		}
+		var stamp []byte
+		if c.Name == api.CacheNodeModules {
+			if !c.installed || c.stamp == nil {
+				continue // no install ran here: nothing new to save
+			}
+			stamp, _ = json.Marshal(c.stamp)
 		}
 		start := time.Now()
 		file := c.Name + ".tar"
-		n, err := writeCacheArchive(filepath.Join(sharedDir, vmshare.CacheOutDir), file, c.paths)
+		n, err := writeCacheArchive(filepath.Join(sharedDir, vmshare.CacheOutDir), file, c.paths, stamp)
 		switch {
 		case errors.Is(err, errNothingToCache):
 			fmt.Fprintf(d.log, "▸ cache %s: nothing to save (no %s)\n", c.Name, strings.Join(c.Paths, ", "))
@@ -256,13 +446,17 @@ func (d *depCaches) save(ctx context.Context, sharedDir string) []vmshare.SavedC
 	return saved
 }
 
-var errNothingToCache = errors.New("none of the cache's paths exists")
+var (
+	errNothingToCache = errors.New("none of the cache's paths exists")
+	errLeavesTree     = errors.New("the tree links outside itself or holds special files, which a restore could not bring back")
+)
 
 // writeCacheArchive writes dir/name, atomically, as a tar of each existing
 // path i under "i/": directories, regular files and the symbolic links
-// that stay inside their tree (the host refuses any other). It returns the
-// bytes of regular files archived.
-func writeCacheArchive(dir, name string, paths []string) (int64, error) {
+// that stay inside their tree (the host refuses any other), then stamp as
+// stampFile when there is one. It returns the bytes of regular files
+// archived.
+func writeCacheArchive(dir, name string, paths []string, stamp []byte) (int64, error) {
 	if err := os.MkdirAll(dir, 0o777); err != nil {
 		return 0, err
 	}
@@ -288,7 +482,7 @@ func writeCacheArchive(dir, name string, paths []string) (int64, error) {
 			if err != nil {
 				return err
 			}
-			n, err := addToArchive(tw, strconv.Itoa(i), root, p, rel, e)
+			n, err := addToArchive(tw, strconv.Itoa(i), root, p, rel, e, stamp != nil)
 			total += n
 			return err
 		})
@@ -298,6 +492,14 @@ func writeCacheArchive(dir, name string, paths []string) (int64, error) {
 	}
 	if !any {
 		return 0, errNothingToCache
+	}
+	if stamp != nil {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: stampFile, Mode: 0o644, Size: int64(len(stamp)), ModTime: time.Now()}); err != nil {
+			return 0, err
+		}
+		if _, err := tw.Write(stamp); err != nil {
+			return 0, err
+		}
 	}
 	if err := tw.Close(); err != nil {
 		return 0, err
@@ -315,8 +517,11 @@ func writeCacheArchive(dir, name string, paths []string) (int64, error) {
 }
 
 // addToArchive adds p (rel inside root) to tw under tree; what the host
-// would refuse (links leaving the tree, devices, sockets) is left out.
-func addToArchive(tw *tar.Writer, tree, root, p, rel string, e fs.DirEntry) (int64, error) {
+// would refuse (links leaving the tree, devices, sockets) is left out, or
+// with whole fails the archive: a node_modules tree missing a package
+// (npm links a file: dependency to its folder outside node_modules) must
+// not stand in for an install.
+func addToArchive(tw *tar.Writer, tree, root, p, rel string, e fs.DirEntry, whole bool) (int64, error) {
 	info, err := e.Info()
 	if err != nil {
 		return 0, err
@@ -329,9 +534,15 @@ func addToArchive(tw *tar.Writer, tree, root, p, rel string, e fs.DirEntry) (int
 			return 0, err
 		}
 		if filepath.IsAbs(link) || !inside(filepath.Join(filepath.Dir(p), link), root) {
+			if whole {
+				return 0, fmt.Errorf("%w: %s links to %s", errLeavesTree, p, link)
+			}
 			return 0, nil
 		}
 	default:
+		if whole {
+			return 0, fmt.Errorf("%w: %s is not a file, directory or link", errLeavesTree, p)
+		}
 		return 0, nil
 	}
 	h, err := tar.FileInfoHeader(info, filepath.ToSlash(link))
@@ -372,4 +583,40 @@ func short(key string) string {
 		return key[:12] + "…"
 	}
 	return key
+}
+
+// versionLine finds a tool's version among its output (npm may warn on
+// the same stream).
+var versionLine = regexp.MustCompile(`(?m)^v?(\d+\.\d+\.\d+\S*)\s*$`)
+
+// modulesStamp is this VM's stamp for the node_modules cache: the
+// versions of node and of the manager the install would run (after
+// checkNode and the manager's pinning), as the build runs them.
+func (p *pipeline) modulesStamp(ctx context.Context, key string) (modulesStamp, error) {
+	version := func(tool string) (string, error) {
+		var out strings.Builder
+		r := *p.runner
+		r.out = &out
+		if err := r.run(ctx, p.step(p.tree, tool, "--version")); err != nil {
+			return "", fmt.Errorf("%v\n%s", err, out.String())
+		}
+		m := versionLine.FindStringSubmatch(out.String())
+		if m == nil {
+			return "", fmt.Errorf("`%s --version` printed no version:\n%s", tool, out.String())
+		}
+		return m[1], nil
+	}
+	pm := p.spec.Project.PackageManager
+	if pm == "" {
+		pm = api.PackageManagerNPM
+	}
+	node, err := version("node")
+	if err != nil {
+		return modulesStamp{}, err
+	}
+	pmVersion, err := version(pm)
+	if err != nil {
+		return modulesStamp{}, err
+	}
+	return modulesStamp{Key: key, Node: node, PackageManager: pm + " " + pmVersion, OS: runtime.GOOS, Arch: runtime.GOARCH}, nil
 }

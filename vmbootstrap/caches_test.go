@@ -3,11 +3,14 @@ package vmbootstrap
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/freeagent-build/freeagent/agent/cache"
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -24,13 +27,7 @@ func TestCacheRoundTrip(t *testing.T) {
 	ctx := context.Background()
 	key := strings.Repeat("1f", 32)
 	spec := api.BuildSpec{Caches: []api.CacheEntry{{Name: "npm", Key: key, Paths: []string{api.CacheDirVar + "/npm", "vendor/cache"}}}}
-	write := func(p, body string) {
-		t.Helper()
-		os.MkdirAll(filepath.Dir(p), 0o755)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(p, body string) { t.Helper(); writeFile(t, p, body) }
 
 	// The first build: a cold install filled the npm cache and the vendor dir.
 	vm1 := t.TempDir()
@@ -144,5 +141,206 @@ func TestCacheRoundTrip(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(vm4, "cache", "npm")); err == nil {
 		t.Error("a corrupt archive left a partial cache behind")
+	}
+}
+
+// TestNodeModulesCache runs the real managers with both caches a
+// single-package project gets, the manager's store and node_modules. A
+// cold build installs and saves both, node_modules with its stamp; the
+// agent accepts them (npm's and Yarn's .bin links, pnpm's .pnpm layout
+// stay inside the tree); the next build with the same keys and tools
+// restores the tree, skips the install, leaves the store alone, finds the
+// tree whole and writable, and saves nothing. A new package.json (another
+// node_modules key) installs from the restored store with the registry
+// unreachable, which fails without it. Another stamp, a corrupt archive
+// or a tree the project already has make the install run too.
+func TestNodeModulesCache(t *testing.T) {
+	path, berry := managers(t)
+	t.Setenv("PATH", path)
+	ctx := context.Background()
+	// No registry: every request goes to a closed port.
+	const dead = "http://127.0.0.1:9"
+	offline := []string{"HTTPS_PROXY=" + dead, "HTTP_PROXY=" + dead, "https_proxy=" + dead, "http_proxy=" + dead,
+		"npm_config_https_proxy=" + dead, "npm_config_proxy=" + dead, "npm_config_fetch_retries=0", "npm_config_network_concurrency=1",
+		"YARN_ENABLE_NETWORK=0"} // Yarn Berry: no network
+	for _, c := range []struct {
+		name, pm, lockfile, install string
+		berry                       bool
+	}{
+		{"npm", "npm", "package-lock.json", "npm ci", false},
+		{"pnpm", "pnpm", "pnpm-lock.yaml", "pnpm install", false},
+		{"yarn", "yarn", "yarn.lock", "yarn install", false},
+		{"yarn-berry", "yarn", "yarn.lock", "yarn install", true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hostCache := t.TempDir()
+			env := append(os.Environ(), "CI=1", "npm_config_cache="+filepath.Join(hostCache, "npm"),
+				"npm_config_store_dir="+filepath.Join(hostCache, "pnpm"), "YARN_CACHE_FOLDER="+filepath.Join(hostCache, "yarn"),
+				"YARN_GLOBAL_FOLDER="+filepath.Join(hostCache, "berry")) // Berry's mirror, else shared with other runs
+			src := t.TempDir()
+			files := map[string]string{
+				"package.json": `{"name":"app","version":"1.0.0","private":true,"dependencies":{"is-number":"7.0.0","semver":"7.6.3"}}`,
+				".yarnrc":      "registry \"https://registry.npmjs.org\"\n",
+			}
+			modulesPaths := []string{"node_modules"}
+			if c.berry {
+				delete(files, ".yarnrc")
+				files[".yarnrc.yml"] = "yarnPath: " + berry + "\nnodeLinker: node-modules\nnpmRegistryServer: \"https://registry.npmjs.org\"\nenableTelemetry: false\n"
+				modulesPaths = append(modulesPaths, ".yarn/install-state.gz")
+			}
+			for name, body := range files {
+				writeFile(t, filepath.Join(src, name), body)
+			}
+			managerRun{t: t, root: src, env: append(env, "YARN_ENABLE_IMMUTABLE_INSTALLS=false")}.mustRun(Command{Argv: []string{c.pm, "install"}})
+			for _, p := range modulesPaths {
+				os.RemoveAll(filepath.Join(src, p))
+			}
+			key, storeKey := strings.Repeat("3a", 32), strings.Repeat("5c", 32)
+			spec := func(modulesKey string) api.BuildSpec {
+				return api.BuildSpec{
+					Project: api.Project{PackageManager: c.pm, Lockfile: c.lockfile, YarnBerry: c.berry},
+					Caches: []api.CacheEntry{{Name: c.pm, Key: storeKey, Paths: []string{api.CacheDirVar + "/" + c.pm}},
+						{Name: api.CacheNodeModules, Key: modulesKey, Paths: modulesPaths}},
+				}
+			}
+			// build installs (or restores) in a fresh copy of src, as a VM
+			// does, with the tools pointed at the VM's own cache directory.
+			build := func(spec api.BuildSpec, share string, mounts []vmshare.CacheMount, extraEnv ...string) (string, *depCaches, string, error) {
+				t.Helper()
+				vm := t.TempDir()
+				app := filepath.Join(vm, "app")
+				if err := os.CopyFS(app, os.DirFS(src)); err != nil {
+					t.Fatal(err)
+				}
+				var log bytes.Buffer
+				d := newDepCaches(spec, filepath.Join(vm, "cache"), vm, app, vm, &log, nil)
+				runEnv := mergeEnv(mergeEnv(env, d.env()...), append(extraEnv, "YARN_GLOBAL_FOLDER="+filepath.Join(vm, "berry"))...)
+				p := &pipeline{tree: app, root: app, workDir: vm, spec: spec, caches: d, phase: func(string, int, string) {},
+					runner: &stepRunner{env: runEnv, out: &log, grace: time.Second, drain: time.Second}}
+				if d.restore(ctx, share, mounts) > 0 {
+					p.runner.env = d.restoredEnv(p.runner.env)
+				}
+				err := p.install(ctx)
+				return app, d, log.String(), err
+			}
+			mustBuild := func(spec api.BuildSpec, share string, mounts []vmshare.CacheMount, extraEnv ...string) (string, *depCaches, string) {
+				t.Helper()
+				app, d, log, err := build(spec, share, mounts, extraEnv...)
+				if err != nil {
+					t.Fatalf("install: %v\n%s", err, log)
+				}
+				return app, d, log
+			}
+
+			// Without a cache, the registry is needed: the proof below can fail.
+			if _, _, log, err := build(spec(key), t.TempDir(), nil, offline...); err == nil {
+				t.Fatalf("%s installed with no cache and no registry:\n%s", c.install, log)
+			}
+
+			_, d1, log1 := mustBuild(spec(key), t.TempDir(), nil)
+			if !strings.Contains(log1, "▸ "+c.install) {
+				t.Fatalf("the cold build did not install:\n%s", log1)
+			}
+			out := t.TempDir()
+			saved := d1.save(ctx, out)
+			if len(saved) != 2 || saved[0].Name != c.pm || saved[1].Name != api.CacheNodeModules {
+				t.Fatalf("saved %+v\n%s", saved, log1)
+			}
+			store, err := cache.Open(filepath.Join(t.TempDir(), "caches"), 1<<30)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, sv := range saved {
+				if err := store.Put("app", sv.Name, sv.Key, filepath.Join(out, vmshare.CacheOutDir, sv.File)); err != nil {
+					t.Fatalf("the agent refused the %s archive: %v", sv.Name, err)
+				}
+			}
+			share := filepath.Join(t.TempDir(), "share")
+			mounted, err := store.Stage("app", spec(key).Caches, share)
+			if err != nil || len(mounted) != 2 {
+				t.Fatalf("stage: %+v %v", mounted, err)
+			}
+			var mounts []vmshare.CacheMount
+			for _, m := range mounted {
+				mounts = append(mounts, vmshare.CacheMount{Name: m.Name, Key: m.Key, File: m.File})
+			}
+
+			app2, d2, log2 := mustBuild(spec(key), share, mounts)
+			if !strings.Contains(log2, "▸ node_modules restored from cache 3a3a3a3a3a3a…, "+c.install+" skipped") || strings.Contains(log2, "▸ "+c.install) {
+				t.Fatalf("the warm build did not skip the install:\n%s", log2)
+			}
+			if !strings.Contains(log2, "▸ cache "+c.pm+": found (key 5c5c5c5c5c5c…): restored if the install runs") || strings.Contains(log2, "cache "+c.pm+": restored") {
+				t.Errorf("the store was restored for an install that did not run:\n%s", log2)
+			}
+			run := managerRun{t: t, root: app2, env: env}
+			if got := run.mustRun(Command{Argv: []string{"node", "-e", "process.stdout.write(require('semver').valid('1.2.3') + require('is-number')(7))"}}); got != "1.2.3true" {
+				t.Errorf("the restored tree resolves %q", got)
+			}
+			if got := run.mustRun(Command{Argv: []string{filepath.Join(app2, "node_modules", ".bin", "semver"), "1.2.3"}}); strings.TrimSpace(got) != "1.2.3" {
+				t.Errorf("node_modules/.bin/semver printed %q", got)
+			}
+			if err := os.MkdirAll(filepath.Join(app2, "node_modules", ".cache", "metro"), 0o755); err != nil {
+				t.Errorf("the restored node_modules is not writable: %v", err)
+			}
+			if saved := d2.save(ctx, t.TempDir()); len(saved) != 0 {
+				t.Errorf("a restored tree (or an unused store) was saved again: %+v", saved)
+			}
+
+			// A changed package.json: no node_modules under its key, so the
+			// store is restored and the install takes everything from it.
+			_, _, log3 := mustBuild(spec(strings.Repeat("4b", 32)), share, mounts, offline...)
+			if !strings.Contains(log3, "▸ cache "+c.pm+": restored (key 5c5c") || !strings.Contains(log3, "▸ "+c.install) {
+				t.Errorf("a new node_modules key with the store restored:\n%s", log3)
+			}
+			bad := t.TempDir()
+			writeFile(t, filepath.Join(bad, api.CacheNodeModules+".tar"), strings.Repeat("garbage", 100))
+			if _, _, log := mustBuild(spec(key), bad, mounts[1:]); !strings.Contains(log, "the archive is unusable") || !strings.Contains(log, "▸ "+c.install) {
+				t.Errorf("a corrupt archive:\n%s", log)
+			}
+			vm := t.TempDir()
+			var log bytes.Buffer
+			d := newDepCaches(spec(key), filepath.Join(vm, "cache"), vm, filepath.Join(vm, "app"), vm, &log, nil)
+			d.restore(ctx, share, mounts)
+			other := modulesStamp{Key: key, Node: "18.0.0", PackageManager: c.pm + " 1.0.0", OS: runtime.GOOS, Arch: runtime.GOARCH}
+			if got := d.restoreModules(ctx, other); got != "" || !strings.Contains(log.String(), "installed with node ") || !strings.Contains(log.String(), "this build has node 18.0.0") {
+				t.Errorf("another stamp restored %q:\n%s", got, log.String())
+			}
+			if _, err := os.Lstat(filepath.Join(vm, "app", "node_modules")); err == nil {
+				t.Error("a discarded archive left node_modules behind")
+			}
+			os.MkdirAll(filepath.Join(vm, "app", "node_modules"), 0o755)
+			log.Reset()
+			if got := d.restoreModules(ctx, *d1.modules().stamp); got != "" || !strings.Contains(log.String(), "the project has node_modules already") {
+				t.Errorf("restored over the project's own node_modules:\n%s", log.String())
+			}
+		})
+	}
+}
+
+// TestNodeModulesLinkingOut: npm links a file: dependency to its folder
+// outside node_modules; such a tree is never saved (a restore would lack
+// the package), while the npm cache's archive just leaves such links out.
+func TestNodeModulesLinkingOut(t *testing.T) {
+	app := t.TempDir()
+	writeFile(t, filepath.Join(app, "tools", "cli", "package.json"), `{"name":"cli"}`)
+	writeFile(t, filepath.Join(app, "node_modules", "is-number", "index.js"), "module.exports = 1")
+	if err := os.Symlink("../tools/cli", filepath.Join(app, "node_modules", "cli")); err != nil {
+		t.Fatal(err)
+	}
+	paths := []string{filepath.Join(app, "node_modules")}
+	if _, err := writeCacheArchive(t.TempDir(), "node_modules.tar", paths, []byte("{}")); !errors.Is(err, errLeavesTree) {
+		t.Errorf("node_modules linking outside itself: %v, want errLeavesTree", err)
+	}
+	if _, err := writeCacheArchive(t.TempDir(), "npm.tar", paths, nil); err != nil {
+		t.Errorf("a store cache with an outside link: %v", err)
+	}
+}
+
+// writeFile writes p, making its directory.
+func writeFile(t *testing.T, p, body string) {
+	t.Helper()
+	os.MkdirAll(filepath.Dir(p), 0o755)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

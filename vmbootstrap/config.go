@@ -7,10 +7,9 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
+	"github.com/freeagent-build/freeagent/internal/config"
 	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
@@ -75,87 +74,58 @@ func DefaultConfig() Config {
 var ErrHelp = flag.ErrHelp
 
 // ParseConfig builds the configuration from the defaults, then the
-// environment (getenv), then the command-line arguments.
+// environment (getenv; an empty variable is unset), then the command-line
+// arguments. Durations and sizes take the syntax every Free Agent binary
+// shares (internal/config).
 func ParseConfig(args []string, getenv func(string) string, usage io.Writer) (Config, error) {
+	cfg, _, err := parseConfig(args, getenv, usage)
+	return cfg, err
+}
+
+// parseConfig is ParseConfig returning the flag set too, for tests to
+// list the settings.
+func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Config, *flag.FlagSet, error) {
 	cfg := DefaultConfig()
 	fs := flag.NewFlagSet("freeagent-vm", flag.ContinueOnError)
 	fs.SetOutput(usage)
-	type option struct {
-		flag, env, help string
-		set             func(string) error
-	}
-	str := func(p *string) func(string) error {
-		return func(v string) error { *p = v; return nil }
-	}
-	dur := func(p *time.Duration) func(string) error {
-		return func(v string) error {
-			d, err := parseDuration(v)
-			if err == nil {
-				*p = d
-			}
-			return err
-		}
-	}
-	size := func(p *int64) func(string) error {
-		return func(v string) error {
-			n, err := parseSize(v)
-			if err == nil {
-				*p = n
-			}
-			return err
-		}
-	}
-	opts := []option{
-		{"shared-dir", "FREEAGENT_SHARED_DIR", "shared folder holding " + vmshare.BuildConfigFile + " (default " + DefaultSharedDir + ")", str(&cfg.SharedDir)},
-		{"cache-share", "FREEAGENT_CACHE_SHARE", "read-only folder of the dependency caches the host shares (default " + DefaultCacheShare + ")", str(&cfg.CacheShare)},
-		{"wait-timeout", "FREEAGENT_WAIT_TIMEOUT", "how long to wait for the shared folder and its config (default 5m)", dur(&cfg.WaitTimeout)},
-		{"build-timeout", "FREEAGENT_BUILD_TIMEOUT", "time limit of the whole build (default 2h)", dur(&cfg.BuildTimeout)},
-		{"kill-grace", "FREEAGENT_KILL_GRACE", "time between SIGTERM and SIGKILL of a build step (default 10s)", dur(&cfg.KillGrace)},
-		{"work-dir", "FREEAGENT_WORK_DIR", "directory the source is extracted under (default $TMPDIR/freeagent-build)", str(&cfg.WorkDir)},
-		{"home", "FREEAGENT_HOME", "home directory provisioning profiles are installed under (default $HOME; with --build-user, the build user's)", str(&cfg.HomeDir)},
-		{"build-user", "FREEAGENT_BUILD_USER", "unprivileged user build commands run as, through sudo -n -u (default: this program's user)", str(&cfg.BuildUser)},
-		{"security", "FREEAGENT_SECURITY", "path of the macOS security tool (default /usr/bin/security)", str(&cfg.SecurityTool)},
-		{"log-level", "FREEAGENT_LOG_LEVEL", "diagnostics level on stderr: debug, info, warn, error (default info)", str(&cfg.LogLevel)},
-		{"max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", "limit on the extracted source's total size (default 10GiB)", size(&cfg.Limits.MaxBytes)},
-		{"max-file-bytes", "FREEAGENT_MAX_FILE_BYTES", "limit on one extracted file's size (default 4GiB)", size(&cfg.Limits.MaxFileBytes)},
-		{"max-source-files", "FREEAGENT_MAX_SOURCE_FILES", "limit on the number of entries in the source archive (default 500000)", func(v string) error {
-			n, err := strconv.Atoi(strings.TrimSpace(v))
-			if err != nil || n <= 0 {
-				return fmt.Errorf("%q is not a positive number", v)
-			}
-			cfg.Limits.MaxFiles = n
-			return nil
-		}},
-	}
-	given := map[string]bool{} // options set by the environment or a flag
-	for _, o := range opts {
-		if v := getenv(o.env); v != "" {
-			if err := o.set(v); err != nil {
-				return cfg, fmt.Errorf("environment variable %s: %w", o.env, err)
-			}
-			given[o.flag] = true
-		}
-		fs.Func(o.flag, o.help+"; env "+o.env, func(v string) error { given[o.flag] = true; return o.set(v) })
+	o := config.New(fs, config.NonEmptyEnv(getenv), config.File{})
+	o.String(&cfg.SharedDir, "shared-dir", "FREEAGENT_SHARED_DIR", cfg.SharedDir, "shared folder holding "+vmshare.BuildConfigFile)
+	o.String(&cfg.CacheShare, "cache-share", "FREEAGENT_CACHE_SHARE", cfg.CacheShare, "read-only folder of the dependency caches the host shares")
+	o.Duration(&cfg.WaitTimeout, "wait-timeout", "FREEAGENT_WAIT_TIMEOUT", cfg.WaitTimeout, "how long to wait for the shared folder and its config")
+	o.Duration(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", cfg.BuildTimeout, "time limit of the whole build")
+	o.Duration(&cfg.KillGrace, "kill-grace", "FREEAGENT_KILL_GRACE", cfg.KillGrace, "time between SIGTERM and SIGKILL of a build step")
+	o.String(&cfg.WorkDir, "work-dir", "FREEAGENT_WORK_DIR", cfg.WorkDir, "directory the source is extracted under (with --build-user: "+DefaultBuildUserWorkDir+")")
+	o.String(&cfg.HomeDir, "home", "FREEAGENT_HOME", cfg.HomeDir, "home directory provisioning profiles are installed under (with --build-user: the build user's)")
+	o.String(&cfg.BuildUser, "build-user", "FREEAGENT_BUILD_USER", "", "unprivileged user build commands run as, through sudo -n -u (default: this program's user)")
+	o.String(&cfg.SecurityTool, "security", "FREEAGENT_SECURITY", cfg.SecurityTool, "path of the macOS security tool")
+	o.String(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", cfg.LogLevel, "diagnostics level on stderr: debug, info, warn, error")
+	o.Size(&cfg.Limits.MaxBytes, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", cfg.Limits.MaxBytes, "limit on the extracted source's total size")
+	o.Size(&cfg.Limits.MaxFileBytes, "max-file-bytes", "FREEAGENT_MAX_FILE_BYTES", cfg.Limits.MaxFileBytes, "limit on one extracted file's size")
+	o.Int(&cfg.Limits.MaxFiles, "max-source-files", "FREEAGENT_MAX_SOURCE_FILES", cfg.Limits.MaxFiles, 1, "limit on the number of entries in the source archive")
+	if err := o.Err(); err != nil {
+		return cfg, nil, err
 	}
 	if err := fs.Parse(args); err != nil {
-		return cfg, err
+		return cfg, nil, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, fmt.Errorf("unexpected argument %q (freeagent-vm takes only flags)", fs.Arg(0))
+		return cfg, nil, fmt.Errorf("unexpected argument %q (freeagent-vm takes only flags)", fs.Arg(0))
 	}
 	if cfg.BuildUser != "" {
 		// This user's home and temporary directory (private on macOS)
 		// are no place for what the build user reads and writes.
-		if !given["home"] {
+		if !o.Given("home") {
 			cfg.HomeDir = "" // the build user's home
 		}
-		if !given["work-dir"] {
+		if !o.Given("work-dir") {
 			cfg.WorkDir = DefaultBuildUserWorkDir
 		}
 	}
-	return cfg, cfg.validate()
+	return cfg, fs, cfg.validate()
 }
 
+// validate checks what the syntax cannot: the folders are named. (The
+// durations and limits are positive by their syntax.)
 func (c Config) validate() error {
 	var errs []error
 	if c.SharedDir == "" {
@@ -164,47 +134,5 @@ func (c Config) validate() error {
 	if c.WorkDir == "" {
 		errs = append(errs, errors.New("the work directory (--work-dir) is empty"))
 	}
-	for name, d := range map[string]time.Duration{"--wait-timeout": c.WaitTimeout, "--build-timeout": c.BuildTimeout, "--kill-grace": c.KillGrace} {
-		if d <= 0 {
-			errs = append(errs, fmt.Errorf("%s must be positive", name))
-		}
-	}
-	if c.Limits.MaxBytes <= 0 || c.Limits.MaxFileBytes <= 0 || c.Limits.MaxFiles <= 0 {
-		errs = append(errs, errors.New("source limits must be positive"))
-	}
 	return errors.Join(errs...)
-}
-
-// parseDuration accepts a Go duration ("90s", "2h") or a number of seconds.
-func parseDuration(v string) (time.Duration, error) {
-	v = strings.TrimSpace(v)
-	if n, err := strconv.ParseInt(v, 10, 64); err == nil {
-		return time.Duration(n) * time.Second, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil {
-		return 0, fmt.Errorf("%q is neither a duration (90s, 2h) nor a number of seconds", v)
-	}
-	return d, nil
-}
-
-// parseSize accepts a byte count with an optional binary suffix: 512, 64KiB,
-// 10GiB (K, M, G, KB, MB, GB are read as binary too).
-func parseSize(v string) (int64, error) {
-	s := strings.ToUpper(strings.TrimSpace(v))
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"KIB", 1 << 10}, {"MIB", 1 << 20}, {"GIB", 1 << 30}, {"KB", 1 << 10}, {"MB", 1 << 20}, {"GB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 || n > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a positive size (bytes, or with KiB/MiB/GiB)", v)
-	}
-	return n * mult, nil
 }

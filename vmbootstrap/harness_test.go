@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"io"
 	"net"
-	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,10 +23,8 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/api"
-	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
-	"github.com/freeagent-build/freeagent/controller/httpapi"
-	"github.com/freeagent-build/freeagent/controller/notify"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
@@ -101,8 +98,8 @@ type buildError struct {
 
 func (e *buildError) Error() string { return e.err.Error() + "\n" + e.out }
 
-// testController is a real controller (HTTP server, store, hub, file store)
-// on a fresh Postgres database.
+// testController is a real controller (controllertest) on a fresh
+// Postgres database.
 type testController struct {
 	t      *testing.T
 	URL    string
@@ -112,66 +109,19 @@ type testController struct {
 	worker *api.Client
 }
 
-func startController(t *testing.T) *testController {
+// startControllerOn starts a controller with opts (controllertest.S3 keeps
+// its files in a bucket).
+func startControllerOn(t *testing.T, opts ...controllertest.Option) *testController {
 	t.Helper()
-	return startControllerOn(t, nil)
-}
-
-// startControllerOn starts a controller whose files live in the backend
-// open makes (nil: the file store under a temporary data directory).
-func startControllerOn(t *testing.T, open func(t *testing.T) blobs.Backend) *testController {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	dsn := pgtest.NewDatabase(t)
-	st, err := store.Open(ctx, dsn, store.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
-	dataDir := t.TempDir()
-	key, err := blobs.LoadOrCreateKey(filepath.Join(dataDir, "certs.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var backend blobs.Backend
-	if open != nil {
-		backend = open(t)
-	} else if backend, err = blobs.NewDir(filepath.Join(dataDir, "files")); err != nil {
-		t.Fatal(err)
-	}
-	files, err := blobs.New(backend, key)
-	if err != nil {
-		t.Fatal(err)
-	}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	hub := notify.New(dsn, log)
-	hubDone := make(chan struct{})
-	go func() { hub.Run(ctx); close(hubDone) }()
-	<-hub.Ready()
-	limits := httpapi.DefaultLimits()
-	limits.PollBackstop = 200 * time.Millisecond
-	srv := httpapi.New(httpapi.Options{Store: st, Blobs: files, Hub: hub, Limits: limits, Log: log, KeyCacheTTL: time.Nanosecond})
-	hs := httptest.NewServer(srv)
-	t.Cleanup(func() {
-		srv.Drain()
-		hs.Close()
-		cancel()
-		<-hubDone
-		st.Close()
-	})
-	c := &testController{t: t, URL: hs.URL, store: st}
-	mk := func(name, role string) *api.Client {
-		_, secret, err := st.CreateKey(ctx, name, role)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return &api.Client{BaseURL: hs.URL, APIKey: secret}
-	}
-	c.admin, c.dev, c.worker = mk("admin", api.RoleAdmin), mk("dev", api.RoleDeveloper), mk("worker", api.RoleWorker)
-	return c
+	c := controllertest.Start(t, append([]controllertest.Option{controllertest.Logger(log)}, opts...)...)
+	return &testController{t: t, URL: c.URL, store: c.Store, admin: c.Admin, dev: c.Developer, worker: c.Worker}
+}
+
+func startController(t *testing.T) *testController {
+	t.Helper()
+	return startControllerOn(t)
 }
 
 // startJob submits a build and takes it as a worker would (poll, first

@@ -273,7 +273,7 @@ func (s *LogStream) waitClose(ctx context.Context) {
 // flush sends everything buffered, retrying transient failures. It returns
 // nil when the buffer is empty, or the error that stops the stream.
 func (s *LogStream) flush(ctx context.Context) error {
-	b := newBackoff(s.cfg.RetryMin, s.cfg.RetryMax)
+	b := api.Backoff{Initial: s.cfg.RetryMin, Max: s.cfg.RetryMax, Jitter: 0.5}.Sequence()
 	for {
 		if s.base < 0 {
 			n, err := s.post(ctx, 0, nil) // an empty append answers the log's length
@@ -281,7 +281,7 @@ func (s *LogStream) flush(ctx context.Context) error {
 				if err = s.classify(ctx, err); err != nil {
 					return err
 				}
-				if err := sleep(ctx, b.delay()); err != nil {
+				if err := sleep(ctx, b.Next()); err != nil {
 					return err
 				}
 				continue
@@ -289,7 +289,7 @@ func (s *LogStream) flush(ctx context.Context) error {
 			s.mu.Lock()
 			s.base = n
 			s.mu.Unlock()
-			b.reset()
+			b.Reset()
 		}
 		s.mu.Lock()
 		chunk := s.buf[:min(len(s.buf), s.cfg.MaxChunk)]
@@ -320,7 +320,7 @@ func (s *LogStream) flush(ctx context.Context) error {
 			}
 			s.base = n
 			s.mu.Unlock()
-			b.reset()
+			b.Reset()
 		case errors.As(err, &apiErr) && apiErr.Status == http.StatusRequestedRangeNotSatisfiable && apiErr.Length != nil:
 			// Our offset is beyond the log's end: continue from there.
 			s.mu.Lock()
@@ -329,7 +329,7 @@ func (s *LogStream) flush(ctx context.Context) error {
 			s.resyncs++
 			s.mu.Unlock()
 			if s.resyncs%10 == 0 { // never spin against a confused server
-				if err := sleep(ctx, b.delay()); err != nil {
+				if err := sleep(ctx, b.Next()); err != nil {
 					return err
 				}
 			}
@@ -337,7 +337,7 @@ func (s *LogStream) flush(ctx context.Context) error {
 			if err := s.classify(ctx, err); err != nil {
 				return err
 			}
-			d := b.delay()
+			d := b.Next()
 			s.log.WithError(err).WithField("retry_in", d.Round(time.Millisecond)).Debug("build log append failed; resending")
 			if err := sleep(ctx, d); err != nil {
 				return err

@@ -31,6 +31,7 @@ type pipeline struct {
 	keystore     *api.AndroidKeystore // Android upload key; nil: the project's own signing (debug)
 	signing      *signing             // iOS with certificates, else nil
 	runner       *stepRunner
+	caches       *depCaches // nil: none
 	// phase announces a phase (progress.json and the log).
 	phase func(phase string, progress int, message string)
 }
@@ -44,6 +45,10 @@ func (p *pipeline) run(ctx context.Context) ([]string, error) {
 		return nil, err
 	}
 	if pkg.customBuild() {
+		// The project installs by itself: its store, never node_modules.
+		if p.caches.restoreDeferred(ctx) > 0 {
+			p.runner.env = p.caches.restoredEnv(p.runner.env)
+		}
 		return p.custom(ctx)
 	}
 	build := p.android
@@ -136,11 +141,32 @@ func (p *pipeline) install(ctx context.Context) error {
 	if p.spec.Project.Lockfile == "" {
 		fmt.Fprintf(p.runner.out, "\n▸ warning: no lockfile: the install cannot be frozen, dependency versions may differ from the developer's\n")
 	}
-	for _, c := range InstallCommands(p.spec.Project, true) {
+	cmds := InstallCommands(p.spec.Project, true)
+	for _, c := range cmds[:len(cmds)-1] { // corepack, the manager's version
 		if err := p.runner.run(ctx, p.command(c)); err != nil {
 			return err
 		}
 	}
+	install := cmds[len(cmds)-1]
+	if c := p.caches.modules(); c != nil {
+		stamp, err := p.modulesStamp(ctx, c.Key)
+		if err != nil {
+			if ctx.Err() != nil {
+				return err
+			}
+			fmt.Fprintf(p.runner.out, "\n▸ warning: cache node_modules: cannot tell the tools' versions, installing: %v\n", err)
+		} else if key := p.caches.restoreModules(ctx, stamp); key != "" {
+			fmt.Fprintf(p.runner.out, "▸ node_modules restored from cache %s, %s skipped\n", short(key), strings.Join(install.Argv[:2], " "))
+			return nil
+		}
+	}
+	if p.caches.restoreDeferred(ctx) > 0 {
+		p.runner.env = p.caches.restoredEnv(p.runner.env)
+	}
+	if err := p.runner.run(ctx, p.command(install)); err != nil {
+		return err
+	}
+	p.caches.installedModules()
 	return nil
 }
 

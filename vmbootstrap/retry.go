@@ -3,31 +3,14 @@ package vmbootstrap
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
-	"net/http"
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
 )
 
-// backoff yields exponentially growing delays with full jitter in
-// [d/2, d], between min and max.
-type backoff struct {
-	min, max time.Duration
-	next     time.Duration
-}
-
-func newBackoff(min, max time.Duration) *backoff { return &backoff{min: min, max: max, next: min} }
-
-func (b *backoff) delay() time.Duration {
-	d := b.next
-	if b.next *= 2; b.next > b.max {
-		b.next = b.max
-	}
-	return d/2 + rand.N(d/2+1)
-}
-
-func (b *backoff) reset() { b.next = b.min }
+// retrySchedule is the waits between tries of a controller call: a quarter
+// of a second at first, doubling up to 10 s, with jitter.
+var retrySchedule = api.Backoff{Initial: 250 * time.Millisecond, Max: 10 * time.Second, Jitter: 0.5}
 
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) error {
@@ -41,21 +24,22 @@ func sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// transient reports whether a controller call may succeed when repeated:
-// network trouble, 5xx, 408 and 429. Other answers (4xx) are final.
+// transient reports whether a step that calls the controller may succeed
+// when repeated. The controller's answers are classified by api.Transient
+// (5xx but 501, 408, 429); a full or failing disk here is final; anything
+// else — network trouble, a transfer that stalled or was cut short, bytes
+// corrupted on the way, an object store's refusal of a signed URL — is
+// worth another try while the caller's context is alive (retry checks it).
 func transient(err error) bool {
+	var e *api.Error
 	switch {
 	case err == nil, isDiskError(err):
 		return false
 	case errors.Is(err, errChecksum):
 		return true // corrupted on the way: fetch or send again
+	case errors.As(err, &e):
+		return api.Transient(err)
 	}
-	var e *api.Error
-	if errors.As(err, &e) {
-		return e.Status >= 500 || e.Status == http.StatusTooManyRequests || e.Status == http.StatusRequestTimeout
-	}
-	// Network errors, and per-request timeouts while the caller's own
-	// context is still alive (callers check that context themselves).
 	return true
 }
 
@@ -63,25 +47,9 @@ func transient(err error) bool {
 // ends, or the budget is spent (then the last error is returned). onRetry,
 // when set, hears about each failure that will be retried.
 func retry(ctx context.Context, budget time.Duration, f func(ctx context.Context) error, onRetry func(err error, wait time.Duration)) error {
-	deadline := time.Now().Add(budget)
-	b := newBackoff(250*time.Millisecond, 10*time.Second)
-	for {
-		err := f(ctx)
-		if err == nil || !transient(err) {
-			return err
-		}
-		if ctx.Err() != nil {
-			return err
-		}
-		wait := b.delay()
-		if time.Now().Add(wait).After(deadline) {
-			return err
-		}
-		if onRetry != nil {
-			onRetry(err, wait)
-		}
-		if serr := sleep(ctx, wait); serr != nil {
-			return err
-		}
+	p := api.RetryPolicy{Backoff: retrySchedule, Budget: budget, Retryable: transient}
+	if onRetry != nil {
+		p.OnRetry = func(err error, _ int, wait time.Duration) { onRetry(err, wait) }
 	}
+	return api.Retry(ctx, p, f)
 }

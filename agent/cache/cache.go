@@ -37,7 +37,7 @@ import (
 // Names that may appear in a path of the store.
 var (
 	validProject = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`) // the controller's project names
-	validName    = regexp.MustCompile(`^[a-z][a-z0-9-]{0,31}$`)
+	validName    = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
 	validKey     = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
@@ -190,12 +190,16 @@ func (s *Store) Stage(project string, entries []api.CacheEntry, dir string) ([]M
 }
 
 // lookup finds project's archive of name under key, else the newest under
-// another key.
+// another key, except for node_modules: the VM restores that tree only
+// under its exact key, so an older one would be shared for nothing.
 func (s *Store) lookup(project, name, key string) (path, found string, ok bool) {
 	dir := filepath.Join(s.dir, project, name)
 	exact := filepath.Join(dir, key+archiveExt)
 	if st, err := os.Lstat(exact); err == nil && st.Mode().IsRegular() {
 		return exact, key, true
+	}
+	if name == api.CacheNodeModules {
+		return "", "", false
 	}
 	if as := archivesIn(dir); len(as) > 0 { // newest first
 		return as[0].path, as[0].key, true

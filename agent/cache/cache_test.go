@@ -186,6 +186,48 @@ func TestPutRefusesBadArchives(t *testing.T) {
 	}
 }
 
+// TestNodeModulesLayouts: the links a node_modules tree holds (npm's and
+// Yarn's .bin, pnpm's .pnpm store and its nested links), all relative and
+// inside the tree, are accepted with the stamp beside the tree; a link from
+// it to a workspace package or the host is refused. Only the exact key of
+// node_modules is shared: the VM would discard any other.
+func TestNodeModulesLayouts(t *testing.T) {
+	s := open(t, 1<<20)
+	good := tarOf(t,
+		"0/", "",
+		"0/.bin/", "",
+		"0/.bin/semver", "->../semver/bin/semver.js",
+		"0/semver/bin/semver.js", "#!/usr/bin/env node",
+		"0/.pnpm/is-number@7.0.0/node_modules/is-number/index.js", "module.exports = 1",
+		"0/.pnpm/a@1.0.0/node_modules/a/index.js", "require('is-number')",
+		"0/.pnpm/a@1.0.0/node_modules/is-number", "->../../is-number@7.0.0/node_modules/is-number",
+		"0/is-number", "->.pnpm/is-number@7.0.0/node_modules/is-number",
+		"0/.pnpm/node_modules/a", "->../a@1.0.0/node_modules/a",
+		"stamp.json", `{"key":"k"}`,
+	)
+	k := key("modules")
+	if err := s.Put("p", api.CacheNodeModules, k, writeTemp(t, good)); err != nil {
+		t.Fatalf("a node_modules tree with links inside it was refused: %v", err)
+	}
+	for name, link := range map[string][2]string{
+		"workspace package": {"0/@fixture/shared", "->../../packages/shared"},
+		"file: dependency":  {"0/cli", "->../tools/cli"},
+		"from .pnpm out":    {"0/.pnpm/a@1.0.0/node_modules/a", "->../../../../outside"},
+		"absolute":          {"0/npm", "->/usr/lib/node_modules/npm"},
+	} {
+		data := tarOf(t, "0/", "", link[0], link[1])
+		if err := s.Put("p", api.CacheNodeModules, key(name), writeTemp(t, data)); !errors.Is(err, ErrBadArchive) {
+			t.Errorf("%s: put gave %v, want ErrBadArchive", name, err)
+		}
+	}
+	if m, _ := stage(t, s, "p", api.CacheEntry{Name: api.CacheNodeModules, Key: k}); len(m) != 1 || m[0].Key != k {
+		t.Errorf("exact key: staged %+v", m)
+	}
+	if m, _ := stage(t, s, "p", api.CacheEntry{Name: api.CacheNodeModules, Key: key("other")}); len(m) != 0 {
+		t.Errorf("another key: staged %+v, want nothing", m)
+	}
+}
+
 // TestEvictionUnderCap: the least recently used archive goes first, and
 // being staged for a build counts as a use.
 func TestEvictionUnderCap(t *testing.T) {

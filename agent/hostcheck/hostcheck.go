@@ -58,12 +58,16 @@ type Config struct {
 	// the Tart, template, VM-limit and DHCP lease checks are then left out.
 	Tart *tart.Driver
 	// Platforms is the owner's choice of what to build (empty: none made),
-	// checked against the template (see Platforms).
+	// checked against the template (see Platforms) or, with Local, against
+	// this host's tools (see LocalPlatforms).
 	Platforms []string
-	DataDir   string // the disk that holds build scratch space
-	MinFree   uint64 // bytes; less free space fails the disk check
-	HTTP      *http.Client
-	Timeout   time.Duration // per network check
+	// Local is the host's toolchain when builds run on it (the local
+	// driver); nil with Tart.
+	Local   *Toolchain
+	DataDir string // the disk that holds build scratch space
+	MinFree uint64 // bytes; less free space fails the disk check
+	HTTP    *http.Client
+	Timeout time.Duration // per network check
 	// Insecure: the owner allowed a plain-http controller on another
 	// machine (--insecure); otherwise such a URL fails the controller check.
 	Insecure bool
@@ -94,6 +98,10 @@ func Run(ctx context.Context, cfg Config) []Result {
 			plistPath = InternetSharingPlist
 		}
 		rs = append(rs, Softnet(ctx, cfg.Tart), DHCPLease(plistPath))
+	}
+	if cfg.Local != nil {
+		_, platforms := LocalPlatforms(cfg.Platforms, *cfg.Local)
+		rs = append(rs, platforms)
 	}
 	rs = append(rs, Disk(cfg.DataDir, cfg.MinFree))
 	if cfg.Host != nil {

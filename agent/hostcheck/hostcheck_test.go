@@ -21,10 +21,8 @@ import (
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
 	"github.com/freeagent-build/freeagent/controller/api"
-	"github.com/freeagent-build/freeagent/controller/httpapi"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
-	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/store"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -139,20 +137,8 @@ func TestDisk(t *testing.T) {
 
 func TestControllerAndCredentials(t *testing.T) {
 	ctx := context.Background()
-	dsn := pgtest.NewDatabase(t)
-	c, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DatabaseURL: dsn,
-		ReaperInterval: time.Second, Store: store.DefaultConfig(), Limits: httpapi.DefaultLimits()}, quietLog())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Shutdown(context.Background()) })
-	st, err := store.Open(ctx, dsn, store.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	_, workerKey, _ := st.CreateKey(ctx, "mac", "worker")
-	_, devKey, _ := st.CreateKey(ctx, "dev", "developer")
+	c := controllertest.Start(t, controllertest.Logger(quietLog()))
+	workerKey, devKey := c.WorkerKey, c.DeveloperKey
 
 	cases := []struct {
 		name, url, key string
@@ -190,7 +176,7 @@ func TestControllerAndCredentials(t *testing.T) {
 		t.Errorf("redirecting URL: %+v, key sent on %d times", r, leaked.Load())
 	}
 	// The key check registers nothing.
-	ws, err := st.ListWorkers(ctx)
+	ws, err := c.Store.ListWorkers(ctx)
 	if err != nil || len(ws) != 0 {
 		t.Fatalf("the key check registered a worker: %v %v", ws, err)
 	}

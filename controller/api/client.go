@@ -21,6 +21,9 @@ type Error struct {
 	Code    string
 	Message string
 	Length  *int64 // on 416 answers to a log append
+	// RetryAfter is the answer's Retry-After (429, 503): how long the
+	// controller asked the client to wait. Retry honours it.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -148,7 +151,7 @@ func sameOrigin(a, b *url.URL) bool {
 }
 
 func decodeError(resp *http.Response) error {
-	e := &Error{Status: resp.StatusCode}
+	e := &Error{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now())}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var body ErrorResponse
 	if json.Unmarshal(b, &body) == nil && (body.Error != "" || body.Code != "") {
@@ -666,5 +669,13 @@ func (c *Client) WebhookDeliveries(ctx context.Context, id string, limit int) (W
 func (c *Client) RedeliverWebhook(ctx context.Context, id, deliveryID string) (WebhookDelivery, error) {
 	var out WebhookDelivery
 	err := c.call(ctx, http.MethodPost, "/api/webhooks/"+url.PathEscape(id)+"/deliveries/"+url.PathEscape(deliveryID)+"/redeliver", nil, &out, nil)
+	return out, err
+}
+
+// PingWebhook queues a test delivery of event type "ping" to one endpoint
+// only; it shows in that endpoint's delivery log (admin).
+func (c *Client) PingWebhook(ctx context.Context, id string) (WebhookDelivery, error) {
+	var out WebhookDelivery
+	err := c.call(ctx, http.MethodPost, "/api/webhooks/"+url.PathEscape(id)+"/ping", nil, &out, nil)
 	return out, err
 }

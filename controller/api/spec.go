@@ -64,13 +64,14 @@ type BuildSpec struct {
 // CacheEntry is one dependency cache of a build: what it holds, under
 // which key, at which paths of the VM.
 type CacheEntry struct {
-	// Name says what the cache holds: npm, yarn, pnpm, bun, pods, gradle
-	// or custom (eas.json cache.paths).
+	// Name says what the cache holds: npm, yarn, pnpm, bun (the package
+	// manager's store), node_modules (the installed tree: see
+	// CacheNodeModules), pods, gradle or custom (eas.json cache.paths).
 	Name string `json:"name"`
 	// Key is the hex SHA-256 over the project name, the platform, Name,
-	// the package manager and the hash of the file that decides the
-	// cache's content (the lockfile, Podfile.lock, the Gradle files) and
-	// eas.json cache.key. The project is part of the key, and the worker
+	// the package manager and the hash of the files that decide the
+	// cache's content (the lockfile, with package.json for node_modules;
+	// Podfile.lock; the Gradle files) and eas.json cache.key. The project is part of the key, and the worker
 	// files caches under the build's project too, so no project's build
 	// can read another's cache.
 	Key string `json:"key"`
@@ -85,6 +86,13 @@ type CacheEntry struct {
 // by environment variable (npm_config_cache, YARN_CACHE_FOLDER, …) so that
 // restoring a cache is extracting it there.
 const CacheDirVar = "$FREEAGENT_CACHE_DIR"
+
+// CacheNodeModules names the cache of the installed node_modules tree.
+// Its key covers the lockfile and package.json, so the VM restores it in
+// place of the install only under that exact key, and only when the
+// archive's stamp (node and package-manager versions, OS and
+// architecture) matches the VM.
+const CacheNodeModules = "node_modules"
 
 // BuildProfile is a resolved eas.json build profile. The JSON names are
 // eas.json's, so the object marshals to what @expo/eas-json resolves.

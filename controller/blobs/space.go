@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/freeagent-build/freeagent/internal/bytesize"
+	"github.com/freeagent-build/freeagent/internal/config"
 )
 
 // ErrNoSpace is returned when the file store's disk is below its
@@ -21,7 +22,7 @@ type Floor struct {
 	Percent float64
 }
 
-// ParseFloor reads a free-space floor: a size ("5GiB", "500MB", "1073741824")
+// ParseFloor reads a free-space floor: a size (config.ParseSize: "5GiB", "500MB", "1073741824")
 // or a share of the disk ("5%"); "0" turns the floor off.
 func ParseFloor(s string) (Floor, error) {
 	s = strings.TrimSpace(s)
@@ -32,22 +33,11 @@ func ParseFloor(s string) (Floor, error) {
 		}
 		return Floor{Percent: v}, nil
 	}
-	units := []struct {
-		suffix string
-		mult   uint64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"TB", 1e12}, {"B", 1}}
-	mult := uint64(1)
-	for _, u := range units {
-		if n, ok := strings.CutSuffix(s, u.suffix); ok {
-			s, mult = strings.TrimSpace(n), u.mult
-			break
-		}
+	n, err := config.ParseSize(s)
+	if err != nil {
+		return Floor{}, fmt.Errorf("%w, or a percentage of the disk such as 5%%", err)
 	}
-	v, err := strconv.ParseFloat(s, 64)
-	if err != nil || v < 0 || v*float64(mult) > 1<<62 {
-		return Floor{}, fmt.Errorf("%q: want a size such as 5GiB or 500MB, or a percentage of the disk such as 5%%", s)
-	}
-	return Floor{Bytes: uint64(v * float64(mult))}, nil
+	return Floor{Bytes: uint64(n)}, nil
 }
 
 func (f Floor) String() string {

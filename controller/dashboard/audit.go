@@ -45,7 +45,7 @@ func (c *verification) get(ctx context.Context, st *store.Store) (api.EventVerif
 }
 
 type eventsView struct {
-	Events      []api.Event
+	Events      []eventRow
 	Verified    api.EventVerification
 	VerifiedAt  time.Time
 	VerifyError string
@@ -68,7 +68,11 @@ func (d *Dashboard) events(w http.ResponseWriter, r *http.Request, s *session) {
 		d.fail(w, r, s, err)
 		return
 	}
-	v := eventsView{Events: evs}
+	v := eventsView{Events: make([]eventRow, len(evs))}
+	now := time.Now()
+	for i, e := range evs {
+		v.Events[i] = newEventRow(e, now)
+	}
 	v.Verified, v.VerifiedAt, err = d.verified.get(r.Context(), d.Store)
 	if err != nil {
 		v.VerifyError = "The chain could not be checked just now (" + err.Error() + "); run `freeagent-controller events verify`."

@@ -27,7 +27,9 @@ var templateFiles embed.FS
 var staticFiles embed.FS
 
 // Options give the dashboard what it needs. The file and stream handling
-// of builds stays in the API server, which passes it in.
+// of builds stays in the API server: the composition root (serve) passes in
+// its methods (httpapi.Server's FollowLogs, ServeArtifact, RetryBuild,
+// ServeQR, BuildEnded and Done).
 type Options struct {
 	Store *store.Store
 	Hub   *notify.Hub
@@ -62,7 +64,8 @@ type Dashboard struct {
 }
 
 // New builds the dashboard handler. It serves every path it is given; the
-// caller mounts it outside /api/.
+// caller mounts it outside /api/ (serve: httpapi.Server.Mount, behind the
+// API's logging, recovery, rate limits and body guard).
 func New(o Options) *Dashboard {
 	if o.SessionTTL == 0 {
 		o.SessionTTL = 12 * time.Hour
@@ -73,7 +76,7 @@ func New(o Options) *Dashboard {
 	d := &Dashboard{Options: o, pages: map[string]*template.Template{}}
 	for _, name := range []string{"login", "overview", "builds", "build", "queue", "workers", "events", "controllers", "webhooks", "deliveries", "error"} {
 		d.pages[name] = template.Must(template.New("layout.html").Funcs(funcs).
-			ParseFS(templateFiles, "templates/layout.html", "templates/buildrows.html", "templates/"+name+".html"))
+			ParseFS(templateFiles, "templates/layout.html", "templates/buildrows.html", "templates/hookactions.html", "templates/"+name+".html"))
 	}
 	static, err := fs.Sub(staticFiles, "static")
 	if err != nil {
@@ -101,9 +104,12 @@ func New(o Options) *Dashboard {
 	m.HandleFunc("POST /workers/{id}/resume", d.action(roleAdmin, d.resumeWorker))
 	m.HandleFunc("GET /events", d.page(roleAdmin, d.events))
 	m.HandleFunc("GET /controllers", d.page(roleAdmin, d.controllers))
-	m.HandleFunc("GET /webhooks", d.page(roleAdmin, d.webhookList))
-	m.HandleFunc("GET /webhooks/{id}", d.page(roleAdmin, d.webhookDeliveries))
-	m.HandleFunc("POST /webhooks/{id}/deliveries/{delivery}/redeliver", d.action(roleAdmin, d.redeliver))
+	m.HandleFunc("GET /webhooks", d.page(roleAdmin, d.withWebhooks(d.webhookList)))
+	m.HandleFunc("POST /webhooks", d.action(roleAdmin, d.withWebhooks(d.createWebhook)))
+	m.HandleFunc("GET /webhooks/{id}", d.page(roleAdmin, d.withWebhooks(d.webhookDeliveries)))
+	m.HandleFunc("POST /webhooks/{id}/ping", d.action(roleAdmin, d.withWebhooks(d.pingWebhook)))
+	m.HandleFunc("POST /webhooks/{id}/delete", d.action(roleAdmin, d.withWebhooks(d.deleteWebhook)))
+	m.HandleFunc("POST /webhooks/{id}/deliveries/{delivery}/redeliver", d.action(roleAdmin, d.withWebhooks(d.redeliver)))
 
 	m.HandleFunc("GET /ui/stream", d.stream(roleDeveloper, d.changes))
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {

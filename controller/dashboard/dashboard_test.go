@@ -643,7 +643,7 @@ func TestEventsPageShowsABrokenChainAndPages(t *testing.T) {
 	b.mustLogin(f.adminKey)
 	p := b.get("/events")
 	wantContains(t, p, "Hash chain broken at sequence")
-	seqs := regexp.MustCompile(`<tr data-sequence="(\d+)">`)
+	seqs := regexp.MustCompile(`<tr data-sequence="(\d+)"`)
 	first := seqs.FindAllStringSubmatch(p.body, -1)
 	if len(first) != 100 || first[0][1] != "100250" {
 		t.Fatalf("first events page: %d rows, starting %v", len(first), first[0])

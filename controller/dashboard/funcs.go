@@ -16,7 +16,7 @@ var funcs = template.FuncMap{
 	"when":     when,
 	"took":     took,
 	"bytes":    bytesize.IEC,
-	"short":    func(id string) string { return id[:min(len(id), 10)] },
+	"short":    short,
 	"short7":   func(commit string) string { return commit[:min(len(commit), 7)] },
 	"deref":    func(s *string) string { return orEmpty(s) },
 	"terminal": func(s api.BuildStatus) bool { return s.Terminal() },
@@ -25,9 +25,16 @@ var funcs = template.FuncMap{
 	"pathesc":  url.PathEscape,
 	"percent":  func(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) },
 	"add":      func(a, b int64) int64 { return a + b },
+	// hookActions is what the "hookactions" buttons need: the endpoint and the form token.
+	"hookActions": func(h api.Webhook, csrf string) hookActions { return hookActions{Hook: h, CSRF: csrf} },
 	// headline is an error message without the log lines a worker appends
 	// (the build page shows those from the log, once).
 	"headline": func(msg string) string { h, _, _ := strings.Cut(msg, buildphase.TailSeparator); return h },
+}
+
+type hookActions struct {
+	Hook api.Webhook
+	CSRF string
 }
 
 func orEmpty(s *string) string {

@@ -8,29 +8,25 @@ import (
 	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/api"
-	"github.com/freeagent-build/freeagent/controller/httpapi"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
-	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/store"
-	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
 
-// farm is a real controller (serve.Start) on a fresh database, with keys of
-// every role and API clients for them.
+// farm is a real controller (controllertest: the composition root) on a
+// fresh database, with keys of every role and API clients for them.
 type farm struct {
 	t                         testing.TB
 	url                       string
@@ -43,52 +39,21 @@ type farm struct {
 
 func newFarm(t testing.TB) *farm {
 	t.Helper()
-	dsn := pgtest.NewDatabase(t)
+	c := controllertest.Start(t, controllertest.Logger(quiet()))
+	f := &farm{t: t, url: c.URL, dsn: c.DSN, store: c.Store, shutdown: c.Stop}
+	// The pages show key names: these are the ones the tests look for.
+	f.adminKey, f.admin = c.Key("ops", api.RoleAdmin)
+	f.devKey, f.dev = c.Key("alice", api.RoleDeveloper)
+	f.workKey, f.worker = c.Key("mac-key", api.RoleWorker)
+	return f
+}
+
+// quiet discards the controller's log: the dashboard's tests fail requests
+// on purpose.
+func quiet() *logrus.Logger {
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	cfg := store.DefaultConfig()
-	limits := httpapi.DefaultLimits()
-	limits.PollBackstop = 200 * time.Millisecond
-	ctx := context.Background()
-	c, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DatabaseURL: dsn,
-		ReaperInterval: time.Hour, Store: cfg, Limits: limits,
-		// The webhook pages deliver to receivers on this machine.
-		Webhooks: webhooks.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	shutdown := func() error {
-		var err error
-		once.Do(func() {
-			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			err = c.Shutdown(sctx)
-		})
-		return err
-	}
-	t.Cleanup(func() {
-		if err := shutdown(); err != nil {
-			t.Errorf("controller shutdown: %v", err)
-		}
-	})
-	st, err := store.Open(ctx, dsn, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(st.Close)
-	f := &farm{t: t, url: c.URL, dsn: dsn, store: st, shutdown: shutdown}
-	mk := func(name, role string) (string, *api.Client) {
-		_, secret, err := st.CreateKey(ctx, name, role)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return secret, &api.Client{BaseURL: c.URL, APIKey: secret}
-	}
-	f.adminKey, f.admin = mk("ops", api.RoleAdmin)
-	f.devKey, f.dev = mk("alice", api.RoleDeveloper)
-	f.workKey, f.worker = mk("mac-key", api.RoleWorker)
-	return f
+	return log
 }
 
 // project is a small tar.gz project archive.

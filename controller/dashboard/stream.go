@@ -23,9 +23,13 @@ const (
 // building, a pause) shows up as the sealer's "events" notification, which
 // follows each state change by a sealing interval.
 func (d *Dashboard) changes(w http.ResponseWriter, r *http.Request, s *session) {
-	buildID := r.URL.Query().Get("build")
+	buildID, hookID := r.URL.Query().Get("build"), r.URL.Query().Get("webhook")
 	if buildID != "" && (!store.ValidID(buildID) || !d.visible(r, s, buildID)) {
 		http.Error(w, "no such build", http.StatusNotFound)
+		return
+	}
+	if hookID != "" && !s.Admin() {
+		http.Error(w, "webhooks are an admin's", http.StatusForbidden)
 		return
 	}
 	// A project-bound session is told only of its projects' changes. A
@@ -37,6 +41,8 @@ func (d *Dashboard) changes(w http.ResponseWriter, r *http.Request, s *session) 
 	admin := s.Admin()
 	told := d.Hub.Watch(func(c store.Change) bool {
 		switch {
+		case hookID != "": // an endpoint's delivery log: its attempts only
+			return c.Kind == store.KindWebhook && c.ID == hookID
 		case c.Kind == "events":
 			return !scoped
 		case buildID != "":

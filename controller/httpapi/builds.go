@@ -484,7 +484,7 @@ func (s *Server) cancel(w http.ResponseWriter, r *http.Request, b buildAccess) {
 // A build token reads and cancels its build but creates no build: a retry
 // needs a developer (or admin) API key.
 func (s *Server) retry(w http.ResponseWriter, r *http.Request, b buildAccess) {
-	sub, err := s.retryBuild(w, r, b.ID, b.KeyID())
+	sub, err := s.RetryBuild(w, r, b.ID, b.KeyID())
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -493,9 +493,9 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request, b buildAccess) {
 		AccessTokenExpiresAt: sub.TokenExpiresAt, SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
 }
 
-// retryBuild queues the retry of build id for the developer or admin key
+// RetryBuild queues the retry of build id for the developer or admin key
 // keyID; "" (a build token) is refused.
-func (s *Server) retryBuild(w http.ResponseWriter, r *http.Request, id, keyID string) (store.Submitted, error) {
+func (s *Server) RetryBuild(w http.ResponseWriter, r *http.Request, id, keyID string) (store.Submitted, error) {
 	if keyID == "" {
 		return store.Submitted{}, fmt.Errorf("%w: a build token cannot create builds; retry with a developer API key (%s)", store.ErrForbidden, api.HeaderAPIKey)
 	}
@@ -623,11 +623,11 @@ func (s *Server) retryCredentials(r *http.Request, from, to string, src store.Re
 }
 
 func (s *Server) downloadArtifact(w http.ResponseWriter, r *http.Request, b buildAccess) {
-	s.serveArtifact(w, r, b.ID, r.PathValue("name"))
+	s.ServeArtifact(w, r, b.ID, r.PathValue("name"))
 }
 
-// serveArtifact streams artifact name of build id (Range, ETag).
-func (s *Server) serveArtifact(w http.ResponseWriter, r *http.Request, id, name string) {
+// ServeArtifact streams artifact name of build id (Range, ETag).
+func (s *Server) ServeArtifact(w http.ResponseWriter, r *http.Request, id, name string) {
 	if blobs.CleanName(name) != name {
 		s.fail(w, r, fmt.Errorf("%w: build %s has no artifact %q", store.ErrNotFound, id, name))
 		return

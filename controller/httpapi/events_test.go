@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"context"
-	"encoding/json"
 	"slices"
 	"testing"
 
@@ -60,6 +59,10 @@ func (e *env) requireConsistentLog() {
 	}
 }
 
+// The audit log over HTTP: only sealed events are listed, in chain order,
+// a page at a time, to admins only, and verify reports an edited row. What
+// each transition writes, sealing and tamper detection in depth are
+// controller/store's tests (events_test.go).
 func TestAuditLogRecordsLifecycleAndDetectsTampering(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -71,12 +74,9 @@ func TestAuditLogRecordsLifecycleAndDetectsTampering(t *testing.T) {
 	if _, err := w.complete(job, api.Result{Success: true}); err != nil {
 		t.Fatal(err)
 	}
-	cancelled, _ := e.submit("android")
-	if _, err := e.developer.Cancel(ctx, cancelled.ID); err != nil {
-		t.Fatal(err)
-	}
-	// Not listed before it is sealed, listed in order after.
-	if evs := e.allEvents(); len(evs) != 0 {
+	// Not listed before it is sealed, listed in order after. (The
+	// controller's own start may be sealed already: it seals as it starts.)
+	if evs := slices.DeleteFunc(e.allEvents(), func(ev api.Event) bool { return ev.EntityType == "controller" }); len(evs) != 0 {
 		t.Fatalf("unsealed events listed: %+v", evs)
 	}
 	e.requireConsistentLog()
@@ -88,17 +88,6 @@ func TestAuditLogRecordsLifecycleAndDetectsTampering(t *testing.T) {
 	}
 	if got, want := eventTypesOf(evs, done.ID), []string{"build.submitted", "build.assigned", "build.building", "build.completed"}; !slices.Equal(got, want) {
 		t.Fatalf("completed build's events %v, want %v", got, want)
-	}
-	if got, want := eventTypesOf(evs, cancelled.ID), []string{"build.submitted", "build.cancelled"}; !slices.Equal(got, want) {
-		t.Fatalf("cancelled build's events %v, want %v", got, want)
-	}
-	if got := eventTypesOf(evs, w.id); !slices.Equal(got, []string{"worker.registered"}) {
-		t.Fatalf("worker's events %v", got)
-	}
-	var payload map[string]any
-	assigned := evs[slices.IndexFunc(evs, func(ev api.Event) bool { return ev.EventType == "build.assigned" })]
-	if err := json.Unmarshal(assigned.Payload, &payload); err != nil || payload["worker_id"] != w.id || payload["status"] != "assigned" {
-		t.Fatalf("assigned payload %s: %v", assigned.Payload, err)
 	}
 	// Paging: since skips what was read.
 	page, err := e.admin.Events(ctx, 2, 2)
@@ -119,43 +108,5 @@ func TestAuditLogRecordsLifecycleAndDetectsTampering(t *testing.T) {
 	v, err := e.admin.VerifyEvents(ctx)
 	if err != nil || v.Valid || v.FirstBrokenSequence == nil || *v.FirstBrokenSequence != tampered || v.Checked != tampered-1 {
 		t.Fatalf("verify after tampering with sequence %d: %+v %v", tampered, v, err)
-	}
-}
-
-func TestAuditLogOrderUnderConcurrentWriters(t *testing.T) {
-	t.Parallel()
-	e := newEnv(t, noRateLimits) // writers hammer through one key
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	// Seal continuously while 20 workers race, so sealing meets
-	// transactions in flight.
-	sealed := make(chan error, 1)
-	go func() {
-		for ctx.Err() == nil {
-			if _, err := e.store.SealEvents(ctx); err != nil && ctx.Err() == nil {
-				sealed <- err
-				return
-			}
-		}
-		sealed <- nil
-	}()
-	ids := raceWorkers(t, e, 200, 20, nil)
-	cancel()
-	if err := <-sealed; err != nil {
-		t.Fatal(err)
-	}
-	e.requireConsistentLog()
-	evs := e.allEvents()
-	want := []string{"build.submitted", "build.assigned", "build.building", "build.completed"}
-	byBuild := map[string][]string{}
-	for _, ev := range evs {
-		if ev.EntityType == "build" {
-			byBuild[ev.EntityID] = append(byBuild[ev.EntityID], ev.EventType)
-		}
-	}
-	for id := range ids {
-		if !slices.Equal(byBuild[id], want) {
-			t.Fatalf("build %s events %v, want %v", id, byBuild[id], want)
-		}
 	}
 }

@@ -24,7 +24,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -41,9 +40,9 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
-	"github.com/freeagent-build/freeagent/controller/notify"
-	"github.com/freeagent-build/freeagent/controller/pgtest"
+	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -88,58 +87,25 @@ func (h *fzErrLog) take() []string {
 
 func fzNewEnv(f *testing.F, opts ...envOption) *fzEnv {
 	f.Helper()
-	e := &env{dsn: pgtest.NewDatabase(f), dataDir: f.TempDir(), cfg: store.DefaultConfig(), limits: httpapi.DefaultLimits()}
+	e := &env{cfg: store.DefaultConfig(), limits: httpapi.DefaultLimits()}
 	e.limits.PollBackstop = 200 * time.Millisecond
 	// A fuzz run outlives the default token and lease lifetimes.
 	e.cfg.TokenTTL, e.cfg.TokenRotateAfter, e.cfg.LeaseTTL = 48*time.Hour, 24*time.Hour, 48*time.Hour
 	for _, o := range opts {
 		o(&e.cfg, &e.limits)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := store.Open(ctx, e.dsn, e.cfg)
-	if err != nil {
-		f.Fatal(err)
-	}
-	if _, err := st.Migrate(ctx); err != nil {
-		f.Fatal(err)
-	}
-	key, err := blobs.LoadOrCreateKey(filepath.Join(e.dataDir, "certs.key"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	files, err := blobs.Open(filepath.Join(e.dataDir, "files"), key)
-	if err != nil {
-		f.Fatal(err)
-	}
 	errs := &fzErrLog{}
 	log := logrus.New()
 	log.SetOutput(io.Discard)
 	log.SetLevel(logrus.WarnLevel)
 	log.AddHook(errs)
-	hub := notify.New(e.dsn, log)
-	hubDone := make(chan struct{})
-	go func() { hub.Run(ctx); close(hubDone) }()
-	<-hub.Ready()
-	srv := httpapi.New(httpapi.Options{Store: st, Blobs: files, Hub: hub, Limits: e.limits, Log: log, KeyCacheTTL: time.Nanosecond})
-	hs := httptest.NewServer(srv)
-	e.URL, e.store, e.blobs = hs.URL, st, files
-	f.Cleanup(func() {
-		srv.Drain()
-		hs.Close()
-		cancel()
-		<-hubDone
-		st.Close()
-	})
-	mk := func(name, role string) (string, *api.Client) {
-		_, secret, err := st.CreateKey(ctx, name, role)
-		if err != nil {
-			f.Fatal(err)
-		}
-		return secret, &api.Client{BaseURL: e.URL, APIKey: secret}
-	}
-	e.adminKey, e.admin = mk("admin", api.RoleAdmin)
-	e.devKey, e.developer = mk("dev", api.RoleDeveloper)
-	e.workKey, e.worker = mk("worker", api.RoleWorker)
+	c := controllertest.Start(f, controllertest.Logger(log), byHand,
+		controllertest.Configure(func(c *serve.Config) { c.Store, c.Limits = e.cfg, e.limits }))
+	e.c, e.dsn, e.dataDir = c, c.DSN, c.DataDir
+	e.adminKey, e.admin = c.AdminKey, c.Admin
+	e.devKey, e.developer = c.DeveloperKey, c.Developer
+	e.workKey, e.worker = c.WorkerKey, c.Worker
+	e.adopt()
 	return &fzEnv{env: e, errs: errs}
 }
 

@@ -7,8 +7,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"net/http/httptest"
-	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -18,50 +16,59 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
-	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/metrics"
-	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/reaper"
+	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/store"
 	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
 func TestMain(m *testing.M) { os.Exit(s3test.Main(s3test.Run(func() int { return pgtest.Main(m) }))) }
 
-// env is a real controller (HTTP server, store, hub, file store) on a fresh
-// database, with one key of each role.
+// env is a real controller (controllertest: the composition root) on a
+// fresh database, with one key of each role, and the parts tests reach
+// into: the store, the file store, the reaper, the install links.
 type env struct {
 	t       *testing.T
+	c       *controllertest.Controller
 	dsn     string
 	dataDir string
 	URL     string
 	store   *store.Store
 	blobs   *blobs.Store
 	reaper  *reaper.Reaper
-	metrics *metrics.Metrics
 	links   *install.Signer
 	hooks   *webhooks.Dispatcher
+	metrics *metrics.Metrics
 	key     []byte // the certificate key
 	cfg     store.Config
 	limits  httpapi.Limits
-	minFree blobs.Floor    // httpapi.Options.MinFreeDisk
-	bucket  *s3test.Bucket // when set, files live in this bucket (direct transfers on), not in dataDir
+	minFree blobs.Floor // serve.Config.MinFreeDisk, applied by restart
 
 	admin, developer, worker  *api.Client
 	adminKey, devKey, workKey string
-	stop                      func()
 }
 
 type envOption func(*store.Config, *httpapi.Limits)
 
+// byHand leaves webhook delivery and event sealing to the tests: the
+// controller delivers no webhooks (the webhook tests run dispatchers by
+// hand, as replicas they stop mid-attempt, run none of while events happen,
+// or run two of at once) and seals events only as it starts (the tests
+// seal with e.seal or e.runSealer, and see events unsealed before that).
+var byHand = controllertest.Configure(func(c *serve.Config) { c.NoWebhookDelivery, c.SealInterval = true, time.Hour })
+
 // noRateLimits turns the request budgets off, for tests that drive many
 // workers through one key or fail authentication on purpose, hundreds of
 // times a second.
-func noRateLimits(_ *store.Config, l *httpapi.Limits) { l.RatePerKey, l.AuthFailuresPerIP = 0, 0 }
+func noRateLimits(_ *store.Config, l *httpapi.Limits) {
+	l.RatePerKey, l.AuthFailuresPerIP = httpapi.Off, httpapi.Off
+}
 
 func newEnv(t *testing.T, opts ...envOption) *env {
 	t.Helper()
@@ -71,104 +78,63 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 // newEnvOn is newEnv with the files in bucket (nil: in a directory).
 func newEnvOn(t *testing.T, bucket *s3test.Bucket, opts ...envOption) *env {
 	t.Helper()
-	e := &env{t: t, dsn: pgtest.NewDatabase(t), dataDir: t.TempDir(), cfg: store.DefaultConfig(), limits: httpapi.DefaultLimits(), bucket: bucket}
+	e := &env{t: t, cfg: store.DefaultConfig(), limits: httpapi.DefaultLimits()}
 	e.limits.PollBackstop = 200 * time.Millisecond
 	for _, o := range opts {
 		o(&e.cfg, &e.limits)
 	}
-	e.start()
-	ctx := context.Background()
-	mk := func(name, role string) (string, *api.Client) {
-		_, secret, err := e.store.CreateKey(ctx, name, role)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return secret, &api.Client{BaseURL: e.URL, APIKey: secret}
+	start := []controllertest.Option{controllertest.Configure(func(c *serve.Config) { c.Store, c.Limits = e.cfg, e.limits }), byHand}
+	if bucket != nil {
+		start = append(start, controllertest.S3(*bucket, ""))
 	}
-	e.adminKey, e.admin = mk("admin", "admin")
-	e.devKey, e.developer = mk("dev", "developer")
-	e.workKey, e.worker = mk("worker", "worker")
-	return e
-}
-
-// start (re)starts the controller on the env's database and data directory.
-func (e *env) start() {
-	t := e.t
-	ctx, cancel := context.WithCancel(context.Background())
-	st, err := store.Open(ctx, e.dsn, e.cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.Migrate(ctx); err != nil {
-		t.Fatal(err)
-	}
+	e.c = controllertest.Start(t, start...)
+	e.dsn, e.dataDir = e.c.DSN, e.c.DataDir
+	e.adminKey, e.admin = e.c.AdminKey, e.c.Admin
+	e.devKey, e.developer = e.c.DeveloperKey, e.c.Developer
+	e.workKey, e.worker = e.c.WorkerKey, e.c.Worker
 	key, err := blobs.LoadOrCreateKey(filepath.Join(e.dataDir, "certs.key"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var files *blobs.Store
-	if e.bucket != nil {
-		cfg, err := s3blobs.ParseURL(e.bucket.URL(""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		backend, err := s3blobs.Open(ctx, cfg, s3blobs.Options{SpoolDir: filepath.Join(e.dataDir, "spool"), Credentials: e.bucket.Credentials()})
-		if err != nil {
-			t.Fatal(err)
-		}
-		files, err = blobs.New(backend, key)
-	} else {
-		files, err = blobs.Open(filepath.Join(e.dataDir, "files"), key)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	log := logrus.New()
-	log.SetOutput(testWriter{t})
-	log.SetLevel(logrus.WarnLevel)
-	hub := notify.New(e.dsn, log)
-	hubDone := make(chan struct{})
-	go func() { hub.Run(ctx); close(hubDone) }()
-	<-hub.Ready()
-	linkKey, err := blobs.LoadOrCreateKey(filepath.Join(e.dataDir, "links.key"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if e.links, err = install.NewSigner(linkKey, 0); err != nil {
-		t.Fatal(err)
-	}
-	e.metrics = metrics.New(st, time.Nanosecond) // ended builds recounted on every scrape
 	e.key = key
-	e.hooks = e.dispatcher(st)
-	e.reaper = reaper.New(st, files, time.Hour, log)
-	e.reaper.OnSweep = e.metrics.Sweep
-	srv := httpapi.New(httpapi.Options{Store: st, Blobs: files, Hub: hub, Limits: e.limits, Log: log, KeyCacheTTL: time.Nanosecond,
-		Metrics: e.metrics, Links: e.links, Webhooks: e.hooks, MinFreeDisk: e.minFree})
-	hs := httptest.NewServer(srv)
-	e.URL, e.store, e.blobs = hs.URL, st, files
-	for _, c := range []*api.Client{e.admin, e.developer, e.worker} {
-		if c != nil {
-			c.BaseURL = hs.URL
-		}
-	}
-	stopped := false
-	e.stop = func() {
-		if stopped {
-			return
-		}
-		stopped = true
-		srv.Drain()
-		hs.Close()
-		cancel()
-		<-hubDone
-		st.Close()
-	}
-	t.Cleanup(e.stop)
+	e.adopt()
+	return e
+}
+
+// adopt takes the running controller's parts.
+func (e *env) adopt() {
+	s := e.c.Serve
+	e.URL, e.store, e.blobs, e.reaper, e.links, e.hooks, e.metrics = e.c.URL, s.Store(), s.Blobs(), s.Reaper(), s.Links(), s.Webhooks(), s.Metrics()
+}
+
+// replica starts another controller process on e's database and data
+// directory, its limits tuned; it has keys of its own.
+func (e *env) replica(tune func(*httpapi.Limits)) *env {
+	e.t.Helper()
+	r := &env{t: e.t, cfg: e.cfg, limits: e.limits, key: e.key}
+	tune(&r.limits)
+	r.c = controllertest.Start(e.t, controllertest.Database(e.dsn),
+		controllertest.Configure(func(c *serve.Config) {
+			c.DataDir, c.Store, c.Limits, c.NoWebhookDelivery = e.dataDir, r.cfg, r.limits, true
+		}))
+	r.dsn, r.dataDir = e.dsn, e.dataDir
+	r.adminKey, r.admin = r.c.AdminKey, r.c.Admin
+	r.devKey, r.developer = r.c.DeveloperKey, r.c.Developer
+	r.workKey, r.worker = r.c.WorkerKey, r.c.Worker
+	r.adopt()
+	return r
+}
+
+// restart simulates a controller restart: a new process on the same
+// database and files (with e.minFree as its free-space floor).
+func (e *env) restart() {
+	e.c.Restart(controllertest.Configure(func(c *serve.Config) { c.MinFreeDisk = e.minFree }))
+	e.adopt()
 }
 
 // loopbackAllowed lets deliveries reach the tests' receivers on 127.0.0.1,
 // as an admin's --webhook-allow 127.0.0.0/8 would.
-var loopbackAllowed = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+var loopbackAllowed = controllertest.Loopback
 
 // dispatcher returns a webhook dispatcher (not running) with test timings:
 // checks every 50 ms, 2 s timeout, backoff 200 ms doubling; loopback allowed.
@@ -182,27 +148,7 @@ func (e *env) dispatcher(st *store.Store) *webhooks.Dispatcher {
 	return d
 }
 
-func testLogger(t *testing.T) *logrus.Logger {
-	log := logrus.New()
-	log.SetOutput(testWriter{t})
-	log.SetLevel(logrus.WarnLevel)
-	return log
-}
-
-// restart simulates a controller restart: a new process on the same
-// database and files.
-func (e *env) restart() {
-	e.stop()
-	e.start()
-}
-
-type testWriter struct{ t *testing.T }
-
-func (w testWriter) Write(p []byte) (int, error) {
-	w.t.Helper()
-	w.t.Log(string(bytes.TrimRight(p, "\n")))
-	return len(p), nil
-}
+func testLogger(t *testing.T) *logrus.Logger { return controllertest.TestLogger(t) }
 
 // project returns a small tar.gz project archive.
 func project(t testing.TB, files map[string]string) []byte {

@@ -4,14 +4,14 @@ import (
 	"net/http"
 
 	"github.com/freeagent-build/freeagent/controller/api"
-	"github.com/freeagent-build/freeagent/controller/dashboard"
+	"github.com/freeagent-build/freeagent/controller/queue"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
 // queue answers the pending builds the key may see and why each waits
 // (the dashboard's queue page, as JSON).
 func (s *Server) queue(w http.ResponseWriter, r *http.Request, k store.APIKey) {
-	q, err := dashboard.LoadQueue(r.Context(), s.store, r.URL.Query().Get("cursor"), 100, scope(k))
+	q, err := queue.Load(r.Context(), s.store, r.URL.Query().Get("cursor"), 100, scope(k))
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -13,7 +13,6 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/blobs"
-	"github.com/freeagent-build/freeagent/controller/dashboard"
 	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
@@ -21,7 +20,13 @@ import (
 	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
-// Limits bound what a client may send.
+// Off, set in a Limits field whose zero takes the default (RatePerKey,
+// AuthFailuresPerIP, BodyGrace, ArtifactsPerBuild), turns that limit off.
+const Off = -1
+
+// Limits bound what a client may send. A zero field takes DefaultLimits'
+// value (New fills them), so a zero Limits is the production one; the limits
+// that can be turned off say so and take Off.
 type Limits struct {
 	JSONBody    int64 // any JSON request body
 	Source      int64 // a submitted project archive
@@ -29,7 +34,7 @@ type Limits struct {
 	Credentials int64 // a submit's credentials file (api.BuildCredentials JSON)
 	Artifact    int64 // one artifact
 	// ArtifactsPerBuild is the most artifacts one attempt of a build may
-	// upload (0: no limit).
+	// upload (Off: no limit).
 	ArtifactsPerBuild int
 	LogChunk          int64 // one log append
 	LogTotal          int64 // a build's whole log
@@ -37,13 +42,13 @@ type Limits struct {
 	PollMaxWait       time.Duration
 	PollBackstop      time.Duration // a long poll re-checks this often even without a wake-up
 	// A request body must arrive within BodyGrace plus one second per
-	// BodyMinRate bytes (a slow-body guard; 0 BodyGrace turns it off).
+	// BodyMinRate bytes (a slow-body guard; BodyGrace Off turns it off).
 	BodyGrace   time.Duration
 	BodyMinRate int64
 	// RatePerKey requests per second (RateKeyBurst at once) per API key;
 	// AuthFailuresPerIP failed authentications per second (AuthFailureBurst
 	// at once) per client address, which is then refused until its budget
-	// refills. 0 turns a limit off.
+	// refills. Off turns a limit off.
 	RatePerKey        float64
 	RateKeyBurst      int
 	AuthFailuresPerIP float64
@@ -74,6 +79,59 @@ func DefaultLimits() Limits {
 		AuthFailuresPerIP: 1,
 		AuthFailureBurst:  20,
 	}
+}
+
+// withDefaults fills l's zero fields from DefaultLimits and turns the
+// limits set to Off (any negative value) into the 0 the handlers read as "no limit".
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits()
+	fill := func(p *int64, def int64) {
+		if *p <= 0 {
+			*p = def
+		}
+	}
+	fill(&l.JSONBody, d.JSONBody)
+	fill(&l.Source, d.Source)
+	fill(&l.Certs, d.Certs)
+	fill(&l.Credentials, d.Credentials)
+	fill(&l.Artifact, d.Artifact)
+	fill(&l.LogChunk, d.LogChunk)
+	fill(&l.LogTotal, d.LogTotal)
+	fill(&l.BodyMinRate, d.BodyMinRate)
+	l.LogRead = orDefault(l.LogRead, d.LogRead)
+	l.PollMaxWait = orDefault(l.PollMaxWait, d.PollMaxWait)
+	l.PollBackstop = orDefault(l.PollBackstop, d.PollBackstop)
+	l.RateKeyBurst = orDefault(l.RateKeyBurst, d.RateKeyBurst)
+	l.AuthFailureBurst = orDefault(l.AuthFailureBurst, d.AuthFailureBurst)
+	l.ArtifactsPerBuild = orOff(l.ArtifactsPerBuild, d.ArtifactsPerBuild)
+	l.BodyGrace = orOff(l.BodyGrace, d.BodyGrace)
+	l.RatePerKey = orOff(l.RatePerKey, d.RatePerKey)
+	l.AuthFailuresPerIP = orOff(l.AuthFailuresPerIP, d.AuthFailuresPerIP)
+	return l
+}
+
+type number interface {
+	~int | ~int64 | ~float64
+}
+
+// orDefault is v, or def when v is zero or negative (a setting that cannot be off).
+func orDefault[T number](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
+
+// orOff is v, def when v is zero, and 0 ("off", as the handlers read it)
+// when v is negative (Off).
+func orOff[T number](v, def T) T {
+	switch {
+	case v == 0:
+		return def
+	case v < 0:
+		return 0
+	}
+	return v
 }
 
 // Server serves the API.
@@ -126,7 +184,7 @@ type Options struct {
 	// Webhooks serves the /api/webhooks admin API; nil leaves it out.
 	Webhooks *webhooks.Dispatcher
 	// KeyCacheTTL is how long a verified API key is trusted without a
-	// query; a revoked key stops working within it. Default 5 s.
+	// query; a revoked key stops working within it. Zero: 5 s.
 	KeyCacheTTL time.Duration
 	// MinFreeDisk is the file store's free-space floor (--min-free-disk):
 	// below it, submits and retries answer 507 Insufficient Storage. The
@@ -134,14 +192,13 @@ type Options struct {
 	MinFreeDisk blobs.Floor
 }
 
-// New builds the API handler.
+// New builds the API handler. Zero Limits fields take DefaultLimits'.
 func New(o Options) *Server {
+	o.Limits = o.Limits.withDefaults()
 	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
 		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, webhooks: o.Webhooks, publicURL: strings.TrimRight(o.PublicURL, "/"), minFree: o.MinFreeDisk,
 		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, rates: newRateLimits(o.Limits), draining: make(chan struct{})}
-	if s.keyCache.ttl == 0 {
-		s.keyCache.ttl = 5 * time.Second
-	}
+	s.keyCache.ttl = orDefault(s.keyCache.ttl, 5*time.Second)
 	if s.kick == nil {
 		s.kick = func() {}
 	}
@@ -212,6 +269,7 @@ func (s *Server) routes() {
 		m.HandleFunc("POST /api/webhooks", s.admin(s.createWebhook))
 		m.HandleFunc("GET /api/webhooks", s.admin(s.listWebhooks))
 		m.HandleFunc("DELETE /api/webhooks/{id}", s.admin(s.deleteWebhook))
+		m.HandleFunc("POST /api/webhooks/{id}/ping", s.admin(s.pingWebhook))
 		m.HandleFunc("GET /api/webhooks/{id}/deliveries", s.admin(s.webhookDeliveries))
 		m.HandleFunc("POST /api/webhooks/{id}/deliveries/{delivery_id}/redeliver", s.admin(s.redeliverWebhook))
 	}
@@ -232,14 +290,31 @@ func (s *Server) routes() {
 	}
 	m.HandleFunc("/api", noEndpoint)
 	m.HandleFunc("/api/", noEndpoint)
-	// Every other path is the dashboard's.
-	dash := dashboard.Options{Store: s.store, Hub: s.hub, Log: s.log, FollowLogs: s.followLogs,
-		ServeArtifact: s.serveArtifact, Retry: s.retryBuild, BuildEnded: s.kick, Done: s.draining, Webhooks: s.webhooks}
-	if s.links != nil {
-		dash.ServeQR = func(w http.ResponseWriter, r *http.Request, id string) { s.qrCode(w, r, buildAccess{ID: id}) }
-	}
-	m.Handle("/", dashboard.New(dash))
 	s.mux = m
+}
+
+// Mount serves every path outside the API with ui (the dashboard), behind
+// the same request logging, panic recovery, rate limits and body guard as
+// the API. The composition root calls it once, before serving; without it
+// those paths answer 404.
+func (s *Server) Mount(ui http.Handler) { s.mux.Handle("/", ui) }
+
+// BuildEnded tells the reaper a request moved a build to a terminal state
+// (Options.BuildEnded), for handlers mounted beside the API.
+func (s *Server) BuildEnded() { s.kick() }
+
+// Done is closed by Drain: live streams end on it, so a graceful shutdown
+// does not wait for them.
+func (s *Server) Done() <-chan struct{} { return s.draining }
+
+// ServeQR answers with the QR code of build id's install link, or 404 when
+// the controller signs no install links. The caller has checked access.
+func (s *Server) ServeQR(w http.ResponseWriter, r *http.Request, id string) {
+	if s.links == nil {
+		writeError(w, r, http.StatusNotFound, "not_found", "install links are off on this controller")
+		return
+	}
+	s.qrCode(w, r, buildAccess{ID: id})
 }
 
 // ServeHTTP implements http.Handler with request logging and panic recovery.

@@ -79,11 +79,11 @@ func TestStaleWorkerTokenCannotDisplaceCurrent(t *testing.T) {
 		name      string
 		grace     time.Duration
 		displaced bool
-	}{{"new token may be in flight", time.Hour, false}, {"new token lost", 0, true}} {
+	}{{"new token may be in flight", time.Hour, false}, {"new token lost", store.Off, true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, func(c *store.Config, _ *httpapi.Limits) {
-				c.TokenRotateAfter, c.TokenTTL, c.TokenDeliveryGrace = 0, time.Hour, tc.grace
+				c.TokenRotateAfter, c.TokenTTL, c.TokenDeliveryGrace = store.Off, time.Hour, tc.grace
 			})
 			ctx := context.Background()
 			w := e.register("w", api.Capabilities{})
@@ -201,7 +201,7 @@ func TestKeyCapacityCapsClaims(t *testing.T) {
 // raises its needs-attention state, which an admin acknowledges.
 func TestReleaseAfterCredentialsIsCountedAndAudited(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *store.Config, _ *httpapi.Limits) { c.MaxBackoff = 0 })
+	e := newEnv(t, func(c *store.Config, _ *httpapi.Limits) { c.MaxBackoff = store.Off })
 	ctx := context.Background()
 	w := e.register("mac", api.Capabilities{Platforms: []string{"ios"}})
 	certs := certsZip(t, map[string]string{"dist.p12": "P12", "password.txt": "pw"})
@@ -290,7 +290,7 @@ func TestReleaseAfterCredentialsIsCountedAndAudited(t *testing.T) {
 // next attempt fetches them again.
 func TestSecretsLeaveOncePerAttempt(t *testing.T) {
 	t.Parallel()
-	e := newEnv(t, func(c *store.Config, _ *httpapi.Limits) { c.MaxBackoff = 0 })
+	e := newEnv(t, func(c *store.Config, _ *httpapi.Limits) { c.MaxBackoff = store.Off })
 	ctx := context.Background()
 	vm := &api.Client{BaseURL: e.URL}
 	w := e.register("mac", api.Capabilities{})

@@ -260,7 +260,7 @@ func (s *Server) readLogs(w http.ResponseWriter, r *http.Request, b buildAccess)
 				after = n
 			}
 		}
-		s.followLogs(w, r, b.ID, after)
+		s.FollowLogs(w, r, b.ID, after)
 		return
 	}
 	slice, err := s.store.ReadLog(r.Context(), b.ID, after, s.limits.LogRead)
@@ -275,7 +275,10 @@ func (s *Server) readLogs(w http.ResponseWriter, r *http.Request, b buildAccess)
 	w.Write(slice.Data) //nolint:errcheck
 }
 
-func (s *Server) followLogs(w http.ResponseWriter, r *http.Request, buildID string, after int64) {
+// FollowLogs streams build buildID's log from byte offset after as
+// server-sent events, ending when the build ends or the server drains. The
+// caller has checked access (the API's log endpoint, the dashboard).
+func (s *Server) FollowLogs(w http.ResponseWriter, r *http.Request, buildID string, after int64) {
 	ctx := r.Context()
 	watch := s.hub.WatchBuild(buildID)
 	defer watch.Close()

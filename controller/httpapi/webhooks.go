@@ -66,3 +66,13 @@ func (s *Server) redeliverWebhook(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusAccepted, d)
 }
+
+// pingWebhook queues a test delivery ("ping") to one endpoint.
+func (s *Server) pingWebhook(w http.ResponseWriter, r *http.Request) {
+	d, err := s.webhooks.Ping(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, d)
+}

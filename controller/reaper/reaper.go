@@ -16,6 +16,12 @@ import (
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
+// The intervals a zero (or negative) one takes.
+const (
+	DefaultInterval     = 5 * time.Second        // between sweeps
+	DefaultSealInterval = 200 * time.Millisecond // between sealer passes
+)
+
 // Reaper sweeps on an interval and when kicked.
 type Reaper struct {
 	// OnSweep, when set (before Run), receives every sweep's report: the
@@ -29,8 +35,11 @@ type Reaper struct {
 	kick     chan struct{}
 }
 
-// New returns a reaper that sweeps every interval.
+// New returns a reaper that sweeps every interval (zero: DefaultInterval).
 func New(st *store.Store, bl *blobs.Store, interval time.Duration, log logrus.FieldLogger) *Reaper {
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
 	return &Reaper{store: st, blobs: bl, interval: interval, log: log, kick: make(chan struct{}, 1)}
 }
 
@@ -63,8 +72,12 @@ func (r *Reaper) Run(ctx context.Context) {
 }
 
 // RunSealer seals final audit events into the hash chain every interval
-// until ctx ends. Every replica runs one; an advisory lock lets one seal.
+// (zero: DefaultSealInterval) until ctx ends. Every replica runs one; an
+// advisory lock lets one seal.
 func (r *Reaper) RunSealer(ctx context.Context, interval time.Duration) {
+	if interval <= 0 {
+		interval = DefaultSealInterval
+	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {

@@ -1,7 +1,7 @@
 // Package serve assembles a running controller from its configuration: the
 // database (an external one, or a private cluster under the data directory),
 // migrations, the file store, the change listener, the reaper and the HTTP
-// server.
+// server, on which it mounts the API and, beside it, the dashboard.
 package serve
 
 import (
@@ -20,11 +20,13 @@ import (
 	"sync"
 	"time"
 
+	"github.com/minio/minio-go/v7/pkg/credentials"
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs"
+	"github.com/freeagent-build/freeagent/controller/dashboard"
 	"github.com/freeagent-build/freeagent/controller/gc"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/install"
@@ -36,9 +38,13 @@ import (
 	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
 
-// Config is everything `serve` can be told.
+// Config is everything `serve` can be told. Every zero field takes its
+// default (withDefaults), so a zero Config plus a data directory (and a
+// database, or the built-in one) runs a production controller: no caller
+// starts one with 0 s leases or 0-byte limits. A setting that can be off
+// says how (httpapi.Off, store.Off).
 type Config struct {
-	Listen string // host:port; port 0 picks a free one
+	Listen string // host:port; port 0 picks a free one; zero: 127.0.0.1:8080
 	// AllowClients, when set, are the only addresses whose connections are
 	// served: any other connection is closed as it is accepted, before a
 	// byte is read (solo mode: this Mac and its VMs, on a wildcard
@@ -54,15 +60,31 @@ type Config struct {
 	// BlobStore is where build files live: file://DIR, or
 	// s3://BUCKET/PREFIX?endpoint=URL&region=R (credentials from the
 	// standard AWS variables or shared files); empty → file://DataDir/files.
-	BlobStore      string
-	ReaperInterval time.Duration
+	BlobStore string
+	// S3Credentials sign an S3 blob store's requests; nil takes them from
+	// the standard AWS variables and shared files.
+	S3Credentials  *credentials.Credentials
+	ReaperInterval time.Duration // how often the reaper sweeps; zero: reaper.DefaultInterval (5 s)
 	MetricsPublic  bool          // serve /metrics without an admin key
+	// MetricsRefresh is how often the ended-builds counts behind /metrics
+	// are recounted; zero: metrics.FinishedRefresh.
+	MetricsRefresh time.Duration
 	PublicURL      string        // the URL phones reach the controller at, for install links; empty → each request's host
 	LinkKey        string        // hex key signing install links; empty → DataDir/links.key (created once)
-	LinkTTL        time.Duration // install link lifetime; 0 → 7 days
-	Store          store.Config
-	Limits         httpapi.Limits
-	Webhooks       webhooks.Config // zero fields take webhooks.DefaultConfig's
+	LinkTTL        time.Duration // install link lifetime; zero: install.DefaultTTL (7 days)
+	// Store is the lifecycle's timings; zero fields take store.DefaultConfig's
+	// (store.Config.WithDefaults; zero retention keeps files forever).
+	Store store.Config
+	// Limits bound requests; zero fields take httpapi.DefaultLimits'.
+	Limits httpapi.Limits
+	// KeyCacheTTL is how long a verified API key is trusted without a
+	// query (a revoked key works that much longer); zero: 5 s.
+	KeyCacheTTL time.Duration
+	Webhooks    webhooks.Config // zero fields take webhooks.DefaultConfig's
+	// NoWebhookDelivery makes this replica serve the webhook API but
+	// deliver nothing: the other replicas deliver (say, when this one
+	// cannot reach the receivers). Tests that run dispatchers by hand set it.
+	NoWebhookDelivery bool
 	// GC runs the garbage collector (zero fields take gc.DefaultConfig's);
 	// what it keeps, and for how long, is Store's RetainArtifacts,
 	// RetainSources and RetainLogs.
@@ -76,27 +98,35 @@ type Config struct {
 	Name         string
 	AdvertiseURL string
 	// ControllerTTL is how long a replica's registration lasts unrefreshed
-	// (default 5 min); it is refreshed every 2/5 of that and stale replicas
+	// (zero: 5 min); it is refreshed every 2/5 of that and stale replicas
 	// are expired every 1/5.
 	ControllerTTL time.Duration
 	// SealInterval is how often final audit events are sealed into the
-	// hash chain (default 200 ms).
+	// hash chain (zero: reaper.DefaultSealInterval, 200 ms).
 	SealInterval time.Duration
 }
 
-func (cfg *Config) applyDefaults() {
+// withDefaults is cfg with its zero fields filled. Limits, KeyCacheTTL,
+// Webhooks and GC are filled by the packages that read them (httpapi.New,
+// webhooks.New, gc.New), each from its one DefaultConfig or DefaultLimits.
+func (cfg Config) withDefaults() Config {
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:8080"
+	}
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
 	}
-	if cfg.ControllerTTL <= 0 {
-		cfg.ControllerTTL = 5 * time.Minute
+	positive := func(p *time.Duration, def time.Duration) {
+		if *p <= 0 {
+			*p = def
+		}
 	}
-	if cfg.SealInterval <= 0 {
-		cfg.SealInterval = 200 * time.Millisecond
-	}
-	if cfg.ReaperInterval <= 0 {
-		cfg.ReaperInterval = 5 * time.Second
-	}
+	positive(&cfg.ControllerTTL, 5*time.Minute)
+	positive(&cfg.SealInterval, reaper.DefaultSealInterval)
+	positive(&cfg.ReaperInterval, reaper.DefaultInterval)
+	positive(&cfg.LinkTTL, install.DefaultTTL)
+	cfg.Store = cfg.Store.WithDefaults()
+	return cfg
 }
 
 // Controller is a running controller.
@@ -110,6 +140,11 @@ type Controller struct {
 	cancel     context.CancelFunc
 	wg         sync.WaitGroup
 	store      *store.Store
+	files      *blobs.Store
+	reaper     *reaper.Reaper
+	links      *install.Signer
+	hooks      *webhooks.Dispatcher
+	metrics    *metrics.Metrics
 	cluster    *pgcluster.Cluster
 	dirLock    *dataDirLock // held while the built-in database is ours
 	serveErr   chan error
@@ -146,7 +181,7 @@ func OpenDatabase(ctx context.Context, cfg Config, log logrus.FieldLogger) (stri
 
 // Start brings a controller up and returns once it accepts requests.
 func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controller, err error) {
-	cfg.applyDefaults()
+	cfg = cfg.withDefaults()
 	c := &Controller{ID: store.NewID(), log: log, serveErr: make(chan error, 1)}
 	cfg.Store.ControllerID = c.ID
 	defer func() {
@@ -208,11 +243,14 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	if err != nil {
 		return nil, err
 	}
-	m := metrics.New(c.store, 0)
+	c.files, c.links = files, links
+	m := metrics.New(c.store, cfg.MetricsRefresh)
+	c.metrics = m
 	hooks, err := webhooks.New(c.store, key, cfg.Webhooks, m, log.WithField("component", "webhooks"))
 	if err != nil {
 		return nil, err
 	}
+	c.hooks = hooks
 
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -237,14 +275,17 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	hub := notify.New(dsn, log.WithField("component", "notify"))
 	rp := reaper.New(c.store, files, cfg.ReaperInterval, log.WithField("component", "reaper"))
 	rp.OnSweep = m.Sweep
+	c.reaper = rp
 	c.goRun(func() { hub.Run(runCtx) }) //nolint:errcheck // Run returns only when runCtx ends
 	c.goRun(func() { rp.Run(runCtx) })
 	c.goRun(func() { rp.RunSealer(runCtx, cfg.SealInterval) })
 	collector := gc.New(c.store, files, cfg.GC, log.WithField("component", "gc"))
 	collector.OnRun = m.GC
 	c.goRun(func() { collector.Run(runCtx) })
-	c.goRun(func() { hooks.Run(runCtx) })
-	c.goRun(func() { kickOnSealedEvents(runCtx, hub, hooks) })
+	if !cfg.NoWebhookDelivery {
+		c.goRun(func() { hooks.Run(runCtx) })
+		c.goRun(func() { kickOnSealedEvents(runCtx, hub, hooks) })
+	}
 	select {
 	case <-hub.Ready():
 	case <-time.After(10 * time.Second):
@@ -254,7 +295,13 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 
 	c.api = httpapi.New(httpapi.Options{Store: c.store, Blobs: files, Hub: hub, Limits: cfg.Limits,
 		Log: log.WithField("component", "http"), BuildEnded: rp.Kick, Metrics: m, MetricsPublic: cfg.MetricsPublic,
-		Links: links, PublicURL: cfg.PublicURL, Webhooks: hooks, MinFreeDisk: cfg.MinFreeDisk})
+		Links: links, PublicURL: cfg.PublicURL, Webhooks: hooks, MinFreeDisk: cfg.MinFreeDisk, KeyCacheTTL: cfg.KeyCacheTTL})
+	// The dashboard serves every path outside the API, behind the API's
+	// logging, recovery, rate limits and body guard; what it does with
+	// builds' files and streams is the API server's.
+	c.api.Mount(dashboard.New(dashboard.Options{Store: c.store, Hub: hub, Log: log.WithField("component", "dashboard"),
+		FollowLogs: c.api.FollowLogs, ServeArtifact: c.api.ServeArtifact, Retry: c.api.RetryBuild,
+		BuildEnded: c.api.BuildEnded, ServeQR: c.api.ServeQR, Webhooks: hooks, Done: c.api.Done()}))
 	c.http = &http.Server{
 		Handler:           c.api,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -367,6 +414,22 @@ func (c *Controller) goRun(f func()) {
 // and manage keys themselves (the Mac app's solo mode).
 func (c *Controller) Store() *store.Store { return c.store }
 
+// Blobs is the controller's file store (for tests that inspect or break it).
+func (c *Controller) Blobs() *blobs.Store { return c.files }
+
+// Reaper is the controller's reaper: a test sweeps at once with
+// Reaper().Sweep instead of waiting for ReaperInterval.
+func (c *Controller) Reaper() *reaper.Reaper { return c.reaper }
+
+// Links signs the controller's install links.
+func (c *Controller) Links() *install.Signer { return c.links }
+
+// Webhooks is the controller's webhook dispatcher.
+func (c *Controller) Webhooks() *webhooks.Dispatcher { return c.hooks }
+
+// Metrics is what the controller serves on /metrics.
+func (c *Controller) Metrics() *metrics.Metrics { return c.metrics }
+
 // Done reports a fatal HTTP server error.
 func (c *Controller) Done() <-chan error { return c.serveErr }
 
@@ -443,7 +506,7 @@ func OpenBlobStore(ctx context.Context, cfg Config) (blobs.Backend, error) {
 		}
 		ctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
-		st, err := s3blobs.Open(ctx, s3cfg, s3blobs.Options{SpoolDir: filepath.Join(cfg.DataDir, "spool")})
+		st, err := s3blobs.Open(ctx, s3cfg, s3blobs.Options{SpoolDir: filepath.Join(cfg.DataDir, "spool"), Credentials: cfg.S3Credentials})
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", setting, s3cfg, err)
 		}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
@@ -39,20 +40,15 @@ func quietLog() *logrus.Logger {
 	return l
 }
 
+// startReplica starts a controller (controllertest) with cfg, on the test
+// defaults for its listener, lifecycle timings and limits.
 func startReplica(t *testing.T, cfg serve.Config) *serve.Controller {
 	t.Helper()
-	cfg.Listen, cfg.Store, cfg.Limits = "127.0.0.1:0", store.DefaultConfig(), httpapi.DefaultLimits()
-	cfg.Limits.PollBackstop = 200 * time.Millisecond
-	c, err := serve.Start(context.Background(), cfg, quietLog())
-	if err != nil {
-		t.Fatalf("start replica %s: %v", cfg.Name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.Shutdown(ctx)
-	})
-	return c
+	c := controllertest.Start(t, controllertest.Logger(quietLog()), controllertest.Configure(func(c *serve.Config) {
+		cfg.Listen, cfg.Store, cfg.Limits = c.Listen, c.Store, c.Limits
+		*c = cfg
+	}))
+	return c.Serve
 }
 
 type roundTripFunc func(*http.Request) (*http.Response, error)
@@ -95,7 +91,7 @@ func TestReplicasShareAnS3Store(t *testing.T) {
 	// A replica with another certificate key could not open the others'
 	// sealed files: it does not start.
 	cfgC := common
-	cfgC.Name, cfgC.DataDir, cfgC.CertsKey, cfgC.Listen, cfgC.Store, cfgC.Limits = "C", t.TempDir(), hexKey(), "127.0.0.1:0", store.DefaultConfig(), httpapi.DefaultLimits()
+	cfgC.Name, cfgC.DataDir, cfgC.CertsKey, cfgC.Listen = "C", t.TempDir(), hexKey(), "127.0.0.1:0" // the rest: serve's defaults
 	if c, err := serve.Start(ctx, cfgC, quietLog()); err == nil {
 		c.Shutdown(ctx)
 		t.Fatal("a replica with another certificate key started")

@@ -127,21 +127,43 @@ func (s *Store) GetWorker(ctx context.Context, id string) (api.Worker, error) {
 	return ws[0], nil
 }
 
+// EventRow is an audit event as the dashboard's events page shows it, with
+// the names the database still knows for who was involved: the API key
+// that submitted its build (build.submitted) and the worker it names (its
+// payload's worker_id, its attempt's worker, or the worker it is about).
+// Either is "" when unknown or deleted since.
+type EventRow struct {
+	api.Event
+	Submitter string
+	Worker    string
+}
+
 // EventsBefore returns up to limit sealed audit events with a sequence
 // below before (0: the newest), newest first.
-func (s *Store) EventsBefore(ctx context.Context, before int64, limit int) ([]api.Event, error) {
+func (s *Store) EventsBefore(ctx context.Context, before int64, limit int) ([]EventRow, error) {
 	if limit <= 0 || limit > 500 {
 		limit = 100
 	}
 	if before <= 0 {
 		before = math.MaxInt64
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+eventColumns+` FROM event_chain c JOIN events e ON e.ord = c.ord
+	rows, err := s.pool.Query(ctx, `SELECT
+			CASE WHEN e.event_type = 'build.submitted' THEN COALESCE((SELECT k.name FROM builds b JOIN api_keys k ON k.id = b.submitted_by
+				WHERE b.id = e.entity_id), '') ELSE '' END,
+			COALESCE((SELECT w.name FROM workers w WHERE w.id = e.payload->>'worker_id'),
+				(SELECT w.name FROM build_attempts a JOIN workers w ON w.id = a.worker_id WHERE a.id = e.payload->>'attempt_id'),
+				(SELECT w.name FROM workers w WHERE e.entity_type = 'worker' AND w.id = e.entity_id), ''),
+			`+eventColumns+` FROM event_chain c JOIN events e ON e.ord = c.ord
 		WHERE c.sequence < $1 ORDER BY c.sequence DESC LIMIT $2`, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}
-	evs, err := pgx.CollectRows(rows, scanEvent)
+	evs, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (EventRow, error) {
+		var row EventRow
+		ev, err := scanEventAfter(r, &row.Submitter, &row.Worker)
+		row.Event = ev
+		return row, err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("read events: %w", err)
 	}

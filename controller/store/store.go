@@ -93,6 +93,57 @@ func DefaultConfig() Config {
 	}
 }
 
+// Off, set in a Config field whose zero takes the default (MaxBackoff,
+// TokenRotateAfter, TokenDeliveryGrace, WarmPlacementWait), turns that
+// behaviour off: retries without backoff, a new token on every use, an
+// unused new token taken as lost at once, first come first served.
+const Off = -1
+
+// WithDefaults is c with every zero field taken from DefaultConfig, so no
+// caller runs with 0 s leases: the composition root applies it. The fields
+// that can be off take Off (returned as the 0 the store reads as "off");
+// RetainArtifacts, RetainSources and RetainLogs keep their zero, which
+// keeps files forever (as on the command line), and ControllerID stays as given.
+func (c Config) WithDefaults() Config {
+	d := DefaultConfig()
+	orDefault := func(p *time.Duration, def time.Duration) {
+		if *p <= 0 {
+			*p = def
+		}
+	}
+	orOff := func(p *time.Duration, def time.Duration) {
+		switch {
+		case *p == 0:
+			*p = def
+		case *p < 0:
+			*p = 0
+		}
+	}
+	orDefault(&c.LeaseTTL, d.LeaseTTL)
+	orDefault(&c.TokenTTL, d.TokenTTL)
+	orDefault(&c.OTPTTL, d.OTPTTL)
+	orDefault(&c.VMTokenTTL, d.VMTokenTTL)
+	orDefault(&c.WorkerOfflineAfter, d.WorkerOfflineAfter)
+	orDefault(&c.DefaultTimeout, d.DefaultTimeout)
+	orDefault(&c.TimeoutGrace, d.TimeoutGrace)
+	orDefault(&c.ReleaseAttentionWindow, d.ReleaseAttentionWindow)
+	orDefault(&c.BuildTokenTTL, d.BuildTokenTTL)
+	orOff(&c.MaxBackoff, d.MaxBackoff)
+	orOff(&c.TokenRotateAfter, d.TokenRotateAfter)
+	orOff(&c.TokenDeliveryGrace, d.TokenDeliveryGrace)
+	orOff(&c.WarmPlacementWait, d.WarmPlacementWait)
+	for _, p := range []*time.Duration{&c.RetainArtifacts, &c.RetainSources, &c.RetainLogs} {
+		*p = max(*p, 0)
+	}
+	if c.MaxAttempts <= 0 {
+		c.MaxAttempts = d.MaxAttempts
+	}
+	if c.ReleaseAttentionCount <= 0 {
+		c.ReleaseAttentionCount = d.ReleaseAttentionCount
+	}
+	return c
+}
+
 // Store is the controller's database.
 type Store struct {
 	pool *pgxpool.Pool
@@ -236,7 +287,7 @@ func (s *Store) SchemaVersion(ctx context.Context) (int, error) {
 // appends to the audit log. The notification is deliberately small:
 // listeners re-read state they care about.
 type Change struct {
-	Kind     string `json:"k"`           // "build", "worker", "controller", "project", "log" or "events" (sealed up to sequence ID)
+	Kind     string `json:"k"`           // "build", "worker", "controller", "project", "log", "events" (sealed up to sequence ID) or KindWebhook
 	ID       string `json:"id"`          // entity id
 	Status   string `json:"s,omitempty"` // new status
 	Platform string `json:"p,omitempty"` // set for builds
@@ -244,6 +295,11 @@ type Change struct {
 	Event  string         `json:"-"` // audit event type; default Kind + "." + Status
 	Detail map[string]any `json:"-"` // audit payload beside status and platform
 }
+
+// KindWebhook is the Kind of the notification that one of webhook
+// endpoint ID's deliveries was attempted (controller/webhooks sends it; it
+// is no audit event).
+const KindWebhook = "webhook"
 
 // ChangeClaimable reports whether a change made a build claimable now.
 func (c Change) Claimable() bool { return c.Kind == "build" && c.Status == "pending" }

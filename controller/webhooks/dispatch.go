@@ -399,6 +399,12 @@ func (d *Dispatcher) attempt(ctx context.Context, c claimed) {
 		_, err = tx.Exec(bg, `INSERT INTO webhook_attempts (delivery_id, number, attempted_at, response_code, error, duration_ms)
 			VALUES ($1, (SELECT COALESCE(max(number), 0) + 1 FROM webhook_attempts WHERE delivery_id = $1), $2, $3, $4, $5)`,
 			c.id, start, codePtr, errText, time.Since(start).Milliseconds())
+		if err != nil {
+			return err
+		}
+		// The endpoint's delivery log, open in a dashboard, refreshes: a
+		// ping or a redelivery shows its outcome without a reload.
+		_, err = tx.Exec(bg, `SELECT pg_notify($1, $2)`, store.NotifyChannel, deliveryNote(c.endpointID))
 		return err
 	})
 	if err != nil {
@@ -409,6 +415,13 @@ func (d *Dispatcher) attempt(ctx context.Context, c claimed) {
 	if outcome == metrics.WebhookDead {
 		d.log.WithFields(logrus.Fields{"delivery": c.id, "webhook": c.endpointID, "error": *errText}).Warn("webhook delivery is dead after its last attempt")
 	}
+}
+
+// deliveryNote is the change notification of an attempt at one of
+// endpointID's deliveries.
+func deliveryNote(endpointID string) string {
+	note, _ := json.Marshal([]store.Change{{Kind: store.KindWebhook, ID: endpointID}}) // plain strings always encode
+	return string(note)
 }
 
 // send POSTs the delivery, signed, and reports the response code and why it

@@ -11,6 +11,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"net/url"
@@ -188,8 +190,10 @@ func (d *Dispatcher) Deliveries(ctx context.Context, endpointID string, limit in
 	if !exists {
 		return api.WebhookDeliveryList{}, fmt.Errorf("%w: no webhook %q", store.ErrNotFound, endpointID)
 	}
+	// Newest first by when each was queued: a ping (sequence 0) sorts with
+	// the deliveries of its moment, not below every event.
 	rows, err := d.pool.Query(ctx, `SELECT `+deliveryColumns+` FROM webhook_deliveries d WHERE d.endpoint_id = $1
-		ORDER BY d.event_sequence DESC LIMIT $2`, endpointID, limit)
+		ORDER BY d.created_at DESC, d.event_sequence DESC LIMIT $2`, endpointID, limit)
 	if err != nil {
 		return api.WebhookDeliveryList{}, fmt.Errorf("list webhook deliveries: %w", err)
 	}
@@ -225,6 +229,61 @@ func (d *Dispatcher) Redeliver(ctx context.Context, endpointID, deliveryID strin
 	}
 	d.Kick()
 	return list[0], nil
+}
+
+// PingEvent is the event type of a test delivery (Ping).
+const PingEvent = "ping"
+
+// Ping queues a test delivery to one endpoint, due now, as GitHub's ping
+// does: the body is an api.Event of type "ping" (entity "webhook", the
+// endpoint's id; payload its URL and event types), signed like any other,
+// in the endpoint's delivery log with its attempts and redeliverable. It is
+// not an audit event: its sequence is 0 and no other endpoint gets it.
+func (d *Dispatcher) Ping(ctx context.Context, endpointID string) (api.WebhookDelivery, error) {
+	var hook api.Webhook
+	err := d.pool.QueryRow(ctx, `SELECT id, url, event_types FROM webhook_endpoints WHERE id = $1`, endpointID).Scan(&hook.ID, &hook.URL, &hook.Events)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return api.WebhookDelivery{}, fmt.Errorf("%w: no webhook %q", store.ErrNotFound, endpointID)
+	}
+	if err != nil {
+		return api.WebhookDelivery{}, fmt.Errorf("ping webhook: %w", err)
+	}
+	payload, err := json.Marshal(map[string]any{"webhook_id": hook.ID, "url": hook.URL, "events": hook.Events,
+		"zen": "Free Agent says hello: this endpoint is reachable and its secret checks out."})
+	if err != nil {
+		return api.WebhookDelivery{}, fmt.Errorf("ping webhook: encode the payload: %w", err)
+	}
+	ev := api.Event{ID: newUUID(), Timestamp: time.Now().UTC(), EventType: PingEvent, EntityType: "webhook", EntityID: hook.ID, Payload: payload}
+	body, err := json.Marshal(ev)
+	if err != nil {
+		return api.WebhookDelivery{}, fmt.Errorf("ping webhook: encode the event: %w", err)
+	}
+	rows, err := d.pool.Query(ctx, `
+		WITH i AS (
+			INSERT INTO webhook_deliveries (endpoint_id, event_id, event_sequence, event_type, body)
+			VALUES ($1, $2, 0, $3, $4) RETURNING *
+		)
+		SELECT `+deliveryColumns+` FROM i d`, hook.ID, ev.ID, PingEvent, body)
+	if err != nil {
+		return api.WebhookDelivery{}, fmt.Errorf("ping webhook: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, scanDelivery)
+	if err != nil {
+		return api.WebhookDelivery{}, fmt.Errorf("ping webhook: %w", err)
+	}
+	if len(list) != 1 {
+		return api.WebhookDelivery{}, fmt.Errorf("ping webhook: the insert returned %d rows", len(list))
+	}
+	d.Kick()
+	return list[0], nil
+}
+
+// newUUID is a random (version 4) UUID, the id of a ping's event.
+func newUUID() string {
+	var b [16]byte
+	rand.Read(b[:]) //nolint:errcheck // crypto/rand.Read never fails
+	b[6], b[8] = b[6]&0x0f|0x40, b[8]&0x3f|0x80
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:])
 }
 
 // backoff is the wait after the n-th failed attempt: base, 2·base, 4·base…

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/freeagent-build/freeagent/internal/config"
 )
 
 // Name is the file's name in the data folder.
@@ -19,15 +21,23 @@ const Name = "agent.conf"
 
 // Read returns the file's settings; a missing file has none.
 func Read(path string) (map[string]string, error) {
+	f, err := Load(path)
+	return f.Values, err
+}
+
+// Load returns the file's settings with the line of each, for the
+// worker's layered configuration (internal/config) to name in errors; a
+// missing file has none.
+func Load(path string) (config.File, error) {
+	file := config.File{Path: path, Values: map[string]string{}, Lines: map[string]int{}}
 	f, err := os.Open(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return map[string]string{}, nil
+		return file, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return config.File{}, fmt.Errorf("read %s: %w", path, err)
 	}
 	defer f.Close()
-	m := map[string]string{}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -36,14 +46,15 @@ func Read(path string) (map[string]string, error) {
 		}
 		k, v, ok := strings.Cut(line, "=")
 		if !ok {
-			return nil, fmt.Errorf("%s:%d: want \"name = value\", got %q", path, n, line)
+			return config.File{}, fmt.Errorf("%s:%d: want \"name = value\", got %q", path, n, line)
 		}
-		m[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		k = strings.TrimSpace(k)
+		file.Values[k], file.Lines[k] = strings.TrimSpace(v), n
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return config.File{}, fmt.Errorf("read %s: %w", path, err)
 	}
-	return m, nil
+	return file, nil
 }
 
 // Update sets the given keys (an empty value removes the key), keeps the

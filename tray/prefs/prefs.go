@@ -29,6 +29,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
 	"github.com/freeagent-build/freeagent/agent/hostsignals"
 	"github.com/freeagent-build/freeagent/agent/secrets"
+	"github.com/freeagent-build/freeagent/internal/config"
 	"github.com/freeagent-build/freeagent/tray/conffile"
 )
 
@@ -313,7 +314,7 @@ func (s *Server) load() (Values, error) {
 	if n, err := strconv.Atoi(m[keyMaxBuilds]); err == nil && n > 0 {
 		v.MaxBuilds = n
 	}
-	if d, err := time.ParseDuration(m[keyBuildTimeout]); err == nil && d > 0 {
+	if d, err := config.ParseDuration(m[keyBuildTimeout]); err == nil && d > 0 {
 		v.BuildTimeout = d
 	}
 	v.Solo, _ = strconv.ParseBool(m[keySolo])
@@ -346,7 +347,7 @@ func (v Values) conf() map[string]string {
 		keyCPU:          strconv.Itoa(v.CPU),
 		keyMemoryMB:     strconv.Itoa(v.MemoryGB * 1024),
 		keyMaxBuilds:    strconv.Itoa(v.MaxBuilds),
-		keyBuildTimeout: v.BuildTimeout.String(),
+		keyBuildTimeout: config.FormatDuration(v.BuildTimeout),
 		keyTemplate:     v.Template,
 		keySolo:         strconv.FormatBool(v.Solo),
 

@@ -171,7 +171,7 @@ func TestSaveAndReread(t *testing.T) {
 	}
 	m, err := conffile.Read(filepath.Join(f.dir, conffile.Name))
 	want := map[string]string{"controller-url": "https://builds.example.com", "max-builds": "2", "cpu": "6", "memory-mb": "12288",
-		"build-timeout": "45m0s", "template": "ghcr.io/acme/macos-xcode:16", "cache-gb": "30"}
+		"build-timeout": "45m", "template": "ghcr.io/acme/macos-xcode:16", "cache-gb": "30"}
 	for k, v := range want {
 		if m[k] != v {
 			t.Errorf("agent.conf %s = %q, want %q (err %v)", k, m[k], v, err)

@@ -25,6 +25,7 @@ import (
 	"syscall"
 
 	"github.com/freeagent-build/freeagent/bench"
+	"github.com/freeagent-build/freeagent/internal/config"
 )
 
 func main() {
@@ -32,7 +33,7 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	cfg, asJSON, err := parseFlags(args, stderr)
+	cfg, asJSON, _, err := parseFlags(args, stderr)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -67,7 +68,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func parseFlags(args []string, stderr io.Writer) (bench.Config, bool, error) {
+// parseFlags reads the command line; it returns the flag set too, for
+// tests to list the settings.
+func parseFlags(args []string, stderr io.Writer) (bench.Config, bool, *flag.FlagSet, error) {
 	fs := flag.NewFlagSet("freeagent-bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
@@ -83,32 +86,33 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, bool, error) {
 			cfg = bench.SmokeConfig()
 		}
 	}
+	o := config.New(fs, nil, config.File{})
 	fs.Bool("smoke", false, "a seconds-long run with tiny sizes that only proves the benchmark works (other flags still apply)")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
 	quiet := fs.Bool("quiet", false, "no progress lines on standard error")
 	fs.BoolVar(&cfg.Trace, "trace", false, "log completions per second during the lifecycle run")
-	fs.DurationVar(&cfg.Duration, "duration", cfg.Duration, "measured window of the lifecycle run")
-	fs.DurationVar(&cfg.Warmup, "warmup", cfg.Warmup, "load before the lifecycle window opens")
+	o.Duration(&cfg.Duration, "duration", "", cfg.Duration, "measured window of the lifecycle run")
+	o.DurationOrZero(&cfg.Warmup, "warmup", "", cfg.Warmup, "load before the lifecycle window opens (0: none)")
 	fs.IntVar(&cfg.Workers, "workers", cfg.Workers, "simulated workers W (0: the best of --sweep)")
 	fs.IntVar(&cfg.Submitters, "submitters", cfg.Submitters, "submitters S (0: the best of --sweep)")
 	fs.IntVar(&cfg.Backlog, "backlog", cfg.Backlog, "most builds submitted but not completed (0: 2×W)")
 	sweep := fs.String("sweep", shapes(cfg.Sweep), "W×S shapes tried to pick the load, e.g. 8x2,16x4")
-	fs.DurationVar(&cfg.SweepDuration, "sweep-duration", cfg.SweepDuration, "measured window of each sweep shape")
-	fs.DurationVar(&cfg.PollWait, "poll-wait", cfg.PollWait, "long-poll wait of the lifecycle workers")
+	o.Duration(&cfg.SweepDuration, "sweep-duration", "", cfg.SweepDuration, "measured window of each sweep shape")
+	o.Duration(&cfg.PollWait, "poll-wait", "", cfg.PollWait, "long-poll wait of the lifecycle workers")
 	fs.IntVar(&cfg.PickupWorkers, "pickup-workers", cfg.PickupWorkers, "idle workers parked in long polls")
 	fs.IntVar(&cfg.PickupSamples, "pickup-samples", cfg.PickupSamples, "builds submitted one at a time")
-	fs.DurationVar(&cfg.PickupSpacing, "pickup-spacing", cfg.PickupSpacing, "pause between those builds")
+	o.DurationOrZero(&cfg.PickupSpacing, "pickup-spacing", "", cfg.PickupSpacing, "pause between those builds (0: none)")
 	fs.IntVar(&cfg.CancelSamples, "cancel-samples", cfg.CancelSamples, "running builds cancelled one at a time")
 	fs.IntVar(&cfg.EmptyPollClients, "empty-clients", cfg.EmptyPollClients, "clients polling the empty queue")
-	fs.DurationVar(&cfg.EmptyPollDuration, "empty-duration", cfg.EmptyPollDuration, "how long they poll")
+	o.Duration(&cfg.EmptyPollDuration, "empty-duration", "", cfg.EmptyPollDuration, "how long they poll")
 	fs.IntVar(&cfg.ClaimSmall, "claim-small", cfg.ClaimSmall, "pending builds for the first claim measurement")
 	fs.IntVar(&cfg.ClaimLarge, "claim-large", cfg.ClaimLarge, "pending builds for the second")
 	fs.IntVar(&cfg.ClaimSamples, "claim-samples", cfg.ClaimSamples, "claims timed at each size")
-	artifact := fs.String("artifact-size", strconv.FormatInt(cfg.ArtifactBytes, 10), "artifact streamed through the controller: bytes, or with KiB, MiB, GiB")
-	transfer := fs.String("transfer-size", strconv.FormatInt(cfg.TransferBytes, 10), "file moved through the controller and compared with copy + fsync, and with S3: bytes, or with KiB, MiB, GiB")
+	o.Size(&cfg.ArtifactBytes, "artifact-size", "", cfg.ArtifactBytes, "artifact streamed through the controller: bytes, or with a unit (2GiB)")
+	o.Size(&cfg.TransferBytes, "transfer-size", "", cfg.TransferBytes, "file moved through the controller and compared with copy + fsync, and with S3: bytes, or with a unit (1GiB)")
 	fs.StringVar(&cfg.VersitygwPath, "versitygw", cfg.VersitygwPath, "versitygw binary for the S3 transfer (default: on PATH or in GOPATH/bin; without it that part is skipped)")
 	pgClients := fs.String("pgbench-clients", ints(cfg.PgbenchClients), "pgbench client counts to try; the best is the ceiling")
-	fs.DurationVar(&cfg.PgbenchDuration, "pgbench-duration", cfg.PgbenchDuration, "pgbench -T of each run")
+	o.Duration(&cfg.PgbenchDuration, "pgbench-duration", "", cfg.PgbenchDuration, "pgbench -T of each run")
 	fs.StringVar(&cfg.PgbenchMode, "pgbench-mode", cfg.PgbenchMode, "pgbench -M: simple, extended or prepared (the controller's driver prepares)")
 	fs.StringVar(&cfg.PgbenchPath, "pgbench", cfg.PgbenchPath, "pgbench binary (default: next to the PostgreSQL server binaries)")
 	fs.StringVar(&cfg.ControllerBin, "controller-bin", cfg.ControllerBin, "a built freeagent-controller (default: go build it)")
@@ -116,23 +120,17 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, bool, error) {
 	fs.StringVar(&cfg.TempDir, "tmpdir", cfg.TempDir, "parent of the run's temporary directory (default: $TMPDIR or /tmp)")
 	skip := fs.String("skip", "", "comma-separated phases not to run: "+strings.Join(bench.Phases(), ", "))
 	if err := fs.Parse(args); err != nil {
-		return cfg, false, err
+		return cfg, false, nil, err
 	}
 	if fs.NArg() > 0 {
-		return cfg, false, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return cfg, false, nil, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	var err error
 	if cfg.Sweep, err = parseShapes(*sweep); err != nil {
-		return cfg, false, err
-	}
-	if cfg.ArtifactBytes, err = parseSize(*artifact); err != nil {
-		return cfg, false, err
-	}
-	if cfg.TransferBytes, err = parseSize(*transfer); err != nil {
-		return cfg, false, fmt.Errorf("--transfer-size: %w", err)
+		return cfg, false, nil, err
 	}
 	if cfg.PgbenchClients, err = parseInts(*pgClients); err != nil {
-		return cfg, false, fmt.Errorf("--pgbench-clients: %w", err)
+		return cfg, false, nil, fmt.Errorf("--pgbench-clients: %w", err)
 	}
 	if *skip != "" {
 		cfg.Skip = strings.Split(*skip, ",")
@@ -140,7 +138,7 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, bool, error) {
 	if !*quiet {
 		cfg.Log = stderr
 	}
-	return cfg, *asJSON, nil
+	return cfg, *asJSON, fs, nil
 }
 
 func shapes(ss []bench.Shape) string {
@@ -186,22 +184,4 @@ func parseInts(s string) ([]int, error) {
 		out = append(out, n)
 	}
 	return out, nil
-}
-
-func parseSize(s string) (int64, error) {
-	mult := int64(1)
-	for _, u := range []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}} {
-		if strings.HasSuffix(s, u.suffix) {
-			s, mult = strings.TrimSpace(strings.TrimSuffix(s, u.suffix)), u.mult
-			break
-		}
-	}
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return 0, fmt.Errorf("--artifact-size: %q is not a positive size (bytes, or with KiB, MiB, GiB)", s)
-	}
-	return n * mult, nil
 }

@@ -21,6 +21,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/webhooks"
 )
@@ -324,6 +325,28 @@ func TestConfigTokenGraceOutlastsLongPoll(t *testing.T) {
 	cfg, _, err := parseConfig("serve", []string{"--poll-max-wait", "60s"}, &bytes.Buffer{}, true)
 	if err != nil || cfg.Serve.Store.TokenDeliveryGrace != 75*time.Second {
 		t.Fatalf("token delivery grace with 60 s long polls: %v %v", cfg.Serve.Store.TokenDeliveryGrace, err)
+	}
+}
+
+// TestConfigZeroTurnsLimitsOff: the help says 0 means "no limit" for the
+// rate limits and the artifact cap, while serve fills a zero with its
+// default; the command line hands serve httpapi.Off for them.
+func TestConfigZeroTurnsLimitsOff(t *testing.T) {
+	t.Setenv("FREEAGENT_DATA_DIR", "/d")
+	cfg, _, err := parseConfig("serve", []string{"--rate-per-key", "0", "--auth-failures-per-ip", "0", "--max-artifacts-per-build", "0"}, &bytes.Buffer{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := cfg.Serve.Limits
+	if l.RatePerKey != httpapi.Off || l.AuthFailuresPerIP != httpapi.Off || l.ArtifactsPerBuild != httpapi.Off {
+		t.Fatalf("0 on the command line must reach serve as Off: %+v", l)
+	}
+	cfg, _, err = parseConfig("serve", nil, &bytes.Buffer{}, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := httpapi.DefaultLimits(); cfg.Serve.Limits.ArtifactsPerBuild != d.ArtifactsPerBuild || cfg.Serve.Limits.RatePerKey != d.RatePerKey {
+		t.Fatalf("unset limits must keep their defaults: %+v", cfg.Serve.Limits)
 	}
 }
 

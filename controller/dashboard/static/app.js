@@ -28,7 +28,10 @@
           // Unchanged content is left alone: no lost focus, no replaced form.
           if (next && next.innerHTML !== live.innerHTML) {
             var focused = document.activeElement && document.activeElement.id;
+            // What the reader unfolded stays unfolded (an event's JSON).
+            var unfolded = Array.prototype.map.call(live.querySelectorAll("details[id][open]"), function (d) { return d.id; });
             live.innerHTML = next.innerHTML;
+            unfolded.forEach(function (id) { var d = document.getElementById(id); if (d) { d.open = true; } });
             if (focused && document.getElementById(focused)) { document.getElementById(focused).focus(); }
           }
         })

@@ -328,7 +328,9 @@ func startApp(t *testing.T, args []string, env ...string) *runningApp {
 	openScript := filepath.Join(a.dir, "open.sh")
 	os.WriteFile(openScript, []byte("#!/bin/sh\necho \"$1\" >> "+filepath.Join(a.dir, "opened.txt")+"\n"), 0o755)
 	cmd := exec.Command(appBin, append([]string{"app", "--data-dir", filepath.Join(a.dir, "data"),
-		"--vm-driver", "local", "--bootstrap", vmBin, "--poll-wait", "1s", "--backoff-min", "200ms",
+		// The test projects bring their own build script, not Gradle: android
+		// is set, not left to the toolchain check (hostcheck.LocalPlatforms).
+		"--vm-driver", "local", "--platforms", "android", "--bootstrap", vmBin, "--poll-wait", "1s", "--backoff-min", "200ms",
 		"--open-command", openScript, "--min-free-gb", "0"}, args...)...)
 	cmd.Env = []string{"DBUS_SESSION_BUS_ADDRESS=" + bus}
 	for _, kv := range os.Environ() { // the settings come from the test alone
@@ -491,7 +493,7 @@ func TestSoloMode(t *testing.T) {
 	// doctor finds the same controller and key as the app.
 	var stdout, stderr bytes.Buffer
 	code := run([]string{"doctor", "--data-dir", filepath.Join(a.dir, "data"), "--solo", "--solo-listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--vm-driver", "local", "--min-free-gb", "0"}, strings.NewReader(""), &stdout, &stderr)
+		"--vm-driver", "local", "--platforms", "android", "--min-free-gb", "0"}, strings.NewReader(""), &stdout, &stderr)
 	if code != 0 || !strings.Contains(stdout.String(), "✓ controller  controller http://127.0.0.1:") {
 		t.Fatalf("doctor in solo mode: %d\n%s%s", code, stdout.String(), stderr.String())
 	}

@@ -9,11 +9,8 @@ import (
 	"net"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -25,6 +22,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/config"
 	"github.com/freeagent-build/freeagent/launchd/homebrew"
 	"github.com/freeagent-build/freeagent/tray/conffile"
 	"github.com/freeagent-build/freeagent/tray/solo"
@@ -89,98 +87,106 @@ type Config struct {
 }
 
 func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
-	cfg := &Config{APIKey: os.Getenv("FREEAGENT_API_KEY")}
+	cfg, _, err := loadConfigEnv(cmd, args, os.LookupEnv, stderr)
+	return cfg, err
+}
+
+// loadConfigEnv is loadConfig reading the environment through lookupEnv;
+// it returns the flag set too, for tests to list the settings.
+func loadConfigEnv(cmd string, args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (*Config, *flag.FlagSet, error) {
+	cfg := &Config{}
+	cfg.APIKey, _ = lookupEnv("FREEAGENT_API_KEY")
 	dataDir := flagValue(args, "data-dir")
 	if dataDir == "" {
-		dataDir = os.Getenv("FREEAGENT_DATA_DIR")
+		dataDir, _ = lookupEnv("FREEAGENT_DATA_DIR")
 	}
 	if dataDir == "" {
 		dataDir = defaultDataDir()
 	}
-	file, err := conffile.Read(filepath.Join(dataDir, confName))
+	file, err := conffile.Load(filepath.Join(dataDir, confName))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	fs := flag.NewFlagSet("freeagent "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	o := options{fs: fs, file: file}
-	o.str(&cfg.DataDir, "data-dir", "FREEAGENT_DATA_DIR", defaultDataDir(), "credentials (off macOS), logs and build scratch space")
-	o.str(&cfg.ControllerURL, "controller-url", "FREEAGENT_CONTROLLER_URL", "", "the controller, e.g. https://builds.example.com")
-	o.boolv(&cfg.Insecure, "insecure", "FREEAGENT_INSECURE", false, "allow a plain http:// controller on another machine: the worker key, tokens and signing credentials then cross the network unencrypted")
+	o := config.New(fs, lookupEnv, file)
+	o.String(&cfg.DataDir, "data-dir", "FREEAGENT_DATA_DIR", defaultDataDir(), "credentials (off macOS), logs and build scratch space")
+	o.String(&cfg.ControllerURL, "controller-url", "FREEAGENT_CONTROLLER_URL", "", "the controller, e.g. https://builds.example.com")
+	o.Bool(&cfg.Insecure, "insecure", "FREEAGENT_INSECURE", false, "allow a plain http:// controller on another machine: the worker key, tokens and signing credentials then cross the network unencrypted")
 	if cmd == "setup" {
 		fs.BoolVar(&cfg.apiKeyStdin, "api-key-stdin", false, "read the API key from standard input and store it")
 	} else {
-		o.str(&cfg.VMDriver, "vm-driver", "FREEAGENT_VM_DRIVER", defaultDriver, "tart (a fresh macOS VM per build) or local (no isolation: a plain process on this host)")
-		o.str(&cfg.Tart, "tart", "FREEAGENT_TART", "tart", "the tart binary: a path, or a name looked up on PATH and then in Homebrew's bin ($HOMEBREW_PREFIX, /opt/homebrew, /usr/local)")
-		o.str(&cfg.Template, "template", "FREEAGENT_TEMPLATE", defaultTemplate, "Tart VM or image that build VMs are cloned from")
-		o.str(&cfg.VMNetwork, "vm-network", "FREEAGENT_VM_NETWORK", tart.NetworkSoftnet, "the VMs' network with tart: softnet (isolated: the internet, the controller and --softnet-allow only; needs softnet) or shared (Tart's NAT: this Mac's LAN too)")
-		o.str(&cfg.Softnet, "softnet", "FREEAGENT_SOFTNET", "softnet", "the softnet binary: a path, or a name looked up on PATH and then in Homebrew's bin")
-		o.str(&cfg.SoftnetAllow, "softnet-allow", "FREEAGENT_SOFTNET_ALLOW", "", "extra IPv4 CIDRs softnet VMs may reach, comma-separated, e.g. a registry on the LAN (10.0.0.5/32); the controller is always allowed")
-		o.str(&cfg.HostAddress, "host-address", "FREEAGENT_HOST_ADDRESS", "192.168.64.1", "this host's address on Tart's network (replaces a loopback controller URL inside VMs)")
-		o.str(&cfg.Bootstrap, "bootstrap", "FREEAGENT_BOOTSTRAP", defaultBootstrap(), "the freeagent-vm binary copied into every build")
-		o.str(&cfg.Name, "name", "FREEAGENT_WORKER_NAME", "", "worker name shown on the controller (default: host name)")
-		o.str(&cfg.Platforms, "platforms", "FREEAGENT_PLATFORMS", "", "platforms this worker builds, e.g. ios,android (default: what the VM template was built for, else ios,android)")
-		o.str(&cfg.Pool, "pool", "FREEAGENT_POOL", api.DefaultPool, "the worker pool this worker joins; an admin decides which pools are trusted with signing credentials and which projects use them")
-		o.intv(&cfg.MaxBuilds, "max-builds", "FREEAGENT_MAX_BUILDS", defaultMaxBuilds, "concurrent builds (at most 2 with tart: Apple's licence)")
-		o.intv(&cfg.CPU, "cpu", "FREEAGENT_CPU", 0, "CPU cores per VM (0: the template's)")
-		o.intv(&cfg.MemoryMB, "memory-mb", "FREEAGENT_MEMORY_MB", 0, "memory per VM in MB (0: the template's)")
-		o.intv(&cfg.CacheGB, "cache-gb", "FREEAGENT_CACHE_GB", defaultCacheGB, "total size of the dependency caches kept for repeat builds, in GB (least recently used go first; 0: none)")
-		o.dur(&cfg.PollWait, "poll-wait", "FREEAGENT_POLL_WAIT", 25*time.Second, "long-poll hold")
-		o.dur(&cfg.BootTimeout, "boot-timeout", "FREEAGENT_BOOT_TIMEOUT", 5*time.Minute, "how long a VM may take to signal ready")
-		o.dur(&cfg.BackoffMin, "backoff-min", "FREEAGENT_BACKOFF_MIN", 5*time.Second, "first retry delay after a network error (doubles up to 2m)")
-		o.str(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
-		o.dur(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", defaultBuildTimeout, "longest a build may run on this worker (a build's own shorter timeout wins)")
-		o.intv(&cfg.MinFreeGB, "min-free-gb", "FREEAGENT_MIN_FREE_GB", hostcheck.DefaultMinFree>>30, "free disk space below which the host needs attention and no build starts")
-		o.str(&cfg.HostSignals, "host-signals", "FREEAGENT_HOST_SIGNALS", "", "a JSON file read instead of this Mac's power, idle, thermal and disk readings, at every check (on_battery, battery_percent, idle_seconds, thermal, free_disk_bytes)")
-		o.boolv(&cfg.BuildOnBattery, "build-on-battery", "FREEAGENT_BUILD_ON_BATTERY", false, "start builds while the Mac runs on battery (above --min-battery-percent)")
-		o.intv(&cfg.MinBatteryPercent, "min-battery-percent", "FREEAGENT_MIN_BATTERY_PERCENT", hostsignals.DefaultMinBatteryPercent, "with --build-on-battery, the charge below which no build starts")
-		o.str(&cfg.IdleMinutes, "idle-minutes", "FREEAGENT_IDLE_MINUTES", "auto", "start builds only when nobody has used this Mac for this many minutes (0: any time; auto: 10 on a laptop, 0 on a desktop)")
-		o.str(&cfg.PauseThermal, "pause-thermal", "FREEAGENT_PAUSE_THERMAL", string(hostsignals.ThermalSerious), "start no build at this thermal state or worse: serious, critical or off")
-		o.str(&cfg.Schedule, "schedule", "FREEAGENT_SCHEDULE", "", `start builds only in these weekly windows, local time, e.g. "Mon-Fri 22:00-07:00, Sat-Sun 00:00-24:00" (empty: any time)`)
-		o.dur(&cfg.HostCheck, "host-check-interval", "FREEAGENT_HOST_CHECK_INTERVAL", 5*time.Second, "how often the rules above are checked")
+		o.String(&cfg.VMDriver, "vm-driver", "FREEAGENT_VM_DRIVER", defaultDriver, "tart (a fresh macOS VM per build) or local (no isolation: a plain process on this host)")
+		o.String(&cfg.Tart, "tart", "FREEAGENT_TART", "tart", "the tart binary: a path, or a name looked up on PATH and then in Homebrew's bin ($HOMEBREW_PREFIX, /opt/homebrew, /usr/local)")
+		o.String(&cfg.Template, "template", "FREEAGENT_TEMPLATE", defaultTemplate, "Tart VM or image that build VMs are cloned from")
+		o.String(&cfg.VMNetwork, "vm-network", "FREEAGENT_VM_NETWORK", tart.NetworkSoftnet, "the VMs' network with tart: softnet (isolated: the internet, the controller and --softnet-allow only; needs softnet) or shared (Tart's NAT: this Mac's LAN too)")
+		o.String(&cfg.Softnet, "softnet", "FREEAGENT_SOFTNET", "softnet", "the softnet binary: a path, or a name looked up on PATH and then in Homebrew's bin")
+		o.String(&cfg.SoftnetAllow, "softnet-allow", "FREEAGENT_SOFTNET_ALLOW", "", "extra IPv4 CIDRs softnet VMs may reach, comma-separated, e.g. a registry on the LAN (10.0.0.5/32); the controller is always allowed")
+		o.String(&cfg.HostAddress, "host-address", "FREEAGENT_HOST_ADDRESS", "192.168.64.1", "this host's address on Tart's network (replaces a loopback controller URL inside VMs)")
+		o.String(&cfg.Bootstrap, "bootstrap", "FREEAGENT_BOOTSTRAP", defaultBootstrap(), "the freeagent-vm binary copied into every build")
+		o.String(&cfg.Name, "name", "FREEAGENT_WORKER_NAME", "", "worker name shown on the controller (default: host name)")
+		o.String(&cfg.Platforms, "platforms", "FREEAGENT_PLATFORMS", "", "platforms this worker builds, e.g. ios,android (default: what the VM template was built for, else ios,android; with the local driver, what this host has the tools for: Xcode for ios, a JDK and ANDROID_HOME for android)")
+		o.String(&cfg.Pool, "pool", "FREEAGENT_POOL", api.DefaultPool, "the worker pool this worker joins; an admin decides which pools are trusted with signing credentials and which projects use them")
+		o.Int(&cfg.MaxBuilds, "max-builds", "FREEAGENT_MAX_BUILDS", defaultMaxBuilds, 0, "concurrent builds (at most 2 with tart: Apple's licence)")
+		o.Int(&cfg.CPU, "cpu", "FREEAGENT_CPU", 0, 0, "CPU cores per VM (0: the template's)")
+		o.Int(&cfg.MemoryMB, "memory-mb", "FREEAGENT_MEMORY_MB", 0, 0, "memory per VM in MB (0: the template's)")
+		o.Int(&cfg.CacheGB, "cache-gb", "FREEAGENT_CACHE_GB", defaultCacheGB, 0, "total size of the dependency caches kept for repeat builds, in GB (least recently used go first; 0: none)")
+		o.Duration(&cfg.PollWait, "poll-wait", "FREEAGENT_POLL_WAIT", 25*time.Second, "long-poll hold")
+		o.Duration(&cfg.BootTimeout, "boot-timeout", "FREEAGENT_BOOT_TIMEOUT", 5*time.Minute, "how long a VM may take to signal ready")
+		o.Duration(&cfg.BackoffMin, "backoff-min", "FREEAGENT_BACKOFF_MIN", 5*time.Second, "first retry delay after a network error (doubles up to 2m)")
+		o.String(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
+		o.Duration(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", defaultBuildTimeout, "longest a build may run on this worker (a build's own shorter timeout wins)")
+		o.Int(&cfg.MinFreeGB, "min-free-gb", "FREEAGENT_MIN_FREE_GB", hostcheck.DefaultMinFree>>30, 0, "free disk space below which the host needs attention and no build starts")
+		o.String(&cfg.HostSignals, "host-signals", "FREEAGENT_HOST_SIGNALS", "", "a JSON file read instead of this Mac's power, idle, thermal and disk readings, at every check (on_battery, battery_percent, idle_seconds, thermal, free_disk_bytes)")
+		o.Bool(&cfg.BuildOnBattery, "build-on-battery", "FREEAGENT_BUILD_ON_BATTERY", false, "start builds while the Mac runs on battery (above --min-battery-percent)")
+		o.Int(&cfg.MinBatteryPercent, "min-battery-percent", "FREEAGENT_MIN_BATTERY_PERCENT", hostsignals.DefaultMinBatteryPercent, 0, "with --build-on-battery, the charge below which no build starts")
+		o.String(&cfg.IdleMinutes, "idle-minutes", "FREEAGENT_IDLE_MINUTES", "auto", "start builds only when nobody has used this Mac for this many minutes (0: any time; auto: 10 on a laptop, 0 on a desktop)")
+		o.String(&cfg.PauseThermal, "pause-thermal", "FREEAGENT_PAUSE_THERMAL", string(hostsignals.ThermalSerious), "start no build at this thermal state or worse: serious, critical or off")
+		o.String(&cfg.Schedule, "schedule", "FREEAGENT_SCHEDULE", "", `start builds only in these weekly windows, local time, e.g. "Mon-Fri 22:00-07:00, Sat-Sun 00:00-24:00" (empty: any time)`)
+		o.Duration(&cfg.HostCheck, "host-check-interval", "FREEAGENT_HOST_CHECK_INTERVAL", 5*time.Second, "how often the rules above are checked")
 	}
 	if cmd == "app" || cmd == "doctor" {
 		// The app runs the solo controller; doctor checks it.
-		o.boolv(&cfg.Solo, "solo", "FREEAGENT_SOLO", false, "run the controller on this Mac too (one Mac, no server); ignores --controller-url")
-		o.str(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens (the VMs reach it through the host's address); it serves only this Mac and --solo-vm-network")
-		o.str(&cfg.SoloVMNetwork, "solo-vm-network", "FREEAGENT_SOLO_VM_NETWORK", solo.DefaultVMNetwork, "the build VMs' network (CIDR): the only addresses beside this Mac the solo controller serves")
+		o.Bool(&cfg.Solo, "solo", "FREEAGENT_SOLO", false, "run the controller on this Mac too (one Mac, no server); ignores --controller-url")
+		o.String(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens (the VMs reach it through the host's address); it serves only this Mac and --solo-vm-network")
+		o.String(&cfg.SoloVMNetwork, "solo-vm-network", "FREEAGENT_SOLO_VM_NETWORK", solo.DefaultVMNetwork, "the build VMs' network (CIDR): the only addresses beside this Mac the solo controller serves")
 	}
 	if cmd == "app" {
-		o.str(&cfg.OpenCommand, "open-command", "FREEAGENT_OPEN_COMMAND", defaultOpener, "command that shows the dashboard, logs and preferences")
+		o.String(&cfg.OpenCommand, "open-command", "FREEAGENT_OPEN_COMMAND", defaultOpener, "command that shows the dashboard, logs and preferences")
 	}
 	if cmd == "doctor" {
 		fs.BoolVar(&cfg.jsonOut, "json", false, "print the results as JSON")
 	}
-	if o.err != nil {
-		return nil, usageError{o.err}
+	if err := o.Err(); err != nil {
+		return nil, nil, usageError{err}
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return nil, err
+			return nil, nil, err
 		}
-		return nil, usageError{err}
+		return nil, nil, usageError{err}
 	}
 	if cfg.DataDir, err = filepath.Abs(cfg.DataDir); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if cfg.VMNetwork, err = tart.ParseNetwork(cfg.VMNetwork); err != nil {
-		return nil, usageError{fmt.Errorf("--vm-network: %w", err)}
+		return nil, nil, usageError{fmt.Errorf("--vm-network: %w", err)}
 	}
 	if _, err := tart.ParseAllow(cfg.SoftnetAllow); err != nil {
-		return nil, usageError{fmt.Errorf("--softnet-allow: %w", err)}
+		return nil, nil, usageError{fmt.Errorf("--softnet-allow: %w", err)}
 	}
 	if cmd != "setup" {
 		if _, err := cfg.hostRules(); err != nil {
-			return nil, usageError{err}
+			return nil, nil, usageError{err}
 		}
 	}
 	if cmd == "run" && cfg.ControllerURL == "" {
-		return nil, usageError{errors.New("no controller: pass --controller-url, set FREEAGENT_CONTROLLER_URL, or run `freeagent setup --controller-url URL`")}
+		return nil, nil, usageError{errors.New("no controller: pass --controller-url, set FREEAGENT_CONTROLLER_URL, or run `freeagent setup --controller-url URL`")}
 	}
 	if err := cfg.checkTransport(); err != nil && cmd != "doctor" { // doctor reports it as a finding
-		return nil, usageError{err}
+		return nil, nil, usageError{err}
 	}
-	return cfg, nil
+	return cfg, fs, nil
 }
 
 // checkTransport refuses a plain-http controller on another machine unless
@@ -209,7 +215,8 @@ func (c *Config) insecureWarning() string {
 // capabilities is what the worker advertises. With Tart, the platforms are
 // limited to what the template builds (hostcheck.Platforms); with the local
 // driver, to what this host builds (hostcheck.LocalPlatforms: no iOS
-// without macOS and Xcode); log hears why when that differs from the
+// without macOS and Xcode, no Android without a JDK and an Android SDK
+// unless --platforms names it); log hears why when that differs from the
 // setting.
 func (c *Config) capabilities(log logrus.FieldLogger) api.Capabilities {
 	caps := api.Capabilities{CPUCores: c.CPU, MemoryGB: c.MemoryMB / 1024, Labels: map[string]string{"vm_driver": c.VMDriver},
@@ -231,7 +238,7 @@ func (c *Config) capabilities(log logrus.FieldLogger) api.Capabilities {
 			caps.TartVersion = v
 		}
 	case "local":
-		ps, r = hostcheck.LocalPlatforms(ps, runtime.GOOS, exec.LookPath)
+		ps, r = hostcheck.LocalPlatforms(ps, hostcheck.ThisHost())
 	default:
 		if len(ps) == 0 {
 			ps = hostcheck.DefaultPlatforms
@@ -356,8 +363,12 @@ func (c *Config) hostGate(log logrus.FieldLogger) *hostsignals.Gate {
 func (c *Config) hostChecks(store secrets.Store) hostcheck.Config {
 	hc := hostcheck.Config{ControllerURL: c.ControllerURL, APIKey: c.APIKey, KeyStore: store,
 		DataDir: c.DataDir, MinFree: uint64(c.MinFreeGB) << 30, Platforms: c.platforms(), Insecure: c.Insecure || c.Solo}
-	if c.VMDriver == "tart" {
+	switch c.VMDriver {
+	case "tart":
 		hc.Tart = c.tartDriver(logrus.New())
+	case "local":
+		host := hostcheck.ThisHost()
+		hc.Local = &host
 	}
 	hc.Host = c.hostGate(logrus.New())
 	return hc
@@ -425,65 +436,4 @@ func flagValue(args []string, name string) string {
 		}
 	}
 	return ""
-}
-
-// options registers flags whose defaults come from the environment, then
-// the config file: flag > environment > file > default.
-type options struct {
-	fs   *flag.FlagSet
-	file map[string]string
-	err  error
-}
-
-func (o *options) lookup(name, env string) (string, string, bool) {
-	if v, ok := os.LookupEnv(env); ok {
-		return v, env, true
-	}
-	if v, ok := o.file[name]; ok {
-		return v, confName + " " + name, true
-	}
-	return "", "", false
-}
-
-func (o *options) str(p *string, name, env, def, help string) {
-	if v, _, ok := o.lookup(name, env); ok {
-		def = v
-	}
-	o.fs.StringVar(p, name, def, help+" (env "+env+")")
-}
-
-func (o *options) intv(p *int, name, env string, def int, help string) {
-	if v, src, ok := o.lookup(name, env); ok {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 0 {
-			o.err = errors.Join(o.err, fmt.Errorf("%s=%q: want a whole number ≥ 0", src, v))
-		} else {
-			def = n
-		}
-	}
-	o.fs.IntVar(p, name, def, help+" (env "+env+")")
-}
-
-func (o *options) boolv(p *bool, name, env string, def bool, help string) {
-	if v, src, ok := o.lookup(name, env); ok {
-		b, err := strconv.ParseBool(v)
-		if err != nil {
-			o.err = errors.Join(o.err, fmt.Errorf("%s=%q: want true or false", src, v))
-		} else {
-			def = b
-		}
-	}
-	o.fs.BoolVar(p, name, def, help+" (env "+env+")")
-}
-
-func (o *options) dur(p *time.Duration, name, env string, def time.Duration, help string) {
-	if v, src, ok := o.lookup(name, env); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil || d <= 0 {
-			o.err = errors.Join(o.err, fmt.Errorf("%s=%q: want a duration such as 30s or 5m", src, v))
-		} else {
-			def = d
-		}
-	}
-	o.fs.DurationVar(p, name, def, help+" (env "+env+")")
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -17,10 +16,9 @@ import (
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
-	"github.com/freeagent-build/freeagent/controller/httpapi"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
-	"github.com/freeagent-build/freeagent/controller/store"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
@@ -42,36 +40,11 @@ func controllerWithDev(t *testing.T) (url, workerKey, devKey string) {
 // controllerWithAdmin is controllerWithDev, and an admin key too.
 func controllerWithAdmin(t *testing.T) (url, workerKey, devKey, adminKey string) {
 	t.Helper()
-	ctx := context.Background()
-	dsn := pgtest.NewDatabase(t)
 	log := logrus.New()
 	log.SetOutput(io.Discard)
-	limits := httpapi.DefaultLimits()
-	limits.PollBackstop = 200 * time.Millisecond
-	c, err := serve.Start(ctx, serve.Config{Listen: "127.0.0.1:0", DataDir: t.TempDir(), DatabaseURL: dsn,
-		ReaperInterval: time.Second, Store: store.DefaultConfig(), Limits: limits}, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		c.Shutdown(sctx)
-	})
-	st, err := store.Open(ctx, dsn, store.DefaultConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if _, workerKey, err = st.CreateKey(ctx, "mac", "worker"); err != nil {
-		t.Fatal(err)
-	}
-	if _, devKey, err = st.CreateKey(ctx, "dev", "developer"); err != nil {
-		t.Fatal(err)
-	}
-	if _, adminKey, err = st.CreateKey(ctx, "admin", "admin"); err != nil {
-		t.Fatal(err)
-	}
+	c := controllertest.Start(t, controllertest.Logger(log),
+		controllertest.Configure(func(c *serve.Config) { c.ReaperInterval = time.Second }))
+	workerKey, devKey, adminKey = c.WorkerKey, c.DeveloperKey, c.AdminKey
 	return c.URL, workerKey, devKey, adminKey
 }
 

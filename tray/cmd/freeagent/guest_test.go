@@ -105,7 +105,7 @@ func TestDoctorShowsWhyBuildsWait(t *testing.T) {
 	t.Setenv("FREEAGENT_API_KEY", workerKey)
 	t.Setenv("FREEAGENT_HOST_SIGNALS", signals)
 	var stdout, stderr bytes.Buffer
-	code := run([]string{"doctor", "--data-dir", t.TempDir(), "--controller-url", url, "--vm-driver", "local", "--min-free-gb", "0"},
+	code := run([]string{"doctor", "--data-dir", t.TempDir(), "--controller-url", url, "--vm-driver", "local", "--platforms", "android", "--min-free-gb", "0"},
 		strings.NewReader(""), &stdout, &stderr)
 	want := "! host_rules  builds wait: on battery; you are using this Mac (on battery at 64%, last input 30s ago, thermal fair)"
 	if code != 0 || !strings.Contains(stdout.String(), want) || !strings.Contains(stdout.String(), "builds start by themselves") {
@@ -113,7 +113,7 @@ func TestDoctorShowsWhyBuildsWait(t *testing.T) {
 	}
 	os.WriteFile(signals, []byte(`{"idle_seconds": 3600}`), 0o600)
 	stdout.Reset()
-	if code := run([]string{"doctor", "--data-dir", t.TempDir(), "--controller-url", url, "--vm-driver", "local", "--min-free-gb", "0"},
+	if code := run([]string{"doctor", "--data-dir", t.TempDir(), "--controller-url", url, "--vm-driver", "local", "--platforms", "android", "--min-free-gb", "0"},
 		strings.NewReader(""), &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "✓ host_rules  builds may start (on mains power, last input 1h0m0s ago)") {
 		t.Fatalf("doctor, nothing holding builds back: %d\n%s", code, stdout.String())
 	}

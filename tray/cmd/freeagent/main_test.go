@@ -27,7 +27,7 @@ func TestConfigPrecedenceFlagEnvFileDefault(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(dir, confName), []byte("max-builds = lots\n"), 0o600)
 	_, err = loadConfig("run", []string{"--data-dir", dir, "--controller-url", "http://x"}, &bytes.Buffer{})
-	if err == nil || !strings.Contains(err.Error(), "agent.conf max-builds") {
+	if err == nil || !strings.Contains(err.Error(), `agent.conf:1: max-builds = "lots"`) {
 		t.Fatalf("a bad file value must name where it came from: %v", err)
 	}
 	os.WriteFile(filepath.Join(dir, confName), []byte("no equals sign\n"), 0o600)
