@@ -10,7 +10,7 @@ all: build
 # -buildvcs=auto: stamp the git revision (the controller registry shows it as the version)
 # even where GOFLAGS turns stamping off.
 build:
-	$(GO) build -buildvcs=auto -o $(BIN)/ ./controller/cmd/... ./tray/cmd/freeagent ./vmbootstrap/cmd/freeagent-vm ./cli/cmd/expo-build
+	$(GO) build -buildvcs=auto -o $(BIN)/ ./controller/cmd/freeagent-controller ./tray/cmd/freeagent ./vmbootstrap/cmd/freeagent-vm ./cli/cmd/expo-build
 
 # The controller's container image, built without a Docker engine and
 # reproducibly (same commit, same digest): an OCI image layout tar that
@@ -56,7 +56,7 @@ app:
 
 # Throughput, latency and memory figures (see README "Performance").
 bench:
-	$(GO) run ./controller/cmd/freeagent-bench
+	$(GO) run ./bench/cmd/freeagent-bench
 	$(GO) test ./agent -run XXX -bench AgentOverhead -benchtime 1x
 	$(GO) test ./agent -run XXX -bench WarmBuild -benchtime 1x
 

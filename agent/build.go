@@ -19,7 +19,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/boundedfile"
 	"github.com/freeagent-build/freeagent/internal/buildphase"
-	"github.com/freeagent-build/freeagent/vmbootstrap"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // Why a build stopped early; the cause of its context.
@@ -47,7 +47,7 @@ type build struct {
 // outcome is what the worker reports.
 type outcome struct {
 	success   bool
-	saved     []vmbootstrap.SavedCache // the caches a successful build saved
+	saved     []vmshare.SavedCache // the caches a successful build saved
 	message   string
 	code      string
 	retryable bool
@@ -286,23 +286,23 @@ const (
 	sharedExecMode os.FileMode = 0o755
 )
 
-func (b *build) writeSharedDir(dir string, caches []vmbootstrap.CacheMount) error {
+func (b *build) writeSharedDir(dir string, caches []vmshare.CacheMount) error {
 	// os.MkdirTemp made it 0700; chmod is not subject to the umask.
 	if err := os.Chmod(dir, sharedDirMode); err != nil {
 		return fmt.Errorf("open the shared folder to the VM's user: %w", err)
 	}
-	cfg := vmbootstrap.BuildConfig{BuildID: b.job.ID, AttemptID: b.job.AttemptID, ControllerURL: b.a.cfg.GuestControllerURL,
+	cfg := vmshare.BuildConfig{BuildID: b.job.ID, AttemptID: b.job.AttemptID, ControllerURL: b.a.cfg.GuestControllerURL,
 		OTP: b.job.OTP, Platform: b.job.Platform, Profile: b.job.Profile, Caches: caches}
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return err
 	}
-	configPath := filepath.Join(dir, vmbootstrap.BuildConfigFile)
+	configPath := filepath.Join(dir, vmshare.BuildConfigFile)
 	if err := os.WriteFile(configPath, data, sharedFileMode); err != nil {
-		return fmt.Errorf("write %s: %w", vmbootstrap.BuildConfigFile, err)
+		return fmt.Errorf("write %s: %w", vmshare.BuildConfigFile, err)
 	}
 	if err := os.Chmod(configPath, sharedFileMode); err != nil {
-		return fmt.Errorf("write %s: %w", vmbootstrap.BuildConfigFile, err)
+		return fmt.Errorf("write %s: %w", vmshare.BuildConfigFile, err)
 	}
 	if b.a.cfg.BootstrapBinary == "" {
 		return nil
@@ -324,14 +324,14 @@ func (b *build) watch(ctx context.Context, dir string, inst Instance) outcome {
 		if out, ended := b.ended(dir); ended {
 			return out
 		}
-		if !ready && isSignalled(dir, vmbootstrap.ReadyFile) {
+		if !ready && isSignalled(dir, vmshare.ReadyFile) {
 			ready = true
 			boot.Stop()
 			b.a.vmStarted()
 			b.log.Info("environment ready")
 		}
-		var p vmbootstrap.Progress
-		if readVMFile(dir, vmbootstrap.ProgressFile, maxProgressBytes, &p) == nil && p.UpdatedAt.After(lastProgress) {
+		var p vmshare.Progress
+		if readVMFile(dir, vmshare.ProgressFile, maxProgressBytes, &p) == nil && p.UpdatedAt.After(lastProgress) {
 			lastProgress = p.UpdatedAt
 			b.setPhase(p.Phase, p.Progress)
 		}
@@ -444,8 +444,8 @@ func firstLine(s string) string {
 // writes each atomically, so only the build's own code can have put it
 // there.
 func (b *build) ended(dir string) (outcome, bool) {
-	var be vmbootstrap.BuildError
-	switch err := readVMFile(dir, vmbootstrap.BuildErrorFile, maxSignalBytes, &be); {
+	var be vmshare.BuildError
+	switch err := readVMFile(dir, vmshare.BuildErrorFile, maxSignalBytes, &be); {
 	case err == nil:
 		code := be.Code
 		if code == "" {
@@ -460,8 +460,8 @@ func (b *build) ended(dir string) (outcome, bool) {
 	case !errors.Is(err, fs.ErrNotExist):
 		return b.badSignal(err), true
 	}
-	var done vmbootstrap.Complete
-	switch err := readVMFile(dir, vmbootstrap.BuildCompleteFile, maxSignalBytes, &done); {
+	var done vmshare.Complete
+	switch err := readVMFile(dir, vmshare.BuildCompleteFile, maxSignalBytes, &done); {
 	case err == nil:
 		b.log.WithField("artifacts", len(done.Artifacts)).Info("build completed")
 		return outcome{success: true, saved: done.Caches}, true

@@ -10,7 +10,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent/cache"
 	"github.com/freeagent-build/freeagent/controller/api"
-	"github.com/freeagent-build/freeagent/vmbootstrap"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // stageCaches gives the build its dependency caches: links to the archives
@@ -18,7 +18,7 @@ import (
 // driver shares read-only. It returns the directory ("" when there is
 // nothing to share) and what the build config lists. A failure is a
 // warning: the build runs cold.
-func (b *build) stageCaches(dir string) (string, []vmbootstrap.CacheMount) {
+func (b *build) stageCaches(dir string) (string, []vmshare.CacheMount) {
 	store := b.a.caches
 	if store == nil || len(b.job.Caches) == 0 {
 		return "", nil
@@ -37,9 +37,9 @@ func (b *build) stageCaches(dir string) (string, []vmbootstrap.CacheMount) {
 		os.RemoveAll(staged)
 		return "", nil
 	}
-	out := make([]vmbootstrap.CacheMount, len(mounted))
+	out := make([]vmshare.CacheMount, len(mounted))
 	for i, m := range mounted {
-		out[i] = vmbootstrap.CacheMount{Name: m.Name, Key: m.Key, File: m.File}
+		out[i] = vmshare.CacheMount{Name: m.Name, Key: m.Key, File: m.File}
 		b.log.WithFields(logrus.Fields{"cache": m.Name, "key": m.Key, "bytes": m.Bytes}).Info("dependency cache shared with the build")
 	}
 	return staged, out
@@ -48,7 +48,7 @@ func (b *build) stageCaches(dir string) (string, []vmbootstrap.CacheMount) {
 // keepCaches takes in the archives a successful build saved: only those of
 // the caches its job names, under the job's keys, filed under the job's
 // project. A refused archive is a warning; the build stays green.
-func (b *build) keepCaches(dir string, saved []vmbootstrap.SavedCache) {
+func (b *build) keepCaches(dir string, saved []vmshare.SavedCache) {
 	store := b.a.caches
 	if store == nil {
 		return
@@ -66,7 +66,7 @@ func (b *build) keepCaches(dir string, saved []vmbootstrap.SavedCache) {
 		}
 		start := time.Now()
 		log := b.log.WithFields(logrus.Fields{"cache": s.Name, "key": s.Key})
-		if err := store.Put(b.job.Project, entry.Name, entry.Key, filepath.Join(dir, vmbootstrap.CacheOutDir, s.File)); err != nil {
+		if err := store.Put(b.job.Project, entry.Name, entry.Key, filepath.Join(dir, vmshare.CacheOutDir, s.File)); err != nil {
 			log.WithError(err).Warn("the build's cache archive was not kept")
 			continue
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/api"
-	"github.com/freeagent-build/freeagent/vmbootstrap"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // TestSharedDirIsUsableByAnyGuestUID: the VM's user may have another uid
@@ -35,8 +35,8 @@ func TestSharedDirIsUsableByAnyGuestUID(t *testing.T) {
 	}
 	for path, want := range map[string]os.FileMode{
 		dir: 0o777,
-		filepath.Join(dir, vmbootstrap.BuildConfigFile): 0o644,
-		filepath.Join(dir, "freeagent-vm"):              0o755,
+		filepath.Join(dir, vmshare.BuildConfigFile): 0o644,
+		filepath.Join(dir, "freeagent-vm"):          0o755,
 	} {
 		st, err := os.Stat(path)
 		if err != nil {
@@ -80,21 +80,21 @@ func TestWatchSurvivesHostileSharedDir(t *testing.T) {
 		want  string // in the outcome's message
 	}{
 		{"build-error links to a host file", func(t *testing.T, dir string) {
-			if err := os.Symlink(secret, filepath.Join(dir, vmbootstrap.BuildErrorFile)); err != nil {
+			if err := os.Symlink(secret, filepath.Join(dir, vmshare.BuildErrorFile)); err != nil {
 				t.Fatal(err)
 			}
 		}, "symbolic link"},
 		{"build-complete is a FIFO", func(t *testing.T, dir string) {
-			if err := syscall.Mkfifo(filepath.Join(dir, vmbootstrap.BuildCompleteFile), 0o666); err != nil {
+			if err := syscall.Mkfifo(filepath.Join(dir, vmshare.BuildCompleteFile), 0o666); err != nil {
 				t.Fatal(err)
 			}
 		}, "is a FIFO"},
 		{"build-complete is 64 GiB", func(t *testing.T, dir string) {
-			sparse(t, filepath.Join(dir, vmbootstrap.BuildCompleteFile))
+			sparse(t, filepath.Join(dir, vmshare.BuildCompleteFile))
 		}, "larger than"},
 		{"progress.json is 64 GiB, vm-ready a link", func(t *testing.T, dir string) {
-			sparse(t, filepath.Join(dir, vmbootstrap.ProgressFile))
-			if err := os.Symlink(secret, filepath.Join(dir, vmbootstrap.ReadyFile)); err != nil {
+			sparse(t, filepath.Join(dir, vmshare.ProgressFile))
+			if err := os.Symlink(secret, filepath.Join(dir, vmshare.ReadyFile)); err != nil {
 				t.Fatal(err)
 			}
 		}, "stopped before the build finished"},

@@ -20,7 +20,7 @@ mkapp=$out/tools/mkapp
 for arch in arm64 amd64; do
 	echo "--- darwin/$arch: build"
 	GOOS=darwin GOARCH=$arch CGO_ENABLED=0 go build -o "$out/$arch/bin/" \
-		./controller/cmd/... ./tray/cmd/freeagent ./vmbootstrap/cmd/freeagent-vm ./cli/cmd/expo-build
+		./controller/cmd/freeagent-controller ./tray/cmd/freeagent ./vmbootstrap/cmd/freeagent-vm ./cli/cmd/expo-build
 done
 
 for arch in arm64 amd64; do

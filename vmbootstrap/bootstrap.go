@@ -5,7 +5,7 @@
 // keychain, downloads and safely extracts the source, runs the build with
 // its output streamed live to the controller, uploads the artifacts and
 // reports the outcome to the host through files in the shared folder (see
-// protocol.go and README.md).
+// internal/vmshare and README.md).
 package vmbootstrap
 
 import (
@@ -28,6 +28,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/buildphase"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // Causes of a build's context ending early.
@@ -64,11 +65,11 @@ func (b *Bootstrap) Run(ctx context.Context) int {
 	if err != nil {
 		log.WithError(err).Error("no build configuration")
 		if dirSeen {
-			f := &failure{code: CodeNoBuildConfig, retryable: true, msg: err.Error()}
+			f := &failure{code: vmshare.CodeNoBuildConfig, retryable: true, msg: err.Error()}
 			if ctx.Err() != nil {
-				f = fail(api.CodeCancelled, false, context.Cause(ctx), "stopped while waiting for %s", BuildConfigFile)
+				f = fail(api.CodeCancelled, false, context.Cause(ctx), "stopped while waiting for %s", vmshare.BuildConfigFile)
 			}
-			if werr := writeJSONAtomic(cfg.SharedDir, BuildErrorFile, f.file("")); werr != nil {
+			if werr := writeJSONAtomic(cfg.SharedDir, vmshare.BuildErrorFile, f.file("")); werr != nil {
 				log.WithError(werr).Error("cannot report the failure to the host")
 			}
 		}
@@ -76,11 +77,11 @@ func (b *Bootstrap) Run(ctx context.Context) int {
 	}
 	// A restarted bootstrap (the VM's launcher relaunching it) must not
 	// build twice: the host has its answer already.
-	if fileExists(filepath.Join(cfg.SharedDir, BuildCompleteFile)) {
+	if fileExists(filepath.Join(cfg.SharedDir, vmshare.BuildCompleteFile)) {
 		log.Info("this build is already complete")
 		return 0
 	}
-	if fileExists(filepath.Join(cfg.SharedDir, BuildErrorFile)) {
+	if fileExists(filepath.Join(cfg.SharedDir, vmshare.BuildErrorFile)) {
 		log.Info("this build has already failed")
 		return 1
 	}
@@ -103,8 +104,8 @@ type failure struct {
 func (f *failure) Error() string { return f.msg }
 func (f *failure) Unwrap() error { return f.err }
 
-func (f *failure) file(tail string) BuildError {
-	return BuildError{Message: f.msg, Code: f.code, Retryable: f.retryable, LogTail: tail}
+func (f *failure) file(tail string) vmshare.BuildError {
+	return vmshare.BuildError{Message: f.msg, Code: f.code, Retryable: f.retryable, LogTail: tail}
 }
 
 func fail(code string, retryable bool, err error, format string, args ...any) *failure {
@@ -118,14 +119,14 @@ func fail(code string, retryable bool, err error, format string, args ...any) *f
 type buildRun struct {
 	b      *Bootstrap
 	cfg    Config
-	bc     BuildConfig
+	bc     vmshare.BuildConfig
 	log    logrus.FieldLogger
 	client *api.Client
 	token  string
 	logs   *LogStream // nil until authenticated
 	work   string
 	user   *buildUser // nil: build commands run as this process's user
-	saved  []SavedCache
+	saved  []vmshare.SavedCache
 	// logPhase is the phase the build log is in (see markPhase).
 	logPhase buildphase.ID
 }
@@ -144,12 +145,12 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 	}()
 	r.client = &api.Client{BaseURL: r.bc.ControllerURL, HTTP: newHTTPClient(), UserAgent: "freeagent-vm/" + r.b.Version}
 
-	r.progress(PhaseAuth, 2, "exchanging the one-time password for a VM token")
+	r.progress(vmshare.PhaseAuth, 2, "exchanging the one-time password for a VM token")
 	if err := r.auth(ctx); err != nil {
 		return nil, err
 	}
-	if err := writeJSONAtomic(r.cfg.SharedDir, ReadyFile, Ready{StartedAt: time.Now().UTC()}); err != nil {
-		return nil, fail(CodeInternalFailure, true, err, "cannot signal the host that the VM is ready")
+	if err := writeJSONAtomic(r.cfg.SharedDir, vmshare.ReadyFile, vmshare.Ready{StartedAt: time.Now().UTC()}); err != nil {
+		return nil, fail(vmshare.CodeInternalFailure, true, err, "cannot signal the host that the VM is ready")
 	}
 	r.logs = NewLogStream(ctx, r.client, r.bc.BuildID, r.token, r.cfg.LogStream, r.log)
 	r.logs.AddSecret(r.bc.OTP)
@@ -162,10 +163,10 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 	}()
 	r.logs.Printf("▸ freeagent-vm %s: build %s, attempt %s, %s, profile %q", r.b.Version, r.bc.BuildID, r.bc.AttemptID, r.bc.Platform, r.bc.Profile)
 	if err := r.setupUser(ctx); err != nil {
-		return nil, fail(CodeInternalFailure, false, err, "prepare the build user")
+		return nil, fail(vmshare.CodeInternalFailure, false, err, "prepare the build user")
 	}
 
-	r.progress(PhaseAuth, 4, "fetching the build's spec and variables")
+	r.progress(vmshare.PhaseAuth, 4, "fetching the build's spec and variables")
 	job, err := r.job(ctx)
 	if err != nil {
 		return nil, err
@@ -173,7 +174,7 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 
 	var sign *signing
 	if r.bc.Platform == api.PlatformIOS {
-		r.progress(PhaseCertificates, 5, "installing signing certificates")
+		r.progress(vmshare.PhaseCertificates, 5, "installing signing certificates")
 		s, cleanup, err := r.certificates(ctx, job.Spec)
 		if cleanup != nil {
 			defer func() {
@@ -192,13 +193,13 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 	}
 	var keystore *api.AndroidKeystore
 	if r.bc.Platform == api.PlatformAndroid && job.Spec != nil && job.Spec.Credentials.Source != api.CredentialsNone && job.Spec.Credentials.Source != "" {
-		r.progress(PhaseCertificates, 5, "fetching the Android upload keystore")
+		r.progress(vmshare.PhaseCertificates, 5, "fetching the Android upload keystore")
 		if keystore, err = r.androidCredentials(ctx); err != nil {
 			return nil, err
 		}
 	}
 
-	r.progress(PhaseSource, 10, "downloading the source")
+	r.progress(vmshare.PhaseSource, 10, "downloading the source")
 	tree, err := r.source(ctx)
 	if err != nil {
 		return nil, err
@@ -215,11 +216,11 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 	filesDir := filepath.Join(r.work, "env-files")
 	be, err := newBuildEnvironment(job, r.bc.BuildID, tree, filesDir)
 	if err != nil {
-		return nil, fail(CodeInternalFailure, false, err, "prepare the build's variables")
+		return nil, fail(vmshare.CodeInternalFailure, false, err, "prepare the build's variables")
 	}
 	if r.user != nil && fileExists(filesDir) {
 		if err := r.user.shareTree(filesDir); err != nil { // the build's own secrets: it reads them
-			return nil, fail(CodeInternalFailure, false, err, "prepare the build's variables")
+			return nil, fail(vmshare.CodeInternalFailure, false, err, "prepare the build's variables")
 		}
 	}
 	for _, secret := range be.secrets {
@@ -272,7 +273,7 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 		return nil, err
 	}
 
-	r.progress(PhaseUpload, 90, fmt.Sprintf("uploading %d artifact(s)", len(files)))
+	r.progress(vmshare.PhaseUpload, 90, fmt.Sprintf("uploading %d artifact(s)", len(files)))
 	r.logs.Printf("\n▸ uploading %d artifact(s)", len(files))
 	for _, f := range files {
 		art, err := uploadArtifact(ctx, r.client, r.bc.BuildID, r.token, f, r.cfg.RetryFor, r.retrying("artifact upload"))
@@ -280,7 +281,7 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 			if ctx.Err() == nil && isAttemptEnded(err) {
 				return nil, fmt.Errorf("%w: upload %s: %w", ErrAttemptEnded, filepath.Base(f), err)
 			}
-			return nil, fail(CodeUploadFailed, api.StatusOf(err) != http.StatusRequestEntityTooLarge, err, "upload the artifact %s", filepath.Base(f))
+			return nil, fail(vmshare.CodeUploadFailed, api.StatusOf(err) != http.StatusRequestEntityTooLarge, err, "upload the artifact %s", filepath.Base(f))
 		}
 		r.logs.Printf("▸ uploaded %s (%d bytes, sha256 %s)", art.Name, art.Size, art.SHA256)
 		art.URL = ""
@@ -305,11 +306,11 @@ func (r *buildRun) auth(ctx context.Context) error {
 		r.log.Info("authenticated with the controller")
 		return nil
 	case api.StatusOf(err) == http.StatusUnauthorized:
-		return fail(CodeVMAuthFailed, true, err, "the controller refused the one-time password (used, expired or for another build)")
+		return fail(vmshare.CodeVMAuthFailed, true, err, "the controller refused the one-time password (used, expired or for another build)")
 	case transient(err):
-		return fail(CodeUnreachable, true, err, "cannot reach the controller at %s", r.bc.ControllerURL)
+		return fail(vmshare.CodeUnreachable, true, err, "cannot reach the controller at %s", r.bc.ControllerURL)
 	default:
-		return fail(CodeVMAuthFailed, true, err, "VM authentication failed")
+		return fail(vmshare.CodeVMAuthFailed, true, err, "VM authentication failed")
 	}
 }
 
@@ -325,7 +326,7 @@ func (r *buildRun) certificates(ctx context.Context, spec *api.BuildSpec) (*sign
 			return nil, nil, err
 		}
 		if len(creds.IOS) == 0 {
-			return nil, nil, fail(CodeCertificates, false, nil, "the build's spec names iOS credentials but the controller holds none for it")
+			return nil, nil, fail(vmshare.CodeCertificates, false, nil, "the build's spec names iOS credentials but the controller holds none for it")
 		}
 		for _, c := range creds.IOS {
 			r.logs.AddSecret(c.CertificatePassword)
@@ -362,9 +363,9 @@ func (r *buildRun) certificates(ctx context.Context, spec *api.BuildSpec) (*sign
 	s, cleanup, err := installSigning(ctx, kc, m, home, r.logs)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, exec.ErrNotFound) {
-			return nil, cleanup, fail(CodeToolMissing, true, err, "install the signing certificates")
+			return nil, cleanup, fail(vmshare.CodeToolMissing, true, err, "install the signing certificates")
 		}
-		return nil, cleanup, fail(CodeCertificates, false, err, "install the signing certificates")
+		return nil, cleanup, fail(vmshare.CodeCertificates, false, err, "install the signing certificates")
 	}
 	return s, cleanup, nil
 }
@@ -395,7 +396,7 @@ func (r *buildRun) source(ctx context.Context) (string, error) {
 		case isAttemptEnded(err):
 			return "", fmt.Errorf("%w: download the source: %w", ErrAttemptEnded, err)
 		}
-		return "", fail(CodeSourceDownload, true, err, "download the source")
+		return "", fail(vmshare.CodeSourceDownload, true, err, "download the source")
 	}
 	r.logs.Printf("▸ downloaded the source: %d bytes in %s, sha256 %s", size, time.Since(start).Round(time.Millisecond), sum)
 	tree := filepath.Join(r.work, "src")
@@ -421,7 +422,7 @@ func (r *buildRun) job(ctx context.Context) (api.BuildJob, error) {
 		return api.BuildJob{}, nil
 	}
 	if job.Spec != nil && job.Spec.Version != api.SpecVersion {
-		return job, fail(CodeInternalFailure, false, nil, "the build spec has version %d; this freeagent-vm reads version %d (update the worker)", job.Spec.Version, api.SpecVersion)
+		return job, fail(vmshare.CodeInternalFailure, false, nil, "the build spec has version %d; this freeagent-vm reads version %d (update the worker)", job.Spec.Version, api.SpecVersion)
 	}
 	return job, nil
 }
@@ -433,7 +434,7 @@ func (r *buildRun) androidCredentials(ctx context.Context) (*api.AndroidKeystore
 		return nil, err
 	}
 	if creds.Android == nil {
-		return nil, fail(CodeCertificates, false, nil, "the build's spec names Android credentials but the controller holds none for it")
+		return nil, fail(vmshare.CodeCertificates, false, nil, "the build's spec names Android credentials but the controller holds none for it")
 	}
 	r.logs.AddSecret(creds.Android.KeystorePassword)
 	r.logs.AddSecret(creds.Android.KeyPassword)
@@ -444,7 +445,7 @@ func (r *buildRun) androidCredentials(ctx context.Context) (*api.AndroidKeystore
 func (r *buildRun) buildCredentials(ctx context.Context) (api.BuildCredentials, error) {
 	creds, found, err := fetch(ctx, r, "the build's credentials", r.client.BuildCredentials)
 	if err == nil && !found {
-		err = fail(CodeCertificates, false, nil, "the build's spec names credentials but the controller holds none for it")
+		err = fail(vmshare.CodeCertificates, false, nil, "the build's spec names credentials but the controller holds none for it")
 	}
 	return creds, err
 }
@@ -472,11 +473,11 @@ func fetch[T any](ctx context.Context, r *buildRun, what string, get func(ctx co
 	case api.StatusOf(err) == http.StatusNotFound:
 		return v, false, nil
 	case api.StatusOf(err) == http.StatusGone:
-		return v, false, fail(CodeAlreadyFetched, true, err, "fetch %s", what)
+		return v, false, fail(vmshare.CodeAlreadyFetched, true, err, "fetch %s", what)
 	case err != nil && isAttemptEnded(err):
 		return v, false, fmt.Errorf("%w: fetch %s: %w", ErrAttemptEnded, what, err)
 	case err != nil:
-		return v, false, fail(CodeUnreachable, true, err, "fetch %s", what)
+		return v, false, fail(vmshare.CodeUnreachable, true, err, "fetch %s", what)
 	}
 	return v, true, nil
 }
@@ -495,13 +496,13 @@ func (r *buildRun) layout(tree string, spec *api.BuildSpec) (api.BuildSpec, stri
 		return defaultSpec(r.bc.Platform, r.bc.Profile, root), root, nil
 	}
 	if spec.Platform != r.bc.Platform {
-		return api.BuildSpec{}, "", fail(CodeInvalidSource, false, nil, "the build spec is for %s, the job for %s", spec.Platform, r.bc.Platform)
+		return api.BuildSpec{}, "", fail(vmshare.CodeInvalidSource, false, nil, "the build spec is for %s, the job for %s", spec.Platform, r.bc.Platform)
 	}
 	root := tree
 	if spec.Project.AppDir != "" {
 		clean := filepath.Clean(filepath.FromSlash(spec.Project.AppDir))
 		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, ".."+string(filepath.Separator)) {
-			return api.BuildSpec{}, "", fail(CodeInvalidSource, false, nil, "the build spec's app_dir %q leaves the source", spec.Project.AppDir)
+			return api.BuildSpec{}, "", fail(vmshare.CodeInvalidSource, false, nil, "the build spec's app_dir %q leaves the source", spec.Project.AppDir)
 		}
 		root = filepath.Join(tree, clean)
 	}
@@ -563,21 +564,21 @@ func (r *buildRun) classify(ctx context.Context, err error) *failure {
 	case errors.As(err, &stepErr):
 		return fail(api.CodeBuildFailed, false, nil, "%s", stepErr.Error())
 	case errors.As(err, &toolErr):
-		return fail(CodeToolMissing, true, nil, "%s (the VM image lacks a build tool)", toolErr.Error())
+		return fail(vmshare.CodeToolMissing, true, nil, "%s (the VM image lacks a build tool)", toolErr.Error())
 	case errors.Is(err, ErrAttemptEnded):
 		return fail(api.CodeLeaseLost, true, err, "the controller ended this build attempt")
 	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
-		return fail(CodeDiskFull, true, err, "the VM's disk is full")
+		return fail(vmshare.CodeDiskFull, true, err, "the VM's disk is full")
 	case errors.Is(err, ErrBadArchive), errors.Is(err, ErrNoProject):
-		return fail(CodeInvalidSource, false, err, "unusable source")
+		return fail(vmshare.CodeInvalidSource, false, err, "unusable source")
 	case errors.As(err, new(*SigningMismatchError)):
-		return fail(CodeSigningMismatch, false, nil, "%s", err.Error())
+		return fail(vmshare.CodeSigningMismatch, false, nil, "%s", err.Error())
 	case errors.Is(err, ErrNoArtifacts):
-		return fail(CodeNoArtifacts, false, err, "no artifact")
+		return fail(vmshare.CodeNoArtifacts, false, err, "no artifact")
 	case errors.Is(err, errConfig):
 		return fail(api.CodeBuildFailed, false, nil, "%s", err.Error())
 	default:
-		return fail(CodeInternalFailure, true, err, "freeagent-vm failed")
+		return fail(vmshare.CodeInternalFailure, true, err, "freeagent-vm failed")
 	}
 }
 
@@ -594,8 +595,8 @@ func (r *buildRun) finish(ctx context.Context, arts []api.Artifact, err error) i
 		if cerr := r.logs.Close(fctx); cerr != nil {
 			r.log.WithError(cerr).Warn("the end of the build log may be missing")
 		}
-		r.progress(PhaseDone, 100, "build complete")
-		if werr := writeJSONAtomic(r.cfg.SharedDir, BuildCompleteFile, Complete{Artifacts: arts, Caches: r.saved}); werr != nil {
+		r.progress(vmshare.PhaseDone, 100, "build complete")
+		if werr := writeJSONAtomic(r.cfg.SharedDir, vmshare.BuildCompleteFile, vmshare.Complete{Artifacts: arts, Caches: r.saved}); werr != nil {
 			r.log.WithError(werr).Error("cannot report the build's completion to the host")
 			return 1
 		}
@@ -604,7 +605,7 @@ func (r *buildRun) finish(ctx context.Context, arts []api.Artifact, err error) i
 	}
 	var f *failure
 	if !errors.As(err, &f) {
-		f = fail(CodeInternalFailure, true, err, "freeagent-vm failed")
+		f = fail(vmshare.CodeInternalFailure, true, err, "freeagent-vm failed")
 	}
 	tail := ""
 	if r.logs != nil {
@@ -614,8 +615,8 @@ func (r *buildRun) finish(ctx context.Context, arts []api.Artifact, err error) i
 		}
 		tail = r.logs.Tail()
 	}
-	r.progress(PhaseFailed, 100, f.msg)
-	if werr := writeJSONAtomic(r.cfg.SharedDir, BuildErrorFile, f.file(tail)); werr != nil {
+	r.progress(vmshare.PhaseFailed, 100, f.msg)
+	if werr := writeJSONAtomic(r.cfg.SharedDir, vmshare.BuildErrorFile, f.file(tail)); werr != nil {
 		r.log.WithError(werr).Error("cannot report the failure to the host")
 	}
 	r.log.WithFields(logrus.Fields{"code": f.code, "retryable": f.retryable}).Error(f.msg)
@@ -687,8 +688,8 @@ func sameUserWarning() string {
 
 // logPhases are the build log's phases (buildphase) of progress.json's.
 var logPhases = map[string]buildphase.ID{
-	PhaseCertificates: buildphase.Credentials, PhaseSource: buildphase.Source, PhaseInstall: buildphase.Install,
-	PhasePrebuild: buildphase.Prebuild, PhaseBuild: buildphase.Build, PhaseUpload: buildphase.Upload,
+	vmshare.PhaseCertificates: buildphase.Credentials, vmshare.PhaseSource: buildphase.Source, vmshare.PhaseInstall: buildphase.Install,
+	vmshare.PhasePrebuild: buildphase.Prebuild, vmshare.PhaseBuild: buildphase.Build, vmshare.PhaseUpload: buildphase.Upload,
 }
 
 // markPhase starts phase id in the build log (buildphase.Marker) unless it
@@ -706,7 +707,7 @@ func (r *buildRun) markPhase(id buildphase.ID) {
 // the host also learns the phase from the end files.
 func (r *buildRun) progress(phase string, pct int, msg string) {
 	r.markPhase(logPhases[phase])
-	err := writeJSONAtomic(r.cfg.SharedDir, ProgressFile, Progress{Phase: phase, Progress: pct, Message: msg, UpdatedAt: time.Now().UTC()})
+	err := writeJSONAtomic(r.cfg.SharedDir, vmshare.ProgressFile, vmshare.Progress{Phase: phase, Progress: pct, Message: msg, UpdatedAt: time.Now().UTC()})
 	if err != nil {
 		r.log.WithError(err).Warn("cannot update progress.json")
 	}

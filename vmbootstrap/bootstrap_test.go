@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // inProcess runs Bootstrap.Run in the test process with short timeouts.
@@ -41,10 +42,10 @@ func inProcess(t *testing.T, shared string, tune func(*Config)) int {
 	return b.Run(context.Background())
 }
 
-func readBuildError(t *testing.T, shared string) BuildError {
+func readBuildError(t *testing.T, shared string) vmshare.BuildError {
 	t.Helper()
-	var be BuildError
-	readJSONFile(t, filepath.Join(shared, BuildErrorFile), &be)
+	var be vmshare.BuildError
+	readJSONFile(t, filepath.Join(shared, vmshare.BuildErrorFile), &be)
 	return be
 }
 
@@ -65,10 +66,10 @@ func TestRefusedOTP(t *testing.T) {
 		t.Fatal("a 401 was retried")
 	}
 	be := readBuildError(t, shared)
-	if be.Code != CodeVMAuthFailed || !be.Retryable || strings.Contains(be.Message, j.job.OTP) {
+	if be.Code != vmshare.CodeVMAuthFailed || !be.Retryable || strings.Contains(be.Message, j.job.OTP) {
 		t.Fatalf("build-error %+v", be)
 	}
-	if fileExists(filepath.Join(shared, ReadyFile)) {
+	if fileExists(filepath.Join(shared, vmshare.ReadyFile)) {
 		t.Fatal("vm-ready written without a VM token")
 	}
 }
@@ -81,12 +82,12 @@ func TestControllerUnreachable(t *testing.T) {
 	addr := ln.Addr().String()
 	ln.Close() // nothing listens there now
 	shared := t.TempDir()
-	writeJSONAtomic(shared, BuildConfigFile, BuildConfig{BuildID: "b1", AttemptID: "a1", ControllerURL: "http://" + addr, OTP: "otp-secret-value", Platform: "android"})
+	writeJSONAtomic(shared, vmshare.BuildConfigFile, vmshare.BuildConfig{BuildID: "b1", AttemptID: "a1", ControllerURL: "http://" + addr, OTP: "otp-secret-value", Platform: "android"})
 	if code := inProcess(t, shared, nil); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
 	be := readBuildError(t, shared)
-	if be.Code != CodeUnreachable || !be.Retryable || !strings.Contains(be.Message, addr) {
+	if be.Code != vmshare.CodeUnreachable || !be.Retryable || !strings.Contains(be.Message, addr) {
 		t.Fatalf("build-error %+v", be)
 	}
 }
@@ -96,12 +97,12 @@ func TestControllerUnreachable(t *testing.T) {
 func TestNoBuildConfig(t *testing.T) {
 	t.Parallel()
 	shared := t.TempDir()
-	os.WriteFile(filepath.Join(shared, BuildConfigFile), []byte(`{"build_id":"b1","platform":"windows"}`), 0o644)
+	os.WriteFile(filepath.Join(shared, vmshare.BuildConfigFile), []byte(`{"build_id":"b1","platform":"windows"}`), 0o644)
 	if code := inProcess(t, shared, func(c *Config) { c.WaitTimeout = 200 * time.Millisecond }); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
 	be := readBuildError(t, shared)
-	if be.Code != CodeNoBuildConfig || !be.Retryable || !strings.Contains(be.Message, "controller_url") {
+	if be.Code != vmshare.CodeNoBuildConfig || !be.Retryable || !strings.Contains(be.Message, "controller_url") {
 		t.Fatalf("build-error %+v", be)
 	}
 	missing := filepath.Join(t.TempDir(), "never-mounted")
@@ -117,13 +118,13 @@ func TestNoBuildConfig(t *testing.T) {
 func TestAlreadyFinished(t *testing.T) {
 	t.Parallel()
 	shared := t.TempDir()
-	writeJSONAtomic(shared, BuildConfigFile, BuildConfig{BuildID: "b1", ControllerURL: "http://127.0.0.1:1", OTP: "x", Platform: "ios"})
-	writeJSONAtomic(shared, BuildCompleteFile, Complete{})
+	writeJSONAtomic(shared, vmshare.BuildConfigFile, vmshare.BuildConfig{BuildID: "b1", ControllerURL: "http://127.0.0.1:1", OTP: "x", Platform: "ios"})
+	writeJSONAtomic(shared, vmshare.BuildCompleteFile, vmshare.Complete{})
 	if code := inProcess(t, shared, nil); code != 0 {
 		t.Fatalf("exit %d", code)
 	}
-	os.Remove(filepath.Join(shared, BuildCompleteFile))
-	writeJSONAtomic(shared, BuildErrorFile, BuildError{Code: "x"})
+	os.Remove(filepath.Join(shared, vmshare.BuildCompleteFile))
+	writeJSONAtomic(shared, vmshare.BuildErrorFile, vmshare.BuildError{Code: "x"})
 	if code := inProcess(t, shared, nil); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
@@ -144,7 +145,7 @@ func TestUnsafeSourceRefused(t *testing.T) {
 		t.Fatalf("exit %d", code)
 	}
 	be := readBuildError(t, shared)
-	if be.Code != CodeInvalidSource || be.Retryable || !strings.Contains(be.Message, "escapes") {
+	if be.Code != vmshare.CodeInvalidSource || be.Retryable || !strings.Contains(be.Message, "escapes") {
 		t.Fatalf("build-error %+v", be)
 	}
 	filepath.WalkDir(parent, func(p string, d os.DirEntry, err error) error {
@@ -169,14 +170,14 @@ func TestClassify(t *testing.T) {
 		retryable bool
 	}{
 		{live, &StepError{Step: Step{Argv: []string{"npm", "ci"}}, Status: "exit status 1", Code: 1}, api.CodeBuildFailed, false},
-		{live, fmt.Errorf("extract: %w", &os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}), CodeDiskFull, true},
-		{live, &ToolMissingError{Step: Step{Argv: []string{"pod"}}, Err: errors.New("not found")}, CodeToolMissing, true},
-		{live, fmt.Errorf("%w: x", ErrBadArchive), CodeInvalidSource, false},
-		{live, fmt.Errorf("%w: x", ErrNoArtifacts), CodeNoArtifacts, false},
+		{live, fmt.Errorf("extract: %w", &os.PathError{Op: "write", Path: "x", Err: syscall.ENOSPC}), vmshare.CodeDiskFull, true},
+		{live, &ToolMissingError{Step: Step{Argv: []string{"pod"}}, Err: errors.New("not found")}, vmshare.CodeToolMissing, true},
+		{live, fmt.Errorf("%w: x", ErrBadArchive), vmshare.CodeInvalidSource, false},
+		{live, fmt.Errorf("%w: x", ErrNoArtifacts), vmshare.CodeNoArtifacts, false},
 		{live, fmt.Errorf("%w: x", ErrAttemptEnded), api.CodeLeaseLost, true},
-		{live, errors.New("surprise"), CodeInternalFailure, true},
+		{live, errors.New("surprise"), vmshare.CodeInternalFailure, true},
 		{cancelledWith(ErrBuildTimeout), &StepError{}, api.CodeTimeout, false},
-		{cancelledWith(fmt.Errorf("%w (terminated)", ErrSignalled)), fail(CodeSourceDownload, true, nil, "download"), api.CodeCancelled, false},
+		{cancelledWith(fmt.Errorf("%w (terminated)", ErrSignalled)), fail(vmshare.CodeSourceDownload, true, nil, "download"), api.CodeCancelled, false},
 		{cancelledWith(ErrAttemptEnded), &StepError{}, api.CodeLeaseLost, true},
 	}
 	for i, c := range cases {
@@ -235,12 +236,12 @@ func TestWriteFileAtomic(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	for i := range 3 {
-		if err := writeJSONAtomic(dir, ProgressFile, Progress{Phase: "build", Progress: i}); err != nil {
+		if err := writeJSONAtomic(dir, vmshare.ProgressFile, vmshare.Progress{Phase: "build", Progress: i}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var p Progress
-	readJSONFile(t, filepath.Join(dir, ProgressFile), &p)
+	var p vmshare.Progress
+	readJSONFile(t, filepath.Join(dir, vmshare.ProgressFile), &p)
 	if p.Progress != 2 {
 		t.Fatalf("progress %+v", p)
 	}
@@ -297,12 +298,12 @@ func TestSecretsAlreadyFetched(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	shared := t.TempDir()
-	writeJSONAtomic(shared, BuildConfigFile, BuildConfig{BuildID: "b1", AttemptID: "a1", ControllerURL: srv.URL, OTP: "fot_otp", Platform: "android"})
+	writeJSONAtomic(shared, vmshare.BuildConfigFile, vmshare.BuildConfig{BuildID: "b1", AttemptID: "a1", ControllerURL: srv.URL, OTP: "fot_otp", Platform: "android"})
 	if code := inProcess(t, shared, nil); code != 1 {
 		t.Fatalf("exit %d", code)
 	}
 	be := readBuildError(t, shared)
-	if be.Code != CodeAlreadyFetched || !be.Retryable {
+	if be.Code != vmshare.CodeAlreadyFetched || !be.Retryable {
 		t.Fatalf("build-error %+v", be)
 	}
 	if n := specFetches.Load(); n != 1 {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // TestEndToEndBuildUser runs a real build with --build-user: the build's
@@ -36,7 +37,7 @@ func TestEndToEndBuildUser(t *testing.T) {
 probe() { if cat "$1" >/dev/null 2>&1; then echo "probe: read $2"; else echo "probe: denied $2"; fi; }
 probe '` + private + `' private-file
 probe '` + bootstrapEnv + `' bootstrap-environ
-probe '` + filepath.Join(shared, BuildConfigFile) + `' build-config
+probe '` + filepath.Join(shared, vmshare.BuildConfigFile) + `' build-config
 if sudo -n true 2>/dev/null; then echo "probe: sudo allowed"; else echo "probe: sudo denied"; fi
 echo "uid=$(id -u) home=$HOME"
 id -u > "$FREEAGENT_ARTIFACTS_DIR/uid.txt"
@@ -63,8 +64,8 @@ yes APK | head -n 1000 > "$FREEAGENT_ARTIFACTS_DIR/app-release.apk"
 	if strings.Contains(log, "fa-vm-token-secret") {
 		t.Errorf("the private file reached the log")
 	}
-	var done Complete
-	readJSONFile(t, filepath.Join(shared, BuildCompleteFile), &done)
+	var done vmshare.Complete
+	readJSONFile(t, filepath.Join(shared, vmshare.BuildCompleteFile), &done)
 	names := map[string]int64{}
 	for _, a := range done.Artifacts {
 		names[a.Name] = a.Size

@@ -18,6 +18,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // cacheLimits bound what a shared cache archive may expand to: the host
@@ -27,11 +28,11 @@ var cacheLimits = ExtractLimits{MaxBytes: 200 << 30, MaxFileBytes: 20 << 30, Max
 // depCache is one dependency cache of the build.
 type depCache struct {
 	api.CacheEntry
-	paths    []string    // resolved, absolute in this VM
-	restored string      // the key of the archive restored, "" on a miss
-	shared   *CacheMount // the archive the worker shared, nil on a miss
-	archive  string      // its path
-	deferred bool        // a store left for the install, if it runs
+	paths    []string            // resolved, absolute in this VM
+	restored string              // the key of the archive restored, "" on a miss
+	shared   *vmshare.CacheMount // the archive the worker shared, nil on a miss
+	archive  string              // its path
+	deferred bool                // a store left for the install, if it runs
 	// The node_modules cache only: the stamp of this VM's tools; whether
 	// the install ran, so the tree is new and worth saving.
 	stamp     *modulesStamp
@@ -142,7 +143,7 @@ func (d *depCaches) restoredEnv(env []string) []string {
 // cache waits for the install (restoreModules), and so does the package
 // manager's store when node_modules may stand in for the install: a
 // restored tree needs no store.
-func (d *depCaches) restore(ctx context.Context, share string, mounts []CacheMount) int {
+func (d *depCaches) restore(ctx context.Context, share string, mounts []vmshare.CacheMount) int {
 	if err := os.MkdirAll(d.root, 0o770); err != nil {
 		fmt.Fprintf(d.log, "▸ warning: cannot create the cache directory, building without caches: %v\n", err)
 		return 0
@@ -413,10 +414,10 @@ func (d *depCaches) shareWritable(root string) error {
 }
 
 // save writes, after a successful build, an archive of each cache whose
-// exact key was not restored into sharedDir/CacheOutDir and returns them.
+// exact key was not restored into vmshare.CacheOutDir in sharedDir and returns them.
 // A cache that cannot be saved is a warning: the build succeeded.
-func (d *depCaches) save(ctx context.Context, sharedDir string) []SavedCache {
-	var saved []SavedCache
+func (d *depCaches) save(ctx context.Context, sharedDir string) []vmshare.SavedCache {
+	var saved []vmshare.SavedCache
 	skipped := d.modules() != nil && d.modules().restored != ""
 	for _, c := range d.entries {
 		if c.restored == c.Key || ctx.Err() != nil || skipped && isStore(c.Name) {
@@ -431,14 +432,14 @@ func (d *depCaches) save(ctx context.Context, sharedDir string) []SavedCache {
 		}
 		start := time.Now()
 		file := c.Name + ".tar"
-		n, err := writeCacheArchive(filepath.Join(sharedDir, CacheOutDir), file, c.paths, stamp)
+		n, err := writeCacheArchive(filepath.Join(sharedDir, vmshare.CacheOutDir), file, c.paths, stamp)
 		switch {
 		case errors.Is(err, errNothingToCache):
 			fmt.Fprintf(d.log, "▸ cache %s: nothing to save (no %s)\n", c.Name, strings.Join(c.Paths, ", "))
 		case err != nil:
 			fmt.Fprintf(d.log, "▸ warning: cache %s: not saved: %v\n", c.Name, err)
 		default:
-			saved = append(saved, SavedCache{Name: c.Name, Key: c.Key, File: file})
+			saved = append(saved, vmshare.SavedCache{Name: c.Name, Key: c.Key, File: file})
 			fmt.Fprintf(d.log, "▸ cache %s: saved (key %s, %s in %s)\n", c.Name, short(c.Key), bytesize.SI(n), time.Since(start).Round(time.Millisecond))
 		}
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent/cache"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // TestCacheRoundTrip: what freeagent-vm saves after a build is what the
@@ -50,7 +51,7 @@ func TestCacheRoundTrip(t *testing.T) {
 	}
 	shared := t.TempDir()
 	saved := d1.save(ctx, shared)
-	if len(saved) != 1 || saved[0] != (SavedCache{Name: "npm", Key: key, File: "npm.tar"}) || !strings.Contains(log1.String(), "▸ cache npm: saved (key 1f1f1f1f1f1f…") {
+	if len(saved) != 1 || saved[0] != (vmshare.SavedCache{Name: "npm", Key: key, File: "npm.tar"}) || !strings.Contains(log1.String(), "▸ cache npm: saved (key 1f1f1f1f1f1f…") {
 		t.Fatalf("saved %+v\n%s", saved, log1.String())
 	}
 
@@ -59,7 +60,7 @@ func TestCacheRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Put("app", "npm", key, filepath.Join(shared, CacheOutDir, "npm.tar")); err != nil {
+	if err := store.Put("app", "npm", key, filepath.Join(shared, vmshare.CacheOutDir, "npm.tar")); err != nil {
 		t.Fatalf("the agent refused the VM's archive: %v", err)
 	}
 	share := filepath.Join(t.TempDir(), "share")
@@ -67,7 +68,7 @@ func TestCacheRoundTrip(t *testing.T) {
 	if err != nil || len(mounted) != 1 {
 		t.Fatalf("stage: %+v %v", mounted, err)
 	}
-	mounts := []CacheMount{{Name: "npm", Key: mounted[0].Key, File: mounted[0].File}}
+	mounts := []vmshare.CacheMount{{Name: "npm", Key: mounted[0].Key, File: mounted[0].File}}
 
 	vm2 := t.TempDir()
 	root2, app2 := filepath.Join(vm2, "cache"), filepath.Join(vm2, "app")
@@ -204,7 +205,7 @@ func TestNodeModulesCache(t *testing.T) {
 			}
 			// build installs (or restores) in a fresh copy of src, as a VM
 			// does, with the tools pointed at the VM's own cache directory.
-			build := func(spec api.BuildSpec, share string, mounts []CacheMount, extraEnv ...string) (string, *depCaches, string, error) {
+			build := func(spec api.BuildSpec, share string, mounts []vmshare.CacheMount, extraEnv ...string) (string, *depCaches, string, error) {
 				t.Helper()
 				vm := t.TempDir()
 				app := filepath.Join(vm, "app")
@@ -222,7 +223,7 @@ func TestNodeModulesCache(t *testing.T) {
 				err := p.install(ctx)
 				return app, d, log.String(), err
 			}
-			mustBuild := func(spec api.BuildSpec, share string, mounts []CacheMount, extraEnv ...string) (string, *depCaches, string) {
+			mustBuild := func(spec api.BuildSpec, share string, mounts []vmshare.CacheMount, extraEnv ...string) (string, *depCaches, string) {
 				t.Helper()
 				app, d, log, err := build(spec, share, mounts, extraEnv...)
 				if err != nil {
@@ -250,7 +251,7 @@ func TestNodeModulesCache(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, sv := range saved {
-				if err := store.Put("app", sv.Name, sv.Key, filepath.Join(out, CacheOutDir, sv.File)); err != nil {
+				if err := store.Put("app", sv.Name, sv.Key, filepath.Join(out, vmshare.CacheOutDir, sv.File)); err != nil {
 					t.Fatalf("the agent refused the %s archive: %v", sv.Name, err)
 				}
 			}
@@ -259,9 +260,9 @@ func TestNodeModulesCache(t *testing.T) {
 			if err != nil || len(mounted) != 2 {
 				t.Fatalf("stage: %+v %v", mounted, err)
 			}
-			var mounts []CacheMount
+			var mounts []vmshare.CacheMount
 			for _, m := range mounted {
-				mounts = append(mounts, CacheMount{Name: m.Name, Key: m.Key, File: m.File})
+				mounts = append(mounts, vmshare.CacheMount{Name: m.Name, Key: m.Key, File: m.File})
 			}
 
 			app2, d2, log2 := mustBuild(spec(key), share, mounts)

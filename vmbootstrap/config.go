@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/internal/config"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // DefaultSharedDir is where a macOS guest sees the host's build-config share
@@ -28,7 +29,7 @@ const DefaultCacheShare = "/Volumes/My Shared Files/caches"
 // flag, else its environment variable, else the default.
 type Config struct {
 	SharedDir    string        // --shared-dir, FREEAGENT_SHARED_DIR
-	CacheShare   string        // --cache-share, FREEAGENT_CACHE_SHARE: the read-only dependency caches BuildConfig.Caches names
+	CacheShare   string        // --cache-share, FREEAGENT_CACHE_SHARE: the read-only dependency caches vmshare.BuildConfig.Caches names
 	WaitTimeout  time.Duration // --wait-timeout, FREEAGENT_WAIT_TIMEOUT: how long to wait for the share and its config
 	BuildTimeout time.Duration // --build-timeout, FREEAGENT_BUILD_TIMEOUT: the whole build (the host enforces the real one)
 	KillGrace    time.Duration // --kill-grace, FREEAGENT_KILL_GRACE: SIGTERM → SIGKILL delay for build steps
@@ -88,7 +89,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	fs := flag.NewFlagSet("freeagent-vm", flag.ContinueOnError)
 	fs.SetOutput(usage)
 	o := config.New(fs, config.NonEmptyEnv(getenv), config.File{})
-	o.String(&cfg.SharedDir, "shared-dir", "FREEAGENT_SHARED_DIR", cfg.SharedDir, "shared folder holding "+BuildConfigFile)
+	o.String(&cfg.SharedDir, "shared-dir", "FREEAGENT_SHARED_DIR", cfg.SharedDir, "shared folder holding "+vmshare.BuildConfigFile)
 	o.String(&cfg.CacheShare, "cache-share", "FREEAGENT_CACHE_SHARE", cfg.CacheShare, "read-only folder of the dependency caches the host shares")
 	o.Duration(&cfg.WaitTimeout, "wait-timeout", "FREEAGENT_WAIT_TIMEOUT", cfg.WaitTimeout, "how long to wait for the shared folder and its config")
 	o.Duration(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", cfg.BuildTimeout, "time limit of the whole build")

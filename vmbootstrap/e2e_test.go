@@ -17,6 +17,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/buildphase"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // requireNPM: the end-to-end tests run `npm run freeagent:build`. Without
@@ -89,8 +90,8 @@ func (v *vmProcess) exitCode(t *testing.T, timeout time.Duration) int {
 
 func writeConfig(t *testing.T, shared string, c *testController, j startedJob, otp string) {
 	t.Helper()
-	bc := BuildConfig{BuildID: j.sub.ID, AttemptID: j.job.AttemptID, ControllerURL: c.URL, OTP: otp, Platform: j.job.Platform, Profile: j.job.Profile}
-	if err := writeJSONAtomic(shared, BuildConfigFile, bc); err != nil {
+	bc := vmshare.BuildConfig{BuildID: j.sub.ID, AttemptID: j.job.AttemptID, ControllerURL: c.URL, OTP: otp, Platform: j.job.Platform, Profile: j.job.Profile}
+	if err := writeJSONAtomic(shared, vmshare.BuildConfigFile, bc); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -156,15 +157,15 @@ echo "done"
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		running := vm.running() // read once more after the exit
-		var p Progress
-		if b, err := os.ReadFile(filepath.Join(shared, ProgressFile)); err == nil && json.Unmarshal(b, &p) == nil {
+		var p vmshare.Progress
+		if b, err := os.ReadFile(filepath.Join(shared, vmshare.ProgressFile)); err == nil && json.Unmarshal(b, &p) == nil {
 			if len(phases) == 0 || phases[len(phases)-1] != p.Phase {
 				phases = append(phases, p.Phase)
 			}
 		}
 		if liveAt == "" {
 			if log := string(c.log(j.sub.ID)); strings.Contains(log, "line 1\n") {
-				if fileExists(filepath.Join(shared, BuildCompleteFile)) || strings.Contains(log, "line 6") {
+				if fileExists(filepath.Join(shared, vmshare.BuildCompleteFile)) || strings.Contains(log, "line 6") {
 					t.Fatalf("the log arrived only at the end:\n%s", log)
 				}
 				liveAt = log
@@ -182,18 +183,18 @@ echo "done"
 		t.Fatal("no log line reached the controller while the build ran")
 	}
 
-	var ready Ready
-	readJSONFile(t, filepath.Join(shared, ReadyFile), &ready)
+	var ready vmshare.Ready
+	readJSONFile(t, filepath.Join(shared, vmshare.ReadyFile), &ready)
 	if time.Since(ready.StartedAt) > time.Minute {
 		t.Fatalf("vm-ready: %+v", ready)
 	}
 	apk := []byte(strings.Repeat("APK\n", 20000))
-	var done Complete
-	readJSONFile(t, filepath.Join(shared, BuildCompleteFile), &done)
+	var done vmshare.Complete
+	readJSONFile(t, filepath.Join(shared, vmshare.BuildCompleteFile), &done)
 	if len(done.Artifacts) != 1 || done.Artifacts[0].Name != "app-release.apk" || done.Artifacts[0].Size != int64(len(apk)) || done.Artifacts[0].SHA256 != sha(apk) {
 		t.Fatalf("build-complete: %+v", done)
 	}
-	if fileExists(filepath.Join(shared, BuildErrorFile)) {
+	if fileExists(filepath.Join(shared, vmshare.BuildErrorFile)) {
 		t.Fatal("build-error written too")
 	}
 	// The worker reports the attempt's end; the build then shows its artifact.
@@ -215,7 +216,7 @@ echo "done"
 	}
 
 	// Phases only move forward, through the build to done.
-	order := []string{PhaseAuth, PhaseSource, PhaseBuild, PhaseUpload, PhaseDone}
+	order := []string{vmshare.PhaseAuth, vmshare.PhaseSource, vmshare.PhaseBuild, vmshare.PhaseUpload, vmshare.PhaseDone}
 	last := -1
 	for _, p := range phases {
 		i := slices.Index(order, p)
@@ -224,12 +225,12 @@ echo "done"
 		}
 		last = i
 	}
-	if !slices.Contains(phases, PhaseBuild) || phases[len(phases)-1] != PhaseDone {
+	if !slices.Contains(phases, vmshare.PhaseBuild) || phases[len(phases)-1] != vmshare.PhaseDone {
 		t.Fatalf("phases seen: %v", phases)
 	}
-	var final Progress
-	readJSONFile(t, filepath.Join(shared, ProgressFile), &final)
-	if final.Phase != PhaseDone || final.Progress != 100 {
+	var final vmshare.Progress
+	readJSONFile(t, filepath.Join(shared, vmshare.ProgressFile), &final)
+	if final.Phase != vmshare.PhaseDone || final.Progress != 100 {
 		t.Fatalf("final progress %+v", final)
 	}
 
@@ -287,20 +288,20 @@ func TestEndToEndBuildFails(t *testing.T) {
 	if code := vm.exitCode(t, 30*time.Second); code != 1 {
 		t.Fatalf("exit code %d", code)
 	}
-	var be BuildError
-	readJSONFile(t, filepath.Join(shared, BuildErrorFile), &be)
+	var be vmshare.BuildError
+	readJSONFile(t, filepath.Join(shared, vmshare.BuildErrorFile), &be)
 	if be.Code != api.CodeBuildFailed || be.Retryable || !strings.Contains(be.Message, "npm run freeagent:build") || !strings.Contains(be.Message, "exit status") {
 		t.Fatalf("build-error %+v", be)
 	}
 	if !strings.Contains(be.LogTail, "error: something broke in App.tsx") || !strings.Contains(be.LogTail, "compiling") {
 		t.Fatalf("log_tail %q", be.LogTail)
 	}
-	if fileExists(filepath.Join(shared, BuildCompleteFile)) {
+	if fileExists(filepath.Join(shared, vmshare.BuildCompleteFile)) {
 		t.Fatal("build-complete written")
 	}
-	var p Progress
-	readJSONFile(t, filepath.Join(shared, ProgressFile), &p)
-	if p.Phase != PhaseFailed {
+	var p vmshare.Progress
+	readJSONFile(t, filepath.Join(shared, vmshare.ProgressFile), &p)
+	if p.Phase != vmshare.PhaseFailed {
 		t.Fatalf("progress %+v", p)
 	}
 	log := string(c.log(j.sub.ID))
@@ -398,8 +399,8 @@ func TestEndToEndSignalled(t *testing.T) {
 		t.Fatalf("exit code %d", code)
 	}
 	t.Logf("freeagent-vm exited %s after SIGTERM", time.Since(start).Round(time.Millisecond))
-	var be BuildError
-	readJSONFile(t, filepath.Join(shared, BuildErrorFile), &be)
+	var be vmshare.BuildError
+	readJSONFile(t, filepath.Join(shared, vmshare.BuildErrorFile), &be)
 	if be.Code != api.CodeCancelled || be.Retryable || !strings.Contains(be.Message, "terminated") {
 		t.Fatalf("build-error %+v", be)
 	}

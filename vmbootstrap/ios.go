@@ -10,6 +10,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/provisioning"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 	"github.com/freeagent-build/freeagent/internal/xcode"
 )
 
@@ -48,7 +49,7 @@ func (p *pipeline) ios(ctx context.Context) ([]string, error) {
 		}
 	}
 	if fileExists(filepath.Join(dir, "Podfile")) {
-		p.phase(PhasePrebuild, 45, "pod install")
+		p.phase(vmshare.PhasePrebuild, 45, "pod install")
 		if err := p.runner.run(ctx, p.step(dir, "pod", "install")); err != nil {
 			return nil, err
 		}
@@ -77,7 +78,7 @@ func (p *pipeline) ios(ctx context.Context) ([]string, error) {
 // iosSimulator builds the .app for the simulator, as EAS does, and packs
 // each application archive it finds as .tar.gz.
 func (p *pipeline) iosSimulator(ctx context.Context, dir, workspace, scheme, config string) ([]string, error) {
-	p.phase(PhaseBuild, 50, "xcodebuild build (simulator)")
+	p.phase(vmshare.PhaseBuild, 50, "xcodebuild build (simulator)")
 	if err := p.runner.run(ctx, p.step(dir, "xcodebuild", "build",
 		"-workspace", workspace, "-scheme", scheme, "-configuration", config,
 		"-destination", "generic/platform=iOS Simulator",
@@ -99,7 +100,7 @@ func (p *pipeline) iosDevice(ctx context.Context, dir, workspace, scheme, config
 		method = info.ExportMethod
 	}
 	archive := filepath.Join(p.workDir, scheme+".xcarchive")
-	p.phase(PhaseBuild, 50, "xcodebuild archive")
+	p.phase(vmshare.PhaseBuild, 50, "xcodebuild archive")
 	if err := p.runner.run(ctx, p.step(dir, "xcodebuild", "archive",
 		"-workspace", workspace, "-scheme", scheme, "-configuration", config,
 		"-destination", "generic/platform=iOS", "-archivePath", archive)); err != nil {
@@ -113,7 +114,7 @@ func (p *pipeline) iosDevice(ctx context.Context, dir, workspace, scheme, config
 	if err := os.WriteFile(options, exportOptionsPlist(method, app.TeamID, profiles), 0o644); err != nil {
 		return nil, fmt.Errorf("write ExportOptions.plist: %w", err)
 	}
-	p.phase(PhaseBuild, 80, "xcodebuild -exportArchive")
+	p.phase(vmshare.PhaseBuild, 80, "xcodebuild -exportArchive")
 	if err := p.runner.run(ctx, p.step(dir, "xcodebuild", "-exportArchive", "-archivePath", archive,
 		"-exportPath", filepath.Join(p.root, filepath.FromSlash(iosBuildDir)), "-exportOptionsPlist", options)); err != nil {
 		return nil, err

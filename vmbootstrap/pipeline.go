@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
 // ErrNoArtifacts: the build ran but left nothing to upload.
@@ -112,7 +113,7 @@ func (p *pipeline) step(dir string, argv ...string) Step {
 // custom runs the project's own build script; it owns installing,
 // building and putting its outputs into FREEAGENT_ARTIFACTS_DIR.
 func (p *pipeline) custom(ctx context.Context) ([]string, error) {
-	p.phase(PhaseBuild, 30, "npm run "+CustomBuildScript)
+	p.phase(vmshare.PhaseBuild, 30, "npm run "+CustomBuildScript)
 	if err := p.runner.run(ctx, p.step(p.root, "npm", "run", CustomBuildScript)); err != nil {
 		return nil, err
 	}
@@ -136,7 +137,7 @@ func (p *pipeline) install(ctx context.Context) error {
 		return err
 	}
 	pm := p.spec.Project.PackageManager
-	p.phase(PhaseInstall, 20, "installing dependencies with "+pm)
+	p.phase(vmshare.PhaseInstall, 20, "installing dependencies with "+pm)
 	if p.spec.Project.Lockfile == "" {
 		fmt.Fprintf(p.runner.out, "\n▸ warning: no lockfile: the install cannot be frozen, dependency versions may differ from the developer's\n")
 	}
@@ -222,11 +223,11 @@ func (p *pipeline) checkNode(ctx context.Context) error {
 // non-interactive because CI=1.
 func (p *pipeline) prebuild(ctx context.Context, platform string) error {
 	if fileExists(filepath.Join(p.root, platform)) {
-		p.phase(PhasePrebuild, 35, "using the project's own "+platform+"/ directory")
+		p.phase(vmshare.PhasePrebuild, 35, "using the project's own "+platform+"/ directory")
 		fmt.Fprintf(p.runner.out, "\n▸ %s/ exists: skipping expo prebuild\n", platform)
 		return nil
 	}
-	p.phase(PhasePrebuild, 35, "expo prebuild")
+	p.phase(vmshare.PhasePrebuild, 35, "expo prebuild")
 	if err := p.runner.run(ctx, p.command(PrebuildCommand(p.spec.Project, p.spec.Profile.PrebuildCommand, platform))); err != nil {
 		return err
 	}
@@ -286,7 +287,7 @@ func (p *pipeline) android(ctx context.Context) ([]string, error) {
 	} else {
 		fmt.Fprintf(p.runner.out, "\n▸ warning: no Android credentials: the app is signed as the project's Gradle files say (the debug key in Expo's template); add credentials.json or run `expo-build credentials set --platform android` for a store build\n")
 	}
-	p.phase(PhaseBuild, 50, "gradlew "+ab.GradleCommand)
+	p.phase(vmshare.PhaseBuild, 50, "gradlew "+ab.GradleCommand)
 	if err := p.runner.run(ctx, step); err != nil {
 		return nil, err
 	}

@@ -8,6 +8,7 @@
 package blobs
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -255,8 +256,8 @@ func (s *Store) Create(ctx context.Context, buildID string, f File) (*Pending, e
 }
 
 // Buffers of Fill: a small first one, enough for most sources and logs,
-// and for larger files fillBuffers of fillChunk bytes cycling between the
-// writer and the hasher.
+// and for larger files fillBuffers of fillChunk bytes cycling from the
+// receiver to the writer to the hasher and back.
 const (
 	fillFirst   = 64 << 10
 	fillChunk   = 1 << 20
@@ -265,11 +266,15 @@ const (
 
 // Fill copies r into the file, failing with ErrTooLarge beyond limit bytes.
 //
-// Large files are hashed in a second goroutine while the next chunk is
-// read and written: receiving, writing and hashing each cost about as
-// much CPU, and one after the other they made an upload through the
-// controller half as fast as a plain copy of the same bytes. The chunks
-// are large (fewer write calls) and reused (no allocation per chunk).
+// Large files go through a pipeline of three goroutines, each on its own
+// chunk: this one receives, a second writes what was received, a third
+// hashes what was written. SHA-256 costs about as much CPU as receiving
+// and writing together; one after the other they made an upload through
+// the controller half as fast as a plain copy of the same bytes, and with
+// the hash alone beside the rest it still waited behind every write. The
+// chunks are large (fewer system calls) and reused (no allocation per
+// chunk). Fill returns once both goroutines are done, with the writer's
+// error, else the receiver's.
 func (p *Pending) Fill(r io.Reader, limit int64) error {
 	lr := io.LimitReader(r, limit-p.n+1)
 	first := make([]byte, fillFirst)
@@ -291,43 +296,69 @@ func (p *Pending) Fill(r io.Reader, limit int64) error {
 	for range fillBuffers {
 		free <- make([]byte, fillChunk)
 	}
-	full := make(chan []byte, fillBuffers)
+	toWrite := make(chan []byte, fillBuffers)
+	toHash := make(chan []byte, fillBuffers)
+	failed := make(chan struct{}) // closed by the writer when a write fails
+	written := make(chan error, 1)
+	go func() {
+		var err error
+		for b := range toWrite {
+			if err == nil {
+				var n int
+				n, err = p.w.Write(b)
+				p.n += int64(n)
+				if err != nil {
+					close(failed)
+				}
+			}
+			if err != nil {
+				free <- b[:cap(b)] // drain: the receiver stops at its next chunk
+				continue
+			}
+			toHash <- b
+		}
+		close(toHash)
+		written <- err
+	}()
 	hashed := make(chan struct{})
 	go func() {
 		defer close(hashed)
-		for b := range full {
+		for b := range toHash {
 			p.h.Write(b)
 			free <- b[:cap(b)]
 		}
 	}()
-	err = func() error {
-		for {
-			b := <-free
-			n, rerr := readChunk(lr, b)
-			if n > 0 {
-				if _, err := p.w.Write(b[:n]); err != nil {
-					free <- b
-					return err
-				}
-				p.n += int64(n)
-				full <- b[:n]
-			} else {
-				free <- b
-			}
-			if rerr == io.EOF {
-				return nil
-			}
-			if rerr != nil {
-				return rerr
-			}
-		}
-	}()
-	close(full)
+	err = receive(lr, free, toWrite, failed)
+	close(toWrite)
+	werr := <-written
 	<-hashed
-	if err != nil {
+	if err = cmp.Or(werr, err); err != nil {
 		return err
 	}
 	return p.checkLimit(limit)
+}
+
+// receive reads r in chunks into buffers from free and hands them to the
+// writer, until r ends, fails, or the writer failed.
+func receive(r io.Reader, free <-chan []byte, toWrite chan<- []byte, failed <-chan struct{}) error {
+	for {
+		var b []byte
+		select {
+		case b = <-free:
+		case <-failed:
+			return nil // the writer's error is the one to report
+		}
+		n, err := readChunk(r, b)
+		if n > 0 {
+			toWrite <- b[:n]
+		}
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+	}
 }
 
 // readChunk reads into b until it is full or r fails; io.EOF means r

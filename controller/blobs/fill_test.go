@@ -87,3 +87,75 @@ func TestFill(t *testing.T) {
 		}
 	}
 }
+
+// failAfter is a backend whose writers fail once they hold more than
+// limit bytes, as a full disk or a dropped S3 connection would.
+type failAfter struct {
+	blobs.Backend
+	limit int64
+	err   error
+}
+
+func (f failAfter) Create(ctx context.Context, key string) (blobs.Writer, error) {
+	w, err := f.Backend.Create(ctx, key)
+	return &failingWriter{Writer: w, left: f.limit, err: f.err}, err
+}
+
+type failingWriter struct {
+	blobs.Writer
+	left int64
+	err  error
+}
+
+func (w *failingWriter) Write(b []byte) (int, error) {
+	if int64(len(b)) > w.left {
+		n, _ := w.Writer.Write(b[:w.left])
+		w.left = 0
+		return n, w.err
+	}
+	w.left -= int64(len(b))
+	return w.Writer.Write(b)
+}
+
+// A write that fails in the middle of a large file (while the receiver,
+// the writer and the hasher each hold a chunk) ends Fill with that error,
+// whether the body itself ends cleanly or is cut too, and without
+// waiting for the rest of the body.
+func TestFillWriteFails(t *testing.T) {
+	ctx := context.Background()
+	diskFull := errors.New("no space left on device")
+	dir, err := blobs.NewDir(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 9<<20)
+	rand.Read(data)
+	for _, at := range []int64{0, 100 << 10, 3<<20 + 5, 8 << 20} {
+		s, err := blobs.New(failAfter{Backend: dir, limit: at, err: diskFull}, make([]byte, 32))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, body := range []io.Reader{
+			bytes.NewReader(data),
+			&failingReader{bytes.NewReader(data), io.ErrUnexpectedEOF},
+			io.MultiReader(bytes.NewReader(data), endless{}), // a body that never ends
+		} {
+			p, err := s.Create(ctx, "b1", blobs.Artifact("a", "f"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Fill(body, 1<<40); !errors.Is(err, diskFull) {
+				t.Fatalf("writes failing after %d bytes: Fill gave %v", at, err)
+			}
+			p.Abort()
+		}
+	}
+}
+
+// endless reads zeros forever.
+type endless struct{}
+
+func (endless) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}

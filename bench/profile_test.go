@@ -31,7 +31,7 @@ import (
 // for instance one with pg_stat_statements loaded.
 //
 //	FREEAGENT_BENCH_PROFILE=/tmp/cpu.pprof FREEAGENT_BENCH_SHAPE=8x2 FREEAGENT_BENCH_DURATION=20s \
-//	  go test -run TestProfileLifecycle -v ./controller/bench/
+//	  go test -run TestProfileLifecycle -v ./bench/
 func TestProfileLifecycle(t *testing.T) {
 	out := os.Getenv("FREEAGENT_BENCH_PROFILE")
 	if out == "" {

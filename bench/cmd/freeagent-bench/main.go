@@ -3,9 +3,9 @@
 // claim latency against a million queued builds, memory while a 2 GiB
 // artifact streams through, and the Postgres ceiling of the same SQL
 // (pgbench). It starts its own durable Postgres and controller and removes
-// them afterwards. See package controller/bench.
+// them afterwards. See package bench.
 //
-//	go run ./controller/cmd/freeagent-bench [flags]
+//	go run ./bench/cmd/freeagent-bench [flags]
 //
 // It exits 0 when every phase ran (figures that miss their targets are
 // reported as MISS), 1 on an error and 2 on bad flags.
@@ -24,7 +24,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/freeagent-build/freeagent/controller/bench"
+	"github.com/freeagent-build/freeagent/bench"
 	"github.com/freeagent-build/freeagent/internal/config"
 )
 

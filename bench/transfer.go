@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -44,6 +45,15 @@ type TransferResult struct {
 	DownloadSeconds float64 `json:"download_seconds"`
 	UploadRatio     float64 `json:"upload_ratio"`   // CopySeconds ÷ UploadSeconds
 	DownloadRatio   float64 `json:"download_ratio"` // CopySeconds ÷ DownloadSeconds
+	// UploadCPUSeconds is the CPU one upload costs, the mean of the
+	// rounds: the controller's (receive, write, SHA-256) and the
+	// client's (this process sending the file). UploadFloorSeconds is
+	// their sum spread over every CPU of the machine: no upload can be
+	// shorter here, however well its stages overlap, so CopySeconds ÷
+	// UploadFloorSeconds bounds UploadRatio.
+	UploadCPUSeconds       float64 `json:"upload_cpu_s"`
+	ClientUploadCPUSeconds float64 `json:"client_upload_cpu_s"`
+	UploadFloorSeconds     float64 `json:"upload_floor_s"`
 	// StreamCPUPerGiB is the file-store controller's CPU seconds per GiB
 	// moved (up and down together).
 	StreamCPUPerGiB float64 `json:"stream_cpu_s_per_gib"`
@@ -83,7 +93,7 @@ func runTransfer(ctx context.Context, e *env) (*TransferResult, error) {
 		return nil, err
 	}
 	pid := e.ctrl.pid()
-	var cpu float64
+	var cpu, upCPU, clientCPU float64
 	for i := range transferRounds {
 		d, err := copyFsync(src, filepath.Join(e.dataDir, "copy-baseline"))
 		if err != nil {
@@ -94,18 +104,26 @@ func runTransfer(ctx context.Context, e *env) (*TransferResult, error) {
 			return nil, err
 		}
 		r.HashSeconds = best(r.HashSeconds, d)
-		up, down, used, err := e.transferOnce(ctx, e.client(), pid, src, sum, filepath.Join(dir, "download"), false)
+		t, err := e.transferOnce(ctx, e.client(), pid, src, sum, filepath.Join(dir, "download"), false)
 		if err != nil {
 			return nil, fmt.Errorf("file store, round %d: %w", i+1, err)
 		}
-		cpu += used
-		r.UploadSeconds, r.DownloadSeconds = best(r.UploadSeconds, up), best(r.DownloadSeconds, down)
+		cpu += t.upCPU + t.downCPU
+		upCPU += t.upCPU
+		clientCPU += t.clientUpCPU
+		r.UploadSeconds, r.DownloadSeconds = best(r.UploadSeconds, t.up), best(r.DownloadSeconds, t.down)
 	}
 	gib := float64(2*transferRounds) * float64(cfg.TransferBytes) / (1 << 30)
 	r.StreamCPUPerGiB = cpu / gib
 	r.UploadRatio, r.DownloadRatio = r.CopySeconds/r.UploadSeconds, r.CopySeconds/r.DownloadSeconds
+	r.UploadCPUSeconds, r.ClientUploadCPUSeconds = upCPU/transferRounds, clientCPU/transferRounds
+	r.UploadFloorSeconds = (r.UploadCPUSeconds + r.ClientUploadCPUSeconds) / float64(runtime.NumCPU())
 	e.logf("   file store, %s: copy+fsync %.2fs (SHA-256 alone %.2fs); upload %.2fs (%.2f×), download %.2fs (%.2f×); controller %.2f CPU-s/GiB",
 		size(cfg.TransferBytes), r.CopySeconds, r.HashSeconds, r.UploadSeconds, r.UploadRatio, r.DownloadSeconds, r.DownloadRatio, r.StreamCPUPerGiB)
+	if r.UploadFloorSeconds > 0 {
+		e.logf("   an upload costs %.2f CPU-s (controller %.2f, client %.2f): on %d CPUs at least %.2fs, so at most %.2f× here",
+			r.UploadCPUSeconds+r.ClientUploadCPUSeconds, r.UploadCPUSeconds, r.ClientUploadCPUSeconds, runtime.NumCPU(), r.UploadFloorSeconds, r.CopySeconds/r.UploadFloorSeconds)
+	}
 
 	s3c, skipped, err := e.startS3Controller(ctx)
 	if err != nil {
@@ -120,13 +138,13 @@ func runTransfer(ctx context.Context, e *env) (*TransferResult, error) {
 	cpu = 0
 	var busy time.Duration
 	for i := range transferRounds {
-		up, down, used, err := e.transferOnce(ctx, s3c.client, s3c.pid, src, sum, filepath.Join(dir, "download"), true)
+		t, err := e.transferOnce(ctx, s3c.client, s3c.pid, src, sum, filepath.Join(dir, "download"), true)
 		if err != nil {
 			return nil, fmt.Errorf("S3 store, round %d: %w", i+1, err)
 		}
-		cpu += used
-		busy += up + down
-		r.S3.UploadSeconds, r.S3.DownloadSeconds = best(r.S3.UploadSeconds, up), best(r.S3.DownloadSeconds, down)
+		cpu += t.upCPU + t.downCPU
+		busy += t.up + t.down
+		r.S3.UploadSeconds, r.S3.DownloadSeconds = best(r.S3.UploadSeconds, t.up), best(r.S3.DownloadSeconds, t.down)
 	}
 	r.S3.ControllerCPUPerGiB = cpu / gib
 	idle0, err := cpuSeconds(s3c.pid)
@@ -223,6 +241,15 @@ func copyFsync(src, dst string) (time.Duration, error) {
 	return time.Since(start), nil
 }
 
+// transferTimes is one round of transferOnce: how long the upload and the
+// download took, the controller's CPU seconds during each, and this
+// process's (the client's) during the upload.
+type transferTimes struct {
+	up, down       time.Duration
+	upCPU, downCPU float64
+	clientUpCPU    float64
+}
+
 // transferOnce submits a build, takes it as a worker, uploads the payload
 // as its artifact as the VM does (direct: straight to the store with the
 // URLs the controller signs; else streamed through the controller as a
@@ -230,76 +257,84 @@ func copyFsync(src, dst string) (time.Duration, error) {
 // fsynced. cpu is the CPU time process pid (the controller) used during
 // the upload and the download. The SHA-256 of what came back is checked
 // after the clock stops.
-func (e *env) transferOnce(ctx context.Context, c *api.Client, pid int, src, sum, dst string, direct bool) (up, down time.Duration, cpu float64, err error) {
+func (e *env) transferOnce(ctx context.Context, c *api.Client, pid int, src, sum, dst string, direct bool) (t transferTimes, err error) {
 	w, err := registerWorker(ctx, c, "transfer")
 	if err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	sub, err := e.submit(ctx, c)
 	if err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	job, err := w.poll(ctx, 5*time.Second)
 	if err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	if job == nil || job.ID != sub.ID {
-		return 0, 0, 0, fmt.Errorf("the worker did not claim build %s", sub.ID)
+		return t, fmt.Errorf("the worker did not claim build %s", sub.ID)
 	}
 	if err := w.heartbeat(ctx, job); err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	f, err := os.Open(src)
 	if err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	defer f.Close()
 	size := e.cfg.TransferBytes
 	auth, err := c.VMAuth(ctx, job.ID, job.OTP)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("vm auth: %w", err)
+		return t, fmt.Errorf("vm auth: %w", err)
 	}
 	cpu0, err := cpuSeconds(pid)
 	if err != nil {
-		return 0, 0, 0, err
+		return t, err
+	}
+	self0, err := cpuSeconds(os.Getpid())
+	if err != nil {
+		return t, err
 	}
 	start := time.Now()
 	if direct {
 		d, err := c.StartArtifactUpload(ctx, job.ID, auth.VMToken, api.DirectUploadRequest{Name: artifactName, Size: size, SHA256: sum})
 		if err != nil || !d.Direct {
-			return 0, 0, 0, fmt.Errorf("start a direct upload: %+v %v", d, err)
+			return t, fmt.Errorf("start a direct upload: %+v %v", d, err)
 		}
 		if err := api.SendDirect(ctx, e.hc, d, f, size); err != nil {
-			return 0, 0, 0, err
+			return t, err
 		}
 		if _, err := c.CompleteArtifactUpload(ctx, job.ID, auth.VMToken, d.Ticket); err != nil {
-			return 0, 0, 0, fmt.Errorf("complete the direct upload: %w", err)
+			return t, fmt.Errorf("complete the direct upload: %w", err)
 		}
 	} else if _, err := c.PutArtifact(ctx, job.ID, auth.VMToken, artifactName, f, size, sum); err != nil {
-		return 0, 0, 0, fmt.Errorf("upload: %w", err)
+		return t, fmt.Errorf("upload: %w", err)
 	}
-	up = time.Since(start)
+	t.up = time.Since(start)
 	cpu1, err := cpuSeconds(pid)
 	if err != nil {
-		return 0, 0, 0, err
+		return t, err
+	}
+	self1, err := cpuSeconds(os.Getpid())
+	if err != nil {
+		return t, err
 	}
 	if _, err := w.c.Upload(ctx, w.token, api.Result{BuildID: job.ID, AttemptID: job.AttemptID, LeaseToken: job.LeaseToken, Success: true}); err != nil {
-		return 0, 0, 0, fmt.Errorf("complete the build: %w", err)
+		return t, fmt.Errorf("complete the build: %w", err)
 	}
 
 	cpu2, err := cpuSeconds(pid)
 	if err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	start = time.Now()
 	resp, err := c.DownloadArtifact(ctx, job.ID, artifactName, 0)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("download: %w", err)
+		return t, fmt.Errorf("download: %w", err)
 	}
 	defer resp.Body.Close()
 	out, err := os.Create(dst)
 	if err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	defer os.Remove(dst)
 	defer out.Close()
@@ -309,24 +344,25 @@ func (e *env) transferOnce(ctx context.Context, c *api.Client, pid int, src, sum
 		err = out.Sync()
 	}
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("download: %w", err)
+		return t, fmt.Errorf("download: %w", err)
 	}
-	down = time.Since(start)
+	t.down = time.Since(start)
 	cpu3, err := cpuSeconds(pid)
 	if err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	if _, err := out.Seek(0, io.SeekStart); err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	h := sha256.New()
 	if _, err := io.Copy(h, out); err != nil {
-		return 0, 0, 0, err
+		return t, err
 	}
 	if got := hex.EncodeToString(h.Sum(nil)); n != size || got != sum {
-		return 0, 0, 0, fmt.Errorf("download: %d bytes with SHA-256 %s, want %d with %s", n, got, size, sum)
+		return t, fmt.Errorf("download: %d bytes with SHA-256 %s, want %d with %s", n, got, size, sum)
 	}
-	return up, down, (cpu1 - cpu0) + (cpu3 - cpu2), nil
+	t.upCPU, t.downCPU, t.clientUpCPU = cpu1-cpu0, cpu3-cpu2, self1-self0
+	return t, nil
 }
 
 // s3Controller is a second controller, on the same database, whose store

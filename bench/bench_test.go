@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/bench"
+	"github.com/freeagent-build/freeagent/bench"
 	"github.com/freeagent-build/freeagent/controller/pgcluster"
 )
 

@@ -1,8 +1,13 @@
 // Package bench measures the controller end to end on the machine it runs on:
 // full build lifecycles per second over HTTP, pickup latency of parked long
 // polls, the cost of empty polls, claim latency against a huge queue, the
-// controller's memory while a 2 GiB artifact streams through it, and the
-// Postgres ceiling of the same SQL driven by pgbench.
+// controller's memory while a 2 GiB artifact streams through it, transfers
+// through the controller and with S3 against a copy + fsync of the same
+// bytes, and the Postgres ceiling of the same SQL driven by pgbench.
+//
+// It drives the product from outside (HTTP, the controller binary, SQL)
+// and is no part of it: it lives outside controller/ and no release
+// builds it.
 //
 // Everything runs against a durable private Postgres cluster and the real
 // controller binary as a child process (so its RSS and CPU are its own), and
