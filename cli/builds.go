@@ -527,7 +527,7 @@ func rawRequest(ctx context.Context, c *api.Client, method, path string, body io
 }
 
 const workersHelp = `Lists the registered workers: status, platforms, running builds, counts and last contact.
-A paused worker (it takes no new builds) and one that needs attention are marked, with why
+A paused worker (by an admin, its owner or its host's rules; it takes no new builds) and one that needs attention are marked, with why
 and how to undo it. Needs an admin API key. With --json: the controller's {"workers": [...]}.`
 
 func (a *App) cmdWorkers(ctx context.Context, inv *invocation, args []string) error {
@@ -563,8 +563,9 @@ func (a *App) cmdWorkers(ctx context.Context, inv *invocation, args []string) er
 	return nil
 }
 
-// workersTable is the workers list for people: a paused worker reads as
-// paused (whatever its connection) and one that needs attention says so,
+// workersTable is the workers list for people: a worker paused by an
+// admin, by its owner or by its host's rules reads as paused (whatever its
+// connection) and one that needs attention says so,
 // each with why and what to do below the table.
 func workersTable(workers []api.Worker, now time.Time) string {
 	var buf bytes.Buffer
@@ -573,10 +574,20 @@ func workersTable(workers []api.Worker, now time.Time) string {
 	var notes []string
 	for _, w := range workers {
 		status := w.Status
-		if w.Paused {
+		w.Summarize() // a controller older than the pause kinds sends only Paused
+		switch w.PauseKind {
+		case api.PauseAdmin:
 			status = "paused (" + w.Status + ")"
 			notes = append(notes, fmt.Sprintf("%s (%s) is paused by an admin: it finishes the builds it runs and takes no new ones; "+
 				"resume it from the dashboard's Workers page or with POST /api/workers/%s/resume", w.Name, w.ID, w.ID))
+		case api.PauseOwner:
+			status = "paused (" + w.Status + ")"
+			notes = append(notes, fmt.Sprintf("%s (%s) is paused by the Mac's owner (Accept Builds is off in its menu bar); "+
+				"it takes builds again when they turn it back on", w.Name, w.ID))
+		case api.PauseHost:
+			status = "paused: " + w.PauseReason + " (" + w.Status + ")"
+			notes = append(notes, fmt.Sprintf("%s (%s) is holding builds back by its owner's rules: %s; "+
+				"it takes builds again by itself when that changes", w.Name, w.ID, w.PauseReason))
 		}
 		if w.NeedsAttention {
 			status += ", needs attention"

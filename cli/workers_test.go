@@ -50,9 +50,12 @@ func TestWorkersTableNeedsAttention(t *testing.T) {
 		{ID: "w_1", Name: "mac-1", Status: "online", LastSeenAt: now, NeedsAttention: true, AttentionReason: "handed back 3 builds after fetching their signing credentials or secrets within 1h0m0s"},
 		{ID: "w_2", Name: "mac-2", Status: "offline", Paused: true, NeedsAttention: true, LastSeenAt: now},
 		{ID: "w_3", Name: "mac-3", Status: "online", LastSeenAt: now},
+		{ID: "w_4", Name: "mac-4", Status: "online", LastSeenAt: now, OwnerPaused: true},
+		{ID: "w_5", Name: "mac-5", Status: "online", LastSeenAt: now, HostPauseReason: "on battery"},
 	}, now)
 	for _, want := range []string{"online, needs attention", "mac-1 (w_1) needs attention: handed back 3 builds", "/api/workers/w_1/acknowledge",
-		"paused (offline), needs attention", "mac-2 (w_2) is paused by an admin", "mac-2 (w_2) needs attention: no reason recorded"} {
+		"paused (offline), needs attention", "mac-2 (w_2) is paused by an admin", "mac-2 (w_2) needs attention: no reason recorded",
+		"mac-4 (w_4) is paused by the Mac's owner", "paused: on battery (online)", "mac-5 (w_5) is holding builds back by its owner's rules: on battery"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table does not say %q:\n%s", want, out)
 		}
