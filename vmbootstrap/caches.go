@@ -283,32 +283,66 @@ func (d *depCaches) modules() *depCache {
 	return nil
 }
 
-// restoreModules restores the node_modules tree in place of the install
-// when the worker shared an archive of the cache's exact key whose stamp
-// is want, and the project has none of its paths yet. It returns the key
-// restored, or "" (with the reason in the log) when the install must run.
-// want is kept: a tree installed after it is saved with it.
-func (d *depCaches) restoreModules(ctx context.Context, want modulesStamp) string {
+// modulesStage is the node_modules archive being extracted into a staging
+// folder while the build asks its tools for their versions (npm alone takes
+// a few hundred milliseconds to say its own).
+type modulesStage struct {
+	dir   string
+	done  chan struct{}
+	stats ExtractStats
+	err   error
+}
+
+// stageModules starts extracting the node_modules archive the worker
+// shared under this cache's exact key; nil when there is none (the miss is
+// in the log). restoreModules or discard ends it.
+func (d *depCaches) stageModules(ctx context.Context) *modulesStage {
+	c := d.modules()
+	if c == nil || c.shared == nil {
+		return nil
+	}
+	if c.shared.Key != c.Key {
+		fmt.Fprintf(d.log, "\n▸ cache node_modules: only an older key (%s) is here: installing\n", short(c.shared.Key))
+		return nil
+	}
+	st := &modulesStage{dir: filepath.Join(d.work, "cache-restore", c.Name), done: make(chan struct{})}
+	go func() {
+		defer close(st.done)
+		st.stats, st.err = ExtractFile(ctx, c.archive, st.dir, cacheLimits)
+	}()
+	return st
+}
+
+// discard waits for the extraction and removes what it left.
+func (st *modulesStage) discard() {
+	if st != nil {
+		<-st.done
+		os.RemoveAll(st.dir)
+	}
+}
+
+// restoreModules restores the node_modules tree staged by stageModules in
+// place of the install when its stamp is want and the project has none of
+// its paths yet. It returns the key restored, or "" (with the reason in
+// the log) when the install must run. want is kept: a tree installed after
+// it is saved with it.
+func (d *depCaches) restoreModules(st *modulesStage, want modulesStamp) string {
 	c := d.modules()
 	if c == nil {
 		return ""
 	}
 	c.stamp = &want
-	if c.shared == nil {
-		return "" // the miss is in the log already
-	}
-	if c.shared.Key != c.Key {
-		fmt.Fprintf(d.log, "\n▸ cache node_modules: only an older key (%s) is here: installing\n", short(c.shared.Key))
+	if st == nil {
 		return ""
 	}
 	start := time.Now()
-	stage := filepath.Join(d.work, "cache-restore", c.Name)
-	defer os.RemoveAll(stage)
+	defer st.discard()
+	<-st.done
+	stage, stats, err := st.dir, st.stats, st.err
 	discard := func(format string, args ...any) string {
 		fmt.Fprintf(d.log, "\n▸ warning: cache node_modules: %s: discarded, installing\n", fmt.Sprintf(format, args...))
 		return ""
 	}
-	stats, err := ExtractFile(ctx, c.archive, stage, cacheLimits)
 	if err != nil {
 		return discard("the archive is unusable: %v", err)
 	}
@@ -348,7 +382,7 @@ func (d *depCaches) restoreModules(ctx context.Context, want modulesStamp) strin
 		}
 	}
 	c.restored = c.Key
-	fmt.Fprintf(d.log, "\n▸ cache node_modules: restored (key %s, %s in %s)\n", short(c.Key), bytesize.SI(stats.Bytes), time.Since(start).Round(time.Millisecond))
+	fmt.Fprintf(d.log, "\n▸ cache node_modules: restored (key %s, %s, %s after the tools' versions)\n", short(c.Key), bytesize.SI(stats.Bytes), time.Since(start).Round(time.Millisecond))
 	return c.Key
 }
 

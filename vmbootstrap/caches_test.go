@@ -302,7 +302,7 @@ func TestNodeModulesCache(t *testing.T) {
 			d := newDepCaches(spec(key), filepath.Join(vm, "cache"), vm, filepath.Join(vm, "app"), vm, &log, nil)
 			d.restore(ctx, share, mounts)
 			other := modulesStamp{Key: key, Node: "18.0.0", PackageManager: c.pm + " 1.0.0", OS: runtime.GOOS, Arch: runtime.GOARCH}
-			if got := d.restoreModules(ctx, other); got != "" || !strings.Contains(log.String(), "installed with node ") || !strings.Contains(log.String(), "this build has node 18.0.0") {
+			if got := d.restoreModules(d.stageModules(ctx), other); got != "" || !strings.Contains(log.String(), "installed with node ") || !strings.Contains(log.String(), "this build has node 18.0.0") {
 				t.Errorf("another stamp restored %q:\n%s", got, log.String())
 			}
 			if _, err := os.Lstat(filepath.Join(vm, "app", "node_modules")); err == nil {
@@ -310,7 +310,7 @@ func TestNodeModulesCache(t *testing.T) {
 			}
 			os.MkdirAll(filepath.Join(vm, "app", "node_modules"), 0o755)
 			log.Reset()
-			if got := d.restoreModules(ctx, *d1.modules().stamp); got != "" || !strings.Contains(log.String(), "the project has node_modules already") {
+			if got := d.restoreModules(d.stageModules(ctx), *d1.modules().stamp); got != "" || !strings.Contains(log.String(), "the project has node_modules already") {
 				t.Errorf("restored over the project's own node_modules:\n%s", log.String())
 			}
 		})

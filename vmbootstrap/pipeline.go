@@ -149,13 +149,15 @@ func (p *pipeline) install(ctx context.Context) error {
 	}
 	install := cmds[len(cmds)-1]
 	if c := p.caches.modules(); c != nil {
+		staged := p.caches.stageModules(ctx) // extracts while the tools say their versions
 		stamp, err := p.modulesStamp(ctx, c.Key)
 		if err != nil {
+			staged.discard()
 			if ctx.Err() != nil {
 				return err
 			}
 			fmt.Fprintf(p.runner.out, "\n▸ warning: cache node_modules: cannot tell the tools' versions, installing: %v\n", err)
-		} else if key := p.caches.restoreModules(ctx, stamp); key != "" {
+		} else if key := p.caches.restoreModules(staged, stamp); key != "" {
 			fmt.Fprintf(p.runner.out, "▸ node_modules restored from cache %s, %s skipped\n", short(key), strings.Join(install.Argv[:2], " "))
 			return nil
 		}
