@@ -73,9 +73,10 @@ func (s *Set) Var(v flag.Value, name, env, help string) {
 	s.register(v, name, env, help, "")
 }
 
-// register is Var with the word -h shows for the value (flag's
-// placeholder: "-lease-ttl duration").
-func (s *Set) register(v flag.Value, name, env, help, placeholder string) {
+// register is Var with a note naming the value's kind, whose backquoted
+// word -h shows as flag's placeholder ("a `duration`": "-lease-ttl
+// duration"); without one, flag would show "value" for every setting.
+func (s *Set) register(v flag.Value, name, env, help, kind string) {
 	if raw, src, ok := s.lookup(name, env); ok {
 		if err := v.Set(raw); err != nil {
 			s.errs = append(s.errs, fmt.Errorf("%s: %w", src, err))
@@ -84,8 +85,8 @@ func (s *Set) register(v flag.Value, name, env, help, placeholder string) {
 		}
 	}
 	var notes []string
-	if placeholder != "" {
-		notes = append(notes, "a `"+placeholder+"`")
+	if kind != "" {
+		notes = append(notes, kind)
 	}
 	if env != "" {
 		notes = append(notes, "env "+env)
@@ -153,7 +154,7 @@ func (s *Set) lookup(name, env string) (raw, src string, ok bool) {
 // String registers a text setting.
 func (s *Set) String(p *string, name, env, def, help string) {
 	*p = def
-	s.Var((*stringValue)(p), name, env, help)
+	s.register((*stringValue)(p), name, env, help, "`string`")
 }
 
 // Bool registers a true/false setting (1, 0, true, false, …).
@@ -165,31 +166,31 @@ func (s *Set) Bool(p *bool, name, env string, def bool, help string) {
 // Int registers a whole-number setting of at least least.
 func (s *Set) Int(p *int, name, env string, def, least int, help string) {
 	*p = def
-	s.Var(&intValue{p: p, least: least}, name, env, help)
+	s.register(&intValue{p: p, least: least}, name, env, help, "`int`")
 }
 
 // Float registers a number setting of at least 0.
 func (s *Set) Float(p *float64, name, env string, def float64, help string) {
 	*p = def
-	s.Var((*floatValue)(p), name, env, help)
+	s.register((*floatValue)(p), name, env, help, "`float`")
 }
 
 // Duration registers a positive duration (ParseDuration's syntax).
 func (s *Set) Duration(p *time.Duration, name, env string, def time.Duration, help string) {
 	*p = def
-	s.register(&DurationValue{P: p}, name, env, help, "duration")
+	s.register(&DurationValue{P: p}, name, env, help, "a `duration`")
 }
 
 // DurationOrZero registers a duration that may be 0; help says what 0 means.
 func (s *Set) DurationOrZero(p *time.Duration, name, env string, def time.Duration, help string) {
 	*p = def
-	s.register(&DurationValue{P: p, ZeroOK: true}, name, env, help, "duration")
+	s.register(&DurationValue{P: p, ZeroOK: true}, name, env, help, "a `duration`")
 }
 
 // Size registers a positive size in bytes (ParseSize's syntax).
 func (s *Set) Size(p *int64, name, env string, def int64, help string) {
 	*p = def
-	s.register(&SizeValue{P: p}, name, env, help, "size")
+	s.register(&SizeValue{P: p}, name, env, help, "a `size`")
 }
 
 // tracked records that a flag was given on the command line.

@@ -178,12 +178,13 @@ func TestHelpShowsKindsAndDefaults(t *testing.T) {
 	fs.SetOutput(&b)
 	fs.PrintDefaults()
 	help := b.String()
-	for _, want := range []string{"-timeout duration", "(a duration; env T_TIMEOUT) (default 2h)", "-max size", "(a size; env T_MAX) (default 1MiB)", "(env T_NAME) (default def)"} {
+	for _, want := range []string{"-timeout duration", "(a duration; env T_TIMEOUT) (default 2h)", "-max size", "(a size; env T_MAX) (default 1MiB)",
+		"-name string", "(string; env T_NAME) (default def)", "-n int", "-rate float"} {
 		if !strings.Contains(help, want) {
 			t.Errorf("help does not say %q:\n%s", want, help)
 		}
 	}
-	if strings.Contains(help, "panic") {
-		t.Errorf("help:\n%s", help)
+	if strings.Contains(help, "panic") || strings.Contains(help, " value\n") {
+		t.Errorf("help (no panic, and a kind for every setting, never flag's \"value\"):\n%s", help)
 	}
 }

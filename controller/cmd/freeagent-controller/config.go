@@ -68,7 +68,7 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 		e.DurationOrZero(&st.RetainSources, "retain-sources", "FREEAGENT_RETAIN_SOURCES", st.RetainSources, "how long after a build ends its uploaded source is kept: the window in which a retry can re-use it; 0 keeps sources forever")
 		e.DurationOrZero(&st.RetainLogs, "retain-logs", "FREEAGENT_RETAIN_LOGS", st.RetainLogs, "how long after a build ends its log is kept; 0 keeps logs forever")
 		cfg.Serve.MinFreeDisk = blobs.Floor{Bytes: 5 << 30}
-		e.Var((*floorValue)(&cfg.Serve.MinFreeDisk), "min-free-disk", "FREEAGENT_MIN_FREE_DISK", "with the file store, the free space to keep on its disk (a size such as 5GiB, or a share such as 5%); below it submits answer 507 Insufficient Storage; 0 turns the floor off")
+		e.Var((*floorValue)(&cfg.Serve.MinFreeDisk), "min-free-disk", "FREEAGENT_MIN_FREE_DISK", "with the file store, the free space to keep on its disk (a `floor`: a size such as 5GiB, or a share such as 5%); below it submits answer 507 Insufficient Storage; 0 turns the floor off")
 		e.Duration(&cfg.Serve.GC.Interval, "gc-interval", "FREEAGENT_GC_INTERVAL", gc.DefaultConfig().Interval, "how often expired and orphaned files are deleted (one replica at a time)")
 		e.Duration(&cfg.Serve.ReaperInterval, "reaper-interval", "FREEAGENT_REAPER_INTERVAL", 5*time.Second, "how often expired leases and silent workers are swept")
 		e.String(&cfg.Serve.Name, "name", "FREEAGENT_CONTROLLER_NAME", "", "this replica's name in the controller registry (default: the host name)")
