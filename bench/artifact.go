@@ -48,18 +48,8 @@ func runArtifact(ctx context.Context, e *env) (*ArtifactResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	sub, err := e.submit(ctx, c)
+	job, err := e.startBuild(ctx, c, w, 5*time.Second)
 	if err != nil {
-		return nil, err
-	}
-	job, err := w.poll(ctx, 5*time.Second)
-	if err != nil {
-		return nil, err
-	}
-	if job == nil || job.ID != sub.ID {
-		return nil, fmt.Errorf("the worker did not claim build %s", sub.ID)
-	}
-	if err := w.heartbeat(ctx, job); err != nil {
 		return nil, err
 	}
 	defer func() {

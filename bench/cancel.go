@@ -40,18 +40,8 @@ func runCancel(ctx context.Context, e *env) (*CancelResult, error) {
 // cancelOnce runs one build to the point where it builds, cancels it and
 // measures until the build is cancelled.
 func cancelOnce(ctx context.Context, e *env, c *api.Client, w *simWorker) (time.Duration, error) {
-	sub, err := e.submit(ctx, c)
+	job, err := e.startBuild(ctx, c, w, 10*time.Second)
 	if err != nil {
-		return 0, err
-	}
-	job, err := w.poll(ctx, 10*time.Second)
-	if err != nil {
-		return 0, err
-	}
-	if job == nil || job.ID != sub.ID {
-		return 0, fmt.Errorf("cancel: the worker did not receive build %s", sub.ID)
-	}
-	if err := w.heartbeat(ctx, job); err != nil {
 		return 0, err
 	}
 	type ended struct {

@@ -101,6 +101,26 @@ func (e *env) submit(ctx context.Context, c *api.Client) (api.SubmitResponse, er
 	return resp, nil
 }
 
+// startBuild submits one build, has w claim it within wait and report it
+// building: the opening of every phase that follows a single build.
+func (e *env) startBuild(ctx context.Context, c *api.Client, w *simWorker, wait time.Duration) (*api.Job, error) {
+	sub, err := e.submit(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	job, err := w.poll(ctx, wait)
+	if err != nil {
+		return nil, err
+	}
+	if job == nil || job.ID != sub.ID {
+		return nil, fmt.Errorf("the worker %s did not claim build %s", w.id, sub.ID)
+	}
+	if err := w.heartbeat(ctx, job); err != nil {
+		return nil, err
+	}
+	return job, nil
+}
+
 // Dist summarises a latency distribution, in milliseconds.
 type Dist struct {
 	N    int     `json:"n"`

@@ -262,18 +262,8 @@ func (e *env) transferOnce(ctx context.Context, c *api.Client, pid int, src, sum
 	if err != nil {
 		return t, err
 	}
-	sub, err := e.submit(ctx, c)
+	job, err := e.startBuild(ctx, c, w, 5*time.Second)
 	if err != nil {
-		return t, err
-	}
-	job, err := w.poll(ctx, 5*time.Second)
-	if err != nil {
-		return t, err
-	}
-	if job == nil || job.ID != sub.ID {
-		return t, fmt.Errorf("the worker did not claim build %s", sub.ID)
-	}
-	if err := w.heartbeat(ctx, job); err != nil {
 		return t, err
 	}
 	f, err := os.Open(src)
