@@ -3,7 +3,6 @@ package hostsignals
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os/exec"
@@ -78,6 +77,3 @@ func (l *limited) Write(p []byte) (int, error) {
 }
 
 var _ io.Writer = (*limited)(nil)
-
-// join keeps the non-nil errors.
-func join(errs ...error) error { return errors.Join(errs...) }

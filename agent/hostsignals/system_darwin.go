@@ -1,6 +1,9 @@
 package hostsignals
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Read implements Reader on macOS: the power source and charge from
 // `pmset -g batt`, the time since the owner's last input from
@@ -31,5 +34,5 @@ func (sys System) Read(ctx context.Context) (Signals, error) {
 		s.MemoryPressure = ParseMemoryPressure(out)
 	}
 	errs = append(errs, sys.freeDisk(&s))
-	return s, join(errs...)
+	return s, errors.Join(errs...)
 }

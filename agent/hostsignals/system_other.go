@@ -2,7 +2,10 @@
 
 package hostsignals
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // Read implements Reader off macOS (Linux, with the local driver): the
 // power source and charge from the power-supply class in /sys, and the
@@ -15,5 +18,5 @@ func (sys System) Read(ctx context.Context) (Signals, error) {
 		dir = "/sys/class/power_supply"
 	}
 	err := ReadPowerSupplies(dir, &s)
-	return s, join(err, sys.freeDisk(&s))
+	return s, errors.Join(err, sys.freeDisk(&s))
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
+// View is a page of the queue with why each build waits.
 type View struct {
 	Page           store.QueuePage // Entries: those the scope covers
 	Reasons        []string        // one per entry
@@ -47,7 +48,7 @@ func Load(ctx context.Context, st *store.Store, cursor string, limit int, scope 
 	}
 	now := time.Now()
 	f := newFleet(workers, now, st.Config().WorkerOfflineAfter)
-	f.routes = Routes{Pools: map[string]api.Pool{}, ProjectPools: projectPools}
+	f.routes = routes{Pools: map[string]api.Pool{}, ProjectPools: projectPools}
 	for _, p := range pools {
 		f.routes.Pools[p.Name] = p
 	}
@@ -69,7 +70,7 @@ type fleet struct {
 	online, paused int
 	workers        []fleetWorker // online workers
 	slots          []*fleetWorker
-	routes         Routes
+	routes         routes
 }
 
 // fleetWorker is an online worker and its free build slots.
@@ -85,10 +86,10 @@ type fleetWorker struct {
 // held: w takes no build now, whoever paused it.
 func (w *fleetWorker) held() bool { return w.paused || w.hostPause != "" }
 
-// Routes is what routing needs beside the workers: the pools an admin
+// routes is what routing needs beside the workers: the pools an admin
 // trusts (and lets run credentialed builds on the local driver), and the
 // pools each project may use (a project absent may use any).
-type Routes struct {
+type routes struct {
 	Pools        map[string]api.Pool
 	ProjectPools map[string][]string
 }

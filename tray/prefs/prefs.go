@@ -292,9 +292,9 @@ type Rules struct {
 }
 
 // DefaultRules are the rules of a fresh install.
-func DefaultRules(minFreeGB int) Rules {
+func DefaultRules() Rules {
 	return Rules{MinBatteryPercent: hostsignals.DefaultMinBatteryPercent, IdleMinutes: "auto",
-		PauseThermal: string(hostsignals.ThermalSerious), MinFreeGB: minFreeGB}
+		PauseThermal: string(hostsignals.ThermalSerious), MinFreeGB: int(hostcheck.DefaultMinFree >> 30)}
 }
 
 func (s *Server) load() (Values, error) {
@@ -399,7 +399,7 @@ func parse(f url.Values) (Values, map[string]string) {
 // parseRules reads the owner's rules from the form with the parsers the
 // worker uses. A field left out (an older page) keeps its default.
 func parseRules(f url.Values, problems map[string]string, num func(string, int, int, string) int) Rules {
-	r := DefaultRules(hostcheck.DefaultMinFree >> 30)
+	r := DefaultRules()
 	r.BuildOnBattery = f.Get("build_on_battery") == "on"
 	if f.Has("min_battery_percent") {
 		r.MinBatteryPercent = num("min_battery_percent", 0, 100, "a charge from 0 to 100 %")

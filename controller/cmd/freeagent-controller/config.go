@@ -20,6 +20,10 @@ import (
 	"github.com/freeagent-build/freeagent/internal/config"
 )
 
+// defaultListen is where serve listens without --listen (FREEAGENT_LISTEN),
+// and so where health asks by default.
+const defaultListen = "127.0.0.1:8080"
+
 // Config is the controller binary's whole configuration. Each field comes
 // from its flag, else its environment variable, else the default
 // (package internal/config: one syntax for durations and sizes).
@@ -53,7 +57,7 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 	if serving {
 		st, lim := &cfg.Serve.Store, &cfg.Serve.Limits
 		e.String(&cfg.Serve.BlobStore, "blob-store", "FREEAGENT_BLOB_STORE", "", "where build files live: file:///DIR, or s3://BUCKET/PREFIX?endpoint=URL&region=R shared by every replica (credentials from AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or ~/.aws/credentials); empty: the data directory's files/")
-		e.String(&cfg.Serve.Listen, "listen", "FREEAGENT_LISTEN", "127.0.0.1:8080", "address to serve HTTP on (host:port)")
+		e.String(&cfg.Serve.Listen, "listen", "FREEAGENT_LISTEN", defaultListen, "address to serve HTTP on (host:port)")
 		e.String(&cfg.Serve.TLSCert, "tls-cert", "FREEAGENT_TLS_CERT", "", "PEM certificate chain (leaf first): with --tls-key, serve HTTPS instead of HTTP")
 		e.String(&cfg.Serve.TLSKey, "tls-key", "FREEAGENT_TLS_KEY", "", "PEM private key of --tls-cert")
 		e.Duration(&st.LeaseTTL, "lease-ttl", "FREEAGENT_LEASE_TTL", st.LeaseTTL, "a build lease not renewed for this long expires and the build is requeued")

@@ -12,6 +12,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/freeagent-build/freeagent/internal/config"
 )
 
 // cmdHealth asks a controller on this machine whether it is ready: the
@@ -23,7 +25,7 @@ func cmdHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs.SetOutput(stderr)
 	listen := os.Getenv("FREEAGENT_LISTEN")
 	if listen == "" {
-		listen = "127.0.0.1:8080"
+		listen = defaultListen
 	}
 	scheme := "http"
 	if os.Getenv("FREEAGENT_TLS_CERT") != "" {
@@ -31,14 +33,15 @@ func cmdHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	def := scheme + "://" + loopbackFor(listen) + "/health/ready"
 	u := fs.String("url", def, "the readiness URL to ask (default: FREEAGENT_LISTEN's port on loopback)")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long to wait for the answer")
+	timeout := 5 * time.Second
+	fs.Var(&config.DurationValue{P: &timeout}, "timeout", "how long to wait for the answer (a `duration`)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return usageError{err}
 	}
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *u, nil)
 	if err != nil {

@@ -40,7 +40,7 @@ func cmdApp(args []string, stderr io.Writer) error {
 	prefsSrv, err := prefs.Start(prefs.Config{
 		DataDir: cfg.DataDir,
 		Defaults: prefs.Values{MaxBuilds: defaultMaxBuilds, BuildTimeout: defaultBuildTimeout, Template: defaultTemplate, CacheGB: defaultCacheGB,
-			Rules: prefs.DefaultRules(hostcheck.DefaultMinFree >> 30)},
+			Rules: prefs.DefaultRules()},
 		Secrets: secrets.Open(cfg.DataDir),
 		Test: func(ctx context.Context, controllerURL, apiKey string) hostcheck.Result {
 			return hostcheck.Controller(ctx, hostcheck.Config{ControllerURL: controllerURL, APIKey: apiKey})
