@@ -85,19 +85,14 @@ func DefaultLimits() Limits {
 // limits set to Off (any negative value) into the 0 the handlers read as "no limit".
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
-	fill := func(p *int64, def int64) {
-		if *p <= 0 {
-			*p = def
-		}
-	}
-	fill(&l.JSONBody, d.JSONBody)
-	fill(&l.Source, d.Source)
-	fill(&l.Certs, d.Certs)
-	fill(&l.Credentials, d.Credentials)
-	fill(&l.Artifact, d.Artifact)
-	fill(&l.LogChunk, d.LogChunk)
-	fill(&l.LogTotal, d.LogTotal)
-	fill(&l.BodyMinRate, d.BodyMinRate)
+	l.JSONBody = orDefault(l.JSONBody, d.JSONBody)
+	l.Source = orDefault(l.Source, d.Source)
+	l.Certs = orDefault(l.Certs, d.Certs)
+	l.Credentials = orDefault(l.Credentials, d.Credentials)
+	l.Artifact = orDefault(l.Artifact, d.Artifact)
+	l.LogChunk = orDefault(l.LogChunk, d.LogChunk)
+	l.LogTotal = orDefault(l.LogTotal, d.LogTotal)
+	l.BodyMinRate = orDefault(l.BodyMinRate, d.BodyMinRate)
 	l.LogRead = orDefault(l.LogRead, d.LogRead)
 	l.PollMaxWait = orDefault(l.PollMaxWait, d.PollMaxWait)
 	l.PollBackstop = orDefault(l.PollBackstop, d.PollBackstop)
