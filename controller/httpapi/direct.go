@@ -43,10 +43,26 @@ func (t uploadTicket) ref() blobs.UploadRef {
 	return blobs.UploadRef{Key: t.Key, UploadID: t.UploadID, PartSize: t.PartSize}
 }
 
-// directAnswer is the answer to a signed upload, with its ticket.
-func directAnswer(up blobs.DirectUpload, ticket string, expires time.Time) api.DirectUpload {
-	return api.DirectUpload{Direct: true, URL: up.URL, Headers: up.Headers, PartSize: up.PartSize, Parts: up.PartURLs,
-		Ticket: ticket, ExpiresAt: expires}
+// answerDirectUpload answers a start of a direct upload: {"direct":
+// false} when the store took none (ok false), else where to send the file
+// and the ticket, sealed for binding, that completes it. t carries what
+// the client declared; the staging key, upload id, part size and expiry
+// are filled here from up.
+func (s *Server) answerDirectUpload(w http.ResponseWriter, r *http.Request, binding string, t uploadTicket, up blobs.DirectUpload, ok bool) {
+	if !ok {
+		writeJSON(w, http.StatusOK, api.DirectUpload{Direct: false})
+		return
+	}
+	expires := time.Now().Add(directUploadTTL)
+	t.Key, t.UploadID, t.PartSize, t.Expires = up.Key, up.UploadID, up.PartSize, expires.Add(time.Hour)
+	ticket, err := s.sealTicket(binding, t)
+	if err != nil {
+		s.blobs.AbortDirectUpload(r.Context(), up.UploadRef) //nolint:errcheck // best effort: the collector removes what remains
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.DirectUpload{Direct: true, URL: up.URL, Headers: up.Headers, PartSize: up.PartSize, Parts: up.PartURLs,
+		Ticket: ticket, ExpiresAt: expires})
 }
 
 // checkDeclared validates a DirectUploadRequest's size and SHA-256
@@ -87,19 +103,7 @@ func (s *Server) startDirectUpload(w http.ResponseWriter, r *http.Request, build
 		s.fail(w, r, err)
 		return
 	}
-	if !ok {
-		writeJSON(w, http.StatusOK, api.DirectUpload{Direct: false})
-		return
-	}
-	expires := time.Now().Add(directUploadTTL)
-	ticket, err := s.sealTicket(buildID, uploadTicket{Attempt: attemptID, Name: req.Name, Size: req.Size, SHA256: sum, Key: up.Key,
-		UploadID: up.UploadID, PartSize: up.PartSize, Expires: expires.Add(time.Hour)})
-	if err != nil {
-		s.blobs.AbortDirectUpload(r.Context(), up.UploadRef) //nolint:errcheck // best effort: the collector removes what remains
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, directAnswer(up, ticket, expires))
+	s.answerDirectUpload(w, r, buildID, uploadTicket{Attempt: attemptID, Name: req.Name, Size: req.Size, SHA256: sum}, up, ok)
 }
 
 // completeDirectUpload answers POST .../artifacts/direct/complete: the
@@ -226,19 +230,7 @@ func (s *Server) startSourceUpload(w http.ResponseWriter, r *http.Request, key s
 		s.fail(w, r, err)
 		return
 	}
-	if !ok {
-		writeJSON(w, http.StatusOK, api.DirectUpload{Direct: false})
-		return
-	}
-	expires := time.Now().Add(directUploadTTL)
-	ticket, err := s.sealTicket(sourceTicketAAD(key.ID), uploadTicket{Name: "source", Size: req.Size, SHA256: sum,
-		Key: up.Key, UploadID: up.UploadID, PartSize: up.PartSize, Expires: expires.Add(time.Hour)})
-	if err != nil {
-		s.blobs.AbortDirectUpload(r.Context(), up.UploadRef) //nolint:errcheck // best effort: the collector removes what remains
-		s.fail(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, directAnswer(up, ticket, expires))
+	s.answerDirectUpload(w, r, sourceTicketAAD(key.ID), uploadTicket{Name: "source", Size: req.Size, SHA256: sum}, up, ok)
 }
 
 // directSource is a source archive the CLI uploaded to the store itself,

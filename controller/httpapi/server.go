@@ -18,6 +18,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/store"
 	"github.com/freeagent-build/freeagent/controller/webhooks"
+	"github.com/freeagent-build/freeagent/internal/config"
 )
 
 // Off, set in a Limits field whose zero takes the default (RatePerKey,
@@ -85,53 +86,24 @@ func DefaultLimits() Limits {
 // limits set to Off (any negative value) into the 0 the handlers read as "no limit".
 func (l Limits) withDefaults() Limits {
 	d := DefaultLimits()
-	fill := func(p *int64, def int64) {
-		if *p <= 0 {
-			*p = def
-		}
-	}
-	fill(&l.JSONBody, d.JSONBody)
-	fill(&l.Source, d.Source)
-	fill(&l.Certs, d.Certs)
-	fill(&l.Credentials, d.Credentials)
-	fill(&l.Artifact, d.Artifact)
-	fill(&l.LogChunk, d.LogChunk)
-	fill(&l.LogTotal, d.LogTotal)
-	fill(&l.BodyMinRate, d.BodyMinRate)
-	l.LogRead = orDefault(l.LogRead, d.LogRead)
-	l.PollMaxWait = orDefault(l.PollMaxWait, d.PollMaxWait)
-	l.PollBackstop = orDefault(l.PollBackstop, d.PollBackstop)
-	l.RateKeyBurst = orDefault(l.RateKeyBurst, d.RateKeyBurst)
-	l.AuthFailureBurst = orDefault(l.AuthFailureBurst, d.AuthFailureBurst)
-	l.ArtifactsPerBuild = orOff(l.ArtifactsPerBuild, d.ArtifactsPerBuild)
-	l.BodyGrace = orOff(l.BodyGrace, d.BodyGrace)
-	l.RatePerKey = orOff(l.RatePerKey, d.RatePerKey)
-	l.AuthFailuresPerIP = orOff(l.AuthFailuresPerIP, d.AuthFailuresPerIP)
+	l.JSONBody = config.OrDefault(l.JSONBody, d.JSONBody)
+	l.Source = config.OrDefault(l.Source, d.Source)
+	l.Certs = config.OrDefault(l.Certs, d.Certs)
+	l.Credentials = config.OrDefault(l.Credentials, d.Credentials)
+	l.Artifact = config.OrDefault(l.Artifact, d.Artifact)
+	l.LogChunk = config.OrDefault(l.LogChunk, d.LogChunk)
+	l.LogTotal = config.OrDefault(l.LogTotal, d.LogTotal)
+	l.BodyMinRate = config.OrDefault(l.BodyMinRate, d.BodyMinRate)
+	l.LogRead = config.OrDefault(l.LogRead, d.LogRead)
+	l.PollMaxWait = config.OrDefault(l.PollMaxWait, d.PollMaxWait)
+	l.PollBackstop = config.OrDefault(l.PollBackstop, d.PollBackstop)
+	l.RateKeyBurst = config.OrDefault(l.RateKeyBurst, d.RateKeyBurst)
+	l.AuthFailureBurst = config.OrDefault(l.AuthFailureBurst, d.AuthFailureBurst)
+	l.ArtifactsPerBuild = config.OrOff(l.ArtifactsPerBuild, d.ArtifactsPerBuild)
+	l.BodyGrace = config.OrOff(l.BodyGrace, d.BodyGrace)
+	l.RatePerKey = config.OrOff(l.RatePerKey, d.RatePerKey)
+	l.AuthFailuresPerIP = config.OrOff(l.AuthFailuresPerIP, d.AuthFailuresPerIP)
 	return l
-}
-
-type number interface {
-	~int | ~int64 | ~float64
-}
-
-// orDefault is v, or def when v is zero or negative (a setting that cannot be off).
-func orDefault[T number](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
-}
-
-// orOff is v, def when v is zero, and 0 ("off", as the handlers read it)
-// when v is negative (Off).
-func orOff[T number](v, def T) T {
-	switch {
-	case v == 0:
-		return def
-	case v < 0:
-		return 0
-	}
-	return v
 }
 
 // Server serves the API.
@@ -198,7 +170,7 @@ func New(o Options) *Server {
 	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
 		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, webhooks: o.Webhooks, publicURL: strings.TrimRight(o.PublicURL, "/"), minFree: o.MinFreeDisk,
 		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, rates: newRateLimits(o.Limits), draining: make(chan struct{})}
-	s.keyCache.ttl = orDefault(s.keyCache.ttl, 5*time.Second)
+	s.keyCache.ttl = config.OrDefault(s.keyCache.ttl, 5*time.Second)
 	if s.kick == nil {
 		s.kick = func() {}
 	}

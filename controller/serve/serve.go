@@ -36,6 +36,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/reaper"
 	"github.com/freeagent-build/freeagent/controller/store"
 	"github.com/freeagent-build/freeagent/controller/webhooks"
+	"github.com/freeagent-build/freeagent/internal/config"
 )
 
 // Config is everything `serve` can be told. Every zero field takes its
@@ -116,15 +117,10 @@ func (cfg Config) withDefaults() Config {
 	if cfg.Name == "" {
 		cfg.Name, _ = os.Hostname()
 	}
-	positive := func(p *time.Duration, def time.Duration) {
-		if *p <= 0 {
-			*p = def
-		}
-	}
-	positive(&cfg.ControllerTTL, 5*time.Minute)
-	positive(&cfg.SealInterval, reaper.DefaultSealInterval)
-	positive(&cfg.ReaperInterval, reaper.DefaultInterval)
-	positive(&cfg.LinkTTL, install.DefaultTTL)
+	cfg.ControllerTTL = config.OrDefault(cfg.ControllerTTL, 5*time.Minute)
+	cfg.SealInterval = config.OrDefault(cfg.SealInterval, reaper.DefaultSealInterval)
+	cfg.ReaperInterval = config.OrDefault(cfg.ReaperInterval, reaper.DefaultInterval)
+	cfg.LinkTTL = config.OrDefault(cfg.LinkTTL, install.DefaultTTL)
 	cfg.Store = cfg.Store.WithDefaults()
 	return cfg
 }

@@ -218,7 +218,7 @@ func getBuild(ctx context.Context, q querier, id string) (api.Build, error) {
 	if b.Spec, err = decodeSpec(spec); err != nil {
 		return b, err
 	}
-	if b.Artifacts, err = listArtifacts(ctx, q, id); err != nil {
+	if err := attachArtifacts(ctx, q, []*api.Build{&b}); err != nil {
 		return b, err
 	}
 	b.AttemptHistory, err = listAttempts(ctx, q, id)
@@ -273,33 +273,18 @@ func scanBuildWithPosition(row pgx.Row, pos **int, extra ...any) (api.Build, err
 // artifacts appear when it ends the build; another attempt's never do.
 const visibleArtifact = `(a.attempt_id = '' OR (a.attempt_id = b.attempt_id AND b.status IN ('completed', 'failed', 'cancelled')))`
 
-func listArtifacts(ctx context.Context, q querier, buildID string) ([]api.Artifact, error) {
-	// A build that was running across the upgrade may hold a name twice
-	// (an old row and its attempt's): the attempt's wins.
-	rows, err := q.Query(ctx, `SELECT DISTINCT ON (a.name) a.name, a.size, a.sha256 FROM artifacts a JOIN builds b ON b.id = a.build_id
-		WHERE a.build_id = $1 AND `+visibleArtifact+` ORDER BY a.name, a.attempt_id = ''`, buildID)
-	if err != nil {
-		return nil, fmt.Errorf("list artifacts: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Artifact, error) {
-		a := api.Artifact{}
-		err := r.Scan(&a.Name, &a.Size, &a.SHA256)
-		a.URL = ArtifactURL(buildID, a.Name)
-		return a, err
-	})
-	if out == nil {
-		out = []api.Artifact{}
-	}
-	return out, err
-}
-
-// attachArtifacts fills in the artifacts of a page of builds with one
-// query (as listArtifacts does for one build).
+// attachArtifacts fills in the artifacts of builds (one, or a page of
+// them) with one query.
 func attachArtifacts(ctx context.Context, q querier, builds []*api.Build) error {
+	if len(builds) == 0 {
+		return nil
+	}
 	ids := make([]string, len(builds))
 	for i, b := range builds {
 		ids[i] = b.ID
 	}
+	// A build that was running across the upgrade may hold a name twice
+	// (an old row and its attempt's): the attempt's wins.
 	rows, err := q.Query(ctx, `SELECT DISTINCT ON (a.build_id, a.name) a.build_id, a.name, a.size, a.sha256 FROM artifacts a JOIN builds b ON b.id = a.build_id
 		WHERE a.build_id = ANY($1) AND `+visibleArtifact+` ORDER BY a.build_id, a.name, a.attempt_id = ''`, ids)
 	if err != nil {

@@ -21,6 +21,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/freeagent-build/freeagent/internal/config"
 )
 
 //go:embed migrations/*.sql
@@ -106,40 +108,23 @@ const Off = -1
 // keeps files forever (as on the command line), and ControllerID stays as given.
 func (c Config) WithDefaults() Config {
 	d := DefaultConfig()
-	orDefault := func(p *time.Duration, def time.Duration) {
-		if *p <= 0 {
-			*p = def
-		}
-	}
-	orOff := func(p *time.Duration, def time.Duration) {
-		switch {
-		case *p == 0:
-			*p = def
-		case *p < 0:
-			*p = 0
-		}
-	}
-	orDefault(&c.LeaseTTL, d.LeaseTTL)
-	orDefault(&c.TokenTTL, d.TokenTTL)
-	orDefault(&c.OTPTTL, d.OTPTTL)
-	orDefault(&c.VMTokenTTL, d.VMTokenTTL)
-	orDefault(&c.WorkerOfflineAfter, d.WorkerOfflineAfter)
-	orDefault(&c.DefaultTimeout, d.DefaultTimeout)
-	orDefault(&c.TimeoutGrace, d.TimeoutGrace)
-	orDefault(&c.ReleaseAttentionWindow, d.ReleaseAttentionWindow)
-	orDefault(&c.BuildTokenTTL, d.BuildTokenTTL)
-	orOff(&c.MaxBackoff, d.MaxBackoff)
-	orOff(&c.TokenRotateAfter, d.TokenRotateAfter)
-	orOff(&c.TokenDeliveryGrace, d.TokenDeliveryGrace)
-	orOff(&c.WarmPlacementWait, d.WarmPlacementWait)
+	c.LeaseTTL = config.OrDefault(c.LeaseTTL, d.LeaseTTL)
+	c.TokenTTL = config.OrDefault(c.TokenTTL, d.TokenTTL)
+	c.OTPTTL = config.OrDefault(c.OTPTTL, d.OTPTTL)
+	c.VMTokenTTL = config.OrDefault(c.VMTokenTTL, d.VMTokenTTL)
+	c.WorkerOfflineAfter = config.OrDefault(c.WorkerOfflineAfter, d.WorkerOfflineAfter)
+	c.DefaultTimeout = config.OrDefault(c.DefaultTimeout, d.DefaultTimeout)
+	c.TimeoutGrace = config.OrDefault(c.TimeoutGrace, d.TimeoutGrace)
+	c.ReleaseAttentionWindow = config.OrDefault(c.ReleaseAttentionWindow, d.ReleaseAttentionWindow)
+	c.BuildTokenTTL = config.OrDefault(c.BuildTokenTTL, d.BuildTokenTTL)
+	c.MaxAttempts = config.OrDefault(c.MaxAttempts, d.MaxAttempts)
+	c.ReleaseAttentionCount = config.OrDefault(c.ReleaseAttentionCount, d.ReleaseAttentionCount)
+	c.MaxBackoff = config.OrOff(c.MaxBackoff, d.MaxBackoff)
+	c.TokenRotateAfter = config.OrOff(c.TokenRotateAfter, d.TokenRotateAfter)
+	c.TokenDeliveryGrace = config.OrOff(c.TokenDeliveryGrace, d.TokenDeliveryGrace)
+	c.WarmPlacementWait = config.OrOff(c.WarmPlacementWait, d.WarmPlacementWait)
 	for _, p := range []*time.Duration{&c.RetainArtifacts, &c.RetainSources, &c.RetainLogs} {
 		*p = max(*p, 0)
-	}
-	if c.MaxAttempts <= 0 {
-		c.MaxAttempts = d.MaxAttempts
-	}
-	if c.ReleaseAttentionCount <= 0 {
-		c.ReleaseAttentionCount = d.ReleaseAttentionCount
 	}
 	return c
 }

@@ -3,12 +3,9 @@ package store
 import (
 	"context"
 	"fmt"
-	"regexp"
 
 	"github.com/freeagent-build/freeagent/controller/api"
 )
-
-var cacheKeyPattern = regexp.MustCompile(`^[0-9a-f]{64}$`)
 
 // SetWorkerCache records what the worker reports of its dependency caches
 // (PUT /api/workers/cache): its keys replace the ones it reported before,
@@ -19,7 +16,7 @@ func (s *Store) SetWorkerCache(ctx context.Context, w WorkerAuth, c api.WorkerCa
 		return fmt.Errorf("%w: %d cache keys; report at most the newest %d", ErrInvalid, len(c.Keys), api.MaxWorkerCacheKeys)
 	}
 	for _, k := range c.Keys {
-		if !cacheKeyPattern.MatchString(k) {
+		if !sha256Hex.MatchString(k) {
 			return fmt.Errorf("%w: cache key %q is not 64 lowercase hex digits", ErrInvalid, k)
 		}
 	}
