@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/boundedfile"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
 	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
@@ -397,11 +398,10 @@ func (d *depCaches) installedModules() {
 // readStamp reads a node_modules archive's stamp.
 func readStamp(p string) (modulesStamp, error) {
 	var s modulesStamp
-	info, err := os.Lstat(p)
-	if err != nil || !info.Mode().IsRegular() || info.Size() > 64<<10 {
+	data, err := boundedfile.ReadNoFollow(p, 64<<10)
+	if errors.Is(err, fs.ErrNotExist) {
 		return s, errors.New("the archive has no stamp")
 	}
-	data, err := os.ReadFile(p)
 	if err == nil {
 		err = json.Unmarshal(data, &s)
 	}
