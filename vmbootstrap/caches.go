@@ -256,19 +256,26 @@ func (d *depCaches) extract(ctx context.Context, c *depCache, archive string) (i
 			fmt.Fprintf(d.log, "▸ cache %s: %s/ is made by expo prebuild: %s is not restored\n", c.Name, native, dst)
 			continue
 		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o770); err != nil {
+		if err := d.moveInto(src, dst); err != nil {
 			return 0, err
-		}
-		if err := os.Rename(src, dst); err != nil {
-			return 0, err
-		}
-		if d.user != nil {
-			if err := d.shareWritable(dst); err != nil {
-				return 0, err
-			}
 		}
 	}
 	return stats.Bytes, nil
+}
+
+// moveInto moves an extracted tree src to its place dst, writable by the
+// build user's tools (Metro writes node_modules/.cache).
+func (d *depCaches) moveInto(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o770); err != nil {
+		return err
+	}
+	if err := os.Rename(src, dst); err != nil {
+		return err
+	}
+	if d.user != nil {
+		return d.shareWritable(dst)
+	}
+	return nil
 }
 
 // modules is the node_modules cache, nil when the build has none.
@@ -368,14 +375,7 @@ func (d *depCaches) restoreModules(st *modulesStage, want modulesStamp) string {
 		if _, err := os.Lstat(src); err != nil {
 			continue
 		}
-		err := os.MkdirAll(filepath.Dir(dst), 0o770)
-		if err == nil {
-			err = os.Rename(src, dst)
-		}
-		if err == nil && d.user != nil {
-			err = d.shareWritable(dst) // Metro writes node_modules/.cache
-		}
-		if err != nil {
+		if err := d.moveInto(src, dst); err != nil {
 			for _, p := range c.paths[:i+1] {
 				os.RemoveAll(p)
 			}
