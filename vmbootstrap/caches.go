@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/boundedfile"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
 	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
@@ -255,19 +256,26 @@ func (d *depCaches) extract(ctx context.Context, c *depCache, archive string) (i
 			fmt.Fprintf(d.log, "▸ cache %s: %s/ is made by expo prebuild: %s is not restored\n", c.Name, native, dst)
 			continue
 		}
-		if err := os.MkdirAll(filepath.Dir(dst), 0o770); err != nil {
+		if err := d.moveInto(src, dst); err != nil {
 			return 0, err
-		}
-		if err := os.Rename(src, dst); err != nil {
-			return 0, err
-		}
-		if d.user != nil {
-			if err := d.shareWritable(dst); err != nil {
-				return 0, err
-			}
 		}
 	}
 	return stats.Bytes, nil
+}
+
+// moveInto moves an extracted tree src to its place dst, writable by the
+// build user's tools (Metro writes node_modules/.cache).
+func (d *depCaches) moveInto(src, dst string) error {
+	if err := os.MkdirAll(filepath.Dir(dst), 0o770); err != nil {
+		return err
+	}
+	if err := os.Rename(src, dst); err != nil {
+		return err
+	}
+	if d.user != nil {
+		return d.shareWritable(dst)
+	}
+	return nil
 }
 
 // modules is the node_modules cache, nil when the build has none.
@@ -367,14 +375,7 @@ func (d *depCaches) restoreModules(st *modulesStage, want modulesStamp) string {
 		if _, err := os.Lstat(src); err != nil {
 			continue
 		}
-		err := os.MkdirAll(filepath.Dir(dst), 0o770)
-		if err == nil {
-			err = os.Rename(src, dst)
-		}
-		if err == nil && d.user != nil {
-			err = d.shareWritable(dst) // Metro writes node_modules/.cache
-		}
-		if err != nil {
+		if err := d.moveInto(src, dst); err != nil {
 			for _, p := range c.paths[:i+1] {
 				os.RemoveAll(p)
 			}
@@ -397,11 +398,10 @@ func (d *depCaches) installedModules() {
 // readStamp reads a node_modules archive's stamp.
 func readStamp(p string) (modulesStamp, error) {
 	var s modulesStamp
-	info, err := os.Lstat(p)
-	if err != nil || !info.Mode().IsRegular() || info.Size() > 64<<10 {
+	data, err := boundedfile.ReadNoFollow(p, 64<<10)
+	if errors.Is(err, fs.ErrNotExist) {
 		return s, errors.New("the archive has no stamp")
 	}
-	data, err := os.ReadFile(p)
 	if err == nil {
 		err = json.Unmarshal(data, &s)
 	}
@@ -508,21 +508,13 @@ func writeCacheArchive(dir, name string, paths []string, stamp []byte) (int64, e
 			continue
 		}
 		any = true
-		err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, err := filepath.Rel(root, p)
-			if err != nil {
-				return err
-			}
-			n, err := addToArchive(tw, strconv.Itoa(i), root, p, rel, e, stamp != nil)
-			total += n
-			return err
+		n, err := writeTree(tw, root, strconv.Itoa(i), func(p, _ string, info fs.FileInfo, link string) (bool, error) {
+			return admitToCache(root, p, info, link, stamp != nil)
 		})
 		if err != nil {
 			return 0, err
 		}
+		total += n
 	}
 	if !any {
 		return 0, errNothingToCache
@@ -550,60 +542,25 @@ func writeCacheArchive(dir, name string, paths []string, stamp []byte) (int64, e
 	return total, os.Rename(f.Name(), filepath.Join(dir, name))
 }
 
-// addToArchive adds p (rel inside root) to tw under tree; what the host
-// would refuse (links leaving the tree, devices, sockets) is left out, or
-// with whole fails the archive: a node_modules tree missing a package
-// (npm links a file: dependency to its folder outside node_modules) must
-// not stand in for an install.
-func addToArchive(tw *tar.Writer, tree, root, p, rel string, e fs.DirEntry, whole bool) (int64, error) {
-	info, err := e.Info()
-	if err != nil {
-		return 0, err
-	}
-	link := ""
+// admitToCache decides on a link or special file p of the tree at root:
+// what the host would refuse (links leaving the tree, devices, sockets) is
+// left out, or with whole fails the archive: a node_modules tree missing a
+// package (npm links a file: dependency to its folder outside
+// node_modules) must not stand in for an install.
+func admitToCache(root, p string, info fs.FileInfo, link string, whole bool) (bool, error) {
+	var why error
 	switch {
-	case e.IsDir(), info.Mode().IsRegular():
-	case info.Mode()&fs.ModeSymlink != 0:
-		if link, err = os.Readlink(p); err != nil {
-			return 0, err
-		}
-		if filepath.IsAbs(link) || !inside(filepath.Join(filepath.Dir(p), link), root) {
-			if whole {
-				return 0, fmt.Errorf("%w: %s links to %s", errLeavesTree, p, link)
-			}
-			return 0, nil
-		}
+	case info.Mode()&fs.ModeSymlink == 0:
+		why = fmt.Errorf("%w: %s is not a file, directory or link", errLeavesTree, p)
+	case filepath.IsAbs(link) || !inside(filepath.Join(filepath.Dir(p), link), root):
+		why = fmt.Errorf("%w: %s links to %s", errLeavesTree, p, link)
 	default:
-		if whole {
-			return 0, fmt.Errorf("%w: %s is not a file, directory or link", errLeavesTree, p)
-		}
-		return 0, nil
+		return true, nil
 	}
-	h, err := tar.FileInfoHeader(info, filepath.ToSlash(link))
-	if err != nil {
-		return 0, err
+	if whole {
+		return false, why
 	}
-	h.Name = tree
-	if rel != "." {
-		h.Name += "/" + filepath.ToSlash(rel)
-	}
-	if e.IsDir() {
-		h.Name += "/"
-	}
-	h.Uname, h.Gname, h.Uid, h.Gid = "", "", 0, 0
-	if err := tw.WriteHeader(h); err != nil {
-		return 0, err
-	}
-	if !info.Mode().IsRegular() {
-		return 0, nil
-	}
-	in, err := os.Open(p)
-	if err != nil {
-		return 0, err
-	}
-	defer in.Close()
-	n, err := io.Copy(tw, in)
-	return n, err
+	return false, nil
 }
 
 func inside(p, root string) bool {

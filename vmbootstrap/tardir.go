@@ -30,8 +30,24 @@ func tarGzDir(dir, out string) (err error) {
 	}()
 	gz := gzip.NewWriter(f)
 	tw := tar.NewWriter(gz)
-	base := filepath.Base(dir)
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	_, err = writeTree(tw, dir, filepath.Base(dir), func(_, rel string, info fs.FileInfo, _ string) (bool, error) {
+		if info.Mode()&fs.ModeSymlink != 0 {
+			return true, nil
+		}
+		return false, fmt.Errorf("%s is neither a file, a directory nor a symlink", rel)
+	})
+	return errors.Join(err, tw.Close(), gz.Close())
+}
+
+// writeTree adds the tree at root to tw under the name prefix: its
+// directories (named with a trailing "/"), regular files and symbolic
+// links, with their modes and without owners. Any other entry (a link,
+// with its target, or a special file), at p and rel inside root, goes
+// through admit: kept, left out (false) or the end of the walk (an error).
+// It returns the bytes of regular files written.
+func writeTree(tw *tar.Writer, root, prefix string, admit func(p, rel string, info fs.FileInfo, link string) (bool, error)) (int64, error) {
+	var total int64
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -39,23 +55,26 @@ func tarGzDir(dir, out string) (err error) {
 		if err != nil {
 			return err
 		}
-		rel, err := filepath.Rel(dir, p)
+		rel, err := filepath.Rel(root, p)
 		if err != nil {
 			return err
 		}
 		link := ""
-		if d.Type()&fs.ModeSymlink != 0 {
-			if link, err = os.Readlink(p); err != nil {
+		if !d.IsDir() && !d.Type().IsRegular() {
+			if d.Type()&fs.ModeSymlink != 0 {
+				if link, err = os.Readlink(p); err != nil {
+					return err
+				}
+			}
+			if keep, err := admit(p, rel, info, link); !keep || err != nil {
 				return err
 			}
-		} else if !d.IsDir() && !d.Type().IsRegular() {
-			return fmt.Errorf("%s is neither a file, a directory nor a symlink", rel)
 		}
-		h, err := tar.FileInfoHeader(info, link)
+		h, err := tar.FileInfoHeader(info, filepath.ToSlash(link))
 		if err != nil {
 			return err
 		}
-		h.Name = path.Join(base, filepath.ToSlash(rel))
+		h.Name = path.Join(prefix, filepath.ToSlash(rel))
 		if d.IsDir() {
 			h.Name += "/"
 		}
@@ -71,8 +90,9 @@ func tarGzDir(dir, out string) (err error) {
 			return err
 		}
 		defer src.Close()
-		_, err = io.Copy(tw, src)
+		n, err := io.Copy(tw, src)
+		total += n
 		return err
 	})
-	return errors.Join(err, tw.Close(), gz.Close())
+	return total, err
 }

@@ -257,7 +257,7 @@ func (s *Store) copyValidated(src, dst string) (int64, error) {
 		}
 		os.Remove(dst) // what was copied is room too
 		s.mu.Lock()
-		freed := s.fits(src) && s.evictOldest("")
+		freed := s.fits(src) && s.evictOldest()
 		s.mu.Unlock()
 		if !freed {
 			return 0, fmt.Errorf("the disk is full and evicting caches cannot make room for this one: %w", err)
@@ -352,13 +352,12 @@ func (s *Store) evict(size int64, replacing string) error {
 	return nil
 }
 
-// evictOldest removes the least recently used archive outside keep (a
-// cache directory, or ""), reporting whether there was one. Caller holds
-// s.mu.
-func (s *Store) evictOldest(keep string) bool {
+// evictOldest removes the least recently used archive, reporting whether
+// there was one. Caller holds s.mu.
+func (s *Store) evictOldest() bool {
 	all := s.list()
 	for i := len(all) - 1; i >= 0; i-- {
-		if all[i].cache != keep && os.Remove(all[i].path) == nil {
+		if os.Remove(all[i].path) == nil {
 			return true
 		}
 	}

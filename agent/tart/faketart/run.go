@@ -322,19 +322,10 @@ func runRun(a *app, p *parsed) error {
 	// Softnet (--net-softnet, implied by --net-softnet-allow/-block/-expose,
 	// and --net-host) is a separate program Tart looks up on its own PATH
 	// when it configures the VM's network, before the shares.
-	var softnet *softnetPolicy
-	if p.flag["net-softnet"] || p.flag["net-host"] || p.has("net-softnet-allow") || p.has("net-softnet-block") || p.has("net-softnet-expose") {
-		if !onPath("softnet") {
-			global.Close()
-			return genericErr(`InitializationFailed(why: "softnet not found in PATH")`)
-		}
-		// softnet itself refuses a bad list (Tart passes it on unread).
-		pol, err := parseSoftnet(p.strDefault("net-softnet-allow", ""), p.strDefault("net-softnet-block", ""))
-		if err != nil {
-			global.Close()
-			return err
-		}
-		softnet = pol
+	useSoftnet := p.flag["net-softnet"] || p.flag["net-host"] || p.has("net-softnet-allow") || p.has("net-softnet-block") || p.has("net-softnet-expose")
+	if useSoftnet && !onPath("softnet") {
+		global.Close()
+		return genericErr(`InitializationFailed(why: "softnet not found in PATH")`)
 	}
 
 	// Directory shares (VM configuration happens before locking in tart).
@@ -388,6 +379,15 @@ func runRun(a *app, p *parsed) error {
 		}
 	}
 	global.Close()
+
+	// softnet itself refuses a bad list (Tart passes it on unread) once
+	// the VM starts: after the lock and the VM limit.
+	var softnet *softnetPolicy
+	if useSoftnet {
+		if softnet, err = parseSoftnet(p.strDefault("net-softnet-allow", ""), p.strDefault("net-softnet-block", "")); err != nil {
+			return rs.exit(err)
+		}
+	}
 
 	if vmnetEnabled() {
 		lease, err := acquireVMNet(name)

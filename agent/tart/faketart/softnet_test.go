@@ -58,6 +58,13 @@ func TestSoftnetFlags(t *testing.T) {
 	} {
 		f.fails(1, badValue(c.opt, c.bad), "run", "--no-graphics", c.flag, c.list, "vm")
 	}
+	// softnet reads its lists only once the VM starts: a running VM is
+	// found first, as Tart finds it.
+	running := f.start("--no-graphics", "vm")
+	faketarttest.WaitFor(5*time.Second, func() bool { return f.state("vm") == "running" || running.exited() })
+	f.fails(2, "VM \"vm\" is already running!\n", "run", "--no-graphics", "--net-softnet-allow", "10.0.0/8", "vm")
+	f.ok("stop", "vm")
+	running.wait(t, 5*time.Second)
 	for _, args := range [][]string{
 		{"--net-softnet"},
 		{"--net-softnet-allow", "10.0.0.0/8,@host,192.168.1.7/32"},
