@@ -4,8 +4,8 @@
 // rules, whether the worker may start a build now. A running build is never
 // judged: the rules only hold back the next one.
 //
-// The readings come from the system (Read: pmset, ioreg, sysctl and statfs
-// on macOS; /sys on Linux) or, when FREEAGENT_HOST_SIGNALS names a JSON
+// The readings come from the system (Read: pmset, ioreg, sysctl(3) and
+// statfs on macOS; /sys on Linux) or, when FREEAGENT_HOST_SIGNALS names a JSON
 // file, from that file, re-read at every check (tests, and owners who want
 // to script it). A reading that is not available is unknown, and an unknown
 // reading never holds a build back.
@@ -117,5 +117,5 @@ func ForHost(path, dataDir string) Reader {
 	if path != "" {
 		return File{Path: path}
 	}
-	return System{DataDir: dataDir}
+	return &System{DataDir: dataDir}
 }

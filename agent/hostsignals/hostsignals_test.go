@@ -2,6 +2,7 @@ package hostsignals
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -91,10 +92,10 @@ func TestParsePmsetTherm(t *testing.T) {
 	}
 }
 
-func TestParseMemoryPressure(t *testing.T) {
-	for in, want := range map[string]string{"1\n": MemoryNormal, "2": MemoryWarn, "4\n": MemoryCritical, "": "", "x": ""} {
-		if got := ParseMemoryPressure(in); got != want {
-			t.Errorf("%q: %q, want %q", in, got, want)
+func TestMemoryPressureLevel(t *testing.T) {
+	for in, want := range map[uint32]string{1: MemoryNormal, 2: MemoryWarn, 4: MemoryCritical, 0: "", 3: ""} {
+		if got := MemoryPressureLevel(in); got != want {
+			t.Errorf("%d: %q, want %q", in, got, want)
 		}
 	}
 }
@@ -130,7 +131,8 @@ func TestSystemReadsFreeDisk(t *testing.T) {
 	if _, err := os.Stat("/usr/bin/pmset"); err == nil {
 		t.Skip("macOS: the system readings are the Mac's")
 	}
-	s, err := System{DataDir: t.TempDir(), PowerSupplies: t.TempDir()}.Read(context.Background())
+	sys := &System{DataDir: t.TempDir(), PowerSupplies: t.TempDir()}
+	s, err := sys.Read(context.Background())
 	if err != nil || s.FreeDiskBytes == nil || *s.FreeDiskBytes == 0 || s.IdleSeconds != nil || s.Thermal != "" {
 		t.Fatalf("%+v %v: want the free disk, and idle and thermal unknown", s, err)
 	}
@@ -267,4 +269,37 @@ func TestGate(t *testing.T) {
 	if got := g.PauseReason(context.Background()); got != "" {
 		t.Fatalf("cleared: %q", got)
 	}
+}
+
+// TestSlowReading: a settled reading is kept for its period, any other is
+// read at every check, and a failed read is never kept.
+func TestSlowReading(t *testing.T) {
+	clock := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	r := slowReading[Thermal]{now: func() time.Time { return clock }}
+	reads := 0
+	next, nextErr := ThermalNominal, error(nil)
+	read := func() (Thermal, error) { reads++; return next, nextErr }
+	get := func(want Thermal, wantReads int) {
+		t.Helper()
+		got, err := r.get(30*time.Second, ThermalNominal, read)
+		if got != want || reads != wantReads || (err != nil) != (want == "") {
+			t.Fatalf("at %s: %q after %d reads (err %v), want %q after %d", clock.Format("15:04:05"), got, reads, err, want, wantReads)
+		}
+	}
+	get(ThermalNominal, 1)
+	clock = clock.Add(29 * time.Second)
+	get(ThermalNominal, 1) // nominal, younger than 30 s: kept
+	clock = clock.Add(time.Second)
+	next = ThermalSerious
+	get(ThermalSerious, 2) // 30 s old: read again
+	clock = clock.Add(time.Second)
+	next = ThermalFair
+	get(ThermalFair, 3) // not settled: read at every check
+	clock = clock.Add(time.Second)
+	next, nextErr = "", errors.New("pmset failed")
+	get("", 4)
+	clock = clock.Add(time.Second)
+	next, nextErr = ThermalNominal, nil
+	get(ThermalNominal, 5) // a failure is not kept
+	get(ThermalNominal, 5)
 }

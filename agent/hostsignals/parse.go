@@ -135,15 +135,15 @@ func ParsePmsetTherm(out string) Thermal {
 	return t
 }
 
-// ParseMemoryPressure reads `sysctl -n kern.memorystatus_vm_pressure_level`
-// (1 normal, 2 warn, 4 critical); "" when it is something else.
-func ParseMemoryPressure(out string) string {
-	switch strings.TrimSpace(out) {
-	case "1":
+// MemoryPressureLevel names a kern.memorystatus_vm_pressure_level value
+// (1 normal, 2 warn, 4 critical); "" for any other.
+func MemoryPressureLevel(level uint32) string {
+	switch level {
+	case 1:
 		return MemoryNormal
-	case "2":
+	case 2:
 		return MemoryWarn
-	case "4":
+	case 4:
 		return MemoryCritical
 	}
 	return ""

@@ -3,14 +3,18 @@ package hostsignals
 import (
 	"context"
 	"errors"
+	"fmt"
+
+	"golang.org/x/sys/unix"
 )
 
 // Read implements Reader on macOS: the power source and charge from
 // `pmset -g batt`, the time since the owner's last input from
-// `ioreg -c IOHIDSystem`, the thermal state from `pmset -g therm`, memory
-// pressure from sysctl and the free disk from statfs. None needs cgo or
-// root.
-func (sys System) Read(ctx context.Context) (Signals, error) {
+// `ioreg -c IOHIDSystem`, the thermal state from `pmset -g therm` (kept
+// for thermalEvery while nominal), memory pressure from sysctl(3) and the
+// free disk from statfs. None needs cgo or root; a check starts two
+// processes, three when the thermal state is due.
+func (sys *System) Read(ctx context.Context) (Signals, error) {
 	var s Signals
 	var errs []error
 	if out, err := output(ctx, "/usr/bin/pmset", "-g", "batt"); err != nil {
@@ -23,15 +27,16 @@ func (sys System) Read(ctx context.Context) (Signals, error) {
 	} else if idle, ok := ParseIoregIdle(out); ok {
 		s.IdleSeconds = &idle
 	}
-	if out, err := output(ctx, "/usr/bin/pmset", "-g", "therm"); err != nil {
-		errs = append(errs, err)
+	thermal, err := sys.thermal.get(thermalEvery, ThermalNominal, func() (Thermal, error) {
+		out, err := output(ctx, "/usr/bin/pmset", "-g", "therm")
+		return ParsePmsetTherm(out), err
+	})
+	s.Thermal = thermal
+	errs = append(errs, err)
+	if level, err := unix.SysctlUint32("kern.memorystatus_vm_pressure_level"); err != nil {
+		errs = append(errs, fmt.Errorf("sysctl kern.memorystatus_vm_pressure_level: %w", err))
 	} else {
-		s.Thermal = ParsePmsetTherm(out)
-	}
-	if out, err := output(ctx, "/usr/sbin/sysctl", "-n", "kern.memorystatus_vm_pressure_level"); err != nil {
-		errs = append(errs, err)
-	} else {
-		s.MemoryPressure = ParseMemoryPressure(out)
+		s.MemoryPressure = MemoryPressureLevel(level)
 	}
 	errs = append(errs, sys.freeDisk(&s))
 	return s, errors.Join(errs...)
