@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -175,12 +176,12 @@ func TestConfigConcurrentUpdatesAndPruning(t *testing.T) {
 }
 
 func TestProgressDrawsOnlyOnTerminal(t *testing.T) {
-	var errb syncBuffer
+	var errb syncbuf.Buffer
 	u := &ui{out: io.Discard, err: &errb, errTTY: true}
 	p := u.newProgress("Uploading", 1000)
 	p.done.Store(500)
 	p.moved.Store(300)
-	errb.waitFor(t, "50%", 2*time.Second)
+	waitFor(t, &errb, "50%", 2*time.Second)
 	p.finish()
 	if s := errb.String(); !strings.Contains(s, "Uploading") || !strings.Contains(s, "/s") {
 		t.Errorf("bar: %q", s)

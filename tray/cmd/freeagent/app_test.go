@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/tray/prefs/prefstest"
 
 	"github.com/godbus/dbus/v5"
@@ -290,13 +291,10 @@ type runningApp struct {
 	menu   *trayMenu
 	exited chan error
 	dir    string // test scratch: data/, opened.txt
-	mu     sync.Mutex
-	out    bytes.Buffer
+	out    syncbuf.Buffer
 }
 
 func (a *runningApp) output() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	return a.out.String()
 }
 
@@ -339,8 +337,7 @@ func startApp(t *testing.T, args []string, env ...string) *runningApp {
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout = syncWriter{&a.mu, &a.out}
-	cmd.Stderr = syncWriter{&a.mu, &a.out}
+	cmd.Stdout, cmd.Stderr = &a.out, &a.out
 	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -369,17 +366,6 @@ func startApp(t *testing.T, args []string, env ...string) *runningApp {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return a
-}
-
-type syncWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
 }
 
 // TestFirstRunThroughPreferences starts the app with nothing set up: the
