@@ -1,9 +1,7 @@
 package agent_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -256,16 +254,7 @@ func fixture(t testing.TB, buildSh string) []byte {
 		"app.json":     `{"expo":{"name":"fixture","slug":"fixture"}}`,
 		"build.sh":     buildSh,
 	}
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for name, body := range files {
-		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(body))})
-		tw.Write([]byte(body))
-	}
-	tw.Close()
-	gz.Close()
-	return buf.Bytes()
+	return controllertest.Project(t, files)
 }
 
 func (f *farm) submit(buildSh string) string {

@@ -1,10 +1,8 @@
 package main
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"net"
@@ -24,6 +22,7 @@ import (
 	"github.com/godbus/dbus/v5"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/pgcluster"
 )
 
@@ -191,16 +190,7 @@ func projectWaitingFor(t *testing.T, file string) []byte {
 		"app.json":     `{"expo":{"name":"fixture","slug":"fixture"}}`,
 		"build.sh":     fmt.Sprintf("while [ ! -e %q ]; do sleep 0.05; done\nmkdir -p \"$FREEAGENT_ARTIFACTS_DIR\"\necho ok > \"$FREEAGENT_ARTIFACTS_DIR/app.apk\"\n", file),
 	}
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for name, body := range files {
-		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(body))})
-		tw.Write([]byte(body))
-	}
-	tw.Close()
-	gz.Close()
-	return buf.Bytes()
+	return controllertest.Project(t, files)
 }
 
 // TestMenuBarOverDBus runs `freeagent app` against a real controller and
