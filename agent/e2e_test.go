@@ -1,9 +1,7 @@
 package agent_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -31,6 +29,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/launchd"
 )
 
@@ -184,21 +183,9 @@ func (f *farm) guestEnv(kv map[string]string) {
 // agentProc is a running `freeagent run`.
 type agentProc struct {
 	cmd  *exec.Cmd
-	log  *bytes.Buffer
-	mu   *sync.Mutex
+	log  *syncbuf.Buffer
 	done chan error
 	dir  string
-}
-
-type syncWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
 }
 
 func (f *farm) startAgent(extraEnv ...string) *agentProc {
@@ -226,8 +213,8 @@ func (f *farm) startAgent(extraEnv ...string) *agentProc {
 		append([]string{"FREEAGENT_API_KEY=" + f.workerKey, "FREEAGENT_POLL_WAIT=2s",
 			// The host's disk floor holds builds back (issue 19); a CI disk may be small.
 			"FREEAGENT_MIN_FREE_GB=1"}, extraEnv...)...)
-	p := &agentProc{cmd: cmd, log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan error, 1), dir: dir}
-	cmd.Stdout, cmd.Stderr = syncWriter{p.mu, p.log}, syncWriter{p.mu, p.log}
+	p := &agentProc{cmd: cmd, log: &syncbuf.Buffer{}, done: make(chan error, 1), dir: dir}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
 		f.t.Fatal(err)
 	}
@@ -242,11 +229,7 @@ func (f *farm) startAgent(extraEnv ...string) *agentProc {
 	return p
 }
 
-func (p *agentProc) output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
-}
+func (p *agentProc) output() string { return p.log.String() }
 
 // stop sends SIGTERM (a drain) and waits for a clean exit.
 func (p *agentProc) stop(t testing.TB) {
@@ -271,16 +254,7 @@ func fixture(t testing.TB, buildSh string) []byte {
 		"app.json":     `{"expo":{"name":"fixture","slug":"fixture"}}`,
 		"build.sh":     buildSh,
 	}
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for name, body := range files {
-		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(body))})
-		tw.Write([]byte(body))
-	}
-	tw.Close()
-	gz.Close()
-	return buf.Bytes()
+	return controllertest.Project(t, files)
 }
 
 func (f *farm) submit(buildSh string) string {

@@ -1,7 +1,6 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/vmbootstrap"
 )
 
@@ -145,8 +145,8 @@ func (f *farm) startLocalAgent(tb testing.TB) *agentProc {
 	cmd := exec.Command(f.agentBin, "run", "--controller-url", f.url, "--vm-driver", "local", "--data-dir", dir,
 		"--bootstrap", f.vmBin, "--backoff-min", "200ms", "--max-builds", "1", "--name", "bench-local", "--platforms", "android")
 	cmd.Env = append(os.Environ(), "FREEAGENT_API_KEY="+f.workerKey, "FREEAGENT_POLL_WAIT=2s")
-	p := &agentProc{cmd: cmd, log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan error, 1), dir: dir}
-	cmd.Stdout, cmd.Stderr = syncWriter{p.mu, p.log}, syncWriter{p.mu, p.log}
+	p := &agentProc{cmd: cmd, log: &syncbuf.Buffer{}, done: make(chan error, 1), dir: dir}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {
 		tb.Fatal(err)
 	}

@@ -251,42 +251,26 @@ func (a *App) fetchToPart(ctx context.Context, inv *invocation, s *session, root
 	if err != nil {
 		return 0, err
 	}
-	failures := 0
-	waits := a.Retry.backoff().Sequence()
-	for offset < art.Size {
-		before := offset
-		err := a.fetchRange(ctx, c, id, art, f, h, &offset, bar)
-		if err == nil {
-			continue
-		}
-		if ctx.Err() != nil {
-			bar.finish()
+	if offset < art.Size {
+		err := a.resume(ctx, &offset, retryable, func(ctx context.Context) error {
+			return a.fetchRange(ctx, c, id, art, f, h, &offset, bar)
+		}, func(err error, wait time.Duration) {
+			inv.ui.warn("download interrupted at %s (%s); resuming in %s", bytesize.SI(offset), shortNetErr(err), wait.Round(100*time.Millisecond))
+		})
+		bar.finish()
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
 			return resumedFrom, ctx.Err()
-		}
-		if !retryable(err) {
-			bar.finish()
+		case !retryable(err):
 			return resumedFrom, wrapOp("download "+art.Name, err)
-		}
-		if offset > before {
-			failures = 0
-			waits.Reset()
-		}
-		failures++
-		if failures >= max(a.Retry.Attempts, 1) {
-			bar.finish()
+		default:
 			return resumedFrom, &cliError{code: ExitUnreachable, msg: fmt.Sprintf("download %s stopped at %s of %s", art.Name, bytesize.SI(offset), bytesize.SI(art.Size)),
 				err: err, hint: "run the same command again: it resumes from there"}
 		}
-		wait := waits.Next()
-		inv.ui.warn("download interrupted at %s (%s); resuming in %s", bytesize.SI(offset), shortNetErr(err), wait.Round(100*time.Millisecond))
-		select {
-		case <-ctx.Done():
-			bar.finish()
-			return resumedFrom, ctx.Err()
-		case <-time.After(wait):
-		}
+	} else {
+		bar.finish()
 	}
-	bar.finish()
 	if got := hex.EncodeToString(h.Sum(nil)); got != art.SHA256 {
 		f.Close()
 		root.Remove(part)

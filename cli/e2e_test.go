@@ -15,6 +15,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/buildphase"
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 )
 
 func randomBytes(t *testing.T, n int) []byte {
@@ -179,21 +180,21 @@ func TestLogsFollowLive(t *testing.T) {
 	// partial event and resumes from the last line it received.
 	p.cutStreamsAt.Store(40)
 	p.streamCutsLeft.Store(1)
-	var out, errb syncBuffer
+	var out, errb syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- e.app(&out, &errb, map[string]string{"EXPO_CONTROLLER_URL": p.URL}).Run(context.Background(), []string{"logs", id, "-f"})
 	}()
 	v.log("step 1: npm ci\n")
-	out.waitFor(t, "step 1: npm ci\n", 5*time.Second)
+	waitFor(t, &out, "step 1: npm ci\n", 5*time.Second)
 	v.log("step 2: expo prebuild\nstep 3: pod ")
-	out.waitFor(t, "step 2: expo prebuild\n", 5*time.Second)
+	waitFor(t, &out, "step 2: expo prebuild\n", 5*time.Second)
 	time.Sleep(100 * time.Millisecond)
 	if strings.Contains(out.String(), "step 3") {
 		t.Fatal("an unfinished line was printed")
 	}
 	v.log("install\n")
-	out.waitFor(t, "step 3: pod install\n", 5*time.Second)
+	waitFor(t, &out, "step 3: pod install\n", 5*time.Second)
 	w.finish(job, false, "", nil)
 	select {
 	case code := <-done:
@@ -549,7 +550,7 @@ func TestSubmitWait(t *testing.T) {
 	e := newEnv(t)
 	dir := project(t, map[string]string{})
 	out := t.TempDir()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- e.app(&stdout, &stderr, nil).Run(context.Background(), []string{"submit", dir, "--platform", "android", "--wait", "--logs", "-o", out})
@@ -558,7 +559,7 @@ func TestSubmitWait(t *testing.T) {
 	job := w.claim()
 	v := w.vm(job)
 	v.log("BUILD SUCCESSFUL\n")
-	stdout.waitFor(t, "BUILD SUCCESSFUL", 5*time.Second)
+	waitFor(t, &stdout, "BUILD SUCCESSFUL", 5*time.Second)
 	aab := randomBytes(t, 100_000)
 	w.finish(job, true, "app.aab", aab)
 	select {

@@ -32,6 +32,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 )
 
 func TestMain(m *testing.M) { os.Exit(s3test.Main(s3test.Run(func() int { return pgtest.Main(m) }))) }
@@ -310,25 +311,8 @@ func (w *testWorker) finish(j *api.Job, success bool, name string, data []byte) 
 	}
 }
 
-// syncBuffer is a goroutine-safe writer that can wait for text.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func (b *syncBuffer) waitFor(t *testing.T, text string, within time.Duration) {
+// waitFor waits until b shows text.
+func waitFor(t *testing.T, b *syncbuf.Buffer, text string, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for !strings.Contains(b.String(), text) {

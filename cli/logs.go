@@ -177,48 +177,37 @@ func (a *App) followLogs(ctx context.Context, s *session, id string, sink *logSi
 		return "", err
 	}
 	var after int64
-	failures := 0
-	waits := a.Retry.backoff().Sequence()
-	for ci := 0; ; {
-		before := after
-		status, err := a.followOnce(ctx, clients[ci], id, &after, sink)
-		switch {
-		case err == nil:
-			sink.flush()
-			return status, nil
-		case ctx.Err() != nil:
-			return "", ctx.Err()
-		case errors.Is(err, errNotSSE):
-			s.ui.info("the controller's answer is not an event stream (a proxy?); polling the log instead")
-			status, err := a.readLogs(ctx, s, id, after, sink, true)
-			sink.flush()
-			return status, err
+	var status api.BuildStatus
+	ci := 0
+	err = a.resume(ctx, &after, func(err error) bool { return retryable(err) || errors.Is(err, errStreamEnded) }, func(ctx context.Context) error {
+		for {
+			st, err := a.followOnce(ctx, clients[ci], id, &after, sink)
+			// Credentials the controller refuses: try the next ones at once.
+			if code := api.StatusOf(err); (code == http.StatusUnauthorized || code == http.StatusForbidden) && ci < len(clients)-1 {
+				ci++
+				continue
+			}
+			status = st
+			return err
 		}
-		if st := api.StatusOf(err); (st == http.StatusUnauthorized || st == http.StatusForbidden) && ci < len(clients)-1 {
-			ci++
-			continue
-		}
-		if !retryable(err) && !errors.Is(err, errStreamEnded) {
-			return "", wrapOp("follow the log of build "+id, err)
-		}
-		if after > before {
-			failures = 0
-			waits.Reset()
-		}
-		failures++
-		if failures >= max(a.Retry.Attempts, 1) {
-			return "", wrapOp("follow the log of build "+id, err)
-		}
-		wait := waits.Next()
+	}, func(err error, wait time.Duration) {
 		if !errors.Is(err, errStreamEnded) {
 			s.ui.warn("log stream interrupted (%s); resuming from byte %d in %s", shortNetErr(err), after, wait.Round(100*time.Millisecond))
 		}
-		select {
-		case <-ctx.Done():
-			return "", ctx.Err()
-		case <-time.After(wait):
-		}
+	})
+	switch {
+	case err == nil:
+		sink.flush()
+		return status, nil
+	case ctx.Err() != nil:
+		return "", ctx.Err()
+	case errors.Is(err, errNotSSE):
+		s.ui.info("the controller's answer is not an event stream (a proxy?); polling the log instead")
+		status, err := a.readLogs(ctx, s, id, after, sink, true)
+		sink.flush()
+		return status, err
 	}
+	return "", wrapOp("follow the log of build "+id, err)
 }
 
 // followOnce reads one event stream. It returns the build's final status on

@@ -36,6 +36,25 @@ func (p RetryPolicy) backoff() api.Backoff {
 	return api.Backoff{Initial: p.Initial, Max: p.Max, Multiplier: 2, Jitter: 0.5}
 }
 
+// resume runs fn, one try of a resumable transfer that advances *pos, on
+// the retry policy while retryable accepts its error: a failure after *pos
+// moved starts the count of failures and the waits over, so a long
+// transfer over a flaky link is bounded by consecutive failures only. warn
+// hears of each retry and its wait. It returns fn's last error; the caller
+// tells a cancellation, a final answer and spent attempts apart.
+func (a *App) resume(ctx context.Context, pos *int64, retryable func(error) bool, fn func(context.Context) error, warn func(err error, wait time.Duration)) error {
+	p := a.Retry.policy()
+	p.Retryable = retryable
+	last := *pos
+	p.Progressed = func() bool {
+		moved := *pos > last
+		last = *pos
+		return moved
+	}
+	p.OnRetry = func(err error, _ int, wait time.Duration) { warn(err, wait) }
+	return api.Retry(ctx, p, fn)
+}
+
 // session is one command's view of the controller: where it is, the
 // credentials, the config file.
 type session struct {

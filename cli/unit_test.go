@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -175,12 +176,12 @@ func TestConfigConcurrentUpdatesAndPruning(t *testing.T) {
 }
 
 func TestProgressDrawsOnlyOnTerminal(t *testing.T) {
-	var errb syncBuffer
+	var errb syncbuf.Buffer
 	u := &ui{out: io.Discard, err: &errb, errTTY: true}
 	p := u.newProgress("Uploading", 1000)
 	p.done.Store(500)
 	p.moved.Store(300)
-	errb.waitFor(t, "50%", 2*time.Second)
+	waitFor(t, &errb, "50%", 2*time.Second)
 	p.finish()
 	if s := errb.String(); !strings.Contains(s, "Uploading") || !strings.Contains(s, "/s") {
 		t.Errorf("bar: %q", s)
@@ -214,3 +215,30 @@ func TestHelp(t *testing.T) {
 }
 
 func bufioReader(s string) *bufio.Reader { return bufio.NewReaderSize(strings.NewReader(s), 4096) }
+
+// resume bounds a transfer by its consecutive failures: bytes that arrive
+// start the count over, and a cancelled context ends the wait at once.
+func TestResumeCountsFailuresSinceProgress(t *testing.T) {
+	a := &App{Retry: RetryPolicy{Attempts: 2, Initial: time.Microsecond, Max: time.Microsecond}}
+	cut := io.ErrUnexpectedEOF
+	var pos int64
+	calls, warned := 0, 0
+	err := a.resume(context.Background(), &pos, retryable, func(context.Context) error {
+		calls++
+		if calls <= 4 {
+			pos += 10 // each try gets a little further before the cut
+		}
+		return cut
+	}, func(error, time.Duration) { warned++ })
+	if !errors.Is(err, cut) || calls != 5 || warned != 4 || pos != 40 {
+		t.Fatalf("resume: %v after %d calls, %d warnings, at %d; want the cut after 5 calls (the 4th moved and starts the run of 2 the attempts allow), 4 warnings, at 40", err, calls, warned, pos)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	a.Retry.Initial, a.Retry.Max = time.Hour, time.Hour
+	calls = 0
+	err = a.resume(ctx, &pos, retryable, func(context.Context) error { calls++; return cut }, func(error, time.Duration) { cancel() })
+	if calls != 1 || ctx.Err() == nil || !errors.Is(err, cut) {
+		t.Fatalf("cancelled during the wait: %v after %d calls; want the cut after 1 call", err, calls)
+	}
+}

@@ -25,7 +25,9 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 )
 
 var (
@@ -402,33 +404,13 @@ func startController(t *testing.T, bin string, env []string, args ...string) (ur
 		})
 	}
 	t.Cleanup(stop)
-	urls := make(chan string, 1)
-	var logs bytes.Buffer
-	var mu sync.Mutex
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			mu.Lock()
-			logs.WriteString(sc.Text() + "\n")
-			mu.Unlock()
-			if m := regexp.MustCompile(`listening on (https?://[0-9.:]+)`).FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
-			}
-		}
-		close(urls)
-	}()
-	select {
-	case u, ok := <-urls:
-		if ok {
-			return u, stop
-		}
-	case <-time.After(90 * time.Second):
+	var logs syncbuf.Buffer
+	u, err := controllertest.Listening(stderr, &logs, 90*time.Second)
+	if err != nil {
+		stop()
+		t.Fatalf("%s did not start: %v\n%s", bin, err, logs.String())
 	}
-	stop()
-	mu.Lock()
-	defer mu.Unlock()
-	t.Fatalf("%s did not start:\n%s", bin, logs.String())
-	return "", nil
+	return u, stop
 }
 
 // deploy/Dockerfile builds the image the Go builder makes: scratch, the

@@ -3,7 +3,6 @@
 package scripts
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -15,12 +14,12 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 )
 
 // farmScript is one run of scripts/dev-run.sh (what `make run` runs), in
@@ -28,26 +27,9 @@ import (
 // SIGINT to the whole group.
 type farmScript struct {
 	cmd  *exec.Cmd
-	out  *lockedBuffer
+	out  *syncbuf.Buffer
 	done chan struct{}
 	err  error
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func startFarm(t *testing.T, binDir, runDir string) *farmScript {
@@ -55,7 +37,7 @@ func startFarm(t *testing.T, binDir, runDir string) *farmScript {
 	cmd := exec.Command("bash", "dev-run.sh")
 	cmd.Env = append(os.Environ(), "FREEAGENT_RUN_DIR="+runDir, "FREEAGENT_BIN_DIR="+binDir, "FREEAGENT_LISTEN=127.0.0.1:0",
 		"DATABASE_URL=", "FREEAGENT_DATA_DIR=")
-	f := &farmScript{cmd: cmd, out: &lockedBuffer{}, done: make(chan struct{})}
+	f := &farmScript{cmd: cmd, out: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = f.out, f.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {

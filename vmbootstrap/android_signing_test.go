@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 )
 
 // requireAndroidTools fails the test when the JDK, zipalign or apksigner
@@ -88,7 +89,7 @@ func newTeamKey(t *testing.T, dir, storetype, alias, storePw, keyPw, dname strin
 // added to the step's environment, and returns the log.
 func gradle(t *testing.T, project string, env []string, tasks ...string) (string, error) {
 	t.Helper()
-	var out syncBuffer
+	var out syncbuf.Buffer
 	r := &stepRunner{env: append(os.Environ(), env...), out: &out, grace: 5 * time.Second, drain: time.Second}
 	dir := filepath.Join(project, "android")
 	err := r.run(context.Background(), Step{Argv: append([]string{filepath.Join(dir, "gradlew")}, tasks...), Dir: dir})
@@ -227,7 +228,7 @@ func TestAndroidSigning(t *testing.T) {
 
 	t.Run("run outside android/ there is no Gradle build", func(t *testing.T) {
 		project := androidApp(t)
-		var out syncBuffer
+		var out syncbuf.Buffer
 		r := &stepRunner{env: os.Environ(), out: &out, grace: 5 * time.Second, drain: time.Second}
 		err := r.run(context.Background(), Step{Argv: []string{filepath.Join(project, "android", "gradlew"), ":app:assembleRelease"}, Dir: project})
 		if err == nil || !strings.Contains(out.String(), "does not contain a Gradle build") {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 )
 
 // testBuildUser creates a throwaway unprivileged user (removed at cleanup)
@@ -139,7 +141,7 @@ func TestStepAsBuildUser(t *testing.T) {
 	if err := u.share(dir, 0o770); err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	env := u.env(append(os.Environ(), "STEP_SECRET=s3cr3t-value", "ORG_GRADLE_PROJECT_android.injected.signing.store.password=dotted"), dir)
 	r := &stepRunner{env: env, out: out, grace: 5 * time.Second, drain: time.Second, user: u}
 	script := `id -u > uid; printf '%s|%s|%s|%s' "$STEP_SECRET" "$HOME" "$USER" "$TMPDIR" > env; umask > umask`
@@ -194,7 +196,7 @@ func TestStepAsBuildUserCancel(t *testing.T) {
 	if err := u.share(dir, 0o770); err != nil {
 		t.Fatal(err)
 	}
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	r := &stepRunner{env: u.env(os.Environ(), dir), out: out, grace: 2 * time.Second, drain: time.Second, user: u}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

@@ -17,6 +17,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/buildphase"
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
@@ -35,7 +36,7 @@ func requireNPM(t *testing.T) {
 // vmProcess is the real freeagent-vm binary running as a child process.
 type vmProcess struct {
 	cmd    *exec.Cmd
-	stderr *syncBuffer
+	stderr *syncbuf.Buffer
 	done   chan struct{}
 	err    error
 }
@@ -46,7 +47,7 @@ func startVM(t *testing.T, shared string, env []string, args ...string) *vmProce
 	args = append([]string{"--shared-dir", shared, "--work-dir", work, "--wait-timeout", "20s", "--log-level", "debug"}, args...)
 	cmd := exec.Command(vmBinary(t), args...)
 	cmd.Env = append(os.Environ(), env...)
-	v := &vmProcess{cmd: cmd, stderr: &syncBuffer{}, done: make(chan struct{})}
+	v := &vmProcess{cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = v.stderr, v.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

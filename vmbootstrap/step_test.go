@@ -3,7 +3,6 @@ package vmbootstrap
 import (
 	"archive/tar"
 	"archive/zip"
-	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -14,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -22,29 +20,12 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/provisioning"
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/internal/xcode"
 	"github.com/freeagent-build/freeagent/internal/xcode/fakexcodebuild/fakexcodebuildtest"
 )
 
-// syncBuffer is a Buffer safe for the step's writes and the test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func testRunner(out *syncBuffer, grace time.Duration) *stepRunner {
+func testRunner(out *syncbuf.Buffer, grace time.Duration) *stepRunner {
 	return &stepRunner{env: os.Environ(), out: out, grace: grace, drain: 300 * time.Millisecond}
 }
 
@@ -68,7 +49,7 @@ func readPid(t *testing.T, path string) int {
 func TestStepKilledWithItsGroup(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	r := testRunner(out, 300*time.Millisecond)
 	ctx, cancel := context.WithCancelCause(context.Background())
 	script := `trap "" TERM; (trap "" TERM; sleep 30; echo never) & echo $! > child.pid; echo started; wait; wait`
@@ -98,7 +79,7 @@ func TestStepKilledWithItsGroup(t *testing.T) {
 // up and exit before the grace period ends.
 func TestStepTerminatedGracefully(t *testing.T) {
 	t.Parallel()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	r := testRunner(out, 10*time.Second)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -123,7 +104,7 @@ func TestStepTerminatedGracefully(t *testing.T) {
 
 func TestStepFailureAndOutputOrder(t *testing.T) {
 	t.Parallel()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	err := testRunner(out, time.Second).run(context.Background(), Step{Argv: []string{"sh", "-c", "echo one; echo two >&2; echo three; exit 3"}, Dir: t.TempDir()})
 	var se *StepError
 	if !errors.As(err, &se) || se.Code != 3 || !strings.Contains(se.Error(), "exit status 3") {
@@ -139,7 +120,7 @@ func TestStepFailureAndOutputOrder(t *testing.T) {
 func TestStepLeftoverProcess(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	start := time.Now()
 	err := testRunner(out, time.Second).run(context.Background(), Step{Argv: []string{"sh", "-c", "sleep 30 & echo $! > bg.pid; echo done"}, Dir: dir})
 	if err != nil || time.Since(start) > 3*time.Second {
@@ -151,7 +132,7 @@ func TestStepLeftoverProcess(t *testing.T) {
 
 func TestStepToolMissing(t *testing.T) {
 	t.Parallel()
-	err := testRunner(&syncBuffer{}, time.Second).run(context.Background(), Step{Argv: []string{"no-such-tool-freeagent"}, Dir: t.TempDir()})
+	err := testRunner(&syncbuf.Buffer{}, time.Second).run(context.Background(), Step{Argv: []string{"no-such-tool-freeagent"}, Dir: t.TempDir()})
 	var tm *ToolMissingError
 	if !errors.As(err, &tm) {
 		t.Fatalf("error %v", err)
@@ -210,7 +191,7 @@ func (fakeKeychain) AddToSearchList(context.Context) error                { retu
 func (fakeKeychain) SigningIdentity(context.Context) (string, error)      { return fakeIdentity, nil }
 func (fakeKeychain) Delete(context.Context) error                         { return nil }
 
-func newTestPipeline(t *testing.T, platform string, files map[string]string, sign *signing) (*pipeline, *syncBuffer, *[]string) {
+func newTestPipeline(t *testing.T, platform string, files map[string]string, sign *signing) (*pipeline, *syncbuf.Buffer, *[]string) {
 	t.Helper()
 	root := t.TempDir()
 	for name, body := range files {
@@ -219,7 +200,7 @@ func newTestPipeline(t *testing.T, platform string, files map[string]string, sig
 			t.Fatal(err)
 		}
 	}
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	var phases []string
 	work := t.TempDir()
 	p := &pipeline{tree: root, root: root, workDir: work, artifactsDir: filepath.Join(work, "artifacts"), spec: defaultSpec(platform, "production", root), signing: sign,

@@ -77,6 +77,8 @@ func (s *BackoffSequence) Reset() { s.n = 0 }
 // errors Retryable accepts (nil: Transient).
 type RetryPolicy struct {
 	Backoff
+	// Attempts bounds the consecutive failed calls: with Progressed set, a
+	// failure after progress starts the count (and the schedule) over.
 	Attempts int
 	// Budget bounds the whole: a wait that would end more than Budget
 	// after the first call is not started and the last error is returned.
@@ -85,11 +87,18 @@ type RetryPolicy struct {
 	// OnRetry, when set, hears about each failure that will be retried:
 	// the error, the attempt that failed (1: the first) and the wait.
 	OnRetry func(err error, attempt int, wait time.Duration)
+	// Progressed, when set, is asked after each retryable failure whether
+	// that call got further than the one before (bytes of a resumable
+	// transfer arrived). If so the failure is the first of a new run: a
+	// long transfer over a flaky link is bounded by consecutive failures,
+	// not by all of them. Budget still bounds the whole.
+	Progressed func() bool
 }
 
 // Retry calls fn until it succeeds, fails with an error not worth
 // repeating, the attempts or the budget are spent, or ctx ends; it returns
-// fn's last error (nil on success). Callers that report a cancellation
+// fn's last error (nil on success). Attempts and the waits count the
+// failures since the last progress (see Progressed). Callers that report a cancellation
 // differently check ctx themselves. A controller that asked for a longer
 // wait (429 or 503 with Retry-After) gets it.
 func Retry(ctx context.Context, p RetryPolicy, fn func(context.Context) error) error {
@@ -100,7 +109,13 @@ func Retry(ctx context.Context, p RetryPolicy, fn func(context.Context) error) e
 	start := time.Now()
 	for attempt := 1; ; attempt++ {
 		err := fn(ctx)
-		if err == nil || ctx.Err() != nil || !retryable(err) || (p.Attempts > 0 && attempt >= p.Attempts) {
+		if err == nil || ctx.Err() != nil || !retryable(err) {
+			return err
+		}
+		if p.Progressed != nil && p.Progressed() {
+			attempt = 1
+		}
+		if p.Attempts > 0 && attempt >= p.Attempts {
 			return err
 		}
 		wait := p.Delay(attempt)

@@ -166,3 +166,36 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 		}
 	}
 }
+
+// With Progressed, Attempts bounds the consecutive failures: a failure
+// after progress starts the count over, and so does the schedule.
+func TestRetryProgressStartsTheCountOver(t *testing.T) {
+	unavailable := &Error{Status: http.StatusServiceUnavailable}
+	pos, last := 0, 0
+	calls := 0
+	var attempts []int
+	err := Retry(context.Background(), RetryPolicy{
+		Backoff:  Backoff{Initial: time.Microsecond, Max: time.Microsecond},
+		Attempts: 3,
+		OnRetry:  func(_ error, attempt int, _ time.Duration) { attempts = append(attempts, attempt) },
+		Progressed: func() bool {
+			moved := pos > last
+			last = pos
+			return moved
+		},
+	}, func(context.Context) error {
+		calls++
+		if calls <= 6 { // six failures, each a little further on
+			pos++
+		}
+		return unavailable
+	})
+	// Six failures that moved, each the first of its run; then two that
+	// did not, the third of the run, which spends the attempts.
+	if calls != 8 || StatusOf(err) != 503 {
+		t.Fatalf("%d calls, %v; want 8 calls ending with the 503", calls, err)
+	}
+	if want := "[1 1 1 1 1 1 2]"; fmt.Sprint(attempts) != want {
+		t.Errorf("attempts heard %v, want %s", attempts, want)
+	}
+}

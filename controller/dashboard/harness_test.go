@@ -1,9 +1,7 @@
 package dashboard_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"io"
 	"net/http"
@@ -57,19 +55,9 @@ func quiet() *logrus.Logger {
 }
 
 // project is a small tar.gz project archive.
+// project is the smallest project archive: a package.json.
 func project(t testing.TB) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	body := `{"name":"app"}`
-	if err := tw.WriteHeader(&tar.Header{Name: "package.json", Mode: 0o644, Size: int64(len(body))}); err != nil {
-		t.Fatal(err)
-	}
-	tw.Write([]byte(body))
-	tw.Close()
-	gz.Close()
-	return buf.Bytes()
+	return controllertest.Project(t, map[string]string{"package.json": `{"name":"app"}`})
 }
 
 func (f *farm) submit(platform string) api.SubmitResponse {

@@ -25,6 +25,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/config"
 )
 
 // Config says how often the collector runs and how old leftovers must be.
@@ -87,18 +88,10 @@ type Collector struct {
 // New returns a collector; zero fields of cfg take DefaultConfig's.
 func New(st *store.Store, bl *blobs.Store, cfg Config, log logrus.FieldLogger) *Collector {
 	def := DefaultConfig()
-	if cfg.StagingMaxAge <= 0 {
-		cfg.StagingMaxAge = def.StagingMaxAge
-	}
-	if cfg.OrphanGrace <= 0 {
-		cfg.OrphanGrace = def.OrphanGrace
-	}
-	if cfg.LeftoverAge <= 0 {
-		cfg.LeftoverAge = def.LeftoverAge
-	}
-	if cfg.Interval <= 0 {
-		cfg.Interval = def.Interval
-	}
+	cfg.StagingMaxAge = config.OrDefault(cfg.StagingMaxAge, def.StagingMaxAge)
+	cfg.OrphanGrace = config.OrDefault(cfg.OrphanGrace, def.OrphanGrace)
+	cfg.LeftoverAge = config.OrDefault(cfg.LeftoverAge, def.LeftoverAge)
+	cfg.Interval = config.OrDefault(cfg.Interval, def.Interval)
 	return &Collector{store: st, blobs: bl, cfg: cfg, log: log}
 }
 

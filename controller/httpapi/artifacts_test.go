@@ -14,6 +14,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/gc"
 )
 
@@ -311,7 +312,7 @@ func TestSubmitBelowFreeDiskFloorIs507(t *testing.T) {
 	e := newEnv(t)
 	e.minFree = blobs.Floor{Bytes: 1 << 62}
 	e.restart()
-	src := project(t, map[string]string{"package.json": `{"name":"app"}`})
+	src := controllertest.Project(t, map[string]string{"package.json": `{"name":"app"}`})
 	_, err := e.developer.Submit(context.Background(), api.SubmitRequest{Platform: "android", Source: bytes.NewReader(src)})
 	wantStatus(t, err, http.StatusInsufficientStorage)
 	if !strings.Contains(err.Error(), "--min-free-disk") {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -60,7 +61,7 @@ func TestBadCredentials(t *testing.T) {
 			{"GET", "/api/builds/" + j.ID + "/source", nil, []string{api.HeaderWorkerToken, w.Token}},
 		}
 	}
-	newSource := project(t, map[string]string{"package.json": "{}"})
+	newSource := controllertest.Project(t, map[string]string{"package.json": "{}"})
 	developerCalls := []call{
 		{"POST", "/api/builds", biMultipart(biBoundary, biField("platform", "android"), biFile("source", "s.tar.gz", newSource)),
 			[]string{"Content-Type", biMPType(biBoundary)}},

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
@@ -25,7 +26,7 @@ func TestOversizedBodies(t *testing.T) {
 	})
 	u := e.URL
 	ct := biMPType(biBoundary)
-	src := project(t, map[string]string{"package.json": "{}"})
+	src := controllertest.Project(t, map[string]string{"package.json": "{}"})
 
 	t.Run("source", func(t *testing.T) {
 		before := biFingerprint(t, e)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 )
 
 // Build specs, build credentials, project variables and farm credentials
@@ -21,7 +22,7 @@ func TestBadSpecAndCredentials(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	u := e.URL
-	src := project(t, map[string]string{"package.json": `{"name":"app"}`})
+	src := controllertest.Project(t, map[string]string{"package.json": `{"name":"app"}`})
 	ct := biMPType(biBoundary)
 	submit := func(t *testing.T, parts ...biPart) biReply {
 		t.Helper()

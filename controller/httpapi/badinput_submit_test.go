@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 )
 
 // Multipart: submit
@@ -19,7 +20,7 @@ func TestBadSubmit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	u := e.URL
-	src := project(t, map[string]string{"package.json": `{"name":"app"}`})
+	src := controllertest.Project(t, map[string]string{"package.json": `{"name":"app"}`})
 	submit := func(t *testing.T, ctype string, body []byte, hdr ...string) biReply {
 		t.Helper()
 		return biSend(t, "POST", u+"/api/builds", body, append([]string{api.HeaderAPIKey, e.devKey, "Content-Type", ctype}, hdr...)...)

@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
@@ -243,7 +244,7 @@ func biRegister(tb testing.TB, e *env, name string, platforms ...string) *biWork
 
 func biSubmit(tb testing.TB, e *env, platform string, certs []byte) (api.SubmitResponse, []byte) {
 	tb.Helper()
-	src := project(tb, map[string]string{"package.json": `{"name":"app"}`, "app.json": `{"expo":{}}`, "nonce": store.NewID()})
+	src := controllertest.Project(tb, map[string]string{"package.json": `{"name":"app"}`, "app.json": `{"expo":{}}`, "nonce": store.NewID()})
 	req := api.SubmitRequest{Platform: platform, Source: bytes.NewReader(src)}
 	if certs != nil {
 		req.Certs = bytes.NewReader(certs)

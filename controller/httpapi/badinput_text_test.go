@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 )
 
 // Text that Postgres cannot store: NUL bytes and invalid UTF-8 reaching a
@@ -21,7 +22,7 @@ func TestUnstorableText(t *testing.T) {
 	u := e.URL
 	ctx := context.Background()
 	ct := biMPType(biBoundary)
-	src := project(t, map[string]string{"package.json": "{}"})
+	src := controllertest.Project(t, map[string]string{"package.json": "{}"})
 
 	t.Run("register", func(t *testing.T) {
 		before := biFingerprint(t, e)

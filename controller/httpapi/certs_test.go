@@ -18,6 +18,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 )
 
 func certsZip(t testing.TB, files map[string]string) []byte {
@@ -43,7 +44,7 @@ func TestCertificatesSealedServedToTheVMAndDeleted(t *testing.T) {
 	ctx := context.Background()
 	const p12 = "-----P12 SECRET BYTES-----"
 	certs := certsZip(t, map[string]string{"dist.p12": p12, "password.txt": "hunter2\n", "App_Store.mobileprovision": "PROFILE"})
-	sub, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Source: bytes.NewReader(project(t, map[string]string{"a": "b"})),
+	sub, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Source: bytes.NewReader(controllertest.Project(t, map[string]string{"a": "b"})),
 		Certs: bytes.NewReader(certs)})
 	if err != nil {
 		t.Fatal(err)
@@ -115,7 +116,7 @@ func TestCertsZipValidation(t *testing.T) {
 		if files != nil {
 			raw = certsZip(t, files)
 		}
-		_, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Source: bytes.NewReader(project(t, map[string]string{"a": "b"})),
+		_, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Source: bytes.NewReader(controllertest.Project(t, map[string]string{"a": "b"})),
 			Certs: bytes.NewReader(raw)})
 		if api.StatusOf(err) != http.StatusUnprocessableEntity {
 			t.Errorf("%s: want 422, got %v", name, err)
@@ -174,7 +175,9 @@ func TestCertsZipBounds(t *testing.T) {
 		"header understates":  lying.Bytes(),
 		"one entry of 11 MiB": with(map[string]string{"a.mobileprovision": strings.Repeat("z", 11<<20)}),
 	}
-	src := func() *bytes.Reader { return bytes.NewReader(project(t, map[string]string{"n": randomID()})) }
+	src := func() *bytes.Reader {
+		return bytes.NewReader(controllertest.Project(t, map[string]string{"n": randomID()}))
+	}
 	for name, bomb := range bombs {
 		_, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Source: src(), Certs: bytes.NewReader(bomb)})
 		if api.StatusOf(err) != http.StatusUnprocessableEntity {

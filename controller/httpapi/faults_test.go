@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
@@ -300,7 +301,7 @@ func TestRetryAndIdempotentSubmit(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	ctx := context.Background()
-	src := project(t, map[string]string{"app.json": "{}"})
+	src := controllertest.Project(t, map[string]string{"app.json": "{}"})
 	req := func() api.SubmitRequest {
 		return api.SubmitRequest{Platform: "android", Source: bytes.NewReader(src), IdempotencyKey: "submit-42"}
 	}
@@ -419,7 +420,7 @@ func TestQueuePositionsFollowPriorityAndAge(t *testing.T) {
 	ctx := context.Background()
 	submit := func(priority int) api.SubmitResponse {
 		resp, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Priority: &priority,
-			Source: bytes.NewReader(project(t, map[string]string{"a": "b"}))})
+			Source: bytes.NewReader(controllertest.Project(t, map[string]string{"a": "b"}))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -286,7 +286,7 @@ func FuzzHeartbeatJSON(f *testing.F) {
 
 func FuzzSubmitMultipart(f *testing.F) {
 	fe := fzNewEnv(f, func(_ *store.Config, l *httpapi.Limits) { l.Source, l.Certs, l.JSONBody = 256<<10, 16<<10, 16<<10 })
-	src := project(f, map[string]string{"package.json": `{"name":"app"}`, "app.json": "{}"})
+	src := controllertest.Project(f, map[string]string{"package.json": `{"name":"app"}`, "app.json": "{}"})
 	certs := biValidCerts(f, "fuzz")
 	valid := fzMultipart(biField("platform", "android"), biField("profile", "release"), biField("priority", "1"),
 		biFile("source", "app.tar.gz", src))

@@ -1,9 +1,7 @@
 package httpapi_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -150,23 +148,6 @@ func (e *env) dispatcher(st *store.Store) *webhooks.Dispatcher {
 
 func testLogger(t *testing.T) *logrus.Logger { return controllertest.TestLogger(t) }
 
-// project returns a small tar.gz project archive.
-func project(t testing.TB, files map[string]string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for name, body := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body))}); err != nil {
-			t.Fatal(err)
-		}
-		tw.Write([]byte(body))
-	}
-	tw.Close()
-	gz.Close()
-	return buf.Bytes()
-}
-
 func sha(b []byte) string {
 	s := sha256.Sum256(b)
 	return hex.EncodeToString(s[:])
@@ -174,7 +155,7 @@ func sha(b []byte) string {
 
 func (e *env) submit(platform string) (api.SubmitResponse, []byte) {
 	e.t.Helper()
-	src := project(e.t, map[string]string{"package.json": `{"name":"app"}`, "app.json": `{"expo":{}}`})
+	src := controllertest.Project(e.t, map[string]string{"package.json": `{"name":"app"}`, "app.json": `{"expo":{}}`})
 	resp, err := e.developer.Submit(context.Background(), api.SubmitRequest{Platform: platform, Source: bytes.NewReader(src)})
 	if err != nil {
 		e.t.Fatalf("submit: %v", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
@@ -40,7 +41,7 @@ func (e *env) submitCached(p string, priority int, keys ...string) api.SubmitRes
 		spec.Caches = append(spec.Caches, api.CacheEntry{Name: []string{"npm", "gradle", "custom"}[i%3], Key: k, Paths: []string{"node_modules"}})
 	}
 	resp, err := e.developer.Submit(context.Background(), api.SubmitRequest{Platform: spec.Platform, Spec: spec, Priority: &priority,
-		Source: bytes.NewReader(project(e.t, map[string]string{"package.json": `{"name":"app"}`, "nonce": randomID()}))})
+		Source: bytes.NewReader(controllertest.Project(e.t, map[string]string{"package.json": `{"name":"app"}`, "nonce": randomID()}))})
 	if err != nil {
 		e.t.Fatalf("submit: %v", err)
 	}

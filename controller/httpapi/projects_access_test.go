@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 )
 
 // projectKey creates a developer key bound to projects, as `keys create
@@ -25,7 +26,7 @@ func (e *env) projectKey(name string, projects ...string) *api.Client {
 func submitAs(t *testing.T, c *api.Client, spec *api.BuildSpec, creds *api.BuildCredentials) (api.SubmitResponse, error) {
 	t.Helper()
 	return c.Submit(context.Background(), api.SubmitRequest{Platform: spec.Platform, Spec: spec, Credentials: creds,
-		Source: bytes.NewReader(project(t, map[string]string{"package.json": `{"name":"app"}`, "nonce": randomID()}))})
+		Source: bytes.NewReader(controllertest.Project(t, map[string]string{"package.json": `{"name":"app"}`, "nonce": randomID()}))})
 }
 
 // TestProjectBoundaries: a developer key of p2 cannot read, list, cancel,
@@ -131,9 +132,9 @@ func TestProjectBoundaries(t *testing.T) {
 		t.Fatalf("the 403 does not name the project and the fix: %v", err)
 	}
 	// A raw submit naming p1, and one naming none, are refused too.
-	_, err = p2.Submit(ctx, api.SubmitRequest{Platform: api.PlatformAndroid, Project: "p1", Source: bytes.NewReader(project(t, map[string]string{"a": "b"}))})
+	_, err = p2.Submit(ctx, api.SubmitRequest{Platform: api.PlatformAndroid, Project: "p1", Source: bytes.NewReader(controllertest.Project(t, map[string]string{"a": "b"}))})
 	wantStatus(t, err, http.StatusForbidden)
-	_, err = p2.Submit(ctx, api.SubmitRequest{Platform: api.PlatformAndroid, Source: bytes.NewReader(project(t, map[string]string{"a": "b"}))})
+	_, err = p2.Submit(ctx, api.SubmitRequest{Platform: api.PlatformAndroid, Source: bytes.NewReader(controllertest.Project(t, map[string]string{"a": "b"}))})
 	wantStatus(t, err, http.StatusForbidden)
 
 	// Project variables and credentials obey the same rule.

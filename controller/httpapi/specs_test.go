@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -82,7 +83,7 @@ func testKeystore() *api.AndroidKeystore {
 func (e *env) submitSpec(spec *api.BuildSpec, creds *api.BuildCredentials) (api.SubmitResponse, error) {
 	e.t.Helper()
 	return e.developer.Submit(context.Background(), api.SubmitRequest{Platform: spec.Platform, Spec: spec, Credentials: creds,
-		Source: bytes.NewReader(project(e.t, map[string]string{"package.json": `{"name":"app"}`, "nonce": randomID()}))})
+		Source: bytes.NewReader(controllertest.Project(e.t, map[string]string{"package.json": `{"name":"app"}`, "nonce": randomID()}))})
 }
 
 func randomID() string { return base64.RawURLEncoding.EncodeToString(randomBytes(12)) }
@@ -200,7 +201,7 @@ func TestSpecRoundTrip(t *testing.T) {
 	prod := androidSpec("my-app", "production")
 	prod.ProfileName = "production"
 	sub2, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "android", Profile: "store", Spec: prod,
-		Source: bytes.NewReader(project(t, map[string]string{"a": "b"}))})
+		Source: bytes.NewReader(controllertest.Project(t, map[string]string{"a": "b"}))})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
@@ -207,7 +208,7 @@ func TestReleaseAfterCredentialsIsCountedAndAudited(t *testing.T) {
 	certs := certsZip(t, map[string]string{"dist.p12": "P12", "password.txt": "pw"})
 	release := func(fetch bool) string {
 		t.Helper()
-		sub, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Source: bytes.NewReader(project(t, map[string]string{"n": randomID()})),
+		sub, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Source: bytes.NewReader(controllertest.Project(t, map[string]string{"n": randomID()})),
 			Certs: bytes.NewReader(certs)})
 		if err != nil {
 			t.Fatal(err)
@@ -296,7 +297,7 @@ func TestSecretsLeaveOncePerAttempt(t *testing.T) {
 	w := e.register("mac", api.Capabilities{})
 
 	certs := certsZip(t, map[string]string{"dist.p12": "P12", "password.txt": "pw"})
-	sub, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Source: bytes.NewReader(project(t, map[string]string{"a": "b"})),
+	sub, err := e.developer.Submit(ctx, api.SubmitRequest{Platform: "ios", Source: bytes.NewReader(controllertest.Project(t, map[string]string{"a": "b"})),
 		Certs: bytes.NewReader(certs)})
 	if err != nil {
 		t.Fatal(err)
@@ -355,7 +356,7 @@ func TestBuildTokenExpiresAndDiesWithItsKey(t *testing.T) {
 	k, dev := e.newKey("ci", "developer")
 	submit := func() api.SubmitResponse {
 		t.Helper()
-		sub, err := dev.Submit(ctx, api.SubmitRequest{Platform: "android", Source: bytes.NewReader(project(t, map[string]string{"n": randomID()}))})
+		sub, err := dev.Submit(ctx, api.SubmitRequest{Platform: "android", Source: bytes.NewReader(controllertest.Project(t, map[string]string{"n": randomID()}))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 )
 
 // An endpoint bound to projects receives only their builds' events (and
@@ -51,7 +52,7 @@ func TestWebhooksFilteredByProject(t *testing.T) {
 	builds := map[string]string{} // build id → project
 	for _, p := range []string{"p1", "p2", "p3"} {
 		sub, err := e.admin.Submit(ctx, api.SubmitRequest{Platform: api.PlatformAndroid, Project: p,
-			Source: bytes.NewReader(project(t, map[string]string{"package.json": "{}"}))})
+			Source: bytes.NewReader(controllertest.Project(t, map[string]string{"package.json": "{}"}))})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -15,13 +15,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/launchd/homebrew"
 )
 
@@ -256,26 +256,9 @@ func TestStartFailureQuotesServerLog(t *testing.T) {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestLongDirUsesShortSocketDirAndLogger(t *testing.T) {
 	dir := filepath.Join(clusterDir(t), strings.Repeat("long-directory-name-", 6))
-	var log syncBuffer
+	var log syncbuf.Buffer
 	c := startCluster(t, Options{Dir: dir, Logger: &log})
 	if c.tmpSocketDir == "" || c.socketDir != c.tmpSocketDir {
 		t.Fatalf("socket dir %q for a %d-byte Dir; want a short temp dir", c.socketDir, len(dir))

@@ -1,16 +1,14 @@
 package serve_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"crypto/rand"
-	"errors"
 	"testing"
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
@@ -71,19 +69,7 @@ func TestZeroConfigTakesDefaults(t *testing.T) {
 // random bytes, which do not compress).
 func sourceOf(t *testing.T, size int) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	files := map[string][]byte{"package.json": []byte(`{"name":"app"}`), "noise.bin": make([]byte, size)}
-	rand.Read(files["noise.bin"])
-	for name, body := range files {
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(body))}); err != nil {
-			t.Fatal(err)
-		}
-		tw.Write(body)
-	}
-	if err := errors.Join(tw.Close(), gz.Close()); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	noise := make([]byte, size)
+	rand.Read(noise)
+	return controllertest.Project(t, map[string]string{"package.json": `{"name":"app"}`, "noise.bin": string(noise)})
 }

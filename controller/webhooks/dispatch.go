@@ -25,6 +25,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/seal"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/config"
 )
 
 // Config tunes delivery. Zero fields take the defaults of DefaultConfig.
@@ -68,24 +69,15 @@ type Dispatcher struct {
 // derived from it). m may be nil.
 func New(st *store.Store, masterKey []byte, cfg Config, m *metrics.Metrics, log logrus.FieldLogger) (*Dispatcher, error) {
 	def := DefaultConfig()
-	if cfg.Interval <= 0 {
-		cfg.Interval = def.Interval
-	}
-	if cfg.Timeout <= 0 {
-		cfg.Timeout = def.Timeout
-	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = def.MaxAttempts
-	}
-	if cfg.BackoffBase <= 0 {
-		cfg.BackoffBase = def.BackoffBase
-	}
-	if cfg.Concurrency <= 0 {
-		cfg.Concurrency = def.Concurrency
-	}
-	if cfg.Retention <= 0 {
-		cfg.Retention = def.Retention
-	}
+	cfg.Interval = config.OrDefault(cfg.Interval, def.Interval)
+	cfg.Timeout = config.OrDefault(cfg.Timeout, def.Timeout)
+	cfg.MaxAttempts = config.OrDefault(cfg.MaxAttempts, def.MaxAttempts)
+	cfg.BackoffBase = config.OrDefault(cfg.BackoffBase, def.BackoffBase)
+	cfg.Concurrency = config.OrDefault(cfg.Concurrency, def.Concurrency)
+	cfg.Retention = config.OrDefault(cfg.Retention, def.Retention)
+	cfg.Lease = config.OrDefault(cfg.Lease, def.Lease)
+	// A lease no longer than an attempt would hand a delivery still in
+	// flight to another replica.
 	if cfg.Lease <= cfg.Timeout {
 		cfg.Lease = cfg.Timeout + time.Minute
 	}

@@ -1,9 +1,14 @@
 package webhooks
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
+
+	"github.com/freeagent-build/freeagent/controller/store"
 )
 
 func TestEventFilters(t *testing.T) {
@@ -87,5 +92,34 @@ func TestPublicOnlyAndAllow(t *testing.T) {
 	}
 	if _, err := ParseAllow("example.com"); err == nil || !strings.Contains(err.Error(), "neither an address nor a CIDR prefix") {
 		t.Errorf("a host name: %v", err)
+	}
+}
+
+// New fills zero (and negative) settings from DefaultConfig and keeps the
+// lease longer than an attempt.
+func TestNewFillsDefaults(t *testing.T) {
+	key := make([]byte, 32)
+	for _, c := range []struct {
+		name string
+		cfg  Config
+		want Config
+	}{
+		{"zero", Config{}, DefaultConfig()},
+		{"negative", Config{Interval: -1, Timeout: -1, MaxAttempts: -1, BackoffBase: -1, Concurrency: -1, Lease: -1, Retention: -1}, DefaultConfig()},
+		{"set", Config{Interval: time.Minute, Timeout: time.Second, MaxAttempts: 2, BackoffBase: time.Second, Concurrency: 1, Lease: time.Hour, Retention: time.Hour},
+			Config{Interval: time.Minute, Timeout: time.Second, MaxAttempts: 2, BackoffBase: time.Second, Concurrency: 1, Lease: time.Hour, Retention: time.Hour}},
+		{"lease within the timeout", Config{Timeout: 5 * time.Minute}, func() Config {
+			c := DefaultConfig()
+			c.Timeout, c.Lease = 5*time.Minute, 6*time.Minute
+			return c
+		}()},
+	} {
+		d, err := New(&store.Store{}, key, c.cfg, nil, logrus.New())
+		if err != nil {
+			t.Fatalf("%s: %v", c.name, err)
+		}
+		if fmt.Sprint(d.cfg) != fmt.Sprint(c.want) {
+			t.Errorf("%s: config %+v, want %+v", c.name, d.cfg, c.want)
+		}
 	}
 }

@@ -1,14 +1,12 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -16,7 +14,9 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 )
 
 var (
@@ -49,8 +49,7 @@ func controllerBinary(t *testing.T) string {
 type replica struct {
 	cmd  *exec.Cmd
 	URL  string
-	mu   sync.Mutex
-	logs bytes.Buffer
+	logs syncbuf.Buffer
 }
 
 func startReplica(t *testing.T, bin string, args ...string) *replica {
@@ -64,31 +63,10 @@ func startReplica(t *testing.T, bin string, args ...string) *replica {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { r.cmd.Process.Kill(); r.cmd.Wait() })
-	urls := make(chan string, 1)
-	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			r.mu.Lock()
-			r.logs.WriteString(sc.Text() + "\n")
-			r.mu.Unlock()
-			if m := regexp.MustCompile(`listening on (http://[0-9.:]+)`).FindStringSubmatch(sc.Text()); m != nil {
-				urls <- m[1]
-			}
-		}
-		close(urls)
-	}()
-	select {
-	case u, ok := <-urls:
-		if ok {
-			r.URL = u
-			return r
-		}
-	case <-time.After(60 * time.Second):
+	if r.URL, err = controllertest.Listening(stderr, &r.logs, 60*time.Second); err != nil {
+		t.Fatalf("replica did not start: %v\n%s", err, r.logs.String())
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	t.Fatalf("replica did not start:\n%s", r.logs.String())
-	return nil
+	return r
 }
 
 // TestTwoReplicasShareOneDatabase runs two controller processes on one

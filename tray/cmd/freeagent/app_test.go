@@ -1,10 +1,8 @@
 package main
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
 	"net"
@@ -18,11 +16,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/tray/prefs/prefstest"
 
 	"github.com/godbus/dbus/v5"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/pgcluster"
 )
 
@@ -190,16 +190,7 @@ func projectWaitingFor(t *testing.T, file string) []byte {
 		"app.json":     `{"expo":{"name":"fixture","slug":"fixture"}}`,
 		"build.sh":     fmt.Sprintf("while [ ! -e %q ]; do sleep 0.05; done\nmkdir -p \"$FREEAGENT_ARTIFACTS_DIR\"\necho ok > \"$FREEAGENT_ARTIFACTS_DIR/app.apk\"\n", file),
 	}
-	var buf bytes.Buffer
-	gz := gzip.NewWriter(&buf)
-	tw := tar.NewWriter(gz)
-	for name, body := range files {
-		tw.WriteHeader(&tar.Header{Name: name, Mode: 0o755, Size: int64(len(body))})
-		tw.Write([]byte(body))
-	}
-	tw.Close()
-	gz.Close()
-	return buf.Bytes()
+	return controllertest.Project(t, files)
 }
 
 // TestMenuBarOverDBus runs `freeagent app` against a real controller and
@@ -290,13 +281,10 @@ type runningApp struct {
 	menu   *trayMenu
 	exited chan error
 	dir    string // test scratch: data/, opened.txt
-	mu     sync.Mutex
-	out    bytes.Buffer
+	out    syncbuf.Buffer
 }
 
 func (a *runningApp) output() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
 	return a.out.String()
 }
 
@@ -339,8 +327,7 @@ func startApp(t *testing.T, args []string, env ...string) *runningApp {
 		}
 	}
 	cmd.Env = append(cmd.Env, env...)
-	cmd.Stdout = syncWriter{&a.mu, &a.out}
-	cmd.Stderr = syncWriter{&a.mu, &a.out}
+	cmd.Stdout, cmd.Stderr = &a.out, &a.out
 	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -369,17 +356,6 @@ func startApp(t *testing.T, args []string, env ...string) *runningApp {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return a
-}
-
-type syncWriter struct {
-	mu *sync.Mutex
-	b  *bytes.Buffer
-}
-
-func (w syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
 }
 
 // TestFirstRunThroughPreferences starts the app with nothing set up: the

@@ -6,13 +6,11 @@
 package main
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -20,6 +18,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/launchd/homebrew"
 )
 
@@ -116,9 +115,8 @@ func TestRunWithLaunchdsEnvironment(t *testing.T) {
 	url, key := controller(t)
 	h := newLaunchdHost(t, url, key)
 	cmd := h.command(t, "run")
-	var mu sync.Mutex
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = syncWriter{&mu, &out}, syncWriter{&mu, &out}
+	var out syncbuf.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -128,20 +126,15 @@ func TestRunWithLaunchdsEnvironment(t *testing.T) {
 		cmd.Process.Kill()
 		<-exited
 	})
-	output := func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return out.String()
-	}
-	if !faketarttest.WaitFor(30*time.Second, func() bool { return strings.Contains(output(), "registered with the controller") }) {
-		t.Fatalf("the worker did not register:\n%s", output())
+	if !faketarttest.WaitFor(30*time.Second, func() bool { return strings.Contains(out.String(), "registered with the controller") }) {
+		t.Fatalf("the worker did not register:\n%s", out.String())
 	}
 	cmd.Process.Signal(syscall.SIGTERM) // drain: nothing runs, so it unregisters and exits 0
 	if err := <-exited; err != nil {
-		t.Fatalf("exit: %v\n%s", err, output())
+		t.Fatalf("exit: %v\n%s", err, out.String())
 	}
 	exited <- nil
-	got := output()
+	got := out.String()
 	if !strings.Contains(got, `msg="using tart" tart=`+h.tart) || strings.Contains(got, "not found") ||
 		strings.Contains(got, "could not clean up") {
 		t.Fatalf("the worker did not use the Homebrew tart %s:\n%s", h.tart, got)

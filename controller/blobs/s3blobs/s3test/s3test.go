@@ -18,7 +18,6 @@
 package s3test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -37,6 +36,8 @@ import (
 
 	"github.com/minio/minio-go/v7"
 	"github.com/minio/minio-go/v7/pkg/credentials"
+
+	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 )
 
 // install is the command that installs the gateway.
@@ -61,8 +62,7 @@ type gateway struct {
 	endpoint string // http://127.0.0.1:port
 	access   string
 	secret   string
-	logMu    sync.Mutex
-	logs     bytes.Buffer
+	logs     syncbuf.Buffer
 }
 
 // errMissing marks a missing gateway binary.
@@ -159,15 +159,9 @@ func NewBucket(t testing.TB) Bucket {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := b.Client(t).MakeBucket(ctx, b.Name, minio.MakeBucketOptions{}); err != nil {
-		t.Fatalf("s3test: create bucket %s: %v\n%s", b.Name, err, g.logText())
+		t.Fatalf("s3test: create bucket %s: %v\n%s", b.Name, err, g.logs.String())
 	}
 	return b
-}
-
-func (g *gateway) logText() string {
-	g.logMu.Lock()
-	defer g.logMu.Unlock()
-	return g.logs.String()
 }
 
 // binary returns the gateway's path, or an error saying how to install it.
@@ -227,7 +221,7 @@ func start(bin string) (*gateway, error) {
 	g.cmd = exec.Command(bin, "--port", port, "--quiet", "posix", dir)
 	// The keys through the environment, not argv (ps shows argv).
 	g.cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY_ID="+g.access, "ROOT_SECRET_ACCESS_KEY="+g.secret)
-	g.cmd.Stdout, g.cmd.Stderr = lockedWriter{g}, lockedWriter{g}
+	g.cmd.Stdout, g.cmd.Stderr = &g.logs, &g.logs
 	g.cmd.SysProcAttr = sysProcAttr()
 	if err := g.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
@@ -246,24 +240,16 @@ func start(bin string) (*gateway, error) {
 		select {
 		case <-exited:
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("versitygw exited at start:\n%s", g.logText())
+			return nil, fmt.Errorf("versitygw exited at start:\n%s", g.logs.String())
 		case <-time.After(50 * time.Millisecond):
 		}
 		if time.Now().After(deadline) {
 			g.cmd.Process.Kill()
 			<-exited
 			os.RemoveAll(dir)
-			return nil, fmt.Errorf("versitygw did not answer on %s within 30 s:\n%s", g.endpoint, g.logText())
+			return nil, fmt.Errorf("versitygw did not answer on %s within 30 s:\n%s", g.endpoint, g.logs.String())
 		}
 	}
-}
-
-type lockedWriter struct{ g *gateway }
-
-func (w lockedWriter) Write(p []byte) (int, error) {
-	w.g.logMu.Lock()
-	defer w.g.logMu.Unlock()
-	return w.g.logs.Write(p)
 }
 
 func freePort() (string, error) {
