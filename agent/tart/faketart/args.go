@@ -112,6 +112,14 @@ func (p *parsed) strDefault(long, def string) string {
 	return def
 }
 
+// optional is the last value of an option, nil when it was not given.
+func (p *parsed) optional(long string) *string {
+	if v, ok := p.str(long); ok {
+		return &v
+	}
+	return nil
+}
+
 func (p *parsed) has(long string) bool { return p.seen[long] }
 
 // uint parses an unsigned option value the way argument-parser does for
