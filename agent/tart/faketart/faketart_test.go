@@ -1166,3 +1166,37 @@ func TestRunValidation(t *testing.T) {
 		r.wait(t, 5*time.Second)
 	}
 }
+
+// TestParseTimeValueErrors: argument-parser 1.6 (Tart's Package.resolved)
+// converts option values while parsing, before a command's validate(), and
+// lists an enum's values (allValueStrings) after the error.
+func TestParseTimeValueErrors(t *testing.T) {
+	f := newFixture(t)
+	faketarttest.Template(t, f.home, "vm", nil, nil)
+	for _, c := range []struct {
+		args  []string
+		first string
+	}{
+		{[]string{"ip", "vm", "--resolver", "mdns"}, "Error: The value 'mdns' is invalid for '--resolver <resolver>'. Please provide one of 'dhcp', 'arp' or 'agent'."},
+		{[]string{"list", "--format", "yaml"}, "Error: The value 'yaml' is invalid for '--format <format>'. Please provide one of 'text' and 'json'."},
+		{[]string{"get", "vm", "--format", "JSON"}, "Error: The value 'JSON' is invalid for '--format <format>'. Please provide one of 'text' and 'json'."},
+		{[]string{"create", "x", "--linux", "--disk-format", "qcow2"}, "Error: The value 'qcow2' is invalid for '--disk-format <disk-format>'. Please provide one of 'raw' and 'asif'."},
+		// Parse errors come before validate()'s rules.
+		{[]string{"create", "x", "--disk-size", "big"}, "Error: The value 'big' is invalid for '--disk-size <disk-size>'"},
+		{[]string{"clone", "vm", "a/b", "--concurrency", "many"}, "Error: The value 'many' is invalid for '--concurrency <concurrency>'"},
+	} {
+		r := f.tart(c.args...)
+		if first, _, _ := strings.Cut(r.Stderr, "\n"); r.Code != 64 || first != c.first {
+			t.Errorf("tart %v: exit %d stderr %q, want 64 and %q", c.args, r.Code, r.Stderr, c.first)
+		}
+	}
+	// DiskImageFormat lowercases its argument; Swift's integers take a '+'.
+	f.ok("create", "--linux", "--disk-format", "RAW", "--disk-size", "+20", "lin")
+	if c := f.config("lin"); c["diskFormat"] != "raw" {
+		t.Errorf("diskFormat %v, want raw", c["diskFormat"])
+	}
+	f.ok("set", "lin", "--cpu", "+3")
+	if c := f.config("lin"); c["cpuCount"] != 3.0 {
+		t.Errorf("cpuCount %v, want 3", c["cpuCount"])
+	}
+}
