@@ -127,6 +127,27 @@ func TestParseSoftnetOrder(t *testing.T) {
 	}
 }
 
+// hostListener accepts (and closes) TCP connections on all the host's
+// addresses until the test ends; it returns the port.
+func hostListener(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
 // iptablesRules is the host's filter table.
 func iptablesRules(t *testing.T) string {
 	t.Helper()
@@ -175,21 +196,7 @@ func TestSoftnetIsolation(t *testing.T) {
 	if !faketarttest.VMNet(t) {
 		t.Skip("no vmnet emulation here (reason logged above)")
 	}
-	hostL, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostL.Close()
-	go func() {
-		for {
-			c, err := hostL.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	port := hostL.Addr().(*net.TCPAddr).Port
+	port := hostListener(t)
 	addrs := dummyAddrs(t, "10.254", 2)
 	blocked, allowed := addrs[0], addrs[1]
 
@@ -263,21 +270,7 @@ func TestNetHostIsolation(t *testing.T) {
 	if !faketarttest.VMNet(t) {
 		t.Skip("no vmnet emulation here (reason logged above)")
 	}
-	l, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	port := l.Addr().(*net.TCPAddr).Port
+	port := hostListener(t)
 	// 100.63/16 is globally routable (is_global), just below CGNAT's 100.64/10.
 	global := dummyAddrs(t, "100.63", 1)[0]
 	f := softnetOnPath(t, newFixture(t, "FAKETART_NET=vmnet"))
