@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -112,6 +113,14 @@ func (p *parsed) strDefault(long, def string) string {
 	return def
 }
 
+// optional is the last value of an option, nil when it was not given.
+func (p *parsed) optional(long string) *string {
+	if v, ok := p.str(long); ok {
+		return &v
+	}
+	return nil
+}
+
 func (p *parsed) has(long string) bool { return p.seen[long] }
 
 // uint parses an unsigned option value the way argument-parser does for
@@ -121,12 +130,46 @@ func (p *parsed) uint(long string, bits int) (uint64, bool, error) {
 	if !ok {
 		return 0, false, nil
 	}
-	n, err := strconv.ParseUint(s, 10, bits)
+	// Swift's FixedWidthInteger(_:) takes a leading '+'.
+	n, err := strconv.ParseUint(strings.TrimPrefix(s, "+"), 10, bits)
+	if strings.HasPrefix(s, "++") {
+		err = strconv.ErrSyntax
+	}
 	if err != nil {
 		o := p.cmd.opt(long)
 		return 0, true, usageErr(p.cmd, fmt.Sprintf("The value '%s' is invalid for '%s'", s, o.label()), o.helpLine())
 	}
 	return n, true, nil
+}
+
+// enum checks an enum option (ExpressibleByArgument & CaseIterable with
+// allValueStrings: Format, IPResolutionStrategy, DiskImageFormat) the way
+// argument-parser 1.6 does while parsing, before validate(): "The value
+// 'x' is invalid for '--opt <opt>'. Please provide one of 'a' and 'b'."
+// (three or more: "'a', 'b' or 'c'"). fold: the type's init(argument:)
+// lowercases first.
+func (p *parsed) enum(long string, values []string, fold bool) error {
+	s, ok := p.str(long)
+	if !ok {
+		return nil
+	}
+	v := s
+	if fold {
+		v = strings.ToLower(s)
+	}
+	if slices.Contains(values, v) {
+		return nil
+	}
+	quoted := make([]string, len(values))
+	for i, v := range values {
+		quoted[i] = "'" + v + "'"
+	}
+	list := strings.Join(quoted, " and ")
+	if len(quoted) > 2 {
+		list = strings.Join(quoted[:len(quoted)-1], ", ") + " or " + quoted[len(quoted)-1]
+	}
+	o := p.cmd.opt(long)
+	return usageErr(p.cmd, fmt.Sprintf("The value '%s' is invalid for '%s'. Please provide one of %s.", s, o.label(), list), o.helpLine())
 }
 
 func (c *cmdSpec) opt(long string) *optSpec {

@@ -148,15 +148,15 @@ func commands() map[string]*cmdSpec {
 // ---- create --------------------------------------------------------------
 
 func validateCreate(a *app, p *parsed) error {
-	if !p.has("from-ipsw") && !p.flag["linux"] {
-		return usageErr(p.cmd, "Please specify either a --from-ipsw or --linux option!", "")
-	}
+	// Values are converted while parsing, before Create.validate().
 	if _, _, err := p.uint("disk-size", 16); err != nil {
 		return err
 	}
-	if f, ok := p.str("disk-format"); ok && f != "raw" && f != "asif" {
-		o := p.cmd.opt("disk-format")
-		return usageErr(p.cmd, fmt.Sprintf("The value '%s' is invalid for '%s'", f, o.label()), o.helpLine())
+	if err := p.enum("disk-format", []string{"raw", "asif"}, true); err != nil {
+		return err
+	}
+	if !p.has("from-ipsw") && !p.flag["linux"] {
+		return usageErr(p.cmd, "Please specify either a --from-ipsw or --linux option!", "")
 	}
 	return nil
 }
@@ -179,7 +179,7 @@ func runCreate(a *app, p *parsed) error {
 		osName = "linux"
 	}
 	cfg := newConfig(osName)
-	cfg.DiskFormat = p.strDefault("disk-format", "raw")
+	cfg.DiskFormat = strings.ToLower(p.strDefault("disk-format", "raw"))
 	if err := writeVMFiles(tmp, cfg, int64(size)*1000*1000*1000); err != nil {
 		return genericErr("%v", err)
 	}
@@ -224,16 +224,17 @@ func writeVMFiles(dir string, cfg *vmConfig, diskBytes int64) error {
 // ---- clone ---------------------------------------------------------------
 
 func validateClone(a *app, p *parsed) error {
+	// Values are converted while parsing, before Clone.validate().
+	for _, o := range []string{"concurrency", "prune-limit"} {
+		if _, _, err := p.uint(o, 64); err != nil {
+			return err
+		}
+	}
 	if strings.Contains(p.pos[1], "/") {
 		return usageErr(p.cmd, "<new-name> should be a local name", "")
 	}
 	if !validLocalName(p.pos[1]) {
 		return usageErr(p.cmd, "<new-name> should be a local name", "")
-	}
-	for _, o := range []string{"concurrency", "prune-limit"} {
-		if _, _, err := p.uint(o, 64); err != nil {
-			return err
-		}
 	}
 	if n, ok, _ := p.uint("concurrency", 64); ok && n < 1 {
 		return usageErr(p.cmd, "network concurrency cannot be less than 1", "")
@@ -538,11 +539,7 @@ func byteCount(n int64) string {
 // ---- get / list ----------------------------------------------------------
 
 func validateFormat(a *app, p *parsed) error {
-	if f, ok := p.str("format"); ok && f != "text" && f != "json" {
-		o := p.cmd.opt("format")
-		return usageErr(p.cmd, fmt.Sprintf("The value '%s' is invalid for '%s'", f, o.label()), o.helpLine())
-	}
-	return nil
+	return p.enum("format", []string{"text", "json"}, false)
 }
 
 func validateList(a *app, p *parsed) error {
@@ -719,9 +716,8 @@ func runIP(a *app, p *parsed) error {
 		return err
 	}
 	resolver := p.strDefault("resolver", "dhcp")
-	if resolver != "dhcp" && resolver != "arp" && resolver != "agent" {
-		o := p.cmd.opt("resolver")
-		return usageErr(p.cmd, fmt.Sprintf("The value '%s' is invalid for '%s'", resolver, o.label()), o.helpLine())
+	if err := p.enum("resolver", []string{"dhcp", "arp", "agent"}, false); err != nil {
+		return err
 	}
 	vm, err := a.home.openLocal(p.pos[0])
 	if err != nil {

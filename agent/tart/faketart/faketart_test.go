@@ -1121,3 +1121,82 @@ echo done > "$TART_FAKE_GUEST_ROOT/done"; sleep 60`, loopPort, allPort)
 	}
 	f.fails(1, "no IP address found, is your VM running?\n", "ip", "net-1")
 }
+
+// TestRunValidation: Run.validate() and the VM configuration in run() as
+// in Tart 2.32.1 (Sources/tart/Commands/Run.swift): --suspendable takes
+// shares (since tart#1082) but no --no-trackpad/-keyboard/-pointer,
+// --no-trackpad needs a macOS VM (usage errors, 64); an unknown
+// --root-disk-opts mode is a VMConfigurationError (no prefix, exit 1)
+// found while configuring the VM, before the VM lock.
+func TestRunValidation(t *testing.T) {
+	f := newFixture(t)
+	faketarttest.Template(t, f.home, "vm", []string{"/bin/sh", "-c", "sleep 60"}, nil)
+	f.ok("create", "--linux", "lin")
+	for _, c := range []struct {
+		args []string
+		msg  string
+	}{
+		{[]string{"--suspendable", "--no-trackpad", "vm"}, "--no-trackpad cannot be used with --suspendable"},
+		{[]string{"--suspendable", "--no-keyboard", "vm"}, "--no-keyboard cannot be used with --suspendable"},
+		{[]string{"--suspendable", "--no-pointer", "vm"}, "--no-pointer cannot be used with --suspendable"},
+		{[]string{"--no-trackpad", "lin"}, "--no-trackpad can only be used with macOS VMs"},
+		{[]string{"--suspendable", "lin"}, "You can only suspend macOS VMs"},
+	} {
+		r := f.tart(append([]string{"run", "--no-graphics"}, c.args...)...)
+		if r.Code != 64 || !strings.HasPrefix(r.Stderr, "Error: "+c.msg+"\nUsage: tart run ") {
+			t.Errorf("run %v: exit %d stderr %q, want 64 and %q", c.args, r.Code, r.Stderr, c.msg)
+		}
+	}
+	share := t.TempDir()
+	for _, args := range [][]string{
+		{"--suspendable", "--dir", share, "vm"},
+		{"--root-disk-opts", "ro,bogus,sync=fsync,caching=cached", "vm"},
+	} {
+		r := f.start(append([]string{"--no-graphics"}, args...)...)
+		faketarttest.WaitFor(5*time.Second, func() bool { return f.state("vm") == "running" || r.exited() })
+		if r.exited() {
+			t.Fatalf("run %v: exit %d %q", args, r.code, r.err.String())
+		}
+		if args[0] == "--root-disk-opts" {
+			// Found before the lock: the configuration error, not "already running".
+			f.fails(1, "unsupported disk image synchronization mode: \"bogus\"\n", "run", "--no-graphics", "--root-disk-opts", "sync=bogus", "vm")
+			f.fails(1, "unsupported disk image caching mode: \"on\"\n", "run", "--no-graphics", "--root-disk-opts", "caching=on,sync=none", "vm")
+		}
+		f.ok("stop", "vm")
+		r.wait(t, 5*time.Second)
+	}
+}
+
+// TestParseTimeValueErrors: argument-parser 1.6 (Tart's Package.resolved)
+// converts option values while parsing, before a command's validate(), and
+// lists an enum's values (allValueStrings) after the error.
+func TestParseTimeValueErrors(t *testing.T) {
+	f := newFixture(t)
+	faketarttest.Template(t, f.home, "vm", nil, nil)
+	for _, c := range []struct {
+		args  []string
+		first string
+	}{
+		{[]string{"ip", "vm", "--resolver", "mdns"}, "Error: The value 'mdns' is invalid for '--resolver <resolver>'. Please provide one of 'dhcp', 'arp' or 'agent'."},
+		{[]string{"list", "--format", "yaml"}, "Error: The value 'yaml' is invalid for '--format <format>'. Please provide one of 'text' and 'json'."},
+		{[]string{"get", "vm", "--format", "JSON"}, "Error: The value 'JSON' is invalid for '--format <format>'. Please provide one of 'text' and 'json'."},
+		{[]string{"create", "x", "--linux", "--disk-format", "qcow2"}, "Error: The value 'qcow2' is invalid for '--disk-format <disk-format>'. Please provide one of 'raw' and 'asif'."},
+		// Parse errors come before validate()'s rules.
+		{[]string{"create", "x", "--disk-size", "big"}, "Error: The value 'big' is invalid for '--disk-size <disk-size>'"},
+		{[]string{"clone", "vm", "a/b", "--concurrency", "many"}, "Error: The value 'many' is invalid for '--concurrency <concurrency>'"},
+	} {
+		r := f.tart(c.args...)
+		if first, _, _ := strings.Cut(r.Stderr, "\n"); r.Code != 64 || first != c.first {
+			t.Errorf("tart %v: exit %d stderr %q, want 64 and %q", c.args, r.Code, r.Stderr, c.first)
+		}
+	}
+	// DiskImageFormat lowercases its argument; Swift's integers take a '+'.
+	f.ok("create", "--linux", "--disk-format", "RAW", "--disk-size", "+20", "lin")
+	if c := f.config("lin"); c["diskFormat"] != "raw" {
+		t.Errorf("diskFormat %v, want raw", c["diskFormat"])
+	}
+	f.ok("set", "lin", "--cpu", "+3")
+	if c := f.config("lin"); c["cpuCount"] != 3.0 {
+		t.Errorf("cpuCount %v, want 3", c["cpuCount"])
+	}
+}

@@ -97,14 +97,53 @@ func validateRun(a *app, p *parsed) error {
 		if cfg.OS != "darwin" {
 			return usageErr(c, "You can only suspend macOS VMs", "")
 		}
-		if len(p.vals["dir"]) > 0 {
-			return usageErr(c, "Suspending VMs with shared directories is not supported", "")
+		for _, f := range []string{"no-trackpad", "no-keyboard", "no-pointer"} {
+			if p.flag[f] {
+				return usageErr(c, "--"+f+" cannot be used with --suspendable", "")
+			}
+		}
+	}
+	if p.flag["no-trackpad"] {
+		cfg, err := readConfig(vm.config())
+		if err != nil {
+			return err
+		}
+		if cfg.OS != "darwin" {
+			return usageErr(c, "--no-trackpad can only be used with macOS VMs", "")
 		}
 	}
 	for _, d := range p.vals["disk"] {
 		if strings.HasSuffix(d, "-amd64.iso") {
 			return usageErr(c, "Seems you have a disk targeting x86 architecture (hence amd64 in the name). Please use an 'arm64' version of the disk.", "")
 		}
+	}
+	return nil
+}
+
+// checkRootDiskOpts is DiskOptions(parseFrom:) and the mode initialisers
+// VM(…)'s arguments call (Run.swift): unknown options are ignored, an
+// unknown sync= or caching= mode is a RuntimeError.VMConfigurationError
+// (no prefix, exit 1), found after the shares are parsed and before the
+// configuration is validated.
+func checkRootDiskOpts(opts string) error {
+	syncMode, caching := "", ""
+	for _, o := range splitNonEmpty(opts, ",") {
+		switch {
+		case strings.HasPrefix(o, "sync="):
+			syncMode = strings.TrimPrefix(o, "sync=")
+		case strings.HasPrefix(o, "caching="):
+			caching = strings.TrimPrefix(o, "caching=")
+		}
+	}
+	switch syncMode {
+	case "", "none", "fsync", "full":
+	default:
+		return runtimeErr(1, "unsupported disk image synchronization mode: \"%s\"", syncMode)
+	}
+	switch caching {
+	case "", "automatic", "cached", "uncached":
+	default:
+		return runtimeErr(1, "unsupported disk image caching mode: \"%s\"", caching)
 	}
 	return nil
 }
@@ -343,6 +382,10 @@ func runRun(a *app, p *parsed) error {
 		global.Close()
 		return err
 	}
+	if err := checkRootDiskOpts(p.strDefault("root-disk-opts", "")); err != nil {
+		global.Close()
+		return err
+	}
 	for _, s := range shares {
 		st, err := os.Stat(s.path)
 		if err != nil || !st.IsDir() {
@@ -384,7 +427,12 @@ func runRun(a *app, p *parsed) error {
 	// the VM starts: after the lock and the VM limit.
 	var softnet *softnetPolicy
 	if useSoftnet {
-		if softnet, err = parseSoftnet(p.strDefault("net-softnet-allow", ""), p.strDefault("net-softnet-block", "")); err != nil {
+		if softnet, err = parseSoftnet(softnetArgs{
+			allow:  p.optional("net-softnet-allow"),
+			block:  p.optional("net-softnet-block"),
+			expose: p.optional("net-softnet-expose"),
+			host:   p.flag["net-host"],
+		}); err != nil {
 			return rs.exit(err)
 		}
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -28,6 +29,10 @@ import (
 type softnetPolicy struct {
 	rules    []softnetRule // longest prefix first, block before allow at equal length
 	isolated bool
+	// hostOnly is --net-host (softnet's --vm-net-type host, a vmnet
+	// host-mode interface): vmnet gives no route beyond the host, so of
+	// what softnet lets through only the gateway is reachable.
+	hostOnly bool
 }
 
 type softnetRule struct {
@@ -45,23 +50,37 @@ var nonGlobal = []string{
 
 // softnetFailed is how the run ends when softnet refuses its arguments:
 // clap's error on softnet's stderr (which Tart shares), then Tart's error
-// once the softnet child is gone (Softnet.stop: RuntimeFailed).
-func softnetFailed(opt, value, why string) *exitError {
-	return &exitError{code: 1, msg: fmt.Sprintf("error: invalid value '%s' for '--%s <comma-separated CIDRs or @-alias>': %s\n\nFor more information, try '--help'.\n", value, opt, why) +
-		`Error: RuntimeFailed(why: "Softnet process terminated prematurely")`}
+// once the softnet child is gone (Softnet.stop throws RuntimeFailed inside
+// Run's VM task, whose catch prints "\(error)" with no "Error: " prefix
+// and exits 1: Sources/tart/Commands/Run.swift, VM.swift's run()).
+func softnetFailed(opt, valueName, value, why string) *exitError {
+	return &exitError{code: 1, msg: fmt.Sprintf("error: invalid value '%s' for '--%s <%s>': %s\n\nFor more information, try '--help'.\n", value, opt, valueName, why) +
+		`RuntimeFailed(why: "Softnet process terminated prematurely")`}
 }
 
-// parseSoftnet reads the allow and block lists as softnet does.
-func parseSoftnet(allow, block string) (*softnetPolicy, error) {
-	pol := &softnetPolicy{isolated: true}
+// softnetArgs are the run flags Tart hands to softnet: the lists as given
+// (nil when the flag is absent; Tart passes even an empty value on) and
+// --net-host, which Tart turns into softnet's --vm-net-type host.
+type softnetArgs struct {
+	allow, block, expose *string
+	host                 bool
+}
+
+// parseSoftnet reads the lists as softnet's clap parser does: in the order
+// Tart passes them (--allow, --block, --expose), each split at every comma
+// (an empty value or element is an element too), the first bad element
+// ending softnet.
+func parseSoftnet(a softnetArgs) (*softnetPolicy, error) {
+	pol := &softnetPolicy{isolated: true, hostOnly: a.host}
 	for _, l := range []struct {
-		opt, val string
-		allow    bool
-	}{{"allow", allow, true}, {"block", block, false}} {
-		if l.val == "" {
+		opt   string
+		val   *string
+		allow bool
+	}{{"allow", a.allow, true}, {"block", a.block, false}} {
+		if l.val == nil {
 			continue
 		}
-		for _, v := range strings.Split(l.val, ",") {
+		for _, v := range strings.Split(*l.val, ",") {
 			var p netip.Prefix
 			if v == "@host" {
 				p = netip.PrefixFrom(netip.MustParseAddr(vmnetGateway), 32)
@@ -69,7 +88,7 @@ func parseSoftnet(allow, block string) (*softnetPolicy, error) {
 				var err error
 				p, err = netip.ParsePrefix(v)
 				if err != nil || !p.Addr().Is4() {
-					return nil, softnetFailed(l.opt, v, "invalid IP address syntax")
+					return nil, softnetFailed(l.opt, "comma-separated CIDRs or @-alias", v, "invalid IP address syntax")
 				}
 				p = p.Masked()
 			}
@@ -77,6 +96,13 @@ func parseSoftnet(allow, block string) (*softnetPolicy, error) {
 				pol.isolated = false
 			}
 			pol.rules = append(pol.rules, softnetRule{prefix: p, allow: l.allow})
+		}
+	}
+	if a.expose != nil {
+		for _, v := range strings.Split(*a.expose, ",") {
+			if why := checkExposedPort(v); why != "" {
+				return nil, softnetFailed("expose", "comma-separated port specifications", v, why)
+			}
 		}
 	}
 	slices.SortStableFunc(pol.rules, func(a, b softnetRule) int {
@@ -92,4 +118,58 @@ func parseSoftnet(allow, block string) (*softnetPolicy, error) {
 		return 1
 	})
 	return pol, nil
+}
+
+// checkExposedPort is softnet's ExposedPort::from_str (lib/proxy/
+// exposed_port.rs): EXTERNAL:INTERNAL, both u16. It returns what clap
+// shows after the value (the outermost anyhow context), or "".
+func checkExposedPort(s string) string {
+	parts := strings.Split(s, ":")
+	if len(parts) != 2 {
+		return fmt.Sprintf("invalid exposed port specification %s, the format should be EXTERNAL:INTERNAL", rustQuote(s))
+	}
+	if !rustU16(parts[0]) {
+		return "invalid external port " + rustQuote(parts[0])
+	}
+	if !rustU16(parts[1]) {
+		return "invalid internal port " + rustQuote(parts[1])
+	}
+	return ""
+}
+
+// rustU16 reports whether Rust's u16::from_str accepts s: an optional '+',
+// then one or more ASCII digits, at most 65535.
+func rustU16(s string) bool {
+	s = strings.TrimPrefix(s, "+")
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return false
+	}
+	_, err := strconv.ParseUint(s, 10, 16)
+	return err == nil
+}
+
+// rustQuote is Rust's {:?} of a str for the printable ASCII that port
+// specifications hold: double quotes, with '"' and '\\' escaped.
+func rustQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r < 0x20 || r == 0x7f:
+			fmt.Fprintf(&b, `\u{%x}`, r)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
 }

@@ -56,6 +56,10 @@ func applySoftnet(l *vmnetLease, pol *softnetPolicy) error {
 		return err
 	}
 	var rules [][]string
+	if pol.hostOnly {
+		// vmnet host mode: the host and nothing beyond it.
+		rules = append(rules, []string{"-d", vmnetGateway + "/32", "-j", "RETURN"}, []string{"-j", "REJECT"})
+	}
 	for _, r := range pol.rules {
 		target := "REJECT"
 		if r.allow {

@@ -44,9 +44,10 @@ func TestSoftnetFlags(t *testing.T) {
 			t.Errorf("run %v: exit %d stderr %q", args, r.Code, r.Stderr)
 		}
 	}
+	// Tart prints the error of its VM task without the "Error: " prefix.
+	const runtimeFailed = "RuntimeFailed(why: \"Softnet process terminated prematurely\")\n"
 	badValue := func(opt, v string) string {
-		return "error: invalid value '" + v + "' for '--" + opt + " <comma-separated CIDRs or @-alias>': invalid IP address syntax\n\nFor more information, try '--help'.\n" +
-			"Error: RuntimeFailed(why: \"Softnet process terminated prematurely\")\n"
+		return "error: invalid value '" + v + "' for '--" + opt + " <comma-separated CIDRs or @-alias>': invalid IP address syntax\n\nFor more information, try '--help'.\n" + runtimeFailed
 	}
 	for _, c := range []struct{ flag, list, opt, bad string }{
 		{"--net-softnet-allow", "10.0.0/8", "allow", "10.0.0/8"},
@@ -55,9 +56,35 @@ func TestSoftnetFlags(t *testing.T) {
 		{"--net-softnet-allow", "10.1.2.3", "allow", "10.1.2.3"},
 		{"--net-softnet-block", "@hosts", "block", "@hosts"},
 		{"--net-softnet-block", "1.2.3.4/8,", "block", ""},
+		// An empty value reaches softnet too (Tart passes --allow "").
+		{"--net-softnet-allow", "", "allow", ""},
+		{"--net-softnet-block=", "", "block", ""},
 	} {
-		f.fails(1, badValue(c.opt, c.bad), "run", "--no-graphics", c.flag, c.list, "vm")
+		args := []string{"run", "--no-graphics", c.flag, c.list, "vm"}
+		if strings.HasSuffix(c.flag, "=") {
+			args = []string{"run", "--no-graphics", c.flag, "vm"}
+		}
+		f.fails(1, badValue(c.opt, c.bad), args...)
 	}
+	// --net-softnet-expose is softnet's --expose: EXTERNAL:INTERNAL, both
+	// u16 (lib/proxy/exposed_port.rs); Tart checks nothing.
+	badExpose := func(v, why string) string {
+		return "error: invalid value '" + v + "' for '--expose <comma-separated port specifications>': " + why + "\n\nFor more information, try '--help'.\n" + runtimeFailed
+	}
+	for _, c := range []struct{ list, bad, why string }{
+		{"2222", "2222", `invalid exposed port specification "2222", the format should be EXTERNAL:INTERNAL`},
+		{"2222:22:1", "2222:22:1", `invalid exposed port specification "2222:22:1", the format should be EXTERNAL:INTERNAL`},
+		{"2222:22,", "", `invalid exposed port specification "", the format should be EXTERNAL:INTERNAL`},
+		{"", "", `invalid exposed port specification "", the format should be EXTERNAL:INTERNAL`},
+		{"ssh:22", "ssh:22", `invalid external port "ssh"`},
+		{"8080:80,65536:22", "65536:22", `invalid external port "65536"`},
+		{"2222:-22", "2222:-22", `invalid internal port "-22"`},
+		{"2222:", "2222:", `invalid internal port ""`},
+	} {
+		f.fails(1, badExpose(c.bad, c.why), "run", "--no-graphics", "--net-softnet-expose", c.list, "vm")
+	}
+	// softnet parses --allow, --block and --expose in that order.
+	f.fails(1, badValue("block", "x"), "run", "--no-graphics", "--net-softnet-expose", "1", "--net-softnet-block", "x", "vm")
 	// softnet reads its lists only once the VM starts: a running VM is
 	// found first, as Tart finds it.
 	running := f.start("--no-graphics", "vm")
@@ -69,6 +96,8 @@ func TestSoftnetFlags(t *testing.T) {
 		{"--net-softnet"},
 		{"--net-softnet-allow", "10.0.0.0/8,@host,192.168.1.7/32"},
 		{"--net-softnet", "--net-softnet-block", "0.0.0.0/0", "--net-softnet-allow", "@host"},
+		{"--net-softnet-expose", "2222:22,+8080:0080,0:65535"},
+		{"--net-host"},
 	} {
 		r := f.start(append(append([]string{"--no-graphics"}, args...), "vm")...)
 		faketarttest.WaitFor(5*time.Second, func() bool { return f.state("vm") == "running" || r.exited() })
@@ -82,7 +111,8 @@ func TestSoftnetFlags(t *testing.T) {
 
 func TestParseSoftnetOrder(t *testing.T) {
 	t.Parallel()
-	pol, err := parseSoftnet("10.0.0.0/8,10.1.0.0/16,0.0.0.0/0", "10.1.0.0/16,@host")
+	allow, block := "10.0.0.0/8,10.1.0.0/16,0.0.0.0/0", "10.1.0.0/16,@host"
+	pol, err := parseSoftnet(softnetArgs{allow: &allow, block: &block})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +127,27 @@ func TestParseSoftnetOrder(t *testing.T) {
 	}
 }
 
+// hostListener accepts (and closes) TCP connections on all the host's
+// addresses until the test ends; it returns the port.
+func hostListener(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "0.0.0.0:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
 // iptablesRules is the host's filter table.
 func iptablesRules(t *testing.T) string {
 	t.Helper()
@@ -107,10 +158,11 @@ func iptablesRules(t *testing.T) string {
 	return string(out)
 }
 
-// dummyAddrs gives the host private addresses no guest is allowed by
-// default, on one end of a veth pair (the dummy driver may be missing),
+// dummyAddrs gives the host n addresses <net>.<random>.<i> (private
+// 10.254 ones no softnet guest is allowed by default, or globally routable
+// ones), on one end of a veth pair (the dummy driver may be missing),
 // removed at cleanup.
-func dummyAddrs(t *testing.T, n int) []string {
+func dummyAddrs(t *testing.T, net string, n int) []string {
 	t.Helper()
 	b := make([]byte, 2)
 	rand.Read(b) //nolint:errcheck
@@ -121,7 +173,7 @@ func dummyAddrs(t *testing.T, n int) []string {
 	t.Cleanup(func() { _ = exec.Command("ip", "link", "del", name).Run() })
 	var addrs []string
 	for i := 1; i <= n; i++ {
-		a := fmt.Sprintf("10.254.%d.%d", b[0], i)
+		a := fmt.Sprintf("%s.%d.%d", net, b[0], i)
 		if out, err := exec.Command("ip", "addr", "add", a+"/32", "dev", name).CombinedOutput(); err != nil {
 			t.Fatalf("ip addr add %s: %v: %s", a, err, out)
 		}
@@ -144,22 +196,8 @@ func TestSoftnetIsolation(t *testing.T) {
 	if !faketarttest.VMNet(t) {
 		t.Skip("no vmnet emulation here (reason logged above)")
 	}
-	hostL, err := net.Listen("tcp", "0.0.0.0:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer hostL.Close()
-	go func() {
-		for {
-			c, err := hostL.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	port := hostL.Addr().(*net.TCPAddr).Port
-	addrs := dummyAddrs(t, 2)
+	port := hostListener(t)
+	addrs := dummyAddrs(t, "10.254", 2)
 	blocked, allowed := addrs[0], addrs[1]
 
 	f := softnetOnPath(t, newFixture(t, "FAKETART_NET=vmnet"))
@@ -221,5 +259,42 @@ func TestSoftnetIsolation(t *testing.T) {
 		if strings.Contains(rules, "-s "+ip+"/32 -j FA-SN-") || strings.Contains(rules, "-N FA-SN-"+n+"\n") {
 			t.Errorf("rules of %s outlived its VM:\n%s", ip, rules)
 		}
+	}
+}
+
+// TestNetHostIsolation: --net-host is Softnet on a vmnet host-mode
+// interface (Run.swift passes --vm-net-type host): the guest reaches the
+// host at the gateway and nothing beyond, not even the globally routable
+// addresses a --net-softnet guest reaches.
+func TestNetHostIsolation(t *testing.T) {
+	if !faketarttest.VMNet(t) {
+		t.Skip("no vmnet emulation here (reason logged above)")
+	}
+	port := hostListener(t)
+	// 100.63/16 is globally routable (is_global), just below CGNAT's 100.64/10.
+	global := dummyAddrs(t, "100.63", 1)[0]
+	f := softnetOnPath(t, newFixture(t, "FAKETART_NET=vmnet"))
+	probe := func(name, addr string) string {
+		return fmt.Sprintf("if bash -c 'exec 3<>/dev/tcp/%s/%d' 2>/dev/null; then echo %s=reached; else echo %s=refused; fi\n", addr, port, name, name)
+	}
+	script := probe("gateway", vmnetGateway) + probe("global", global) + `echo done > "$TART_FAKE_GUEST_ROOT/done"; sleep 60`
+	faketarttest.Template(t, f.home, "prober", []string{"/bin/sh", "-c", script}, nil)
+	want := map[string][]string{
+		"--net-softnet": {"gateway=reached\n", "global=reached\n"},
+		"--net-host":    {"gateway=reached\n", "global=refused\n"},
+	}
+	for _, mode := range []string{"--net-softnet", "--net-host"} {
+		vm := "nh" + strings.TrimPrefix(mode, "--net-")
+		f.ok("clone", "prober", vm)
+		run := f.start("--no-graphics", mode, vm)
+		waitFile(t, f.vmPath(vm, ".faketart", "guest", "done"), 20*time.Second)
+		log, _ := os.ReadFile(f.vmPath(vm, ".faketart", "guest.log"))
+		for _, w := range want[mode] {
+			if !strings.Contains(string(log), w) {
+				t.Errorf("%s guest's probes lack %q:\n%s", mode, w, log)
+			}
+		}
+		f.ok("stop", vm)
+		run.wait(t, 10*time.Second)
 	}
 }
