@@ -231,7 +231,9 @@ func waitFile(t *testing.T, path string, timeout time.Duration) string {
 		data, err = os.ReadFile(path)
 		return err == nil && len(data) > 0
 	}) {
-		t.Fatalf("%s did not appear within %v", path, timeout)
+		// A guest's file lies in .faketart/guest/; its output beside that.
+		log, _ := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(path)), "guest.log"))
+		t.Fatalf("%s did not appear within %v; the guest's output so far:\n%s", path, timeout, log)
 	}
 	return string(data)
 }

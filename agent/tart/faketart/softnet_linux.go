@@ -17,7 +17,7 @@ import (
 // the host's filter table, FA-SN-<n> for the lease 192.168.64.<n>, jumped
 // to from INPUT (to the host) and FORWARD (beyond it) for its source
 // address, in softnet's order (see softnet.go). Softnet drops; the chain
-// rejects, so a test's refused connection fails at once. Bridged traffic
+// rejects (TCP with a reset), so a test's refused connection fails at once. Bridged traffic
 // between guests never reaches iptables: the guest's bridge port is
 // isolated instead, as vmnet isolates its bridge. The host-side rules hold
 // even against a guest's root, which owns only its namespace; they do not
@@ -74,7 +74,7 @@ func applySoftnet(l *vmnetLease, pol *softnetPolicy) error {
 	for _, p := range nonGlobal {
 		rules = append(rules, []string{"-d", p, "-j", "REJECT"})
 	}
-	for _, r := range rules {
+	for _, r := range withResets(rules) {
 		if err := iptables(append([]string{"-A", chain}, r...)...); err != nil {
 			removeSoftnet(l.n)
 			return err
@@ -88,6 +88,23 @@ func applySoftnet(l *vmnetLease, pol *softnetPolicy) error {
 	}
 	l.isolated = pol.isolated
 	return nil
+}
+
+// withResets precedes each REJECT rule with its TCP twin answering a reset.
+// The kernel sends port-unreachables to an address at most once a second
+// after a burst of six (icmp_ratelimit); guest addresses are leased again
+// and again, so under load a rejected connect could wait on retries of its
+// SYN instead of failing at once. Resets are not rate-limited.
+func withResets(rules [][]string) [][]string {
+	var out [][]string
+	for _, r := range rules {
+		if r[len(r)-1] == "REJECT" {
+			tcp := append([]string{"-p", "tcp"}, r...)
+			out = append(out, append(tcp, "--reject-with", "tcp-reset"))
+		}
+		out = append(out, r)
+	}
+	return out
 }
 
 // nameservers are the IPv4 DNS servers the guest uses: the host's, as the
