@@ -138,7 +138,9 @@ type Options struct {
 	Limits Limits
 	Log    logrus.FieldLogger
 	// BuildEnded is called after a request moved a build to a terminal
-	// state (the reaper then deletes its certificates at once).
+	// state (the reaper then deletes its certificates at once). A worker's
+	// result calls it only when the build still holds certificates or
+	// credentials (store.Completion.SecretsLeft).
 	BuildEnded func()
 	// Metrics records request, poll and claim figures and serves GET
 	// /metrics; nil leaves /metrics answering 404.

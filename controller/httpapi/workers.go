@@ -292,10 +292,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerA
 		s.fail(w, r, err)
 		return
 	}
-	if resp.Status.Terminal() {
+	if resp.Status.Terminal() && resp.SecretsLeft {
 		s.kick()
 	}
-	writeJSON(w, http.StatusOK, resp)
+	writeJSON(w, http.StatusOK, resp.ResultResponse)
 }
 
 func parseBool(fields map[string]string, name string, required bool) (bool, error) {

@@ -466,14 +466,25 @@ type PendingArtifact struct {
 	Inspect func() (install.AppInfo, error)
 }
 
+// Completion is Complete's answer: the worker's, and what the caller does next.
+type Completion struct {
+	api.ResultResponse
+	// SecretsLeft is set when the build holds certificates or
+	// credentials not yet deleted: once it ended, the caller kicks the
+	// reaper to delete them now. Most builds hold none, and their
+	// completions then cost the reaper no query.
+	SecretsLeft bool
+}
+
 // Complete records an attempt's result with a compare-and-set on (build,
 // attempt, lease). Repeating a completion returns the first answer and
 // changes nothing; a completion from an attempt that lost its lease gives
 // ErrLeaseLost.
-func (s *Store) Complete(ctx context.Context, w WorkerAuth, r Result) (api.ResultResponse, error) {
+func (s *Store) Complete(ctx context.Context, w WorkerAuth, r Result) (Completion, error) {
 	var resp api.ResultResponse
+	var secrets bool
 	if !ValidID(r.BuildID) || !ValidID(r.AttemptID) {
-		return resp, fmt.Errorf("%w: build %q has no attempt %q of this worker", ErrLeaseLost, r.BuildID, r.AttemptID)
+		return Completion{}, fmt.Errorf("%w: build %q has no attempt %q of this worker", ErrLeaseLost, r.BuildID, r.AttemptID)
 	}
 	// A failure report is recorded even when its text is odd: clean it
 	// rather than lose the result.
@@ -488,10 +499,11 @@ func (s *Store) Complete(ctx context.Context, w WorkerAuth, r Result) (api.Resul
 		// The build's row is locked with the attempt's: a cancel either
 		// committed before (and is seen here) or waits and finds the
 		// build ended.
-		err := t.QueryRow(ctx, `SELECT a.status, a.worker_instance, a.lease_token_hash, a.result, b.cancel_requested
+		err := t.QueryRow(ctx, `SELECT a.status, a.worker_instance, a.lease_token_hash, a.result, b.cancel_requested,
+				(b.has_certs OR b.has_credentials) AND b.certs_deleted_at IS NULL
 			FROM build_attempts a JOIN builds b ON b.id = a.build_id
 			WHERE a.id = $1 AND a.build_id = $2 AND a.worker_id = $3 FOR UPDATE`,
-			r.AttemptID, r.BuildID, w.WorkerID).Scan(&status, &instance, &leaseHash, &stored, &cancelRequested)
+			r.AttemptID, r.BuildID, w.WorkerID).Scan(&status, &instance, &leaseHash, &stored, &cancelRequested, &secrets)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: build %s has no attempt %s of this worker", ErrLeaseLost, r.BuildID, r.AttemptID)
 		}
@@ -514,7 +526,7 @@ func (s *Store) Complete(ctx context.Context, w WorkerAuth, r Result) (api.Resul
 		resp, err = t.finish(ctx, w, r, cancelRequested)
 		return err
 	})
-	return resp, err
+	return Completion{ResultResponse: resp, SecretsLeft: secrets}, err
 }
 
 // finish applies a result to a build whose attempt is verified live and

@@ -427,3 +427,38 @@ func TestReleaseAfterCredentialsIsConsumed(t *testing.T) {
 		t.Fatalf("the worker's events %v", got)
 	}
 }
+
+// A completion says whether the build still holds certificates or
+// credentials, which is when the caller kicks the reaper: a build that
+// holds none, or whose secrets are already deleted, costs it nothing.
+func TestCompleteSaysWhetherSecretsAreLeft(t *testing.T) {
+	t.Parallel()
+	f := newStore(t)
+	if err := f.s.SetPool(f.ctx, api.Pool{Name: "vault", Trusted: true}); err != nil {
+		t.Fatal(err)
+	}
+	w := f.register("", android("vault"))
+	for _, nb := range []store.NewBuild{{}, {HasCerts: true}, {HasCredentials: true}} {
+		b := f.submit(nb)
+		j := f.claim(w)
+		f.ack(w, j)
+		r := store.Result{BuildID: j.ID, AttemptID: j.AttemptID, LeaseToken: j.LeaseToken, Success: true}
+		c, err := f.s.Complete(f.ctx, w, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := nb.HasCerts || nb.HasCredentials
+		if j.ID != b.ID || c.Status != api.StatusCompleted || c.SecretsLeft != want {
+			t.Fatalf("%+v: completion %+v, want SecretsLeft %v", nb, c, want)
+		}
+		if !want {
+			continue
+		}
+		if err := f.s.MarkCertsDeleted(f.ctx, j.ID); err != nil {
+			t.Fatal(err)
+		}
+		if c, err := f.s.Complete(f.ctx, w, r); err != nil || !c.Duplicate || c.SecretsLeft {
+			t.Fatalf("%+v: the repeat after the secrets were deleted: %+v, %v", nb, c, err)
+		}
+	}
+}
