@@ -21,6 +21,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -100,6 +101,11 @@ func (f File) String() string {
 type Store struct {
 	b   Backend
 	box seal.Box
+	// firsts recycles Fill's first buffers (*[fillFirst]byte): every
+	// submit and every result fills one, and a fresh 64 KiB each was most
+	// of the bytes the controller allocated, so most of the garbage
+	// collections it ran, under a steady stream of builds.
+	firsts sync.Pool
 }
 
 // New returns a store keeping its files in b. key is the 32-byte AES-256
@@ -237,9 +243,10 @@ func objectKey(buildID string, f File) (string, error) {
 // Pending is a file being written. Call Commit to make it visible, or
 // Abort to discard it; Abort after Commit is a no-op.
 type Pending struct {
-	w Writer
-	h hash.Hash
-	n int64
+	w      Writer
+	h      hash.Hash
+	n      int64
+	firsts *sync.Pool // the store's (Store.firsts)
 }
 
 // Create starts writing a build file.
@@ -252,7 +259,7 @@ func (s *Store) Create(ctx context.Context, buildID string, f File) (*Pending, e
 	if err != nil {
 		return nil, err
 	}
-	return &Pending{w: w, h: sha256.New()}, nil
+	return &Pending{w: w, h: sha256.New(), firsts: &s.firsts}, nil
 }
 
 // Buffers of Fill: a small first one, enough for most sources and logs,
@@ -277,7 +284,12 @@ const (
 // error, else the receiver's.
 func (p *Pending) Fill(r io.Reader, limit int64) error {
 	lr := io.LimitReader(r, limit-p.n+1)
-	first := make([]byte, fillFirst)
+	buf, _ := p.firsts.Get().(*[fillFirst]byte)
+	if buf == nil {
+		buf = new([fillFirst]byte)
+	}
+	defer p.firsts.Put(buf) // Write retains nothing (io.Writer's contract)
+	first := buf[:]
 	n, err := readChunk(lr, first)
 	if err == io.EOF {
 		// Small: all of it is here.

@@ -89,7 +89,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 				fail(badRequest("more than one source: send a \"source\" file or a \"source_upload\" ticket"))
 				return
 			}
-			br := bufio.NewReader(part)
+			br := bufio.NewReaderSize(part, 16) // for the sniff; larger reads bypass the buffer
 			if nb.SourceFormat, err = sniffArchive(br); err != nil {
 				fail(err)
 				return
@@ -300,7 +300,7 @@ func (s *Server) fillSource(p *blobs.Pending, r io.Reader, format string) error 
 	if format != "tar.gz" {
 		err = p.Fill(r, s.limits.Source)
 	} else {
-		g := guardExpansion(r, s.limits.Source)
+		g := guardExpansion(r, s.limits.Source, &s.gzips)
 		err = p.Fill(g, s.limits.Source)
 		if merr := g.finish(); merr != nil {
 			return merr // the expanded size is the cause even when Fill saw it as a failed read

@@ -124,6 +124,7 @@ type Server struct {
 
 	keyCache   keyCache
 	rates      *rateLimits
+	gzips      sync.Pool // *gunzipper, for measureTarGz
 	queueDepth depthCache
 	mux        *http.ServeMux
 	draining   chan struct{} // closed by Drain
