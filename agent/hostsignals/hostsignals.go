@@ -70,9 +70,11 @@ type Signals struct {
 	MemoryPressure string  `json:"memory_pressure,omitempty"`
 }
 
-// Reader reads the host's signals.
+// Reader reads the host's signals. It may leave unknown a signal that
+// rules cannot use (the idle time when the idle rule is off, the thermal
+// state when heat pauses nothing), to spare the host reading it.
 type Reader interface {
-	Read(ctx context.Context) (Signals, error)
+	Read(ctx context.Context, rules Rules) (Signals, error)
 }
 
 // File reads the signals from a JSON file, afresh at every Read.
@@ -81,8 +83,8 @@ type File struct{ Path string }
 // maxFile bounds the signals file: it is a handful of fields.
 const maxFile = 64 << 10
 
-// Read implements Reader.
-func (f File) Read(context.Context) (Signals, error) {
+// Read implements Reader; the file gives what it gives, whatever the rules.
+func (f File) Read(context.Context, Rules) (Signals, error) {
 	fh, err := os.Open(f.Path)
 	if err != nil {
 		return Signals{}, fmt.Errorf("read the host signals file (FREEAGENT_HOST_SIGNALS): %w", err)

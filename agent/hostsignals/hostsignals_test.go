@@ -132,7 +132,7 @@ func TestSystemReadsFreeDisk(t *testing.T) {
 		t.Skip("macOS: the system readings are the Mac's")
 	}
 	sys := &System{DataDir: t.TempDir(), PowerSupplies: t.TempDir()}
-	s, err := sys.Read(context.Background())
+	s, err := sys.Read(context.Background(), Rules{IdleMinutes: 10, PauseThermal: ThermalSerious})
 	if err != nil || s.FreeDiskBytes == nil || *s.FreeDiskBytes == 0 || s.IdleSeconds != nil || s.Thermal != "" {
 		t.Fatalf("%+v %v: want the free disk, and idle and thermal unknown", s, err)
 	}
@@ -141,16 +141,16 @@ func TestSystemReadsFreeDisk(t *testing.T) {
 func TestFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "signals.json")
 	os.WriteFile(path, []byte(`{"on_battery": true, "battery_percent": 30, "idle_seconds": 12, "thermal": "serious", "free_disk_bytes": 1073741824}`), 0o600)
-	s, err := File{Path: path}.Read(context.Background())
+	s, err := File{Path: path}.Read(context.Background(), Rules{})
 	if err != nil || !s.OnBattery || !s.HasBattery || *s.BatteryPercent != 30 || *s.IdleSeconds != 12 || s.Thermal != ThermalSerious || *s.FreeDiskBytes != 1<<30 {
 		t.Fatalf("%+v %v", s, err)
 	}
 	os.WriteFile(path, []byte(`{"thermal": "toasty"}`), 0o600)
-	if _, err := (File{Path: path}).Read(context.Background()); err == nil || !strings.Contains(err.Error(), "nominal, fair, serious or critical") {
+	if _, err := (File{Path: path}).Read(context.Background(), Rules{}); err == nil || !strings.Contains(err.Error(), "nominal, fair, serious or critical") {
 		t.Fatalf("a bad thermal state: %v", err)
 	}
 	os.WriteFile(path, []byte(strings.Repeat(" ", maxFile+1)), 0o600)
-	if _, err := (File{Path: path}).Read(context.Background()); err == nil || !strings.Contains(err.Error(), "larger") {
+	if _, err := (File{Path: path}).Read(context.Background(), Rules{}); err == nil || !strings.Contains(err.Error(), "larger") {
 		t.Fatalf("an oversized file: %v", err)
 	}
 }
@@ -302,4 +302,25 @@ func TestSlowReading(t *testing.T) {
 	next, nextErr = ThermalNominal, nil
 	get(ThermalNominal, 5) // a failure is not kept
 	get(ThermalNominal, 5)
+}
+
+// rulesReader records the rules it was asked to read for.
+type rulesReader struct{ got []Rules }
+
+func (r *rulesReader) Read(_ context.Context, rules Rules) (Signals, error) {
+	r.got = append(r.got, rules)
+	return Signals{}, nil
+}
+
+// The gate reads for its current rules, so that the system reader can
+// skip what they cannot use; an owner's change applies at the next check.
+func TestGateReadsForItsRules(t *testing.T) {
+	r := &rulesReader{}
+	g := &Gate{Reader: r, Rules: Rules{IdleMinutes: IdleAuto, PauseThermal: ThermalSerious}}
+	g.Check(context.Background())
+	g.Rules = Rules{IdleMinutes: 0}
+	g.Check(context.Background())
+	if len(r.got) != 2 || r.got[0].IdleMinutes != IdleAuto || r.got[0].PauseThermal != ThermalSerious || r.got[1].PauseThermal != "" || r.got[1].IdleMinutes != 0 {
+		t.Fatalf("the reader was asked for %+v", r.got)
+	}
 }

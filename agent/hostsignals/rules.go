@@ -116,7 +116,7 @@ type Verdict struct {
 
 // Check reads the host and applies the rules.
 func (g *Gate) Check(ctx context.Context) Verdict {
-	s, err := g.Reader.Read(ctx)
+	s, err := g.Reader.Read(ctx, g.Rules)
 	now := time.Now()
 	if g.Now != nil {
 		now = g.Now()

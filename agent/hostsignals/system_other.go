@@ -11,7 +11,7 @@ import (
 // power source and charge from the power-supply class in /sys, and the
 // free disk. The owner's idle time and the thermal state are unknown,
 // which never holds a build back.
-func (sys *System) Read(ctx context.Context) (Signals, error) {
+func (sys *System) Read(ctx context.Context, _ Rules) (Signals, error) {
 	var s Signals
 	dir := sys.PowerSupplies
 	if dir == "" {
