@@ -464,9 +464,18 @@ func (c *Client) ReadLogs(ctx context.Context, id string, after int64) (LogChunk
 	defer resp.Body.Close()
 	out := LogChunk{Status: BuildStatus(resp.Header.Get(HeaderBuildStatus))}
 	out.Length, _ = strconv.ParseInt(resp.Header.Get(HeaderLogLength), 10, 64)
-	out.Data, err = io.ReadAll(resp.Body)
-	return out, err
+	if out.Data, err = io.ReadAll(io.LimitReader(resp.Body, maxLogRead+1)); err != nil {
+		return LogChunk{}, fmt.Errorf("read the log of build %s: %w", id, err)
+	}
+	if len(out.Data) > maxLogRead {
+		return LogChunk{}, fmt.Errorf("read the log of build %s: the controller sent more than %d MiB at once (a controller answers 4 MiB at most; is this one?)", id, maxLogRead>>20)
+	}
+	return out, nil
 }
+
+// maxLogRead bounds one answer of ReadLogs: a controller sends at most
+// 4 MiB (httpapi.Limits.LogRead), so anything past this is not one.
+const maxLogRead = 16 << 20
 
 // DownloadArtifact opens an artifact from byte offset (0 for all). The
 // caller closes the body; a 206 answer carries Content-Range.

@@ -137,3 +137,23 @@ func TestNoCredentialsAcrossOrigins(t *testing.T) {
 		t.Errorf("a redirect within the controller lost its credentials: %v", h)
 	}
 }
+
+// ReadLogs takes what a controller sends (4 MiB at most) and refuses an
+// endless answer instead of holding it all in memory.
+func TestReadLogsBoundsTheAnswer(t *testing.T) {
+	size := 4 << 20
+	srv := newRecorder(t, func(w http.ResponseWriter, r *http.Request) bool {
+		w.Header().Set(HeaderLogLength, "123")
+		w.Write([]byte(strings.Repeat("x", size)))
+		return true
+	})
+	c := &Client{BaseURL: srv.URL, APIKey: "k"}
+	chunk, err := c.ReadLogs(context.Background(), "b1", 0)
+	if err != nil || len(chunk.Data) != size || chunk.Length != 123 {
+		t.Fatalf("4 MiB: %d bytes, length %d, %v", len(chunk.Data), chunk.Length, err)
+	}
+	size = maxLogRead + 1
+	if _, err := c.ReadLogs(context.Background(), "b1", 0); err == nil || !strings.Contains(err.Error(), "more than 16 MiB") {
+		t.Fatalf("an answer past the bound: %v", err)
+	}
+}
