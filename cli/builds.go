@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
@@ -509,7 +508,7 @@ func retryWithCerts(ctx context.Context, c *api.Client, id string, certs []byte)
 	}
 	defer resp.Body.Close()
 	var out api.SubmitResponse
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+	if err := api.DecodeAnswer(resp.Body, &out); err != nil {
 		return out, fmt.Errorf("decode the retry answer: %w", err)
 	}
 	return out, nil

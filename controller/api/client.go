@@ -187,7 +187,7 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any, h h
 	if out == nil {
 		return nil
 	}
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := DecodeAnswer(resp.Body, out); err != nil {
 		return fmt.Errorf("decode %s %s answer: %w", method, path, err)
 	}
 	return nil
@@ -325,7 +325,7 @@ func (c *Client) multipart(ctx context.Context, path string, fields [][2]string,
 		return err
 	}
 	defer resp.Body.Close()
-	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+	if err := DecodeAnswer(resp.Body, out); err != nil {
 		return fmt.Errorf("decode POST %s answer: %w", path, err)
 	}
 	return nil
@@ -473,6 +473,22 @@ func (c *Client) ReadLogs(ctx context.Context, id string, after int64) (LogChunk
 	return out, nil
 }
 
+// maxAnswer bounds a JSON answer of the controller: its largest, a page
+// of 200 builds with specs of up to 64 KiB each, stays under 16 MiB.
+const maxAnswer = 32 << 20
+
+// DecodeAnswer decodes a JSON answer of the controller into out, reading
+// at most maxAnswer bytes of it: a body that goes on past that is refused,
+// not held in memory.
+func DecodeAnswer(body io.Reader, out any) error {
+	lr := &io.LimitedReader{R: body, N: maxAnswer + 1}
+	err := json.NewDecoder(lr).Decode(out)
+	if lr.N <= 0 {
+		return fmt.Errorf("the answer is larger than %d MiB, more than a controller sends", maxAnswer>>20)
+	}
+	return err
+}
+
 // maxLogRead bounds one answer of ReadLogs: a controller sends at most
 // 4 MiB (httpapi.Limits.LogRead), so anything past this is not one.
 const maxLogRead = 16 << 20
@@ -603,7 +619,7 @@ func (c *Client) AppendLog(ctx context.Context, buildID, vmToken string, offset 
 	}
 	defer resp.Body.Close()
 	var out LogAppendResponse
-	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+	if err := DecodeAnswer(resp.Body, &out); err != nil {
 		return 0, fmt.Errorf("decode log append answer: %w", err)
 	}
 	return out.Length, nil
@@ -631,7 +647,7 @@ func (c *Client) PutArtifact(ctx context.Context, buildID, vmToken, name string,
 		return out, err
 	}
 	defer resp.Body.Close()
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
+	if err := DecodeAnswer(resp.Body, &out); err != nil {
 		return out, fmt.Errorf("decode the artifact upload's answer: %w", err)
 	}
 	return out, nil

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -154,6 +155,18 @@ func TestReadLogsBoundsTheAnswer(t *testing.T) {
 	}
 	size = maxLogRead + 1
 	if _, err := c.ReadLogs(context.Background(), "b1", 0); err == nil || !strings.Contains(err.Error(), "more than 16 MiB") {
+		t.Fatalf("an answer past the bound: %v", err)
+	}
+}
+
+// A JSON answer that never ends is refused once it passes the bound.
+func TestDecodeAnswerBounds(t *testing.T) {
+	var out struct{ A string }
+	if err := DecodeAnswer(strings.NewReader(`{"A":"ok"}`), &out); err != nil || out.A != "ok" {
+		t.Fatalf("a small answer: %+v %v", out, err)
+	}
+	huge := io.MultiReader(strings.NewReader(`{"A":"`), strings.NewReader(strings.Repeat("x", maxAnswer)), strings.NewReader(`"}`))
+	if err := DecodeAnswer(huge, &out); err == nil || !strings.Contains(err.Error(), "larger than 32 MiB") {
 		t.Fatalf("an answer past the bound: %v", err)
 	}
 }
