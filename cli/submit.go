@@ -81,7 +81,7 @@ func (o *submitOpts) flags(inv *invocation) *flag.FlagSet {
 	fs.BoolVar(&o.wait, "wait", false, "follow the build and download the artifacts when it completes")
 	fs.BoolVar(&o.noWait, "no-wait", false, "return once the build is queued (the default)")
 	fs.BoolVar(&o.logs, "logs", false, "with --wait: stream the build log instead of status changes")
-	fs.StringVar(&o.output, "output", "", "with --wait: `DIR` for the artifacts (default: the current directory)")
+	fs.StringVar(&o.output, "output", "", "with --wait: `DIR` for the artifacts (default: ./<build-id>/)")
 	inv.alias(fs, "o", "output")
 	fs.BoolVar(&o.force, "force", false, "with --wait: overwrite existing files")
 	fs.BoolVar(&o.reuse, "reuse", false, "return the newest completed build of the same source, profile, platform and credentials instead of building again (when its artifacts are still kept)")

@@ -137,7 +137,7 @@ func loadConfigEnv(cmd string, args []string, lookupEnv func(string) (string, bo
 		o.String(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
 		o.Duration(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", defaultBuildTimeout, "longest a build may run on this worker (a build's own shorter timeout wins)")
 		o.Int(&cfg.MinFreeGB, "min-free-gb", "FREEAGENT_MIN_FREE_GB", hostcheck.DefaultMinFree>>30, 0, "free disk space below which the host needs attention and no build starts")
-		o.String(&cfg.HostSignals, "host-signals", "FREEAGENT_HOST_SIGNALS", "", "a JSON file read instead of this Mac's power, idle, thermal and disk readings, at every check (on_battery, battery_percent, idle_seconds, thermal, free_disk_bytes)")
+		o.String(&cfg.HostSignals, "host-signals", "FREEAGENT_HOST_SIGNALS", "", "a JSON file read instead of this Mac's power, idle, thermal and disk readings, at every check (on_battery, has_battery, battery_percent, idle_seconds, thermal, free_disk_bytes, memory_pressure)")
 		o.Bool(&cfg.BuildOnBattery, "build-on-battery", "FREEAGENT_BUILD_ON_BATTERY", false, "start builds while the Mac runs on battery (above --min-battery-percent)")
 		o.Int(&cfg.MinBatteryPercent, "min-battery-percent", "FREEAGENT_MIN_BATTERY_PERCENT", hostsignals.DefaultMinBatteryPercent, 0, "with --build-on-battery, the charge below which no build starts")
 		o.String(&cfg.IdleMinutes, "idle-minutes", "FREEAGENT_IDLE_MINUTES", "auto", "start builds only when nobody has used this Mac for this many minutes (0: any time; auto: 10 on a laptop, 0 on a desktop)")
