@@ -50,7 +50,15 @@ func (b *build) stageCaches(dir string) (string, []vmshare.CacheMount) {
 // project. A refused archive is a warning; the build stays green.
 func (b *build) keepCaches(dir string, saved []vmshare.SavedCache) {
 	store := b.a.caches
-	if store == nil {
+	if store == nil || len(saved) == 0 {
+		return
+	}
+	// The VM made caches-out, so it may be a link to a directory of the
+	// host: the archive is opened without following a link as its last
+	// element only. The VM is gone by now, so what is checked stays so.
+	out := filepath.Join(dir, vmshare.CacheOutDir)
+	if st, err := os.Lstat(out); err != nil || !st.IsDir() {
+		b.log.WithField("dir", vmshare.CacheOutDir).Warn("the build's cache directory in the shared folder is not a directory (a link?); its caches are not kept")
 		return
 	}
 	for _, s := range saved {
@@ -66,7 +74,7 @@ func (b *build) keepCaches(dir string, saved []vmshare.SavedCache) {
 		}
 		start := time.Now()
 		log := b.log.WithFields(logrus.Fields{"cache": s.Name, "key": s.Key})
-		if err := store.Put(b.job.Project, entry.Name, entry.Key, filepath.Join(dir, vmshare.CacheOutDir, s.File)); err != nil {
+		if err := store.Put(b.job.Project, entry.Name, entry.Key, filepath.Join(out, s.File)); err != nil {
 			log.WithError(err).Warn("the build's cache archive was not kept")
 			continue
 		}

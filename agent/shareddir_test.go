@@ -1,7 +1,10 @@
 package agent
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/freeagent-build/freeagent/agent/cache"
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
@@ -117,5 +121,67 @@ func TestWatchSurvivesHostileSharedDir(t *testing.T) {
 				t.Fatalf("phase %q: the sparse progress.json was used", s.Phase)
 			}
 		})
+	}
+}
+
+// TestKeptCachesComeFromTheSharedFolderOnly: the VM creates caches-out
+// itself, so it can make it a link to a directory of the host. The agent
+// must not follow it: a tar of the host's (or another project's archive)
+// named like a cache would become this project's cache and reach its next
+// build. The same archive in a real caches-out is kept.
+func TestKeptCachesComeFromTheSharedFolderOnly(t *testing.T) {
+	var tarball bytes.Buffer
+	tw := tar.NewWriter(&tarball)
+	for _, h := range []*tar.Header{
+		{Typeflag: tar.TypeDir, Name: "store/", Mode: 0o755},
+		{Typeflag: tar.TypeReg, Name: "store/private-package.tgz", Mode: 0o644, Size: 6},
+	} {
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := tw.Write([]byte("s3cret")); err != nil {
+		t.Fatal(err)
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	host := t.TempDir() // the host's, outside the shared folder
+	if err := os.WriteFile(filepath.Join(host, "npm.tar"), tarball.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	store, err := cache.Open(t.TempDir(), 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := strings.Repeat("ab", 32)
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	b := &build{a: &Agent{caches: store}, log: log,
+		job: &api.Job{ID: "b1", AttemptID: "a1", Project: "p1", Caches: []api.CacheEntry{{Name: "npm", Key: key}}}}
+	saved := []vmshare.SavedCache{{Name: "npm", Key: key, File: "npm.tar"}}
+
+	dir := t.TempDir() // the shared folder
+	if err := os.Symlink(host, filepath.Join(dir, vmshare.CacheOutDir)); err != nil {
+		t.Fatal(err)
+	}
+	b.keepCaches(dir, saved)
+	if r := store.Report(); r.Bytes != 0 || len(r.Keys) != 0 {
+		t.Fatalf("the agent kept a host file reached through the VM's link as the project's cache: %+v", r)
+	}
+
+	// The control: the same archive where the VM writes it is kept.
+	if err := os.Remove(filepath.Join(dir, vmshare.CacheOutDir)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, vmshare.CacheOutDir), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, vmshare.CacheOutDir, "npm.tar"), tarball.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	b.keepCaches(dir, saved)
+	if r := store.Report(); r.Bytes != int64(tarball.Len()) {
+		t.Fatalf("the build's own archive was not kept: %+v", r)
 	}
 }

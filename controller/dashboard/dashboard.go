@@ -29,7 +29,7 @@ var staticFiles embed.FS
 // Options give the dashboard what it needs. The file and stream handling
 // of builds stays in the API server: the composition root (serve) passes in
 // its methods (httpapi.Server's FollowLogs, ServeArtifact, RetryBuild,
-// ServeQR, BuildEnded and Done).
+// ServeQR, BuildEnded, AuthFailed and Done).
 type Options struct {
 	Store *store.Store
 	Hub   *notify.Hub
@@ -43,6 +43,9 @@ type Options struct {
 	Retry func(w http.ResponseWriter, r *http.Request, buildID, keyID string) (store.Submitted, error)
 	// BuildEnded is called after an action ended a build.
 	BuildEnded func()
+	// AuthFailed charges a wrong key at the sign-in form to the client
+	// address's budget of failed authentications, as the API does.
+	AuthFailed func(r *http.Request)
 	// ServeQR answers with the QR code of a build's install link; nil when
 	// the controller signs no install links.
 	ServeQR func(w http.ResponseWriter, r *http.Request, buildID string)
@@ -72,6 +75,9 @@ func New(o Options) *Dashboard {
 	}
 	if o.BuildEnded == nil {
 		o.BuildEnded = func() {}
+	}
+	if o.AuthFailed == nil {
+		o.AuthFailed = func(*http.Request) {}
 	}
 	d := &Dashboard{Options: o, pages: map[string]*template.Template{}}
 	for _, name := range []string{"login", "overview", "builds", "build", "queue", "workers", "events", "controllers", "webhooks", "deliveries", "error"} {

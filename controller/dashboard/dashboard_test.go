@@ -20,6 +20,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
+	"github.com/freeagent-build/freeagent/controller/httpapi"
 )
 
 func TestLoginSessionsAndRoles(t *testing.T) {
@@ -792,5 +794,31 @@ func TestHostPauseOnWorkersAndQueuePages(t *testing.T) {
 	}
 	if q := b.get("/queue"); !strings.Contains(q.body, "Every android worker is paused.") || strings.Contains(q.body, "holds builds back") {
 		t.Errorf("queue while the owner pauses: %.2000s", q.body)
+	}
+}
+
+// TestFailedLoginsSpendTheAddressBudget: a wrong key at the sign-in form
+// is a failed authentication like a wrong X-API-Key: after the address's
+// budget is spent it is refused everywhere (429 with Retry-After), so the
+// form is no way around the API's guard against guessing keys.
+func TestFailedLoginsSpendTheAddressBudget(t *testing.T) {
+	t.Parallel()
+	c := controllertest.Start(t, controllertest.Logger(quiet()), controllertest.Limits(func(l *httpapi.Limits) {
+		l.AuthFailuresPerIP, l.AuthFailureBurst = 0.01, 3
+	}))
+	f := &farm{t: t, url: c.URL}
+	b := f.browser()
+	for range 3 {
+		if p := b.login("fak_guessed"); p.status != http.StatusUnauthorized {
+			t.Fatalf("a wrong key: want 401, got %d", p.status)
+		}
+	}
+	p := b.get("/login")
+	if p.status != http.StatusTooManyRequests || p.header.Get("Retry-After") == "" {
+		t.Fatalf("after three failed sign-ins the login page answered %d (Retry-After %q), want 429", p.status, p.header.Get("Retry-After"))
+	}
+	_, err := c.Admin.ListBuilds(context.Background(), api.ListOptions{})
+	if api.StatusOf(err) != http.StatusTooManyRequests {
+		t.Fatalf("after three failed sign-ins the API answered a good key with %v, want 429", err)
 	}
 }

@@ -230,6 +230,7 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	}
 	k, err := d.Store.AuthenticateKey(r.Context(), key)
 	if errors.Is(err, store.ErrUnauthorized) {
+		d.AuthFailed(r)
 		d.showLogin(w, r, http.StatusUnauthorized, next, "That API key is unknown or revoked.")
 		return
 	}

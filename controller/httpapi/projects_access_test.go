@@ -340,3 +340,54 @@ func queueReason(t *testing.T, e *env, id string) string {
 	t.Fatalf("build %s is not in the queue: %+v", id, q.Builds)
 	return ""
 }
+
+// TestIdempotencyKeyStaysInItsProject: a key unbound from p1 cannot win
+// back a build of p1 by repeating the Idempotency-Key of a submit it made
+// there: the repeat names another project, so it is another request (409),
+// and it neither returns p1's build nor a build token that reads it.
+func TestIdempotencyKeyStaysInItsProject(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	k, mover := e.newKey("mover", "developer")
+	if err := e.store.BindKey(ctx, k.ID, []string{"p1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(project string) (api.SubmitResponse, error) {
+		return mover.Submit(ctx, api.SubmitRequest{Platform: api.PlatformAndroid, Spec: androidSpec(project, "preview"), IdempotencyKey: "release-42",
+			Source: bytes.NewReader(controllertest.Project(t, map[string]string{"package.json": `{"name":"app"}`}))})
+	}
+	b1, err := submit("p1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The repeat a lost answer calls for still finds its build.
+	again, err := submit("p1")
+	if err != nil || again.ID != b1.ID {
+		t.Fatalf("the repeat of the submit: %+v %v", again, err)
+	}
+	if err := e.store.UnbindKey(ctx, k.ID, []string{"p1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.BindKey(ctx, k.ID, []string{"p2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = mover.GetBuild(ctx, b1.ID)
+	wantStatus(t, err, http.StatusNotFound)
+
+	got, err := submit("p2")
+	if err == nil {
+		reader := &api.Client{BaseURL: e.URL, BuildToken: got.AccessToken}
+		_, rerr := reader.GetBuild(ctx, b1.ID)
+		t.Fatalf("a repeat into p2 answered build %s (p1's is %s); its token reads p1's build: %v", got.ID, b1.ID, rerr == nil)
+	}
+	wantStatus(t, err, http.StatusConflict)
+	if !strings.Contains(err.Error(), "Idempotency-Key") {
+		t.Fatalf("the 409 does not name the Idempotency-Key: %v", err)
+	}
+	// p1's build token from the first submit still works: the refused
+	// repeat rotated nothing.
+	if _, err := (&api.Client{BaseURL: e.URL, BuildToken: again.AccessToken}).GetBuild(ctx, b1.ID); err != nil {
+		t.Fatalf("the refused repeat changed p1's build token: %v", err)
+	}
+}

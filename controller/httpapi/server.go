@@ -278,6 +278,11 @@ func (s *Server) Mount(ui http.Handler) { s.mux.Handle("/", ui) }
 // (Options.BuildEnded), for handlers mounted beside the API.
 func (s *Server) BuildEnded() { s.kick() }
 
+// AuthFailed charges a failed authentication outside the API (a wrong key
+// at the dashboard's sign-in form) to the client address's budget, so that
+// form is no way around the guard against guessing keys.
+func (s *Server) AuthFailed(r *http.Request) { s.rates.authFailed(r) }
+
 // Done is closed by Drain: live streams end on it, so a graceful shutdown
 // does not wait for them.
 func (s *Server) Done() <-chan struct{} { return s.draining }

@@ -297,7 +297,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	// builds' files and streams is the API server's.
 	c.api.Mount(dashboard.New(dashboard.Options{Store: c.store, Hub: hub, Log: log.WithField("component", "dashboard"),
 		FollowLogs: c.api.FollowLogs, ServeArtifact: c.api.ServeArtifact, Retry: c.api.RetryBuild,
-		BuildEnded: c.api.BuildEnded, ServeQR: c.api.ServeQR, Webhooks: hooks, Done: c.api.Done()}))
+		BuildEnded: c.api.BuildEnded, AuthFailed: c.api.AuthFailed, ServeQR: c.api.ServeQR, Webhooks: hooks, Done: c.api.Done()}))
 	c.http = &http.Server{
 		Handler:           c.api,
 		ReadHeaderTimeout: 10 * time.Second,

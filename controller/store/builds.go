@@ -121,9 +121,15 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 		case errors.Is(err, pgx.ErrNoRows):
 			out.Duplicate = true
 			var id string
+			// Only a repeat into the same project: a key unbound from a
+			// project must not win its build back (and a token to read
+			// it) by repeating an old key into a project it still has.
 			err = t.QueryRow(ctx, `UPDATE builds SET token_hash = $3, token_expires_at = now() + $4::interval
-				WHERE submitted_by = $1 AND idempotency_key = $2 RETURNING id, token_expires_at`,
-				nb.SubmittedBy, nb.IdempotencyKey, hash, s.cfg.BuildTokenTTL).Scan(&id, &out.TokenExpiresAt)
+				WHERE submitted_by = $1 AND idempotency_key = $2 AND project = $5 RETURNING id, token_expires_at`,
+				nb.SubmittedBy, nb.IdempotencyKey, hash, s.cfg.BuildTokenTTL, nb.Project).Scan(&id, &out.TokenExpiresAt)
+			if errors.Is(err, pgx.ErrNoRows) {
+				return fmt.Errorf("%w: Idempotency-Key %q was used by this key for a build of another project; send a new key for this submit", ErrConflict, nb.IdempotencyKey)
+			}
 			if err != nil {
 				return fmt.Errorf("find build for Idempotency-Key: %w", err)
 			}
