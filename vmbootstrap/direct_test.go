@@ -306,3 +306,25 @@ func TestUploadArtifactStreamed(t *testing.T) {
 		}
 	}
 }
+
+// An artifact the build's user replaced with a link (to a file only this
+// process may read) is refused, not followed, whichever way it would go up.
+func TestUploadArtifactRefusesALink(t *testing.T) {
+	dir := t.TempDir()
+	secret := filepath.Join(dir, "vm-token")
+	if err := os.WriteFile(secret, []byte("fa_vm_secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "app-release.apk")
+	if err := os.Symlink(secret, path); err != nil {
+		t.Fatal(err)
+	}
+	client := &api.Client{BaseURL: "http://127.0.0.1:1", HTTP: &http.Client{Transport: roundTrip(func(r *http.Request) (*http.Response, error) {
+		t.Errorf("a request went out: %s %s", r.Method, r.URL)
+		return nil, errors.New("no request expected")
+	})}}
+	_, err := uploadArtifact(context.Background(), client, "b1", "vm", path, time.Second, nil)
+	if err == nil || !strings.Contains(err.Error(), "symbolic link") {
+		t.Fatalf("a link as the artifact: %v", err)
+	}
+}

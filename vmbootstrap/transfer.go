@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/boundedfile"
 )
 
 // errChecksum: a download did not match the controller's checksum.
@@ -75,7 +77,7 @@ func uploadDirect(ctx context.Context, c *api.Client, buildID, vmToken, path str
 	if err != nil {
 		return api.Artifact{}, false, err
 	}
-	f, err := os.Open(path)
+	f, err := openArtifact(path)
 	if err != nil {
 		return api.Artifact{}, true, fmt.Errorf("open artifact: %w", err)
 	}
@@ -122,9 +124,17 @@ func (b progressBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// openArtifact opens a file the build wrote, refusing a symbolic link (or
+// anything but a regular file) in its place: the build's user could swap
+// one in between the search for artifacts and their upload, and this
+// process may read what that user cannot.
+func openArtifact(path string) (*os.File, error) {
+	return boundedfile.OpenNoFollow(path, math.MaxInt64)
+}
+
 // hashFile returns the hex SHA-256 and size of a file.
 func hashFile(path string) (string, int64, error) {
-	f, err := os.Open(path)
+	f, err := openArtifact(path)
 	if err != nil {
 		return "", 0, fmt.Errorf("hash %s: %w", path, err)
 	}
@@ -163,7 +173,7 @@ func uploadArtifact(ctx context.Context, c *api.Client, buildID, vmToken, path s
 			}
 			direct = false // the controller streams it: fall through
 		}
-		f, err := os.Open(path)
+		f, err := openArtifact(path)
 		if err != nil {
 			return fmt.Errorf("open artifact: %w", err)
 		}
