@@ -60,11 +60,13 @@ bench:
 	$(GO) test ./agent -run XXX -bench AgentOverhead -benchtime 1x
 	$(GO) test ./agent -run XXX -bench WarmBuild -benchtime 1x
 
-# Runs each fuzz target for FUZZTIME (default 30s).
+# Runs each fuzz target of every package for FUZZTIME (default 30s).
 FUZZTIME ?= 30s
 fuzz:
-	@for f in $$($(GO) test -list 'Fuzz.*' ./controller/httpapi/ | grep ^Fuzz); do \
-		echo "== $$f"; $(GO) test -run XXX -fuzz "^$$f$$" -fuzztime $(FUZZTIME) ./controller/httpapi/ || exit 1; \
+	@for p in $$(grep -rl --include='*_test.go' '^func Fuzz' . | xargs -n1 dirname | sort -u); do \
+		for f in $$($(GO) test -list 'Fuzz.*' $$p | grep ^Fuzz); do \
+			echo "== $$p $$f"; $(GO) test -run XXX -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
+		done; \
 	done
 
 clean:
