@@ -127,7 +127,11 @@ cat <<MSG
     curl -s -H "X-API-Key: $key" $url/api/builds
     $controller keys create --name my-mac --role worker --data-dir $data_dir
 
-  Submit an Expo project (package.json and app.json with a slug; eas.json
+  Build the sample app (its stand-in Gradle needs a JDK, zipalign and apksigner):
+    EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$key \\
+      $bin/expo-build submit vmbootstrap/testdata/android-app --platform android --wait
+
+  Or your own Expo project (package.json and app.json with a slug; eas.json
   profiles and credentials.json are honoured; a package.json
   "freeagent:build" script that writes files into \$FREEAGENT_ARTIFACTS_DIR
   replaces the default pipeline):
