@@ -63,7 +63,7 @@ func (d *Dir) Create(_ context.Context, key string) (Writer, error) {
 	// Delete removes a directory it empties; if that races with this
 	// create, make the directory again.
 	for range 3 {
-		if err = mkdirs(filepath.Dir(final)); err != nil {
+		if err = os.MkdirAll(filepath.Dir(final), 0o700); err != nil {
 			return nil, fmt.Errorf("create directory for %s: %w", key, err)
 		}
 		var f *os.File
@@ -75,31 +75,6 @@ func (d *Dir) Create(_ context.Context, key string) (Writer, error) {
 		}
 	}
 	return nil, fmt.Errorf("create temporary file: %w", err)
-}
-
-// mkdirs is os.MkdirAll(dir, 0o700) for the store's usual cases in fewer
-// system calls: it tries mkdir first and climbs only on ENOENT, where
-// MkdirAll stats dir and each missing parent before making any. A submit
-// makes its build's directory at once (one call instead of three), a
-// result its attempt's two (three instead of five). Each path lookup costs
-// a few microseconds of kernel time, several per lifecycle.
-func mkdirs(dir string) error {
-	err := os.Mkdir(dir, 0o700)
-	if err == nil || errors.Is(err, fs.ErrExist) {
-		return nil // an existing non-directory fails the create that follows
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return err
-	}
-	if parent := filepath.Dir(dir); parent != dir {
-		if err := mkdirs(parent); err != nil {
-			return err
-		}
-	}
-	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
-	}
-	return nil
 }
 
 type dirWriter struct {

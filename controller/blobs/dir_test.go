@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestDirCreateMakesDirectories covers mkdirs through Dir.Create: a key
+// TestDirCreateMakesDirectories: Dir.Create makes the directories of a key
 // two directories deep in a fresh store, a sibling in directories that now
 // exist, and a key whose directory is a file, which must fail rather than
 // write anywhere.
