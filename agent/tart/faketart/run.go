@@ -89,26 +89,22 @@ func validateRun(a *app, p *parsed) error {
 		return err
 	}
 	suspendable := p.flag["suspendable"] || vm.state() == "suspended"
-	if suspendable {
+	if suspendable || p.flag["no-trackpad"] {
 		cfg, err := readConfig(vm.config())
 		if err != nil {
 			return err
 		}
-		if cfg.OS != "darwin" {
-			return usageErr(c, "You can only suspend macOS VMs", "")
-		}
-		for _, f := range []string{"no-trackpad", "no-keyboard", "no-pointer"} {
-			if p.flag[f] {
-				return usageErr(c, "--"+f+" cannot be used with --suspendable", "")
+		if suspendable {
+			if cfg.OS != "darwin" {
+				return usageErr(c, "You can only suspend macOS VMs", "")
+			}
+			for _, f := range []string{"no-trackpad", "no-keyboard", "no-pointer"} {
+				if p.flag[f] {
+					return usageErr(c, "--"+f+" cannot be used with --suspendable", "")
+				}
 			}
 		}
-	}
-	if p.flag["no-trackpad"] {
-		cfg, err := readConfig(vm.config())
-		if err != nil {
-			return err
-		}
-		if cfg.OS != "darwin" {
+		if p.flag["no-trackpad"] && cfg.OS != "darwin" {
 			return usageErr(c, "--no-trackpad can only be used with macOS VMs", "")
 		}
 	}
