@@ -16,8 +16,9 @@ import (
 // With FAKETART_NET=vmnet, a softnet guest's packets go through a chain of
 // the host's filter table, FA-SN-<n> for the lease 192.168.64.<n>, jumped
 // to from INPUT (to the host) and FORWARD (beyond it) for its source
-// address, in softnet's order (see softnet.go). Softnet drops; the chain
-// rejects (TCP with a reset), so a test's refused connection fails at once. Bridged traffic
+// address, in softnet's order (see softnet.go). What softnet refuses it
+// drops, and so does the chain: a refused connect waits for its own
+// timeout, as on a Mac, rather than failing at once. Bridged traffic
 // between guests never reaches iptables: the guest's bridge port is
 // isolated instead, as vmnet isolates its bridge. The host-side rules hold
 // even against a guest's root, which owns only its namespace; they do not
@@ -58,10 +59,10 @@ func applySoftnet(l *vmnetLease, pol *softnetPolicy) error {
 	var rules [][]string
 	if pol.hostOnly {
 		// vmnet host mode: the host and nothing beyond it.
-		rules = append(rules, []string{"-d", vmnetGateway + "/32", "-j", "RETURN"}, []string{"-j", "REJECT"})
+		rules = append(rules, []string{"-d", vmnetGateway + "/32", "-j", "RETURN"}, []string{"-j", "DROP"})
 	}
 	for _, r := range pol.rules {
-		target := "REJECT"
+		target := "DROP"
 		if r.allow {
 			target = "RETURN"
 		}
@@ -72,9 +73,9 @@ func applySoftnet(l *vmnetLease, pol *softnetPolicy) error {
 		rules = append(rules, []string{"-p", "udp", "--dport", "53", "-d", ns + "/32", "-j", "RETURN"})
 	}
 	for _, p := range nonGlobal {
-		rules = append(rules, []string{"-d", p, "-j", "REJECT"})
+		rules = append(rules, []string{"-d", p, "-j", "DROP"})
 	}
-	for _, r := range withResets(rules) {
+	for _, r := range rules {
 		if err := iptables(append([]string{"-A", chain}, r...)...); err != nil {
 			removeSoftnet(l.n)
 			return err
@@ -88,23 +89,6 @@ func applySoftnet(l *vmnetLease, pol *softnetPolicy) error {
 	}
 	l.isolated = pol.isolated
 	return nil
-}
-
-// withResets precedes each REJECT rule with its TCP twin answering a reset.
-// The kernel sends port-unreachables to an address at most once a second
-// after a burst of six (icmp_ratelimit); guest addresses are leased again
-// and again, so under load a rejected connect could wait on retries of its
-// SYN instead of failing at once. Resets are not rate-limited.
-func withResets(rules [][]string) [][]string {
-	var out [][]string
-	for _, r := range rules {
-		if r[len(r)-1] == "REJECT" {
-			tcp := append([]string{"-p", "tcp"}, r...)
-			out = append(out, append(tcp, "--reject-with", "tcp-reset"))
-		}
-		out = append(out, r)
-	}
-	return out
 }
 
 // nameservers are the IPv4 DNS servers the guest uses: the host's, as the

@@ -127,6 +127,13 @@ func TestParseSoftnetOrder(t *testing.T) {
 	}
 }
 
+// probe is a guest's shell line that tries a TCP connection and prints
+// name=reached or name=refused. Softnet drops what it refuses, so a
+// refused connect ends by the probe's own 3 s timeout.
+func probe(name, addr string, port int) string {
+	return fmt.Sprintf("if timeout 3 bash -c 'exec 3<>/dev/tcp/%s/%d' 2>/dev/null; then echo %s=reached; else echo %s=refused; fi\n", addr, port, name, name)
+}
+
 // hostListener accepts (and closes) TCP connections on all the host's
 // addresses until the test ends; it returns the port.
 func hostListener(t *testing.T) int {
@@ -229,9 +236,6 @@ func TestSoftnetIsolation(t *testing.T) {
 		t.Fatalf("the host cannot reach guest B's listener at %s:%d", ipB, guestPort)
 	}
 
-	probe := func(name, addr string, port int) string {
-		return fmt.Sprintf("if bash -c 'exec 3<>/dev/tcp/%s/%d' 2>/dev/null; then echo %s=reached; else echo %s=refused; fi\n", addr, port, name, name)
-	}
 	script := probe("gateway", "192.168.64.1", port) + probe("allowed", allowed, port) + probe("blocked", blocked, port) +
 		probe("guest", ipB, guestPort) + `echo done > "$TART_FAKE_GUEST_ROOT/done"; sleep 60`
 	faketarttest.Template(t, f.home, "prober", []string{"/bin/sh", "-c", script}, nil)
@@ -274,10 +278,7 @@ func TestNetHostIsolation(t *testing.T) {
 	// 100.63/16 is globally routable (is_global), just below CGNAT's 100.64/10.
 	global := dummyAddrs(t, "100.63", 1)[0]
 	f := softnetOnPath(t, newFixture(t, "FAKETART_NET=vmnet"))
-	probe := func(name, addr string) string {
-		return fmt.Sprintf("if bash -c 'exec 3<>/dev/tcp/%s/%d' 2>/dev/null; then echo %s=reached; else echo %s=refused; fi\n", addr, port, name, name)
-	}
-	script := probe("gateway", vmnetGateway) + probe("global", global) + `echo done > "$TART_FAKE_GUEST_ROOT/done"; sleep 60`
+	script := probe("gateway", vmnetGateway, port) + probe("global", global, port) + `echo done > "$TART_FAKE_GUEST_ROOT/done"; sleep 60`
 	faketarttest.Template(t, f.home, "prober", []string{"/bin/sh", "-c", script}, nil)
 	want := map[string][]string{
 		"--net-softnet": {"gateway=reached\n", "global=reached\n"},
