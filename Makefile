@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 DARWIN  := GOOS=darwin GOARCH=arm64 CGO_ENABLED=0
 
-.PHONY: all build run test vet bench fuzz clean app package-check image
+.PHONY: all build run test test-tools vet bench fuzz clean app package-check image
 
 all: build
 
@@ -24,25 +24,30 @@ image:
 # Starts the controller on its built-in PostgreSQL and a worker with the
 # local driver (data under .run/), and prints a ready-to-use API key. Once
 # per .run/: a second start names the running farm; Ctrl-C stops it all.
-run: build
+run: build test-tools
 	./scripts/dev-run.sh
 
-# The last step type-checks the darwin+cgo files (Keychain, menu bar),
-# which neither vet run compiles.
-vet:
+# The cgotypecheck step type-checks the darwin+cgo files (Keychain, menu
+# bar), which neither vet run compiles.
+vet: test-tools
 	$(GO) vet ./...
 	$(DARWIN) $(GO) vet ./...
 	$(GO) -C deploy/image vet ./...
 	$(GO) run ./packaging/cmd/cgotypecheck ./...
-	@if command -v shellcheck >/dev/null; then shellcheck $(SHELL_SCRIPTS); \
-	else echo "shellcheck is not installed: shell scripts not checked (apt-get install shellcheck)"; fi
+	shellcheck $(SHELL_SCRIPTS)
 
-SHELL_SCRIPTS := scripts/*.sh packaging/*.sh launchd/guest/freeagent-vm-launcher launchd/guest/freeagent-toolchain-env agent/secrets/testdata/security vmbootstrap/testdata/android-app/android/gradlew
+SHELL_SCRIPTS := .ci/run scripts/*.sh packaging/*.sh launchd/guest/freeagent-vm-launcher launchd/guest/freeagent-toolchain-env agent/secrets/testdata/security vmbootstrap/testdata/android-app/android/gradlew
 
 # Every test, including the fuzz targets' seed corpora, against real Postgres
 # clusters started by the tests themselves.
-test: vet package-check
+test: test-tools vet package-check
 	$(GO) test -count=1 ./...
+
+# Installs the programs the farm and its tests run (scripts/test-tools.sh
+# is their one list) or, where it cannot install, names them and stops
+# before any test.
+test-tools:
+	./scripts/test-tools.sh
 
 # On Linux (CI): darwin binaries for both architectures, FreeAgent.app
 # assembled, ad-hoc signed with quill and validated. See packaging/README.md.

@@ -30,6 +30,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/store"
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 	"github.com/freeagent-build/freeagent/launchd"
 )
 
@@ -84,12 +85,7 @@ type farm struct {
 
 func newFarm(t testing.TB, mod func(*store.Config)) *farm {
 	t.Helper()
-	if _, err := exec.LookPath("npm"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("npm is required for the end-to-end builds (apt-get install npm)")
-		}
-		t.Skip("npm not installed: the fixture project builds with `npm run freeagent:build`")
-	}
+	testtool.Need(t, "npm") // the fixture project builds with `npm run freeagent:build`
 	f := &farm{t: t, tart: faketarttest.Build(t), tartHome: faketarttest.Home(t)}
 	f.agentBin, f.vmBin = binaries(t)
 	cfg := store.DefaultConfig()

@@ -19,6 +19,7 @@ import (
 	"github.com/freeagent-build/freeagent/cli"
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/npmoracle"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 // The eas.json of the Android end-to-end project: JSON5, production
@@ -60,11 +61,7 @@ console.log('SECRET_B64 ' + Buffer.from(s).toString('base64'));
 // VM whose freeagent-vm applies the spec, with the stand-in Gradle signing
 // through AGP's injected properties with the real apksigner/jarsigner.
 func TestExpoTeamAndroidBuilds(t *testing.T) {
-	for _, tool := range []string{"node", "keytool", "jarsigner", "apksigner", "zipalign"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is required (.ci/run installs openjdk-17-jdk-headless, apksigner, zipalign and nodejs): %v", tool, err)
-		}
-	}
+	testtool.Need(t, "node", "keytool", "jarsigner", "apksigner", "zipalign")
 	f := newFarm(t, nil)
 	f.startAgent()
 	dir := androidProject(t)
@@ -268,7 +265,7 @@ func deref(s *string) string {
 // profile (the real package from npm: cli/easjson's differential oracle).
 func oracleEnv(t *testing.T, easJSON, profile string) map[string]string {
 	t.Helper()
-	dir := npmoracle.Install(t, "../cli/easjson/testdata/oracle", "EASJSON_SKIP_ORACLE", "@expo/eas-json")
+	dir := npmoracle.Install(t, "../cli/easjson/testdata/oracle", "@expo/eas-json")
 	in, _ := json.Marshal([]map[string]any{{"easJson": easJSON, "platform": "android", "profile": profile}})
 	cmd := exec.Command("node", "resolve.js")
 	cmd.Dir = dir

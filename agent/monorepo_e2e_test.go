@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 // The workspace package the app requires, and the line the app's
@@ -31,11 +32,7 @@ const (
 // stand-in Gradle builds the .aab. Then package.json and the lockfile
 // disagree and the same path fails in the install.
 func TestMonorepoWorkspaceBuilds(t *testing.T) {
-	for _, tool := range []string{"node", "npm", "jar", "jarsigner", "apksigner", "zipalign"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is required (.ci/run installs openjdk-17-jdk-headless, apksigner, zipalign, nodejs and npm): %v", tool, err)
-		}
-	}
+	testtool.Need(t, "node", "npm", "jar", "jarsigner", "apksigner", "zipalign")
 	// yarn and pnpm are not part of the machine: the test installs the
 	// versions it pins, and the agent (so the VM's build) finds them first.
 	path := workspaceManagers(t) + string(os.PathListSeparator) + os.Getenv("PATH")

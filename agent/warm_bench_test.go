@@ -12,6 +12,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 	"github.com/freeagent-build/freeagent/vmbootstrap"
 )
 
@@ -39,11 +40,7 @@ func BenchmarkWarmBuild(b *testing.B) {
 	// gigabytes throttles the next step's writes, and which of cold or warm
 	// pays for it is luck.
 	settle := func() { syscall.Sync() }
-	for _, tool := range []string{"node", "npm", "jar", "jarsigner", "apksigner", "zipalign"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			b.Fatalf("%s is required: %v", tool, err)
-		}
-	}
+	testtool.Need(b, "node", "npm", "jar", "jarsigner", "apksigner", "zipalign")
 	f := newFarm(b, nil)
 	agent := f.startLocalAgent(b)
 	app := npmApp(b, "bench-warm", map[string]string{}, benchDependencies)

@@ -3,7 +3,6 @@ package agent_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 // roProbe is the project's post-install hook: it tries to change the
@@ -64,11 +64,7 @@ func npmApp(tb testing.TB, slug string, scripts, deps map[string]string) string 
 // failed build never writes one, and corrupt archives leave the build
 // green and cold.
 func TestWarmBuilds(t *testing.T) {
-	for _, tool := range []string{"node", "npm", "jar", "jarsigner", "apksigner", "zipalign"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is required (.ci/run installs openjdk-17-jdk-headless, apksigner, zipalign, nodejs and npm): %v", tool, err)
-		}
-	}
+	testtool.Need(t, "node", "npm", "jar", "jarsigner", "apksigner", "zipalign")
 	f := newFarm(t, nil)
 	agent := f.startAgent()
 	run := f.expoBuild(t)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -13,7 +12,6 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/bench"
-	"github.com/freeagent-build/freeagent/controller/pgcluster"
 )
 
 // TestSmoke runs every phase of the benchmark in miniature (2 s lifecycle
@@ -23,9 +21,6 @@ import (
 func TestSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts Postgres and the controller; skipped with -short")
-	}
-	if _, err := pgcluster.FindBinDir(); errors.Is(err, pgcluster.ErrNoBinaries) && os.Getenv("PGTEST_SKIP_IF_MISSING") == "1" {
-		t.Skip(err)
 	}
 	goroutines := runtime.NumGoroutine()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 // These tests hold `expo-build submit`'s resolution (eas.json, app config,
@@ -44,17 +45,10 @@ var (
 )
 
 // uploadKeystore returns the test binary's JKS, made once (a JVM start
-// costs about a second). It fails the test when keytool is missing (CI
-// installs a JDK); FREEAGENT_TEST_NO_JAVA=1 skips instead.
+// costs about a second). It fails the test when keytool is missing.
 func uploadKeystore(t *testing.T) testKeystore {
 	t.Helper()
-	keytool, err := exec.LookPath("keytool")
-	if err != nil {
-		if os.Getenv("FREEAGENT_TEST_NO_JAVA") == "1" {
-			t.Skip("keytool not installed and FREEAGENT_TEST_NO_JAVA=1")
-		}
-		t.Fatalf("keytool is not installed (apt-get install openjdk-17-jdk-headless; or set FREEAGENT_TEST_NO_JAVA=1 to skip): %v", err)
-	}
+	keytool := testtool.Path(t, "keytool")
 	keystoreOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "cli-keystore")
 		if err != nil {

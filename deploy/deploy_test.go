@@ -16,20 +16,10 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/freeagent-build/freeagent/controller/pgtest"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
-
-// tool finds a program the test needs; missing, the test fails saying
-// which Debian package has it (.ci/run installs them).
-func tool(t *testing.T, name, pkg string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		t.Fatalf("%s is not installed: apt-get install %s", name, pkg)
-	}
-	return p
-}
 
 func run(t *testing.T, dir, name string, args ...string) string {
 	t.Helper()
@@ -46,7 +36,7 @@ func run(t *testing.T, dir, name string, args ...string) string {
 // exits 0 on unknown keys and bad values, so any output fails), and its
 // offline security exposure stays low.
 func TestSystemdUnit(t *testing.T) {
-	sa := tool(t, "systemd-analyze", "systemd")
+	sa := testtool.Path(t, "systemd-analyze")
 	unit, err := os.ReadFile("systemd/freeagent-controller.service")
 	if err != nil {
 		t.Fatal(err)
@@ -89,7 +79,7 @@ func TestSystemdUnit(t *testing.T) {
 // The alert rules load in Prometheus and fire (and stay quiet) as their
 // unit tests in alerts_test.yml say.
 func TestAlertRules(t *testing.T) {
-	promtool := tool(t, "promtool", "prometheus")
+	promtool := testtool.Path(t, "promtool")
 	run(t, "prometheus", promtool, "check", "rules", "alerts.yml")
 	run(t, "prometheus", promtool, "test", "rules", "alerts_test.yml")
 	var rules struct {
@@ -140,7 +130,7 @@ var grafanaVars = strings.NewReplacer("$__rate_interval", "5m", "$__interval", "
 // Every dashboard query is valid PromQL: promtool parses them as the
 // expressions of recording rules. And the panels the issue asks for are there.
 func TestDashboardQueriesParse(t *testing.T) {
-	promtool := tool(t, "promtool", "prometheus")
+	promtool := testtool.Path(t, "promtool")
 	d := readDashboard(t)
 	type rule struct {
 		Record string `yaml:"record"`

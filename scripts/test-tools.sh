@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Installs every program the tests run, and is the one list of them: `make
-# test` and CI (.ci/run) run it before any test. A test that finds one of
-# these missing fails naming this script (internal/testsupport/testtool).
+# Installs every program the farm and its tests run, and is the one list of
+# them: `make run`, `make test` and so CI (.ci/run) run it first. A test
+# that finds one of these missing fails naming this script
+# (internal/testsupport/testtool).
 #
 #   scripts/test-tools.sh          install what is missing (as root, or
 #                                  through sudo without a password)
@@ -42,7 +43,7 @@ fi
 has npm || need npm nodejs npm
 # Chromium: the dashboard's end-to-end tests drive it headless (chromedp).
 has chromium || has chromium-browser || need chromium chromium
-# shellcheck: make vet checks the shell scripts (VM template, packaging, launcher).
+# The shellcheck tool: make vet checks the shell scripts (VM template, packaging, launcher).
 has shellcheck || need shellcheck shellcheck
 # dbus: the menu-bar test reads and clicks the app's menu over a private session bus.
 has dbus-daemon || need dbus-daemon dbus
@@ -50,24 +51,27 @@ has dbus-daemon || need dbus-daemon dbus
 # keytool; the signing tests sign APKs/AABs with apksigner, zipalign and
 # jarsigner and compare our reading of the signatures with theirs.
 has keytool || need keytool openjdk-17-jdk-headless
+has jar || need jar openjdk-17-jdk-headless
 has jarsigner || need jarsigner openjdk-17-jdk-headless
 has apksigner || need apksigner apksigner
 has zipalign || need zipalign zipalign
 # openssl: the provisioning and iOS credentials tests sign profiles with
 # `openssl cms` and export distribution certificates with `openssl pkcs12`.
 has openssl || need openssl openssl
-# iproute2 and iptables: the fake tart's vmnet emulation (FAKETART_NET=vmnet)
-# gives each end-to-end guest its own network namespace behind a NATed bridge.
-has ip || need ip iproute2
-has iptables || need iptables iptables
-# promtool and systemd-analyze: deploy/'s tests check the alert rules, the
-# dashboard's queries and the systemd unit with them.
+# promtool: deploy/'s tests check the alert rules and the dashboard's queries.
 has promtool || need promtool prometheus
-has systemd-analyze || need systemd-analyze systemd
-# sudo and useradd: vmbootstrap's build-user tests run build commands as
-# throwaway users through sudo -n -u, as freeagent-vm does in the VM.
-has sudo || need sudo sudo
-has useradd || need useradd passwd
+if [ "$(uname -s)" = Linux ]; then
+	# iproute2 and iptables: the fake tart's vmnet emulation (FAKETART_NET=vmnet)
+	# gives each end-to-end guest its own network namespace behind a NATed bridge.
+	has ip || need ip iproute2
+	has iptables || need iptables iptables
+	# systemd-analyze: deploy/'s tests check the systemd unit.
+	has systemd-analyze || need systemd-analyze systemd
+	# sudo and useradd: vmbootstrap's build-user tests run build commands as
+	# throwaway users through sudo -n -u, as freeagent-vm does in the VM.
+	has sudo || need sudo sudo
+	has useradd || need useradd passwd
+fi
 # zbar-tools: the install-link tests read the QR code back with zbarimg, a
 # decoder independent of the encoder the controller uses.
 has zbarimg || need zbarimg zbar-tools
@@ -91,7 +95,9 @@ if [ ${#missing[@]} -eq 0 ]; then
 fi
 
 # sort -u: one package may provide several programs.
-mapfile -t packages < <(printf '%s\n' "${packages[@]}" | sort -u)
+if [ ${#packages[@]} -gt 0 ]; then
+	mapfile -t packages < <(printf '%s\n' "${packages[@]}" | sort -u)
+fi
 
 report() {
 	echo "The tests need programs this machine does not have:" >&2
@@ -101,17 +107,18 @@ report() {
 }
 
 if $check_only; then
-	report "Install them with: sudo $0"
+	if [ ${#packages[@]} -eq 0 ]; then report "Install them with: $0"; fi
+	report "Install them with: sudo $0 (then make test, which installs versitygw as you)"
 fi
 if ! has apt-get; then
-	report "This script installs them with apt-get (Debian, Ubuntu); install the packages named above with this system's package manager, then run make test again."
+	report "This script installs them with apt-get (Debian, Ubuntu); install the programs named above with this system's package manager (the Debian package is in parentheses; on macOS, Homebrew has them), then run make test again."
 fi
 if [ "$(id -u)" -eq 0 ]; then
 	as_root() { "$@"; }
 elif has sudo && sudo -n true 2>/dev/null; then
 	as_root() { sudo -n "$@"; }
 else
-	report "Installing them needs root. Run: sudo $0"
+	report "Installing them needs root. Run: sudo $0 (then make test again)"
 fi
 
 echo "--- installing ${packages[*]}"

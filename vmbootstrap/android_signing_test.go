@@ -16,21 +16,14 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 // requireAndroidTools fails the test when the JDK, zipalign or apksigner
-// is missing: CI installs them (.ci/run). FREEAGENT_TEST_NO_JAVA=1 skips
-// instead, for machines without them.
+// is missing.
 func requireAndroidTools(t *testing.T) {
 	t.Helper()
-	for _, tool := range []string{"keytool", "jar", "jarsigner", "zipalign", "apksigner"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			if os.Getenv("FREEAGENT_TEST_NO_JAVA") == "1" {
-				t.Skipf("%s not installed and FREEAGENT_TEST_NO_JAVA=1", tool)
-			}
-			t.Fatalf("%s is not installed (apt-get install openjdk-17-jdk-headless apksigner zipalign; or set FREEAGENT_TEST_NO_JAVA=1 to skip): %v", tool, err)
-		}
-	}
+	testtool.Need(t, "keytool", "jar", "jarsigner", "zipalign", "apksigner")
 }
 
 // androidApp copies testdata/android-app (its gradlew writes build

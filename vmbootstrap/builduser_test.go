@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 // testBuildUser creates a throwaway unprivileged user (removed at cleanup)
@@ -31,14 +32,7 @@ func testBuildUser(t *testing.T) *buildUser {
 	case os.Geteuid() != 0:
 		t.Skip("the build-user tests need root (useradd, and sudo without a password)")
 	}
-	for _, tool := range []struct{ bin, pkg string }{{"sudo", "sudo"}, {"useradd", "passwd"}, {"userdel", "passwd"}} {
-		if _, err := exec.LookPath(tool.bin); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatalf("the build-user tests need %s: apt-get install %s (.ci/run installs it)", tool.bin, tool.pkg)
-			}
-			t.Skipf("the build-user tests need %s: apt-get install %s", tool.bin, tool.pkg)
-		}
-	}
+	testtool.Need(t, "sudo", "useradd", "userdel")
 	b := make([]byte, 4)
 	rand.Read(b) //nolint:errcheck
 	name := "fa-bu-" + hex.EncodeToString(b)

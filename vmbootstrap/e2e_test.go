@@ -18,19 +18,14 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/buildphase"
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
-// requireNPM: the end-to-end tests run `npm run freeagent:build`. Without
-// npm they are skipped on a developer's machine, and fail in CI.
+// requireNPM: the end-to-end tests run `npm run freeagent:build`.
 func requireNPM(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("npm"); err != nil {
-		if os.Getenv("CI") == "" {
-			t.Skip("npm is not on PATH: this end-to-end test runs `npm run freeagent:build` (install Node.js and npm; with CI set, this is a failure)")
-		}
-		t.Fatal("npm is not on PATH but CI is set: the end-to-end tests need Node.js and npm")
-	}
+	testtool.Need(t, "npm")
 }
 
 // vmProcess is the real freeagent-vm binary running as a child process.

@@ -12,6 +12,7 @@ import (
 
 	clproject "github.com/freeagent-build/freeagent/cli/project"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 func argvs(cmds []Command) []string {
@@ -97,13 +98,7 @@ func TestScriptAndExpoCommands(t *testing.T) {
 
 func managers(t *testing.T) (path, berry string) {
 	t.Helper()
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		if os.Getenv("FREEAGENT_SKIP_NPM_TESTS") == "1" {
-			t.Skip("npm not on PATH and FREEAGENT_SKIP_NPM_TESTS=1")
-		}
-		t.Fatal("npm is not on PATH: the install tests run the real package managers (apt-get install nodejs npm; FREEAGENT_SKIP_NPM_TESTS=1 to skip)")
-	}
+	npm := testtool.Path(t, "npm")
 	prefix := t.TempDir()
 	for dir, pkgs := range map[string][]string{"classic": {"yarn@1.22.22", "pnpm@9.15.9"}, "berry": {"@yarnpkg/cli-dist@4.18.1"}} {
 		args := append([]string{"install", "--prefix", filepath.Join(prefix, dir), "--no-audit", "--no-fund"}, pkgs...)

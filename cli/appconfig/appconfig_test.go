@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 func write(t *testing.T, path, content string) {
@@ -121,14 +122,7 @@ func TestDynamicConfigWithoutCLI(t *testing.T) {
 // lockfile) in root and the stand-in expo CLI at root/node_modules/.bin.
 func installExpoConfig(t *testing.T, root string) {
 	t.Helper()
-	if os.Getenv("APPCONFIG_SKIP_NPM") == "1" {
-		t.Skip("APPCONFIG_SKIP_NPM=1: not evaluating app.config.js with @expo/config")
-	}
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed to evaluate app.config.js with @expo/config (apt-get install nodejs npm), or set APPCONFIG_SKIP_NPM=1: %v", tool, err)
-		}
-	}
+	testtool.Need(t, "node", "npm")
 	for _, name := range []string{"package.json", "package-lock.json"} {
 		data, err := os.ReadFile(filepath.Join("testdata", "expocli", name))
 		if err != nil {

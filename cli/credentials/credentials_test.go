@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 // The keystores are made by the real keytool, once per test binary: a JVM
@@ -36,24 +38,9 @@ var fixtureOnce struct {
 	teardown func()
 }
 
-// requireTool fails the test when name is not installed: CI installs it
-// (.ci/run). FREEAGENT_TEST_NO_JAVA=1 skips instead, for machines without
-// a JDK.
-func requireTool(t testing.TB, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("FREEAGENT_TEST_NO_JAVA") == "1" {
-			t.Skipf("%s not installed and FREEAGENT_TEST_NO_JAVA=1", name)
-		}
-		t.Fatalf("%s is not installed (apt-get install openjdk-17-jdk-headless; or set FREEAGENT_TEST_NO_JAVA=1 to skip): %v", name, err)
-	}
-	return p
-}
-
 func keytool(t testing.TB, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(requireTool(t, "keytool"), args...).CombinedOutput()
+	out, err := exec.Command(testtool.Path(t, "keytool"), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("keytool %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -70,7 +57,7 @@ func TestMain(m *testing.M) {
 
 func fixtures(t *testing.T) []keystoreFixture {
 	t.Helper()
-	requireTool(t, "keytool")
+	testtool.Path(t, "keytool")
 	fixtureOnce.Do(func() {
 		dir, err := os.MkdirTemp("", "credentials-test")
 		if err != nil {

@@ -35,7 +35,7 @@ type oracleResult struct {
 
 // installOracle installs testdata/oracle's locked @expo/eas-json.
 func installOracle(t *testing.T) string {
-	return npmoracle.Install(t, filepath.Join("testdata", "oracle"), "EASJSON_SKIP_ORACLE", "@expo/eas-json")
+	return npmoracle.Install(t, filepath.Join("testdata", "oracle"), "@expo/eas-json")
 }
 
 // runOracle resolves every case in one node process.

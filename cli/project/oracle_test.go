@@ -45,7 +45,7 @@ import (
 // returns a function that asks it about many app directories at once.
 func oracle(t *testing.T) func(apps []string) []oracleAnswer {
 	t.Helper()
-	dir := npmoracle.Install(t, filepath.Join("testdata", "oracle"), "FREEAGENT_SKIP_NPM_TESTS", "@expo/package-manager")
+	dir := npmoracle.Install(t, filepath.Join("testdata", "oracle"), "@expo/package-manager")
 	return func(apps []string) []oracleAnswer {
 		t.Helper()
 		in, _ := json.Marshal(apps)

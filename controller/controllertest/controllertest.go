@@ -19,6 +19,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
+	"github.com/freeagent-build/freeagent/controller/gc"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
@@ -95,8 +96,10 @@ var Loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 
 // Start starts a controller for t and stops it when t ends (waiting for
 // every loop it started). The test defaults differ from production only
-// where a test would otherwise wait: the reaper sweeps hourly (sweep with
-// Serve.Reaper().Sweep, and every terminal result kicks it), long polls
+// where a test would otherwise wait, or race a loop of the controller's:
+// the reaper sweeps once as the controller starts and then hourly (sweep
+// with Serve.Reaper().Sweep, and every terminal result kicks it), the
+// garbage collector runs hourly (collect with gc.Collector.Collect), long polls
 // re-check every 200 ms, API keys and ended-build counts are never cached,
 // and webhooks are tried every 50 ms (2 s timeout, backoff from 200 ms) and
 // may reach loopback receivers.
@@ -106,6 +109,7 @@ func Start(t testing.TB, opts ...Option) *Controller {
 		Listen:         "127.0.0.1:0",
 		DataDir:        t.TempDir(),
 		ReaperInterval: time.Hour,
+		GC:             gc.Config{Interval: time.Hour},
 		KeyCacheTTL:    time.Nanosecond,
 		MetricsRefresh: time.Nanosecond,
 		Store:          store.DefaultConfig(),

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,22 +16,13 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
-// chromium finds a Chromium or Chrome binary. Outside CI a missing browser
-// skips the test; in CI it fails it (.ci/run installs Debian's chromium).
+// chromium finds a Chromium or Chrome binary.
 func chromium(t *testing.T) string {
 	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome", "google-chrome-stable"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	if os.Getenv("CI") != "" {
-		t.Fatal("no Chromium found; install it (apt-get install chromium) — CI must run the browser tests")
-	}
-	t.Skip("no Chromium found (apt-get install chromium); skipping the browser tests")
-	return ""
+	return testtool.Path(t, "chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 }
 
 // artifactsDir is where the screenshots go: $TEST_ARTIFACTS_DIR, else

@@ -4,7 +4,6 @@ import (
 	"archive/zip"
 	"bytes"
 	"context"
-	"errors"
 	"html"
 	"image/png"
 	"io"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/install"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 // completeWith runs a build of platform to completion with one artifact,
@@ -279,10 +279,7 @@ func zbarDecode(t *testing.T, pngBytes []byte) string {
 	if err := os.WriteFile(path, pngBytes, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	out, err := exec.Command("zbarimg", "--raw", "-q", path).Output()
-	if errors.Is(err, exec.ErrNotFound) {
-		t.Fatalf("zbarimg is not installed (apt-get install zbar-tools): it decodes the QR code")
-	}
+	out, err := exec.Command(testtool.Path(t, "zbarimg"), "--raw", "-q", path).Output()
 	if err != nil {
 		t.Fatalf("zbarimg found no QR code in qr.png: %v", err)
 	}

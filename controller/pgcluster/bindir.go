@@ -14,7 +14,7 @@ import (
 
 // ErrNoBinaries is wrapped by the error FindBinDir (and Start) return when no
 // PostgreSQL server binaries can be found. Callers test for it with errors.Is
-// to decide between "fail with install instructions" and "skip" (pgtest).
+// to add what installs them where they are (pgtest names the tests' script).
 var ErrNoBinaries = errors.New("no PostgreSQL server binaries (initdb, postgres) found")
 
 // installHint is appended to ErrNoBinaries so that the very first error a new

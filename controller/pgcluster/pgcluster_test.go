@@ -43,9 +43,6 @@ func startCluster(t *testing.T, opts Options) *Cluster {
 	t.Helper()
 	c, err := Start(context.Background(), opts)
 	if err != nil {
-		if errors.Is(err, ErrNoBinaries) && os.Getenv("PGTEST_SKIP_IF_MISSING") == "1" {
-			t.Skip(err)
-		}
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.Stop() })

@@ -37,6 +37,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/freeagent-build/freeagent/controller/pgcluster"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 // Package state is unavoidable here: NewDatabase(t) has no handle, and the
@@ -94,9 +95,6 @@ func NewDatabase(t testing.TB) (dsn string) {
 	t.Helper()
 	admin, dbDSN, err := setup()
 	if err != nil {
-		if errors.Is(err, pgcluster.ErrNoBinaries) && os.Getenv("PGTEST_SKIP_IF_MISSING") == "1" {
-			t.Skipf("pgtest: %v (skipping: PGTEST_SKIP_IF_MISSING=1)", err)
-		}
 		t.Fatalf("pgtest: %v", err)
 	}
 
@@ -158,7 +156,7 @@ func setup() (string, func(string) string, error) {
 	if err != nil {
 		os.RemoveAll(dir)
 		if errors.Is(err, pgcluster.ErrNoBinaries) {
-			err = fmt.Errorf("%w (for tests you may instead set TEST_DATABASE_URL, or PGTEST_SKIP_IF_MISSING=1 to skip)", err)
+			err = fmt.Errorf("%w (run %s, or set TEST_DATABASE_URL to a server the tests may create databases on)", err, testtool.Install)
 		}
 		setupErr = err
 		return "", nil, err

@@ -52,12 +52,14 @@ func (r *Reaper) Kick() {
 	}
 }
 
-// Run sweeps until ctx ends.
+// Run sweeps every interval until ctx ends. Its first sweep is one
+// interval after it starts: whoever starts it sweeps once before (as
+// serve.Start does, before it serves), so a caller's own Sweep right after
+// the start never races a start-up sweep for the lock.
 func (r *Reaper) Run(ctx context.Context) {
 	t := time.NewTicker(r.interval)
 	defer t.Stop()
 	for {
-		r.Sweep(ctx)
 		for kicked := true; kicked; {
 			select {
 			case <-ctx.Done():
@@ -68,6 +70,7 @@ func (r *Reaper) Run(ctx context.Context) {
 				r.deleteCerts(ctx) // cheap: a partial index holds only builds with live certificates
 			}
 		}
+		r.Sweep(ctx)
 	}
 }
 

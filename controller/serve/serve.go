@@ -272,6 +272,9 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	rp := reaper.New(c.store, files, cfg.ReaperInterval, log.WithField("component", "reaper"))
 	rp.OnSweep = m.Sweep
 	c.reaper = rp
+	// Builds whose lease ran out while no replica was running are requeued
+	// before this one serves; then every ReaperInterval.
+	rp.Sweep(runCtx)
 	c.goRun(func() { hub.Run(runCtx) }) //nolint:errcheck // Run returns only when runCtx ends
 	c.goRun(func() { rp.Run(runCtx) })
 	c.goRun(func() { rp.RunSealer(runCtx, cfg.SealInterval) })

@@ -297,3 +297,37 @@ func TestUnusableBlobStoreStopsStart(t *testing.T) {
 		t.Fatalf("start on a missing bucket: %v", err)
 	}
 }
+
+// TestStartSweepsBeforeServing: a build whose lease ran out while no
+// controller ran is queued again by the time Start returns, and the sweep
+// that did it has ended, so a caller's own sweep right after never finds
+// the reaper's lock taken (it would report Ran false).
+func TestStartSweepsBeforeServing(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := controllertest.Start(t, controllertest.Logger(quietLog()))
+	reg, err := c.Worker.Register(ctx, api.RegisterRequest{Name: "mac", Capabilities: api.Capabilities{MaxConcurrentBuilds: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub, err := c.Developer.Submit(ctx, api.SubmitRequest{Platform: "android", Source: bytes.NewReader(controllertest.Project(t, map[string]string{"package.json": "{}"}))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if poll, err := c.Worker.Poll(ctx, reg.AccessToken, 10*time.Second); err != nil || poll.Job == nil || poll.Job.ID != sub.ID {
+		t.Fatalf("poll: %+v %v", poll, err)
+	}
+	// The running controller sweeps next in an hour.
+	if _, err := c.Serve.Store().Pool().Exec(ctx, `UPDATE builds SET lease_expires_at = now() - interval '1 second' WHERE id = $1`, sub.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	c.Restart()
+	b, err := c.Developer.GetBuild(ctx, sub.ID)
+	if err != nil || b.Status != api.StatusPending {
+		t.Fatalf("the build after a restart: %s %v, want pending again", b.Status, err)
+	}
+	if r, err := c.Serve.Store().Sweep(ctx); err != nil || !r.Ran {
+		t.Fatalf("a sweep right after the start: %+v %v", r, err)
+	}
+}

@@ -11,23 +11,17 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 // Install copies the regular files of dir (a package.json, its committed
 // package-lock.json and the oracle's scripts) into a temporary directory,
-// runs `npm ci` there and returns it. With skipVar=1 in the environment
-// the test is skipped; without node or npm it fails, naming what to
-// install, since CI has both.
-func Install(t testing.TB, dir, skipVar, oracle string) string {
+// runs `npm ci` there and returns it. Without node or npm the test fails,
+// naming what to install.
+func Install(t testing.TB, dir, oracle string) string {
 	t.Helper()
-	if os.Getenv(skipVar) == "1" {
-		t.Skipf("%s=1: not comparing with %s", skipVar, oracle)
-	}
-	for _, tool := range []string{"node", "npm"} {
-		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s is needed to run the %s oracle (apt-get install nodejs npm), or set %s=1: %v", tool, oracle, skipVar, err)
-		}
-	}
+	testtool.Need(t, "node", "npm")
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		t.Fatal(err)

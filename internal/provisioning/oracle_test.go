@@ -37,7 +37,7 @@ type oracleAnswer struct {
 
 func runOracle(t *testing.T, files [][]byte) []oracleAnswer {
 	t.Helper()
-	dir := npmoracle.Install(t, filepath.Join("testdata", "oracle"), "PROVISIONING_SKIP_ORACLE", "@expo/plist")
+	dir := npmoracle.Install(t, filepath.Join("testdata", "oracle"), "@expo/plist")
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
 	defer cancel()
 	in := make([]string, len(files))

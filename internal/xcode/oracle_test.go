@@ -25,7 +25,7 @@ import (
 // node, npm and the npm registry; XCODE_SKIP_ORACLE=1 skips them.
 
 func installOracle(t *testing.T) string {
-	return npmoracle.Install(t, filepath.Join("testdata", "oracle"), "XCODE_SKIP_ORACLE", "@expo/config-plugins")
+	return npmoracle.Install(t, filepath.Join("testdata", "oracle"), "@expo/config-plugins")
 }
 
 type signOp struct {

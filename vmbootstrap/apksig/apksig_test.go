@@ -12,26 +12,13 @@ import (
 	"slices"
 	"strings"
 	"testing"
-)
 
-// requireTool fails the test when name is not installed: CI installs the
-// JDK, apksigner and zipalign (.ci/run). FREEAGENT_TEST_NO_JAVA=1 skips
-// instead, for machines without them.
-func requireTool(t testing.TB, name string) string {
-	t.Helper()
-	p, err := exec.LookPath(name)
-	if err != nil {
-		if os.Getenv("FREEAGENT_TEST_NO_JAVA") == "1" {
-			t.Skipf("%s not installed and FREEAGENT_TEST_NO_JAVA=1", name)
-		}
-		t.Fatalf("%s is not installed (apt-get install openjdk-17-jdk-headless apksigner zipalign; or set FREEAGENT_TEST_NO_JAVA=1 to skip): %v", name, err)
-	}
-	return p
-}
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
+)
 
 func run(t testing.TB, name string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command(requireTool(t, name), args...).CombinedOutput()
+	out, err := exec.Command(testtool.Path(t, name), args...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 	}

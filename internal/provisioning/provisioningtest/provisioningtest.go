@@ -24,6 +24,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 // Identity is a key and its certificate.
@@ -189,18 +191,10 @@ func wrap76(s string) string {
 }
 
 // RequireOpenSSL returns openssl's path, failing the test when it is not
-// installed (CI installs it, .ci/run); FREEAGENT_TEST_NO_OPENSSL=1 skips
-// instead.
+// installed.
 func RequireOpenSSL(t testing.TB) string {
 	t.Helper()
-	p, err := exec.LookPath("openssl")
-	if err != nil {
-		if os.Getenv("FREEAGENT_TEST_NO_OPENSSL") == "1" {
-			t.Skip("openssl not installed and FREEAGENT_TEST_NO_OPENSSL=1")
-		}
-		t.Fatalf("openssl is not installed (apt-get install openssl; or set FREEAGENT_TEST_NO_OPENSSL=1 to skip): %v", err)
-	}
-	return p
+	return testtool.Path(t, "openssl")
 }
 
 // OpenSSL runs openssl with args in dir and returns its standard output.

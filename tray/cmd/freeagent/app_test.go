@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 	"github.com/freeagent-build/freeagent/tray/prefs/prefstest"
 
 	"github.com/godbus/dbus/v5"
@@ -33,14 +34,7 @@ func sessionBus(t *testing.T) string {
 	if addr := os.Getenv("DBUS_SESSION_BUS_ADDRESS"); addr != "" {
 		return addr
 	}
-	daemon, err := exec.LookPath("dbus-daemon")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("dbus-daemon is required for the menu-bar test (apt-get install dbus)")
-		}
-		t.Skip("no dbus-daemon: the menu bar is read over DBus (apt-get install dbus)")
-	}
-	cmd := exec.Command(daemon, "--session", "--nofork", "--print-address")
+	cmd := exec.Command(testtool.Path(t, "dbus-daemon"), "--session", "--nofork", "--print-address")
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -299,12 +293,7 @@ func (a *runningApp) opened() []string {
 // its menu on the session bus.
 func startApp(t *testing.T, args []string, env ...string) *runningApp {
 	t.Helper()
-	if _, err := exec.LookPath("npm"); err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("npm is required: the builds run `npm run freeagent:build` (apt-get install npm)")
-		}
-		t.Skip("npm not installed: the fixture project builds with `npm run freeagent:build`")
-	}
+	testtool.Need(t, "npm") // the builds run `npm run freeagent:build`
 	bus := sessionBus(t)
 	appBin, vmBin := appBinaries(t)
 	a := &runningApp{exited: make(chan error, 1), dir: t.TempDir()}

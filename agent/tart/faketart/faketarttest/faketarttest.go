@@ -32,6 +32,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
 const importPath = "github.com/freeagent-build/freeagent/agent/tart/faketart"
@@ -372,8 +374,8 @@ func randMAC() string {
 
 // VMNet reports whether FAKETART_NET=vmnet (each guest in its own network
 // namespace behind a bridge, as on Tart's vmnet network) can run here: it
-// needs Linux, root, ip(8) and iptables(8). A missing tool on CI (CI set)
-// is a missing install step and fails the test; otherwise the reason is
+// needs Linux, root, ip(8) and iptables(8). A missing tool is a missing
+// install step and fails the test; without Linux or root the reason is
 // logged and the caller falls back to the host's network.
 func VMNet(t testing.TB) bool {
 	t.Helper()
@@ -384,15 +386,7 @@ func VMNet(t testing.TB) bool {
 	case os.Geteuid() != 0:
 		why = "FAKETART_NET=vmnet needs root (network namespaces, a bridge and veth pairs)"
 	default:
-		for _, tool := range []struct{ bin, pkg string }{{"ip", "iproute2"}, {"iptables", "iptables"}} {
-			if _, err := exec.LookPath(tool.bin); err != nil {
-				if os.Getenv("CI") != "" {
-					t.Fatalf("FAKETART_NET=vmnet needs %s: apt-get install %s (.ci/run installs it)", tool.bin, tool.pkg)
-				}
-				why = fmt.Sprintf("FAKETART_NET=vmnet needs %s: apt-get install %s", tool.bin, tool.pkg)
-				break
-			}
-		}
+		testtool.Need(t, "ip", "iptables")
 	}
 	if why != "" {
 		t.Logf("guests share the host's network: %s", why)

@@ -9,12 +9,9 @@
 //		... b.URL("prefix"), b.Credentials() ...
 //	}
 //
-// The gateway is found on PATH or in $(go env GOPATH)/bin; install it with
-//
-//	go install github.com/versity/versitygw/cmd/versitygw@v1.8.0
-//
-// When it is missing, tests asking for a bucket fail on CI (CI set) and are
-// skipped, saying how to install it, elsewhere.
+// The gateway is found on PATH or in $(go env GOPATH)/bin, where
+// scripts/test-tools.sh installs it; when it is missing, tests asking for a
+// bucket fail, saying so.
 package s3test
 
 import (
@@ -38,10 +35,8 @@ import (
 	"github.com/minio/minio-go/v7/pkg/credentials"
 
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
+	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
-
-// install is the command that installs the gateway.
-const install = "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
 
 // Package state is unavoidable here, as in pgtest: NewBucket(t) has no
 // handle, and the gateway is shared by the binary's tests and stopped by Main.
@@ -66,7 +61,7 @@ type gateway struct {
 }
 
 // errMissing marks a missing gateway binary.
-var errMissing = errors.New("versitygw not found on PATH or in $(go env GOPATH)/bin; install it with `" + install + "`")
+var errMissing = errors.New("versitygw not found on PATH or in $(go env GOPATH)/bin; run " + testtool.Install)
 
 // Main runs the tests, then stops the gateway (if a test started one) and
 // removes its directory. Use it as os.Exit(s3test.Main(m)) in TestMain; with
@@ -150,9 +145,6 @@ func NewBucket(t testing.TB) Bucket {
 	t.Helper()
 	g, err := setup()
 	if err != nil {
-		if errors.Is(err, errMissing) && os.Getenv("CI") == "" {
-			t.Skipf("s3test: %v (skipping outside CI)", err)
-		}
 		t.Fatalf("s3test: %v", err)
 	}
 	b := Bucket{Name: fmt.Sprintf("t%d-%s", bucketCounter.Add(1), randomHex(4)), Endpoint: g.endpoint, AccessKey: g.access, SecretKey: g.secret}
