@@ -20,6 +20,9 @@ type SweepReport struct {
 	TimedOut        int
 	OTPsExpired     int
 	VMTokensExpired int
+	// Variables deleted from attempts that ended: the copies their claims
+	// fixed, which no VM reads any more.
+	VariablesDeleted int
 	// Of the builds taken from expired leases and offline workers:
 	Requeued     int // back to pending for another attempt
 	DeadLettered int // failed with max_attempts: no attempts left
@@ -39,9 +42,10 @@ func (r *SweepReport) countRequeues(changes []Change) {
 }
 
 // Sweep requeues builds whose lease expired or whose worker went silent,
-// fails builds past their timeout, and expires one-time passwords and VM
-// tokens. It runs under a transaction-scoped advisory lock, so only one
-// replica sweeps at a time, and every step is idempotent.
+// fails builds past their timeout, expires one-time passwords and VM
+// tokens, and deletes the variables fixed into attempts that ended. It
+// runs under a transaction-scoped advisory lock, so only one replica
+// sweeps at a time, and every step is idempotent.
 func (s *Store) Sweep(ctx context.Context) (SweepReport, error) {
 	var r SweepReport
 	err := s.withTx(ctx, func(t *txn) error {
@@ -96,6 +100,12 @@ func (s *Store) Sweep(ctx context.Context) (SweepReport, error) {
 			return fmt.Errorf("expire VM tokens: %w", err)
 		}
 		r.VMTokensExpired = int(tag.RowsAffected())
+		tag, err = t.Exec(ctx, `DELETE FROM attempt_variables v USING build_attempts a
+			WHERE a.id = v.attempt_id AND a.status NOT IN ('assigned', 'running')`)
+		if err != nil {
+			return fmt.Errorf("delete the variables of ended attempts: %w", err)
+		}
+		r.VariablesDeleted = int(tag.RowsAffected())
 		return nil
 	})
 	return r, err
