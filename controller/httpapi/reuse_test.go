@@ -160,7 +160,8 @@ func TestReusableBuildPastRetention(t *testing.T) {
 // TestReuseMatchesVariables: a build is reused only while its project's
 // variables of its environment are what its attempt was claimed with: the
 // same values match; a rotated sensitive value, an added or a deleted
-// variable do not; another environment's variables do not count.
+// variable do not; another environment's variables do not count; a value
+// without a current keyed hash matches nothing.
 func TestReuseMatchesVariables(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -210,5 +211,17 @@ func TestReuseMatchesVariables(t *testing.T) {
 	e.setVar("app", api.SetVariableRequest{Name: "PROD_ONLY", Value: "p", Visibility: api.VisibilitySecret, Environments: []string{"production"}})
 	if b, err := e.developer.ReusableBuild(ctx, reuseSpec("app")); err != nil || b.ID != id {
 		t.Fatalf("after a production variable: %+v %v, want %s", b, err, id)
+	}
+	// A value the previous release replaced (during a rolling upgrade) has
+	// no keyed hash of its own: nothing matches until it is set again.
+	if _, err := e.store.Pool().Exec(ctx, `UPDATE project_variables SET value_sealed = value_sealed || '\x00'::bytea
+		WHERE project = 'app' AND environment = 'preview' AND name = 'SENTRY_AUTH_TOKEN'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.developer.ReusableBuild(ctx, reuseSpec("app"))
+	wantStatus(t, err, http.StatusNotFound)
+	set("SENTRY_AUTH_TOKEN", "sntrys_first", api.VisibilitySensitive)
+	if b, err := e.developer.ReusableBuild(ctx, reuseSpec("app")); err != nil || b.ID != id {
+		t.Fatalf("the value set again: %+v %v, want %s", b, err, id)
 	}
 }

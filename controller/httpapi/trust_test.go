@@ -516,3 +516,42 @@ func TestVariablesFixedAtClaim(t *testing.T) {
 		t.Fatalf("the live attempt's job after the sweep: %v", got)
 	}
 }
+
+// TestVariablesOfAnAttemptThePreviousReleaseClaimed: an attempt claimed by
+// a replica of the previous release (during a rolling upgrade) has no
+// variables fixed: its VM reads the project's variables now, and sensitive
+// ones only while its worker's pool is trusted.
+func TestVariablesOfAnAttemptThePreviousReleaseClaimed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.setVar("app", api.SetVariableRequest{Name: "PUBLIC_URL", Value: "https://example.com", Visibility: api.VisibilityPlaintext,
+		Environments: []string{"production"}})
+	oldClaim := func(w *workerSession) (string, string) {
+		t.Helper()
+		sub, err := e.submitSpec(androidSpec("app", "production"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		job, vmToken := e.startVM(w, sub.ID)
+		// What the previous release's claim leaves: nothing fixed.
+		if _, err := e.store.Pool().Exec(ctx, `WITH d AS (DELETE FROM attempt_variables WHERE attempt_id = $1)
+			UPDATE build_attempts SET variables_fixed = false WHERE id = $1`, job.AttemptID); err != nil {
+			t.Fatal(err)
+		}
+		return sub.ID, vmToken
+	}
+	borrowed := e.register("borrowed-mac", api.Capabilities{Pool: "community", VMDriver: "tart"})
+	plain, borrowedVM := oldClaim(borrowed)
+	studio := e.register("studio-mac", api.Capabilities{VMDriver: "tart"})
+	trusted, studioVM := oldClaim(studio)
+	e.setVar("app", api.SetVariableRequest{Name: "SENTRY_DSN", Value: "set-later", Visibility: api.VisibilitySensitive,
+		Environments: []string{"production"}})
+
+	want := map[string]string{"PUBLIC_URL": "https://example.com", "SENTRY_DSN": "set-later"}
+	if got := e.jobValues(trusted, studioVM); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the trusted worker's job: %v, want the variables now %v", got, want)
+	}
+	_, err := (&api.Client{BaseURL: e.URL}).BuildJob(ctx, plain, borrowedVM)
+	wantStatus(t, err, http.StatusForbidden)
+}
