@@ -125,11 +125,12 @@ func (s *Server) buildJob(w http.ResponseWriter, r *http.Request, buildID, attem
 		s.fail(w, r, err)
 		return
 	}
-	job := api.BuildJob{Spec: env.Spec, Variables: []api.Variable{}}
-	if job.Variables, err = s.openVariables(env.Variables, true); err != nil {
+	vars, err := s.openVariables(env.Variables, true)
+	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	job := api.BuildJob{Spec: env.Spec, Variables: vars}
 	if !slices.ContainsFunc(job.Variables, func(v api.Variable) bool { return v.Visibility != api.VisibilityPlaintext }) {
 		writeJSON(w, http.StatusOK, job) // nothing secret in it: no once-only rule, and a hand-back stays free
 		return
