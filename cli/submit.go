@@ -84,7 +84,7 @@ func (o *submitOpts) flags(inv *invocation) *flag.FlagSet {
 	fs.StringVar(&o.output, "output", "", "with --wait: `DIR` for the artifacts (default: ./<build-id>/)")
 	inv.alias(fs, "o", "output")
 	fs.BoolVar(&o.force, "force", false, "with --wait: overwrite existing files")
-	fs.BoolVar(&o.reuse, "reuse", false, "return the newest completed build of the same source, profile, platform and credentials instead of building again (when its artifacts are still kept)")
+	fs.BoolVar(&o.reuse, "reuse", false, "return the newest completed build of the same source, profile, platform, credentials and farm variables instead of building again (when its artifacts are still kept)")
 	fs.StringVar(&o.idemKey, "idempotency-key", "", "Idempotency-Key `KEY` to send (default: generated, reused by a re-run; see above)")
 	return fs
 }
@@ -302,7 +302,7 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 			}
 			return submission{json: res, reused: b}, nil
 		}
-		inv.ui.info("No completed build of this source, profile and credentials to reuse: building.")
+		inv.ui.info("No completed build of this source, profile, credentials and variables to reuse: building.")
 	}
 	fp := submitFingerprint(s, plan, req, certs)
 	key, resumed, err := s.idempotencyKey(o.idemKey, fp, r.uploadRoot)
@@ -366,7 +366,7 @@ func printReused(u *ui, b api.Build) {
 	if b.CompletedAt != nil {
 		when = " on " + b.CompletedAt.Local().Format(time.DateTime)
 	}
-	u.printf("%s Build %s reused: it completed%s from the same source, profile, platform and credentials; nothing was uploaded or built\n",
+	u.printf("%s Build %s reused: it completed%s from the same source, profile, platform, credentials and variables; nothing was uploaded or built\n",
 		u.o(cGreen, "✔"), u.o(cBold, b.ID), when)
 	for _, art := range b.Artifacts {
 		u.printf("  Artifact:    %s (%s)\n", art.Name, bytesize.SI(art.Size))

@@ -63,7 +63,7 @@ func (a *App) waitAndDownload(ctx context.Context, inv *invocation, s *session, 
 func (a *App) downloadReused(ctx context.Context, inv *invocation, s *session, b api.Build, o submitOpts) error {
 	u := inv.ui
 	if !inv.json {
-		u.printf("%s Build %s reused (same source, profile, platform and credentials); downloading its artifacts\n", u.o(cGreen, "✔"), u.o(cBold, b.ID))
+		u.printf("%s Build %s reused (same source, profile, platform, credentials and variables); downloading its artifacts\n", u.o(cGreen, "✔"), u.o(cBold, b.ID))
 	}
 	files, err := a.download(ctx, inv, s, b, o.output, o.force, "")
 	if err != nil {

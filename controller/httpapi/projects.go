@@ -35,8 +35,11 @@ const (
 
 // Sealing purposes, each its own key derived from the certificate key.
 const (
-	variablesPurpose   = "freeagent project variables v1"
-	credentialsPurpose = "freeagent project credentials v1"
+	variablesPurpose = "freeagent project variables v1"
+	// The key of the variables' keyed hashes, which store.environmentDigest
+	// is made of.
+	variableHashesPurpose = "freeagent variable hashes v1"
+	credentialsPurpose    = "freeagent project credentials v1"
 )
 
 // defaultCredentialName is the farm credential a remote build uses when its
@@ -118,10 +121,22 @@ func (s *Server) setVariable(w http.ResponseWriter, r *http.Request, k store.API
 		s.fail(w, r, err)
 		return
 	}
+	hashes, err := s.projectBox(variableHashesPurpose)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	vars := make([]store.SealedVariable, len(req.Environments))
 	for i, env := range req.Environments {
+		// The hash is bound to the variable like its seal, so equal values
+		// of two variables do not show as equal hashes.
+		hash, err := hashes.MAC(aad(project, env, req.Name, req.Value))
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
 		vars[i] = store.SealedVariable{Variable: api.Variable{Project: project, Environment: env, Name: req.Name,
-			Visibility: req.Visibility, Type: req.Type}, Sealed: box.Seal([]byte(req.Value), aad(project, env, req.Name))}
+			Visibility: req.Visibility, Type: req.Type}, Sealed: box.Seal([]byte(req.Value), aad(project, env, req.Name)), HMAC: hash}
 	}
 	if err := s.store.SetVariables(r.Context(), vars); err != nil {
 		s.fail(w, r, err)
@@ -206,7 +221,12 @@ func (s *Server) listVariables(w http.ResponseWriter, r *http.Request, k store.A
 			return
 		}
 	}
-	vars, err := s.variables(r, project, env, false)
+	sealed, err := s.store.Variables(r.Context(), project, env)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	vars, err := s.openVariables(sealed, false)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -214,13 +234,9 @@ func (s *Server) listVariables(w http.ResponseWriter, r *http.Request, k store.A
 	writeJSON(w, http.StatusOK, api.VariableList{Variables: vars})
 }
 
-// variables reads a project's variables of one environment ("" all) with
-// their values; secret values only when withSecrets (the build's VM).
-func (s *Server) variables(r *http.Request, project, env string, withSecrets bool) ([]api.Variable, error) {
-	sealed, err := s.store.Variables(r.Context(), project, env)
-	if err != nil {
-		return nil, err
-	}
+// openVariables opens sealed variables; secret values only when
+// withSecrets (the build's VM).
+func (s *Server) openVariables(sealed []store.SealedVariable, withSecrets bool) ([]api.Variable, error) {
 	box, err := s.projectBox(variablesPurpose)
 	if err != nil {
 		return nil, err

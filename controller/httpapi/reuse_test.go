@@ -156,3 +156,72 @@ func TestReusableBuildPastRetention(t *testing.T) {
 	_, err := e.developer.ReusableBuild(ctx, reuseSpec("app"))
 	wantStatus(t, err, http.StatusNotFound)
 }
+
+// TestReuseMatchesVariables: a build is reused only while its project's
+// variables of its environment are what its attempt was claimed with: the
+// same values match; a rotated sensitive value, an added or a deleted
+// variable do not; another environment's variables do not count; a value
+// without a current keyed hash matches nothing.
+func TestReuseMatchesVariables(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	w := e.register("w", api.Capabilities{})
+	set := func(name, value, visibility string) {
+		e.setVar("app", api.SetVariableRequest{Name: name, Value: value, Visibility: visibility, Environments: []string{"preview"}})
+	}
+	set("SENTRY_AUTH_TOKEN", "sntrys_first", api.VisibilitySensitive)
+	set("PUBLIC_URL", "https://example.com", api.VisibilityPlaintext)
+	id := e.buildOnce(w, reuseSpec("app"), true)
+	if b, err := e.developer.ReusableBuild(ctx, reuseSpec("app")); err != nil || b.ID != id {
+		t.Fatalf("same variables: %+v %v, want %s", b, err, id)
+	}
+	set("SENTRY_AUTH_TOKEN", "sntrys_first", api.VisibilitySensitive) // set again, same value
+	if b, err := e.developer.ReusableBuild(ctx, reuseSpec("app")); err != nil || b.ID != id {
+		t.Fatalf("a value set again unchanged: %+v %v, want %s", b, err, id)
+	}
+	set("SENTRY_AUTH_TOKEN", "sntrys_rotated", api.VisibilitySensitive)
+	_, err := e.developer.ReusableBuild(ctx, reuseSpec("app"))
+	wantStatus(t, err, http.StatusNotFound)
+	set("SENTRY_AUTH_TOKEN", "sntrys_first", api.VisibilitySensitive) // rotated back
+	if b, err := e.developer.ReusableBuild(ctx, reuseSpec("app")); err != nil || b.ID != id {
+		t.Fatalf("the value rotated back: %+v %v, want %s", b, err, id)
+	}
+	set("SENTRY_AUTH_TOKEN", "sntrys_first", api.VisibilitySecret) // another visibility
+	_, err = e.developer.ReusableBuild(ctx, reuseSpec("app"))
+	wantStatus(t, err, http.StatusNotFound)
+	set("SENTRY_AUTH_TOKEN", "sntrys_first", api.VisibilitySensitive)
+	set("EXTRA", "x", api.VisibilityPlaintext)
+	_, err = e.developer.ReusableBuild(ctx, reuseSpec("app"))
+	wantStatus(t, err, http.StatusNotFound)
+	if err := e.developer.DeleteVariable(ctx, "app", "EXTRA", ""); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := e.developer.ReusableBuild(ctx, reuseSpec("app")); err != nil || b.ID != id {
+		t.Fatalf("the added variable deleted again: %+v %v, want %s", b, err, id)
+	}
+	if err := e.developer.DeleteVariable(ctx, "app", "PUBLIC_URL", ""); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.developer.ReusableBuild(ctx, reuseSpec("app"))
+	wantStatus(t, err, http.StatusNotFound)
+	// Another environment's variables are not the build's.
+	e.setVar("app", api.SetVariableRequest{Name: "PUBLIC_URL", Value: "https://example.com", Visibility: api.VisibilityPlaintext,
+		Environments: []string{"preview"}})
+	e.setVar("app", api.SetVariableRequest{Name: "PROD_ONLY", Value: "p", Visibility: api.VisibilitySecret, Environments: []string{"production"}})
+	if b, err := e.developer.ReusableBuild(ctx, reuseSpec("app")); err != nil || b.ID != id {
+		t.Fatalf("after a production variable: %+v %v, want %s", b, err, id)
+	}
+	// A value the previous release replaced (during a rolling upgrade) has
+	// no keyed hash of its own: nothing matches until it is set again.
+	if _, err := e.store.Pool().Exec(ctx, `UPDATE project_variables SET value_sealed = value_sealed || '\x00'::bytea
+		WHERE project = 'app' AND environment = 'preview' AND name = 'SENTRY_AUTH_TOKEN'`); err != nil {
+		t.Fatal(err)
+	}
+	_, err = e.developer.ReusableBuild(ctx, reuseSpec("app"))
+	wantStatus(t, err, http.StatusNotFound)
+	set("SENTRY_AUTH_TOKEN", "sntrys_first", api.VisibilitySensitive)
+	if b, err := e.developer.ReusableBuild(ctx, reuseSpec("app")); err != nil || b.ID != id {
+		t.Fatalf("the value set again: %+v %v, want %s", b, err, id)
+	}
+}

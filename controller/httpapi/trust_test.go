@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -408,4 +409,149 @@ func TestBuildTokenExpiresAndDiesWithItsKey(t *testing.T) {
 	if _, err := (&api.Client{BaseURL: e.URL, BuildToken: c.AccessToken}).GetBuild(ctx, c.ID); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// jobValues fetches a build's job as its VM does and maps its variables
+// to their values.
+func (e *env) jobValues(buildID, vmToken string) map[string]string {
+	e.t.Helper()
+	j, err := (&api.Client{BaseURL: e.URL}).BuildJob(context.Background(), buildID, vmToken)
+	if err != nil {
+		e.t.Fatalf("the VM's job: %v", err)
+	}
+	vals := map[string]string{}
+	for _, v := range j.Variables {
+		vals[v.Name] = v.Value
+	}
+	return vals
+}
+
+// TestVariablesFixedAtClaim: what an attempt's VM reads of its project's
+// variables is fixed when its worker claims the build and checked against
+// the worker's pool. A worker of an untrusted pool claims a plain build; a
+// secret set afterwards never reaches its VM, however often it fetches. A
+// trusted worker's VM gets exactly the variables of its claim, not ones
+// set or changed later. A worker whose pool loses its trust mid-build gets
+// no sensitive values (403).
+func TestVariablesFixedAtClaim(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	vm := &api.Client{BaseURL: e.URL}
+	e.setVar("app", api.SetVariableRequest{Name: "PUBLIC_URL", Value: "https://example.com", Visibility: api.VisibilityPlaintext,
+		Environments: []string{"production", "preview"}})
+
+	// The probe: a borrowed Mac holds a plain production build.
+	borrowed := e.register("borrowed-mac", api.Capabilities{Pool: "community", VMDriver: "tart"})
+	plain, err := e.submitSpec(androidSpec("app", "production"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, borrowedVM := e.startVM(borrowed, plain.ID)
+	want := map[string]string{"PUBLIC_URL": "https://example.com"}
+	if got := e.jobValues(plain.ID, borrowedVM); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the borrowed Mac's job: %v, want %v", got, want)
+	}
+	e.setVar("app", api.SetVariableRequest{Name: "STORE_API_KEY", Value: "set-after-the-claim", Visibility: api.VisibilitySecret,
+		Environments: []string{"production"}})
+	e.setVar("app", api.SetVariableRequest{Name: "SENTRY_DSN", Value: "sensitive-after-the-claim", Visibility: api.VisibilitySensitive,
+		Environments: []string{"production"}})
+	for range 2 {
+		if got := e.jobValues(plain.ID, borrowedVM); !reflect.DeepEqual(got, want) {
+			t.Fatalf("the borrowed Mac's job after a secret was set: %v, want %v", got, want)
+		}
+	}
+
+	// A trusted worker (the default pool) gets its claim's variables only.
+	e.setVar("app", api.SetVariableRequest{Name: "SENTRY_DSN", Value: "sentry-at-the-claim", Visibility: api.VisibilitySensitive,
+		Environments: []string{"preview"}})
+	studio := e.register("studio-mac", api.Capabilities{VMDriver: "tart"})
+	preview, err := e.submitSpec(androidSpec("app", "preview"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	previewJob, studioVM := e.startVM(studio, preview.ID)
+	e.setVar("app", api.SetVariableRequest{Name: "SENTRY_DSN", Value: "sentry-rotated", Visibility: api.VisibilitySensitive,
+		Environments: []string{"preview"}})
+	e.setVar("app", api.SetVariableRequest{Name: "LATE_SECRET", Value: "late-secret", Visibility: api.VisibilitySecret,
+		Environments: []string{"preview"}})
+	e.setVar("app", api.SetVariableRequest{Name: "PUBLIC_URL", Value: "https://changed.example.com", Visibility: api.VisibilityPlaintext,
+		Environments: []string{"preview"}})
+	want = map[string]string{"PUBLIC_URL": "https://example.com", "SENTRY_DSN": "sentry-at-the-claim"}
+	if got := e.jobValues(preview.ID, studioVM); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the trusted worker's job: %v, want the variables of its claim %v", got, want)
+	}
+
+	// A pool that loses its trust while its worker holds a sensitive job.
+	if _, err := e.admin.SetPool(ctx, api.Pool{Name: "lent", Trusted: true}); err != nil {
+		t.Fatal(err)
+	}
+	lent := e.register("lent-mac", api.Capabilities{Pool: "lent", VMDriver: "tart"})
+	third, err := e.submitSpec(androidSpec("app", "preview"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, lentVM := e.startVM(lent, third.ID)
+	if _, err := e.admin.SetPool(ctx, api.Pool{Name: "lent", Trusted: false}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = vm.BuildJob(ctx, third.ID, lentVM)
+	wantStatus(t, err, http.StatusForbidden)
+	if !strings.Contains(err.Error(), "not trusted") {
+		t.Fatalf("the 403 does not say why: %v", err)
+	}
+
+	// Once an attempt ended, the sweep deletes its copies; a live one keeps its.
+	if n := biCount(t, e, `SELECT count(*) FROM attempt_variables WHERE attempt_id = $1`, previewJob.AttemptID); n != 2 {
+		t.Fatalf("the live attempt holds %d variables, want its claim's 2", n)
+	}
+	if _, err := studio.complete(previewJob, api.Result{Success: true}); err != nil {
+		t.Fatal(err)
+	}
+	e.sweep()
+	if n := biCount(t, e, `SELECT count(*) FROM attempt_variables WHERE attempt_id = $1`, previewJob.AttemptID); n != 0 {
+		t.Fatalf("the ended attempt keeps %d variables after a sweep", n)
+	}
+	if got := e.jobValues(plain.ID, borrowedVM); !reflect.DeepEqual(got, map[string]string{"PUBLIC_URL": "https://example.com"}) {
+		t.Fatalf("the live attempt's job after the sweep: %v", got)
+	}
+}
+
+// TestVariablesOfAnAttemptThePreviousReleaseClaimed: an attempt claimed by
+// a replica of the previous release (during a rolling upgrade) has no
+// variables fixed: its VM reads the project's variables now, and sensitive
+// ones only while its worker's pool is trusted.
+func TestVariablesOfAnAttemptThePreviousReleaseClaimed(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	e.setVar("app", api.SetVariableRequest{Name: "PUBLIC_URL", Value: "https://example.com", Visibility: api.VisibilityPlaintext,
+		Environments: []string{"production"}})
+	oldClaim := func(w *workerSession) (string, string) {
+		t.Helper()
+		sub, err := e.submitSpec(androidSpec("app", "production"), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		job, vmToken := e.startVM(w, sub.ID)
+		// What the previous release's claim leaves: nothing fixed.
+		if _, err := e.store.Pool().Exec(ctx, `WITH d AS (DELETE FROM attempt_variables WHERE attempt_id = $1)
+			UPDATE build_attempts SET variables_fixed = false WHERE id = $1`, job.AttemptID); err != nil {
+			t.Fatal(err)
+		}
+		return sub.ID, vmToken
+	}
+	borrowed := e.register("borrowed-mac", api.Capabilities{Pool: "community", VMDriver: "tart"})
+	plain, borrowedVM := oldClaim(borrowed)
+	studio := e.register("studio-mac", api.Capabilities{VMDriver: "tart"})
+	trusted, studioVM := oldClaim(studio)
+	e.setVar("app", api.SetVariableRequest{Name: "SENTRY_DSN", Value: "set-later", Visibility: api.VisibilitySensitive,
+		Environments: []string{"production"}})
+
+	want := map[string]string{"PUBLIC_URL": "https://example.com", "SENTRY_DSN": "set-later"}
+	if got := e.jobValues(trusted, studioVM); !reflect.DeepEqual(got, want) {
+		t.Fatalf("the trusted worker's job: %v, want the variables now %v", got, want)
+	}
+	_, err := (&api.Client{BaseURL: e.URL}).BuildJob(ctx, plain, borrowedVM)
+	wantStatus(t, err, http.StatusForbidden)
 }

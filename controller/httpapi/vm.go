@@ -114,25 +114,29 @@ func (s *Server) sendOnce(w http.ResponseWriter, r *http.Request, buildID, attem
 	}
 }
 
-// buildJob answers the VM with its build's spec and the variables of the
-// spec's project and environment, values included (secret ones too: the
-// VM is the one place they are for). A job carrying sensitive or secret
-// values leaves once per attempt, like the credentials.
+// buildJob answers the VM with its build's spec and the variables its
+// attempt was claimed with (store.AttemptEnvironment), values included
+// (secret ones too: the VM is the one place they are for). Sensitive and
+// secret values go only to a worker its pool trusts now, and a job
+// carrying them leaves once per attempt, like the credentials.
 func (s *Server) buildJob(w http.ResponseWriter, r *http.Request, buildID, attemptID string) {
-	spec, err := s.store.Spec(r.Context(), buildID)
+	env, err := s.store.AttemptEnvironment(r.Context(), buildID, attemptID)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	job := api.BuildJob{Spec: spec, Variables: []api.Variable{}}
-	if spec != nil {
-		if job.Variables, err = s.variables(r, spec.BuildProject(), spec.Environment, true); err != nil {
-			s.fail(w, r, err)
-			return
-		}
+	vars, err := s.openVariables(env.Variables, true)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
+	job := api.BuildJob{Spec: env.Spec, Variables: vars}
 	if !slices.ContainsFunc(job.Variables, func(v api.Variable) bool { return v.Visibility != api.VisibilityPlaintext }) {
 		writeJSON(w, http.StatusOK, job) // nothing secret in it: no once-only rule, and a hand-back stays free
+		return
+	}
+	if !env.Trusted {
+		s.fail(w, r, fmt.Errorf("%w: build %s has sensitive or secret variables, and its worker's pool is not trusted with them any more; an admin trusts the pool again (pools set --trusted), or the build is cancelled and retried", store.ErrForbidden, buildID))
 		return
 	}
 	body, err := json.Marshal(job)

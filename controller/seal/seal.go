@@ -51,6 +51,18 @@ func (b Box) Derive(purpose string) (Box, error) {
 	return New(m.Sum(nil))
 }
 
+// MAC returns HMAC-SHA256 of data under the box's key: a keyed hash that
+// tells equal values apart without revealing them. Use a box derived for
+// hashing alone, not one that also seals.
+func (b Box) MAC(data []byte) ([]byte, error) {
+	if b.aead == nil {
+		return nil, errors.New("hash a value: the box has no key")
+	}
+	m := hmac.New(sha256.New, b.key)
+	m.Write(data)
+	return m.Sum(nil), nil
+}
+
 // Seal encrypts plain, authenticating aad with it.
 func (b Box) Seal(plain, aad []byte) []byte {
 	nonce := make([]byte, b.aead.NonceSize(), b.aead.NonceSize()+len(plain)+b.aead.Overhead())

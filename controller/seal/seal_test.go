@@ -82,3 +82,29 @@ func TestOpensWhatTheControllerSealedBefore(t *testing.T) {
 		t.Fatalf("old webhook secret: %q %v", got, err)
 	}
 }
+
+// TestMACIsKeyed: a box's MAC is HMAC-SHA256 under its key: the same for
+// the same data, another for other data or under another key, and refused
+// by a box without a key.
+func TestMACIsKeyed(t *testing.T) {
+	b, key := newBox(t)
+	got, err := b.MAC([]byte("value"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := hmac.New(sha256.New, key)
+	m.Write([]byte("value"))
+	if !bytes.Equal(got, m.Sum(nil)) {
+		t.Fatal("MAC is not HMAC-SHA256 under the box's key")
+	}
+	again, _ := b.MAC([]byte("value"))
+	other, _ := b.MAC([]byte("other value"))
+	d, _ := b.Derive("hashing")
+	derived, _ := d.MAC([]byte("value"))
+	if !bytes.Equal(again, got) || bytes.Equal(other, got) || bytes.Equal(derived, got) {
+		t.Fatal("MAC does not tell data and keys apart")
+	}
+	if _, err := (Box{}).MAC([]byte("value")); err == nil {
+		t.Fatal("a box without a key hashed")
+	}
+}

@@ -278,7 +278,19 @@ const needsTrust = `(c.has_certs OR c.has_credentials OR EXISTS (SELECT 1 FROM p
 // pool allows it.
 const routable = `(NOT EXISTS (SELECT 1 FROM project_pools pp WHERE pp.project = c.project)
 		OR EXISTS (SELECT 1 FROM project_pools pp WHERE pp.project = c.project AND pp.pool = me.pool))
-	AND (me.trusted AND (me.vm_driver <> '` + api.VMDriverLocal + `' OR me.allow_local) OR NOT ` + needsTrust + `)`
+	AND (` + trustedWorker + ` OR NOT ` + needsTrust + `)`
+
+// workerPool selects a worker (w) with what its pool says of it: pool,
+// vm_driver, trusted, allow_local (the names routable and trustedWorker read
+// as me).
+const workerPool = `SELECT w.pool, w.vm_driver, COALESCE(p.trusted, false) AS trusted, COALESCE(p.allow_local, false) AS allow_local
+		FROM workers w LEFT JOIN pools p ON p.name = w.pool`
+
+// trustedWorker is true when the worker me (trusted, vm_driver,
+// allow_local: its pool's word) may hold signing credentials and
+// sensitive or secret variables: its pool is trusted, and a local-driver
+// worker only when the pool allows it.
+const trustedWorker = `(me.trusted AND (me.vm_driver <> '` + api.VMDriverLocal + `' OR me.allow_local))`
 
 // eligible is true when build c is claimable now by the worker (me) whose
 // live attempts leave it room.
@@ -298,8 +310,7 @@ const claimSQL = `
 		SELECT count(*) < $9 AND count(*) FILTER (WHERE status = 'assigned' AND worker_instance = $2) = 0 AS free
 		FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')
 	), me AS (
-		SELECT w.pool, w.vm_driver, COALESCE(p.trusted, false) AS trusted, COALESCE(p.allow_local, false) AS allow_local
-		FROM workers w LEFT JOIN pools p ON p.name = w.pool WHERE w.id = $1 AND NOT w.paused -- a paused worker drains
+		` + workerPool + ` WHERE w.id = $1 AND NOT w.paused -- a paused worker drains
 	), head AS (
 		-- The build first come, first served takes, locked by another
 		-- claim or not: its priority is the one warm placement picks
@@ -325,15 +336,29 @@ const claimSQL = `
 	), next AS (
 		-- Evaluated lazily: fifo locks nothing when pick found a build.
 		SELECT id, true AS warm FROM pick UNION ALL SELECT id, false FROM fifo LIMIT 1
+	), fixed AS (
+		-- The variables the attempt's VM reads (AttemptEnvironment), fixed
+		-- now: ones set later never reach it. Sensitive and secret ones
+		-- only for a worker trusted with them (routable let no other claim
+		-- a build that has any).
+		SELECT v.name, v.visibility, v.type, v.value_sealed, v.updated_at, v.value_hmac, v.value_hmac_of
+		FROM next JOIN builds c ON c.id = next.id, me, project_variables v
+		WHERE v.project = c.project AND v.environment = c.spec->>'environment'
+			AND (v.visibility = 'plaintext' OR ` + trustedWorker + `)
 	), b AS (
 		UPDATE builds SET status = 'assigned', worker_id = $1, attempt_id = $4, attempts = attempts + 1,
-			lease_expires_at = now() + $5::interval, phase = 'assigned', progress = NULL
+			lease_expires_at = now() + $5::interval, phase = 'assigned', progress = NULL,
+			env_digest = (SELECT ` + environmentDigest + ` FROM fixed v)
 		FROM next WHERE builds.id = next.id
 		RETURNING builds.*, next.warm
 	), a AS (
-		INSERT INTO build_attempts (id, build_id, number, worker_id, worker_instance, status, lease_token_hash, otp_hash, otp_expires_at)
+		INSERT INTO build_attempts (id, build_id, number, worker_id, worker_instance, status, lease_token_hash, otp_hash, otp_expires_at,
+			variables_fixed)
 		SELECT $4, b.id, (SELECT COALESCE(max(number), 0) + 1 FROM build_attempts WHERE build_id = b.id),
-			$1, $2, 'assigned', $6, $7, now() + $8::interval FROM b
+			$1, $2, 'assigned', $6, $7, now() + $8::interval, true FROM b
+	), av AS (
+		INSERT INTO attempt_variables (attempt_id, name, visibility, type, value_sealed, updated_at)
+		SELECT $4, v.name, v.visibility, v.type, v.value_sealed, v.updated_at FROM b, fixed v
 	)
 	SELECT ` + jobColumns + `, greatest(0, extract(epoch FROM clock_timestamp() - b.run_after))::float8, b.warm FROM b`
 
@@ -343,7 +368,8 @@ const claimSQL = `
 // placement yields to first come, first served once the queue head has been
 // claimable for WarmPlacementWait. Both picks lock with SKIP LOCKED, and
 // the first-come pick runs only when the warm one found nothing, so each
-// build is assigned once and one statement still does the claim.
+// build is assigned once and one statement still does the claim, fixing
+// the attempt's variables with it.
 func (t *txn) claim(ctx context.Context, w WorkerAuth) (*api.Job, time.Duration, error) {
 	lease, leaseHash := newSecret(prefixLeaseToken)
 	otp, otpHash := newSecret(prefixOTP)

@@ -18,6 +18,9 @@ import (
 type SealedVariable struct {
 	api.Variable
 	Sealed []byte
+	// HMAC is the caller's keyed hash of the value, for environmentDigest;
+	// SetVariables stores it, reads leave it empty.
+	HMAC []byte
 }
 
 // SetVariables creates or replaces one variable in several environments of
@@ -34,11 +37,15 @@ func (s *Store) SetVariables(ctx context.Context, vars []SealedVariable) error {
 			if v.Project != first.Project || v.Name != first.Name {
 				return errors.New("set variables: one variable of one project at a time") // a programming error
 			}
-			_, err := t.Exec(ctx, `INSERT INTO project_variables (project, environment, name, visibility, type, value_sealed)
-				VALUES ($1, $2, $3, $4, $5, $6)
+			if len(v.HMAC) == 0 {
+				return errors.New("set variables: the value's keyed hash is missing") // a programming error
+			}
+			_, err := t.Exec(ctx, `INSERT INTO project_variables (project, environment, name, visibility, type, value_sealed, value_hmac, value_hmac_of)
+				VALUES ($1, $2, $3, $4, $5, $6, $7, sha256($6))
 				ON CONFLICT (project, environment, name) DO UPDATE SET visibility = EXCLUDED.visibility, type = EXCLUDED.type,
-					value_sealed = EXCLUDED.value_sealed, updated_at = now()`,
-				v.Project, v.Environment, v.Name, v.Visibility, v.Type, v.Sealed)
+					value_sealed = EXCLUDED.value_sealed, value_hmac = EXCLUDED.value_hmac, value_hmac_of = EXCLUDED.value_hmac_of,
+					updated_at = now()`,
+				v.Project, v.Environment, v.Name, v.Visibility, v.Type, v.Sealed, v.HMAC)
 			if err != nil {
 				return fmt.Errorf("set variable %s: %w", v.Name, err)
 			}
@@ -58,15 +65,21 @@ func (s *Store) Variables(ctx context.Context, project, environment string) ([]S
 	if err != nil {
 		return nil, fmt.Errorf("list variables: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (SealedVariable, error) {
-		var v SealedVariable
-		err := r.Scan(&v.Project, &v.Environment, &v.Name, &v.Visibility, &v.Type, &v.UpdatedAt, &v.Sealed)
-		return v, err
-	})
+	out, err := collectVariables(rows)
 	if err != nil {
 		return nil, fmt.Errorf("list variables: %w", err)
 	}
 	return out, nil
+}
+
+// collectVariables reads rows of (project, environment, name, visibility,
+// type, updated_at, value_sealed).
+func collectVariables(rows pgx.Rows) ([]SealedVariable, error) {
+	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (SealedVariable, error) {
+		var v SealedVariable
+		err := r.Scan(&v.Project, &v.Environment, &v.Name, &v.Visibility, &v.Type, &v.UpdatedAt, &v.Sealed)
+		return v, err
+	})
 }
 
 // DeleteVariable deletes a project's variable from one environment, or from

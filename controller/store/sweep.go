@@ -39,9 +39,10 @@ func (r *SweepReport) countRequeues(changes []Change) {
 }
 
 // Sweep requeues builds whose lease expired or whose worker went silent,
-// fails builds past their timeout, and expires one-time passwords and VM
-// tokens. It runs under a transaction-scoped advisory lock, so only one
-// replica sweeps at a time, and every step is idempotent.
+// fails builds past their timeout, expires one-time passwords and VM
+// tokens, and deletes the variables fixed into attempts that ended. It
+// runs under a transaction-scoped advisory lock, so only one replica
+// sweeps at a time, and every step is idempotent.
 func (s *Store) Sweep(ctx context.Context) (SweepReport, error) {
 	var r SweepReport
 	err := s.withTx(ctx, func(t *txn) error {
@@ -96,6 +97,11 @@ func (s *Store) Sweep(ctx context.Context) (SweepReport, error) {
 			return fmt.Errorf("expire VM tokens: %w", err)
 		}
 		r.VMTokensExpired = int(tag.RowsAffected())
+		// No VM reads an ended attempt's variables any more.
+		if _, err := t.Exec(ctx, `DELETE FROM attempt_variables v USING build_attempts a
+			WHERE a.id = v.attempt_id AND a.status NOT IN ('assigned', 'running')`); err != nil {
+			return fmt.Errorf("delete the variables of ended attempts: %w", err)
+		}
 		return nil
 	})
 	return r, err

@@ -133,19 +133,6 @@ func (s *Store) CheckLease(ctx context.Context, w WorkerAuth, buildID, attemptID
 	return nil
 }
 
-// Spec returns a build's stored spec (nil for a raw submit).
-func (s *Store) Spec(ctx context.Context, buildID string) (*api.BuildSpec, error) {
-	var raw []byte
-	err := s.pool.QueryRow(ctx, `SELECT spec FROM builds WHERE id = $1`, buildID).Scan(&raw)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, fmt.Errorf("%w: no build %q", ErrNotFound, buildID)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read build spec: %w", err)
-	}
-	return decodeSpec(raw)
-}
-
 // The sealed files a build attempt's VM fetches, each at most once.
 const (
 	SecretCerts       = "certs"       // GET /api/builds/{id}/certs-secure
