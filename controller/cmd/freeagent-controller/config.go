@@ -65,7 +65,7 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 		e.Duration(&st.TokenRotateAfter, "token-rotate-after", "FREEAGENT_TOKEN_ROTATE_AFTER", st.TokenRotateAfter, "a worker token older than this is replaced on its next use")
 		e.Duration(&st.WorkerOfflineAfter, "worker-offline-after", "FREEAGENT_WORKER_OFFLINE_AFTER", st.WorkerOfflineAfter, "a worker silent for this long is offline and its builds are requeued")
 		e.Duration(&st.DefaultTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", st.DefaultTimeout, "default per-build timeout")
-		e.Duration(&st.BuildTokenTTL, "build-token-ttl", "FREEAGENT_BUILD_TOKEN_TTL", st.BuildTokenTTL, "a build token (the one a submit returns) stops working this long after the submit, or when the key that submitted the build is revoked")
+		e.Duration(&st.BuildTokenTTL, "build-token-ttl", "FREEAGENT_BUILD_TOKEN_TTL", st.BuildTokenTTL, "a build token (the one a submit returns) stops working this long after the submit, or when the key that submitted the build is revoked or loses the build's project")
 		e.Duration(&st.WarmPlacementWait, "warm-placement-wait", "FREEAGENT_WARM_PLACEMENT_WAIT", st.WarmPlacementWait, "a polling worker prefers a queued build whose dependency caches it holds over older ones of the same priority, until the oldest has waited this long")
 		e.Int(&st.MaxAttempts, "max-attempts", "FREEAGENT_MAX_ATTEMPTS", st.MaxAttempts, 1, "attempts before a build is dead-lettered (failed, code max_attempts)")
 		e.DurationOrZero(&st.RetainArtifacts, "retain-artifacts", "FREEAGENT_RETAIN_ARTIFACTS", st.RetainArtifacts, "how long after a build ends its artifacts are kept (then deleted; the build stays and says they expired); 0 keeps them forever")
