@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -48,8 +49,9 @@ type Limits struct {
 	BodyMinRate int64
 	// RatePerKey requests per second (RateKeyBurst at once) per API key;
 	// AuthFailuresPerIP failed authentications per second (AuthFailureBurst
-	// at once) per client address, which is then refused until its budget
-	// refills. Off turns a limit off.
+	// at once) per client address, whose further failures are then
+	// answered 429 until its budget refills (valid credentials from it are
+	// served). Off turns a limit off.
 	RatePerKey        float64
 	RateKeyBurst      int
 	AuthFailuresPerIP float64
@@ -161,6 +163,11 @@ type Options struct {
 	// KeyCacheTTL is how long a verified API key is trusted without a
 	// query; a revoked key stops working within it. Zero: 5 s.
 	KeyCacheTTL time.Duration
+	// TrustedProxies are the reverse proxies in front of the controller:
+	// a request from one is charged to the client address its
+	// X-Forwarded-For names (rateLimits.clientAddr). Empty: every request
+	// is charged to its connection's peer.
+	TrustedProxies []netip.Prefix
 	// MinFreeDisk is the file store's free-space floor (--min-free-disk):
 	// below it, submits and retries answer 507 Insufficient Storage. The
 	// zero Floor, or the S3 store, takes every submit.
@@ -172,7 +179,7 @@ func New(o Options) *Server {
 	o.Limits = o.Limits.withDefaults()
 	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
 		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, webhooks: o.Webhooks, publicURL: strings.TrimRight(o.PublicURL, "/"), minFree: o.MinFreeDisk,
-		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, rates: newRateLimits(o.Limits), draining: make(chan struct{})}
+		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, rates: newRateLimits(o.Limits, o.TrustedProxies), draining: make(chan struct{})}
 	s.keyCache.ttl = config.OrDefault(s.keyCache.ttl, 5*time.Second)
 	if s.kick == nil {
 		s.kick = func() {}
@@ -280,8 +287,15 @@ func (s *Server) BuildEnded() { s.kick() }
 
 // AuthFailed charges a failed authentication outside the API (a wrong key
 // at the dashboard's sign-in form) to the client address's budget, so that
-// form is no way around the guard against guessing keys.
-func (s *Server) AuthFailed(r *http.Request) { s.rates.authFailed(r) }
+// form is no way around the guard against guessing keys. It says how long
+// the address must wait when it has spent its budget (answer 429 with
+// Retry-After), 0 while it has not.
+func (s *Server) AuthFailed(r *http.Request) time.Duration {
+	if e := s.rates.authFailed(r); e != nil {
+		return time.Duration(retrySeconds(e.retry)) * time.Second
+	}
+	return 0
+}
 
 // Done is closed by Drain: live streams end on it, so a graceful shutdown
 // does not wait for them.
@@ -322,11 +336,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	if err := s.rates.shutOut(r); err != nil {
-		closeAfter(rec)
-		writeRateLimited(rec, r, err.(*errRateLimited))
-		return
-	}
 	s.guardBody(w, r)
 	s.mux.ServeHTTP(rec, r)
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/store"
-	"github.com/freeagent-build/freeagent/controller/webhooks"
 	"github.com/freeagent-build/freeagent/internal/config"
 )
 
@@ -33,6 +32,8 @@ type Config struct {
 	LogFormat string
 	// webhookAllow is --webhook-allow as given; parsed into Serve.Webhooks.Allow.
 	webhookAllow string
+	// trustedProxies is --trusted-proxies as given; parsed into Serve.TrustedProxies.
+	trustedProxies string
 }
 
 func parseConfig(cmd string, args []string, stderr io.Writer, serving bool) (*Config, *flag.FlagSet, error) {
@@ -89,6 +90,7 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 		e.String(&cfg.Serve.PublicURL, "public-url", "FREEAGENT_PUBLIC_URL", "", "URL phones and browsers reach this controller at, used in install links and QR codes; empty uses each request's host")
 		e.Duration(&cfg.Serve.LinkTTL, "link-ttl", "FREEAGENT_LINK_TTL", install.DefaultTTL, "how long an install link (and its QR code) works")
 		e.String(&cfg.webhookAllow, "webhook-allow", "FREEAGENT_WEBHOOK_ALLOW", "", "comma-separated addresses or CIDR prefixes of non-public webhook targets to allow (loopback, private and link-local addresses are refused otherwise), e.g. 10.1.2.0/24")
+		e.String(&cfg.trustedProxies, "trusted-proxies", "FREEAGENT_TRUSTED_PROXIES", "", "comma-separated addresses or CIDR prefixes of the reverse proxies in front of the controller (e.g. 127.0.0.1 or 10.0.0.0/8): a request from one of them is charged to the client its X-Forwarded-For names (the right-most address not in this list); without it, the budget of failed authentications is kept per connection address, so behind a proxy every client shares the proxy's")
 		cfg.Serve.CertsKey, _ = lookupEnv("FREEAGENT_CERTS_KEY") // a secret: environment only, never argv
 		cfg.Serve.LinkKey, _ = lookupEnv("FREEAGENT_LINK_KEY")
 	}
@@ -109,11 +111,14 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 			return nil, nil, usageError{fmt.Errorf("--public-url %q: want an absolute http(s) URL such as https://builds.example.com", u)}
 		}
 	}
-	allow, err := webhooks.ParseAllow(cfg.webhookAllow)
+	allow, err := config.ParsePrefixes(cfg.webhookAllow)
 	if err != nil {
 		return nil, nil, usageError{fmt.Errorf("--webhook-allow: %w", err)}
 	}
 	cfg.Serve.Webhooks.Allow = allow
+	if cfg.Serve.TrustedProxies, err = config.ParsePrefixes(cfg.trustedProxies); err != nil {
+		return nil, nil, usageError{fmt.Errorf("--trusted-proxies: %w", err)}
+	}
 	// On the command line 0 turns a rate limit or the artifact cap off;
 	// serve reads a zero as "the default" and Off as off.
 	for _, r := range []*float64{&cfg.Serve.Limits.RatePerKey, &cfg.Serve.Limits.AuthFailuresPerIP} {
