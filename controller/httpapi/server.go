@@ -23,7 +23,8 @@ import (
 )
 
 // Off, set in a Limits field whose zero takes the default (RatePerKey,
-// AuthFailuresPerIP, BodyGrace, ArtifactsPerBuild), turns that limit off.
+// AuthFailuresPerIP, BodyGrace, ArtifactsPerBuild, DirectUploadsPerAttempt),
+// turns that limit off.
 const Off = -1
 
 // Limits bound what a client may send. A zero field takes DefaultLimits'
@@ -38,11 +39,15 @@ type Limits struct {
 	// ArtifactsPerBuild is the most artifacts one attempt of a build may
 	// upload (Off: no limit).
 	ArtifactsPerBuild int
-	LogChunk          int64 // one log append
-	LogTotal          int64 // a build's whole log
-	LogRead           int   // bytes per plain log read
-	PollMaxWait       time.Duration
-	PollBackstop      time.Duration // a long poll re-checks this often even without a wake-up
+	// DirectUploadsPerAttempt is the most direct uploads (signed URLs to
+	// the object store) one attempt may open, retries included (Off: no
+	// limit).
+	DirectUploadsPerAttempt int
+	LogChunk                int64 // one log append
+	LogTotal                int64 // a build's whole log
+	LogRead                 int   // bytes per plain log read
+	PollMaxWait             time.Duration
+	PollBackstop            time.Duration // a long poll re-checks this often even without a wake-up
 	// A request body must arrive within BodyGrace plus one second per
 	// BodyMinRate bytes (a slow-body guard; BodyGrace Off turns it off).
 	BodyGrace   time.Duration
@@ -67,13 +72,15 @@ func DefaultLimits() Limits {
 		Credentials:       1 << 20,
 		Artifact:          8 << 30,
 		ArtifactsPerBuild: 32,
-		LogChunk:          1 << 20,
-		LogTotal:          64 << 20,
-		LogRead:           4 << 20,
-		PollMaxWait:       30 * time.Second,
-		PollBackstop:      2 * time.Second,
-		BodyGrace:         10 * time.Second,
-		BodyMinRate:       64 << 10,
+		// Two fresh starts for each of the most artifacts an attempt keeps.
+		DirectUploadsPerAttempt: 64,
+		LogChunk:                1 << 20,
+		LogTotal:                64 << 20,
+		LogRead:                 4 << 20,
+		PollMaxWait:             30 * time.Second,
+		PollBackstop:            2 * time.Second,
+		BodyGrace:               10 * time.Second,
+		BodyMinRate:             64 << 10,
 		// A worker, a CLI or a dashboard stays far below these; the bench,
 		// driving hundreds of simulated workers through one key, turns
 		// the per-key limit off.
@@ -102,6 +109,7 @@ func (l Limits) withDefaults() Limits {
 	l.RateKeyBurst = config.OrDefault(l.RateKeyBurst, d.RateKeyBurst)
 	l.AuthFailureBurst = config.OrDefault(l.AuthFailureBurst, d.AuthFailureBurst)
 	l.ArtifactsPerBuild = config.OrOff(l.ArtifactsPerBuild, d.ArtifactsPerBuild)
+	l.DirectUploadsPerAttempt = config.OrOff(l.DirectUploadsPerAttempt, d.DirectUploadsPerAttempt)
 	l.BodyGrace = config.OrOff(l.BodyGrace, d.BodyGrace)
 	l.RatePerKey = config.OrOff(l.RatePerKey, d.RatePerKey)
 	l.AuthFailuresPerIP = config.OrOff(l.AuthFailuresPerIP, d.AuthFailuresPerIP)

@@ -83,6 +83,7 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 		e.Size(&lim.Source, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", lim.Source, "largest accepted project: both the archive as sent and the total of the files it expands to (a tar.gz of zeros is measured by what it holds)")
 		e.Size(&lim.Artifact, "max-artifact-bytes", "FREEAGENT_MAX_ARTIFACT_BYTES", lim.Artifact, "largest accepted artifact")
 		e.Int(&lim.ArtifactsPerBuild, "max-artifacts-per-build", "FREEAGENT_MAX_ARTIFACTS_PER_BUILD", lim.ArtifactsPerBuild, 0, "most artifacts one attempt of a build may upload; 0: no limit")
+		e.Int(&lim.DirectUploadsPerAttempt, "max-direct-uploads-per-attempt", "FREEAGENT_MAX_DIRECT_UPLOADS_PER_ATTEMPT", lim.DirectUploadsPerAttempt, 0, "with the S3 store, most direct uploads (signed URLs to the bucket) one attempt of a build may open, fresh starts included; beyond, 413 naming this setting; 0: no limit")
 		e.Size(&lim.LogTotal, "max-log-bytes", "FREEAGENT_MAX_LOG_BYTES", lim.LogTotal, "largest build log")
 		e.Float(&lim.RatePerKey, "rate-per-key", "FREEAGENT_RATE_PER_KEY", lim.RatePerKey, "requests per second one API key may make (bursts of 4 s worth), answered 429 with Retry-After beyond; 0: no limit")
 		e.Float(&lim.AuthFailuresPerIP, "auth-failures-per-ip", "FREEAGENT_AUTH_FAILURES_PER_IP", lim.AuthFailuresPerIP, "failed authentications per second a client address may make (after a burst of 20) before it is refused with 429; 0: no limit")
@@ -126,8 +127,10 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 			*r = httpapi.Off
 		}
 	}
-	if cfg.Serve.Limits.ArtifactsPerBuild == 0 {
-		cfg.Serve.Limits.ArtifactsPerBuild = httpapi.Off
+	for _, n := range []*int{&cfg.Serve.Limits.ArtifactsPerBuild, &cfg.Serve.Limits.DirectUploadsPerAttempt} {
+		if *n == 0 {
+			*n = httpapi.Off
+		}
 	}
 	// A new worker token may ride on a long poll's answer: it is not taken
 	// as lost (and displaced by the previous one) before that answer could arrive.
