@@ -137,16 +137,7 @@ func (c *Collector) Run(ctx context.Context) {
 // staging part of a full pass), if no other replica is collecting. It is
 // audited only when it removed something.
 func (c *Collector) SweepStaging(ctx context.Context) (Report, error) {
-	rep := Report{StagingOnly: true}
-	release, ok, err := c.store.TryGCLock(ctx)
-	if err != nil || !ok {
-		return rep, err
-	}
-	defer release()
-	rep.Ran = true
-	start := time.Now()
-	err = c.staging(ctx, &rep)
-	rep.Duration = time.Since(start)
+	rep, err := c.pass(ctx, Report{StagingOnly: true}, func(rep *Report) error { return c.staging(ctx, rep) })
 	if rep.Staging > 0 {
 		detail := map[string]any{"staging": rep.Staging, "errors": rep.Errors, "duration_ms": rep.Duration.Milliseconds()}
 		if aerr := c.store.RecordGC(ctx, detail); aerr != nil {
@@ -157,13 +148,9 @@ func (c *Collector) SweepStaging(ctx context.Context) (Report, error) {
 	return rep, err
 }
 
-// batch bounds the rows one query returns; a pass repeats until done.
-const batch = 500
-
-// Collect runs one pass, if no other replica is running one, and audits it
-// (event controller.gc).
-func (c *Collector) Collect(ctx context.Context) (Report, error) {
-	var rep Report
+// pass runs work under the collector's lock, unless another replica holds
+// it (rep.Ran false), and times it.
+func (c *Collector) pass(ctx context.Context, rep Report, work func(*Report) error) (Report, error) {
 	release, ok, err := c.store.TryGCLock(ctx)
 	if err != nil || !ok {
 		return rep, err
@@ -171,8 +158,23 @@ func (c *Collector) Collect(ctx context.Context) (Report, error) {
 	defer release()
 	rep.Ran = true
 	start := time.Now()
-	err = errors.Join(c.strays(ctx, &rep), c.expire(ctx, &rep), c.orphans(ctx, &rep), c.staging(ctx, &rep), c.leftovers(ctx, &rep))
+	err = work(&rep)
 	rep.Duration = time.Since(start)
+	return rep, err
+}
+
+// batch bounds the rows one query returns; a pass repeats until done.
+const batch = 500
+
+// Collect runs one pass, if no other replica is running one, and audits it
+// (event controller.gc).
+func (c *Collector) Collect(ctx context.Context) (Report, error) {
+	rep, err := c.pass(ctx, Report{}, func(rep *Report) error {
+		return errors.Join(c.strays(ctx, rep), c.expire(ctx, rep), c.orphans(ctx, rep), c.staging(ctx, rep), c.leftovers(ctx, rep))
+	})
+	if !rep.Ran {
+		return rep, err
+	}
 	detail := map[string]any{
 		"stray_artifacts": rep.StrayArtifacts, "expired_artifacts": rep.ExpiredArtifacts, "expired_sources": rep.ExpiredSources,
 		"expired_logs": rep.ExpiredLogs, "orphans": rep.Orphans, "staging": rep.Staging, "leftovers": rep.Leftovers,
