@@ -42,7 +42,8 @@ func TestSystemdUnit(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"DynamicUser=yes", "ProtectSystem=strict", "NoNewPrivileges=yes", "StateDirectory=freeagent-controller",
-		"ConfigurationDirectory=freeagent-controller", "EnvironmentFile=/etc/freeagent-controller/controller.env", "ExecStart=/usr/local/bin/freeagent-controller serve"} {
+		"ConfigurationDirectory=freeagent-controller", "EnvironmentFile=/etc/freeagent-controller/controller.env", "ExecStart=/usr/local/bin/freeagent-controller serve",
+		"Environment=FREEAGENT_LISTEN=127.0.0.1:8080", "Environment=FREEAGENT_TRUSTED_PROXIES=127.0.0.1,::1"} {
 		if !strings.Contains(string(unit), "\n"+want+"\n") {
 			t.Errorf("the unit lacks %s", want)
 		}

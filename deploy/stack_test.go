@@ -1,6 +1,7 @@
 package deploy
 
 import (
+	"net/netip"
 	"net/url"
 	"os"
 	"regexp"
@@ -9,6 +10,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/freeagent-build/freeagent/internal/config"
 )
 
 // composeService is the part of a compose service the checks read.
@@ -80,6 +83,7 @@ func TestComposeStack(t *testing.T) {
 		if !slices.Equal(s.Healthcheck.Test, []string{"CMD", "/usr/local/bin/freeagent-controller", "health"}) {
 			t.Errorf("%s: healthcheck %v", name, s.Healthcheck.Test)
 		}
+		trustsProxy(t, name, s.Environment["FREEAGENT_TRUSTED_PROXIES"], "172.18.0.5") // Caddy on a Docker network
 		if s.DependsOn["postgres"].Condition != "service_healthy" {
 			t.Errorf("%s: does not wait for a healthy postgres", name)
 		}
@@ -247,6 +251,12 @@ func TestKubernetesManifests(t *testing.T) {
 		if e.Name == "FREEAGENT_LISTEN" && e.Value != "0.0.0.0:8080" {
 			t.Errorf("listen %s", e.Value)
 		}
+		if e.Name == "FREEAGENT_TRUSTED_PROXIES" {
+			trustsProxy(t, "the Deployment", e.Value, "10.244.1.7") // an ingress pod
+		}
+	}
+	if !slices.ContainsFunc(c.Env, func(e struct{ Name, Value string }) bool { return e.Name == "FREEAGENT_TRUSTED_PROXIES" }) {
+		t.Error("the Deployment sets no FREEAGENT_TRUSTED_PROXIES: behind the ingress every client would share one failed-authentication budget")
 	}
 	for _, k := range []string{"DATABASE_URL", "FREEAGENT_CERTS_KEY", "FREEAGENT_LINK_KEY", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"} {
 		if _, ok := objs["Secret"].StringData[k]; !ok {
@@ -256,5 +266,16 @@ func TestKubernetesManifests(t *testing.T) {
 	svc := objs["Service"].Spec
 	if len(svc.Ports) != 1 || svc.Ports[0].TargetPort != "http" {
 		t.Errorf("service ports: %+v", svc.Ports)
+	}
+}
+
+// trustsProxy fails unless setting (FREEAGENT_TRUSTED_PROXIES) parses as
+// the controller reads it and covers the proxy's address: without it,
+// every client behind the proxy shares one budget of failed authentications.
+func trustsProxy(t *testing.T, where, setting, proxy string) {
+	t.Helper()
+	prefixes, err := config.ParsePrefixes(setting)
+	if err != nil || !slices.ContainsFunc(prefixes, func(p netip.Prefix) bool { return p.Contains(netip.MustParseAddr(proxy)) }) {
+		t.Errorf("%s: FREEAGENT_TRUSTED_PROXIES %q does not cover the proxy at %s (%v)", where, setting, proxy, err)
 	}
 }

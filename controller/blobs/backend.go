@@ -86,10 +86,12 @@ type Direct interface {
 	// Copy copies the object at src to dst inside the service; dst
 	// appears whole or not at all.
 	Copy(ctx context.Context, src, dst string) error
-	// StartMultipart begins an upload of parts (numbered from 1) at key
-	// and signs a PUT for each, valid until ttl has passed; "" when
-	// direct transfers are off.
-	StartMultipart(ctx context.Context, key string, parts int, ttl time.Duration) (uploadID string, partURLs []string, err error)
+	// StartMultipart begins an upload of size bytes at key in parts of
+	// partSize bytes (the last one shorter), numbered from 1, and signs a
+	// PUT for each, valid until ttl has passed, that carries exactly its
+	// part's length (the service refuses other lengths); "" when direct
+	// transfers are off.
+	StartMultipart(ctx context.Context, key string, size, partSize int64, ttl time.Duration) (uploadID string, partURLs []string, err error)
 	// CompleteMultipart assembles the upload from exactly its planned
 	// parts (each partSize bytes but the last, size in all) and makes
 	// Checksum report the whole object's SHA-256. Other parts abort the

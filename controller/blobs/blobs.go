@@ -584,8 +584,7 @@ func (s *Store) startDirect(ctx context.Context, dir string, size int64, sha256h
 		return up, true, nil
 	}
 	up.PartSize = PartSize(size)
-	parts := int((size + up.PartSize - 1) / up.PartSize)
-	if up.UploadID, up.PartURLs, err = d.StartMultipart(ctx, up.Key, parts, ttl); err != nil || up.UploadID == "" {
+	if up.UploadID, up.PartURLs, err = d.StartMultipart(ctx, up.Key, size, up.PartSize, ttl); err != nil || up.UploadID == "" {
 		return DirectUpload{}, false, err
 	}
 	return up, true, nil

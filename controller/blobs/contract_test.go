@@ -365,6 +365,49 @@ var behaviours = []struct {
 			t.Fatalf("promoted: %q", got)
 		}
 	}},
+	{"a multipart upload's part URLs take exactly their part's length", func(t *testing.T, b blobs.Backend) {
+		if _, direct := b.(blobs.Direct); !direct {
+			return // the file store takes no direct uploads
+		}
+		s, _ := blobs.New(b, bytes.Repeat([]byte{1}, 32))
+		data := bytes.Repeat([]byte("part"), blobs.MultipartThreshold/4+1)
+		up, ok, err := s.StartDirectUpload(ctx, "b1", "a1", int64(len(data)), sum(string(data)), time.Minute)
+		if err != nil || !ok || len(up.PartURLs) != 5 {
+			t.Fatalf("multipart plan: %d parts, %v %v", len(up.PartURLs), ok, err)
+		}
+		// put gives the answer's status, 0 when the service hung up before
+		// taking the whole body (a refusal too).
+		put := func(i int, body []byte) int {
+			req, _ := http.NewRequest(http.MethodPut, up.PartURLs[i], bytes.NewReader(body))
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return 0
+			}
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		last := len(up.PartURLs) - 1
+		lastLen := int64(len(data)) - int64(last)*up.PartSize
+		// A part URL is no way to store more (or other) than the plan says.
+		if code := put(last, make([]byte, up.PartSize)); code/100 == 2 {
+			t.Fatalf("a full part's bytes to the short last part's URL: %d", code)
+		}
+		if code := put(0, make([]byte, up.PartSize+1)); code/100 == 2 {
+			t.Fatalf("one byte more than the part: %d", code)
+		}
+		for i := range up.PartURLs {
+			off := int64(i) * up.PartSize
+			if code := put(i, data[off:off+min(up.PartSize, int64(len(data))-off)]); code != http.StatusOK {
+				t.Fatalf("part %d of the plan: %d", i+1, code)
+			}
+		}
+		if lastLen >= up.PartSize {
+			t.Fatalf("the plan's last part is %d bytes, not shorter than %d", lastLen, up.PartSize)
+		}
+		if err := s.FinishDirectUpload(ctx, up.UploadRef, int64(len(data)), sum(string(data))); err != nil {
+			t.Fatalf("the planned parts: %v", err)
+		}
+	}},
 	{"replicas starting together on an empty store agree on one key", func(t *testing.T, b blobs.Backend) {
 		const n = 6
 		errs := make([]error, n)

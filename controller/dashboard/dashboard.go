@@ -44,8 +44,10 @@ type Options struct {
 	// BuildEnded is called after an action ended a build.
 	BuildEnded func()
 	// AuthFailed charges a wrong key at the sign-in form to the client
-	// address's budget of failed authentications, as the API does.
-	AuthFailed func(r *http.Request)
+	// address's budget of failed authentications, as the API does, and
+	// says how long the address must wait once it has spent it (whole
+	// seconds; 0 while it has not).
+	AuthFailed func(r *http.Request) time.Duration
 	// ServeQR answers with the QR code of a build's install link; nil when
 	// the controller signs no install links.
 	ServeQR func(w http.ResponseWriter, r *http.Request, buildID string)
@@ -77,7 +79,7 @@ func New(o Options) *Dashboard {
 		o.BuildEnded = func() {}
 	}
 	if o.AuthFailed == nil {
-		o.AuthFailed = func(*http.Request) {}
+		o.AuthFailed = func(*http.Request) time.Duration { return 0 }
 	}
 	d := &Dashboard{Options: o, pages: map[string]*template.Template{}}
 	for _, name := range []string{"login", "overview", "builds", "build", "queue", "workers", "events", "controllers", "webhooks", "deliveries", "error"} {

@@ -799,8 +799,9 @@ func TestHostPauseOnWorkersAndQueuePages(t *testing.T) {
 
 // TestFailedLoginsSpendTheAddressBudget: a wrong key at the sign-in form
 // is a failed authentication like a wrong X-API-Key: after the address's
-// budget is spent it is refused everywhere (429 with Retry-After), so the
-// form is no way around the API's guard against guessing keys.
+// budget is spent, wrong keys are answered 429 with Retry-After at the
+// form and at the API alike, so the form is no way around the API's guard
+// against guessing keys; a valid key still signs in and still works.
 func TestFailedLoginsSpendTheAddressBudget(t *testing.T) {
 	t.Parallel()
 	c := controllertest.Start(t, controllertest.Logger(quiet()), controllertest.Limits(func(l *httpapi.Limits) {
@@ -813,12 +814,18 @@ func TestFailedLoginsSpendTheAddressBudget(t *testing.T) {
 			t.Fatalf("a wrong key: want 401, got %d", p.status)
 		}
 	}
-	p := b.get("/login")
+	p := b.login("fak_guessed")
 	if p.status != http.StatusTooManyRequests || p.header.Get("Retry-After") == "" {
-		t.Fatalf("after three failed sign-ins the login page answered %d (Retry-After %q), want 429", p.status, p.header.Get("Retry-After"))
+		t.Fatalf("a fourth wrong key at the form: %d (Retry-After %q), want 429", p.status, p.header.Get("Retry-After"))
 	}
-	_, err := c.Admin.ListBuilds(context.Background(), api.ListOptions{})
+	_, err := (&api.Client{BaseURL: c.URL, APIKey: "fak_guessed"}).ListBuilds(context.Background(), api.ListOptions{})
 	if api.StatusOf(err) != http.StatusTooManyRequests {
-		t.Fatalf("after three failed sign-ins the API answered a good key with %v, want 429", err)
+		t.Fatalf("after three failed sign-ins the API answered a wrong key with %v, want 429", err)
+	}
+	if _, err := c.Admin.ListBuilds(context.Background(), api.ListOptions{}); err != nil {
+		t.Fatalf("after three failed sign-ins the API refused a good key: %v", err)
+	}
+	if p := b.login(c.AdminKey); p.status != http.StatusSeeOther {
+		t.Fatalf("after three failed sign-ins a good key could not sign in: %d %.300s", p.status, p.body)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 
 	"github.com/freeagent-build/freeagent/controller/api"
@@ -230,7 +231,14 @@ func (d *Dashboard) login(w http.ResponseWriter, r *http.Request) {
 	}
 	k, err := d.Store.AuthenticateKey(r.Context(), key)
 	if errors.Is(err, store.ErrUnauthorized) {
-		d.AuthFailed(r)
+		// As at the API: a valid key signs in whatever others failed from
+		// this address; only more wrong keys meet the spent budget.
+		if wait := d.AuthFailed(r); wait > 0 {
+			secs := strconv.Itoa(int(wait.Seconds()))
+			w.Header().Set("Retry-After", secs)
+			d.showLogin(w, r, http.StatusTooManyRequests, next, "Too many wrong keys from this address: try again in "+secs+" s.")
+			return
+		}
 		d.showLogin(w, r, http.StatusUnauthorized, next, "That API key is unknown or revoked.")
 		return
 	}

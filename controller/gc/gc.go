@@ -45,6 +45,11 @@ type Config struct {
 	// its PUT takes, and a multipart upload lasts as long as its parts.
 	LeftoverAge time.Duration
 	Interval    time.Duration
+	// StagingInterval is how often staging uploads past StagingMaxAge are
+	// swept between full passes: the sweep is cheap (a listing of
+	// uploads/), and what it frees is what VMs and CLIs opened and never
+	// finished, which may be large.
+	StagingInterval time.Duration
 }
 
 // DefaultConfig is the production configuration. StagingMaxAge covers a
@@ -52,10 +57,11 @@ type Config struct {
 // half an hour to spare.
 func DefaultConfig() Config {
 	return Config{
-		StagingMaxAge: 2 * time.Hour,
-		OrphanGrace:   time.Hour,
-		LeftoverAge:   24 * time.Hour,
-		Interval:      10 * time.Minute,
+		StagingMaxAge:   2 * time.Hour,
+		OrphanGrace:     time.Hour,
+		LeftoverAge:     24 * time.Hour,
+		Interval:        10 * time.Minute,
+		StagingInterval: time.Minute,
 	}
 }
 
@@ -71,6 +77,8 @@ type Report struct {
 	Leftovers        int  // temporary files, incomplete multipart uploads, spool files
 	Errors           int  // deletions that failed (retried on the next pass)
 	Duration         time.Duration
+	// StagingOnly marks a pass of SweepStaging, between full passes.
+	StagingOnly bool
 }
 
 // Collector collects garbage on an interval.
@@ -92,22 +100,30 @@ func New(st *store.Store, bl *blobs.Store, cfg Config, log logrus.FieldLogger) *
 	cfg.OrphanGrace = config.OrDefault(cfg.OrphanGrace, def.OrphanGrace)
 	cfg.LeftoverAge = config.OrDefault(cfg.LeftoverAge, def.LeftoverAge)
 	cfg.Interval = config.OrDefault(cfg.Interval, def.Interval)
+	cfg.StagingInterval = config.OrDefault(cfg.StagingInterval, def.StagingInterval)
 	return &Collector{store: st, blobs: bl, cfg: cfg, log: log}
 }
 
-// Run collects every interval until ctx ends. The first pass comes one
-// interval after the start, so replicas restarting in a loop do not scan
-// the store each time.
+// Run collects every Interval, and sweeps staging uploads every
+// StagingInterval, until ctx ends. The first passes come one interval
+// after the start, so replicas restarting in a loop do not scan the store
+// each time.
 func (c *Collector) Run(ctx context.Context) {
-	t := time.NewTicker(c.cfg.Interval)
-	defer t.Stop()
+	full := time.NewTicker(c.cfg.Interval)
+	defer full.Stop()
+	staging := time.NewTicker(c.cfg.StagingInterval)
+	defer staging.Stop()
 	for {
+		var rep Report
+		var err error
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-full.C:
+			rep, err = c.Collect(ctx)
+		case <-staging.C:
+			rep, err = c.SweepStaging(ctx)
 		}
-		rep, err := c.Collect(ctx)
 		if err != nil && ctx.Err() == nil {
 			c.log.WithError(err).Warn("garbage collection failed; will retry")
 		}
@@ -117,13 +133,24 @@ func (c *Collector) Run(ctx context.Context) {
 	}
 }
 
-// batch bounds the rows one query returns; a pass repeats until done.
-const batch = 500
+// SweepStaging removes the staging uploads past StagingMaxAge (the
+// staging part of a full pass), if no other replica is collecting. It is
+// audited only when it removed something.
+func (c *Collector) SweepStaging(ctx context.Context) (Report, error) {
+	rep, err := c.pass(ctx, Report{StagingOnly: true}, func(rep *Report) error { return c.staging(ctx, rep) })
+	if rep.Staging > 0 {
+		detail := map[string]any{"staging": rep.Staging, "errors": rep.Errors, "duration_ms": rep.Duration.Milliseconds()}
+		if aerr := c.store.RecordGC(ctx, detail); aerr != nil {
+			err = errors.Join(err, aerr)
+		}
+		c.log.WithFields(logrus.Fields(detail)).Info("unfinished uploads swept")
+	}
+	return rep, err
+}
 
-// Collect runs one pass, if no other replica is running one, and audits it
-// (event controller.gc).
-func (c *Collector) Collect(ctx context.Context) (Report, error) {
-	var rep Report
+// pass runs work under the collector's lock, unless another replica holds
+// it (rep.Ran false), and times it.
+func (c *Collector) pass(ctx context.Context, rep Report, work func(*Report) error) (Report, error) {
 	release, ok, err := c.store.TryGCLock(ctx)
 	if err != nil || !ok {
 		return rep, err
@@ -131,8 +158,23 @@ func (c *Collector) Collect(ctx context.Context) (Report, error) {
 	defer release()
 	rep.Ran = true
 	start := time.Now()
-	err = errors.Join(c.strays(ctx, &rep), c.expire(ctx, &rep), c.orphans(ctx, &rep), c.staging(ctx, &rep), c.leftovers(ctx, &rep))
+	err = work(&rep)
 	rep.Duration = time.Since(start)
+	return rep, err
+}
+
+// batch bounds the rows one query returns; a pass repeats until done.
+const batch = 500
+
+// Collect runs one pass, if no other replica is running one, and audits it
+// (event controller.gc).
+func (c *Collector) Collect(ctx context.Context) (Report, error) {
+	rep, err := c.pass(ctx, Report{}, func(rep *Report) error {
+		return errors.Join(c.strays(ctx, rep), c.expire(ctx, rep), c.orphans(ctx, rep), c.staging(ctx, rep), c.leftovers(ctx, rep))
+	})
+	if !rep.Ran {
+		return rep, err
+	}
 	detail := map[string]any{
 		"stray_artifacts": rep.StrayArtifacts, "expired_artifacts": rep.ExpiredArtifacts, "expired_sources": rep.ExpiredSources,
 		"expired_logs": rep.ExpiredLogs, "orphans": rep.Orphans, "staging": rep.Staging, "leftovers": rep.Leftovers,

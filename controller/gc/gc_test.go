@@ -189,11 +189,58 @@ func TestCollectOnBothStores(t *testing.T) {
 // leftovers are not yet old enough to be swept.
 func TestAbandonedDirectUploadLeavesNothing(t *testing.T) {
 	ctx := context.Background()
+	st, files, left := abandonedUpload(t)
+	rep, err := gc.New(st, files, gc.Config{StagingMaxAge: time.Nanosecond}, logrus.New()).Collect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := left(); len(got) != 0 || rep.Staging != 1 || rep.Leftovers != 0 {
+		t.Fatalf("after a pass: %v (report %+v)", got, rep)
+	}
+}
+
+// Unfinished uploads are swept on their own short schedule, not only by
+// the full pass: with the full pass an hour away, the staging sweep alone
+// (a listing of uploads/) removes the abandoned upload.
+func TestUnfinishedUploadsSweptBetweenFullPasses(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	st, files, left := abandonedUpload(t)
+	reports := make(chan gc.Report, 100)
+	c := gc.New(st, files, gc.Config{StagingMaxAge: time.Nanosecond, Interval: time.Hour, StagingInterval: 10 * time.Millisecond}, logrus.New())
+	c.OnRun = func(r gc.Report) { reports <- r }
+	done := make(chan struct{})
+	go func() { defer close(done); c.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case r := <-reports:
+			if !r.StagingOnly {
+				t.Fatalf("a full pass ran: %+v", r)
+			}
+			if r.Staging == 0 {
+				continue
+			}
+			if got := left(); len(got) != 0 {
+				t.Fatalf("after the staging sweep: %v (report %+v)", got, r)
+			}
+			return
+		case <-deadline:
+			t.Fatalf("no staging sweep removed the abandoned upload within 10 s; left: %v", left())
+		}
+	}
+}
+
+// abandonedUpload starts a multipart source upload on a real S3 store,
+// sends its first part and leaves it; left lists what remains of it (the
+// incomplete upload, any object).
+func abandonedUpload(t *testing.T) (st *store.Store, files *blobs.Store, left func() []string) {
+	ctx := context.Background()
 	st, err := store.Open(ctx, pgtest.NewDatabase(t), store.DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
+	t.Cleanup(st.Close)
 	if _, err := st.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +253,7 @@ func TestAbandonedDirectUploadLeavesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	files, err := blobs.New(backend, bytes.Repeat([]byte{7}, 32))
+	files, err = blobs.New(backend, bytes.Repeat([]byte{7}, 32))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +271,7 @@ func TestAbandonedDirectUploadLeavesNothing(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("PUT part 1: %s", resp.Status)
 	}
-	incomplete := func() []string {
+	left = func() []string {
 		var out []string
 		for u := range b.Client(t).ListIncompleteUploads(ctx, b.Name, "", true) {
 			if u.Err != nil {
@@ -232,16 +279,10 @@ func TestAbandonedDirectUploadLeavesNothing(t *testing.T) {
 			}
 			out = append(out, u.Key)
 		}
-		return out
+		return append(out, keys(t, backend)...)
 	}
-	if got := incomplete(); len(got) != 1 {
+	if got := left(); len(got) != 1 {
 		t.Fatalf("incomplete uploads before: %v", got)
 	}
-	rep, err := gc.New(st, files, gc.Config{StagingMaxAge: time.Nanosecond}, logrus.New()).Collect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := append(incomplete(), keys(t, backend)...); len(got) != 0 || rep.Staging != 1 || rep.Leftovers != 0 {
-		t.Fatalf("after a pass: %v (report %+v)", got, rep)
-	}
+	return st, files, left
 }

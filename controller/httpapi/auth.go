@@ -101,14 +101,22 @@ func (s *Server) workerAuth(r *http.Request) (store.WorkerAuth, error) {
 	}
 	tok := r.Header.Get(api.HeaderWorkerToken)
 	if tok == "" {
-		return store.WorkerAuth{}, fmt.Errorf("%w: missing %s header; register first", store.ErrUnauthorized, api.HeaderWorkerToken)
+		return store.WorkerAuth{}, keyHeld{fmt.Errorf("%w: missing %s header; register first", store.ErrUnauthorized, api.HeaderWorkerToken)}
 	}
 	wa, err := s.store.AuthenticateWorker(r.Context(), tok, key)
 	if err != nil {
-		return wa, fmt.Errorf("worker token rejected: unknown, expired, or issued to a worker registered with another API key (register again with this worker's key): %w", err)
+		return wa, keyHeld{fmt.Errorf("worker token rejected: unknown, expired, or issued to a worker registered with another API key (register again with this worker's key): %w", err)}
 	}
 	return wa, nil
 }
+
+// keyHeld is a failed authentication after a valid API key (a worker's
+// stale token): the key holder's own slip, bounded by the key's budget,
+// never a guess, so it is not charged to the address and never answered
+// 429 for another client's failures.
+type keyHeld struct{ error }
+
+func (e keyHeld) Unwrap() error { return e.error }
 
 func (s *Server) admin(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {

@@ -98,6 +98,12 @@ func (s *Server) startDirectUpload(w http.ResponseWriter, r *http.Request, build
 		s.fail(w, r, err)
 		return
 	}
+	if s.blobs.DirectUploads() {
+		if err := s.store.OpenDirectUpload(r.Context(), buildID, attemptID, s.limits.DirectUploadsPerAttempt); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	up, ok, err := s.blobs.StartDirectUpload(r.Context(), buildID, attemptID, req.Size, sum, directUploadTTL)
 	if err != nil {
 		s.fail(w, r, err)

@@ -193,6 +193,43 @@ func TestArtifactsPerBuildCapped(t *testing.T) {
 	}
 }
 
+// An attempt opens at most --max-direct-uploads-per-attempt direct
+// uploads, finished or not: the next start is refused with 413 naming the
+// setting and signs nothing, so a VM cannot fill the bucket with unfinished
+// uploads; the next attempt has its own count.
+func TestDirectUploadsPerAttemptCapped(t *testing.T) {
+	t.Parallel()
+	bucket := s3test.NewBucket(t)
+	e := newEnvOn(t, &bucket, func(_ *store.Config, l *httpapi.Limits) { l.DirectUploadsPerAttempt = 3 })
+	v := e.runVM("android")
+	ctx := context.Background()
+	start := func(v *vmSession) (api.DirectUpload, error) {
+		body := []byte("never sent")
+		sum := sha256.Sum256(body)
+		return v.vm.StartArtifactUpload(ctx, v.job.ID, v.token, api.DirectUploadRequest{Name: "app.apk", Size: int64(len(body)), SHA256: hex.EncodeToString(sum[:])})
+	}
+	for i := range 2 {
+		if up, err := start(v); err != nil || !up.Direct {
+			t.Fatalf("start %d: %+v %v", i+1, up, err)
+		}
+	}
+	if _, err := v.uploadDirect("a.apk", []byte("a finished one counts too")); err != nil {
+		t.Fatal(err)
+	}
+	up, err := start(v)
+	if api.StatusOf(err) != http.StatusRequestEntityTooLarge || !strings.Contains(err.Error(), "--max-direct-uploads-per-attempt") || !strings.Contains(err.Error(), "3 direct uploads") {
+		t.Fatalf("the fourth start: %+v %v, want 413 naming the limit", up, err)
+	}
+	v.complete()
+	if _, err := start(v); api.StatusOf(err) != http.StatusConflict && api.StatusOf(err) != http.StatusUnauthorized {
+		t.Fatalf("a start after the attempt ended: %v", err)
+	}
+	// Another build's attempt counts its own.
+	if up, err := start(e.runVM("android")); err != nil || !up.Direct {
+		t.Fatalf("another attempt: %+v %v", up, err)
+	}
+}
+
 // With an S3 store the VM's direct upload of an IPA is read once too.
 func TestIPAManifestReadAtDirectUpload(t *testing.T) {
 	t.Parallel()

@@ -385,9 +385,57 @@ func TestIdempotencyKeyStaysInItsProject(t *testing.T) {
 	if !strings.Contains(err.Error(), "Idempotency-Key") {
 		t.Fatalf("the 409 does not name the Idempotency-Key: %v", err)
 	}
-	// p1's build token from the first submit still works: the refused
-	// repeat rotated nothing.
-	if _, err := (&api.Client{BaseURL: e.URL, BuildToken: again.AccessToken}).GetBuild(ctx, b1.ID); err != nil {
-		t.Fatalf("the refused repeat changed p1's build token: %v", err)
+	// p1's build token from the first submit went with the key's p1.
+	_, err = (&api.Client{BaseURL: e.URL, BuildToken: again.AccessToken}).GetBuild(ctx, b1.ID)
+	wantStatus(t, err, http.StatusUnauthorized)
+}
+
+// TestBuildTokenFollowsKeyBindings: a build token reads its build only
+// while the key that submitted it may: unbinding the key from the build's
+// project, or moving it to another project, ends the token (as revoking
+// the key does); binding the project back restores it, since the token is
+// checked against the key's access each time.
+func TestBuildTokenFollowsKeyBindings(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	k, dev := e.newKey("p1-ci", "developer")
+	if err := e.store.BindKey(ctx, k.ID, []string{"p1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := submitAs(t, dev, androidSpec("p1", "preview"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := &api.Client{BaseURL: e.URL, BuildToken: sub.AccessToken}
+	if _, err := token.GetBuild(ctx, sub.ID); err != nil {
+		t.Fatalf("the token of a bound key: %v", err)
+	}
+	if err := e.store.UnbindKey(ctx, k.ID, []string{"p1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.store.BindKey(ctx, k.ID, []string{"p2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = token.GetBuild(ctx, sub.ID)
+	wantStatus(t, err, http.StatusUnauthorized)
+	if !strings.Contains(err.Error(), `project "p1"`) {
+		t.Fatalf("the 401 does not name the project the key lost: %v", err)
+	}
+	_, err = token.ReadLogs(ctx, sub.ID, 0)
+	wantStatus(t, err, http.StatusUnauthorized)
+	if err := e.store.UnbindKey(ctx, k.ID, []string{"p2"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Unbound on a farm of bound keys, the key itself is refused, and so
+	// is its token.
+	_ = e.projectKey("other", "p3")
+	_, err = token.GetBuild(ctx, sub.ID)
+	wantStatus(t, err, http.StatusUnauthorized)
+	if err := e.store.BindKey(ctx, k.ID, []string{"p1"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := token.GetBuild(ctx, sub.ID); err != nil {
+		t.Fatalf("the key has p1 again, the token does not: %v", err)
 	}
 }

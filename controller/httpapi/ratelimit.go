@@ -3,9 +3,10 @@ package httpapi
 import (
 	"fmt"
 	"math"
-	"net"
 	"net/http"
+	"net/netip"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,12 +16,17 @@ import (
 )
 
 // rateLimits holds the request budgets: per API key for every request it
-// authenticates, and per client address for failed authentications (a key
-// or token guessed, a brute force), which then shut that address out for
-// a while. Budgets live in this replica's memory; each replica counts its own.
+// authenticates, and per client address (clientAddr) for failed
+// authentications (a key or token guessed, a brute force). An address over
+// its budget has its next failures answered 429 instead of 401, until the
+// budget refills; a request whose credentials are valid is served all the
+// same, so a guesser behind a shared address (a proxy, a NAT) locks out no
+// one but itself. Budgets live in this replica's memory; each replica
+// counts its own.
 type rateLimits struct {
 	perKey, perIP     rate.Limit
 	keyBurst, ipBurst int
+	trusted           []netip.Prefix // proxies whose X-Forwarded-For is believed
 	mu                sync.Mutex
 	keys, ips         map[string]*rate.Limiter
 }
@@ -36,9 +42,9 @@ func (e *errRateLimited) Error() string {
 	return fmt.Sprintf("too many requests from this %s: retry in %d s", e.what, retrySeconds(e.retry))
 }
 
-func newRateLimits(l Limits) *rateLimits {
+func newRateLimits(l Limits, trusted []netip.Prefix) *rateLimits {
 	return &rateLimits{perKey: rate.Limit(l.RatePerKey), keyBurst: max(l.RateKeyBurst, int(4*l.RatePerKey), 1),
-		perIP: rate.Limit(l.AuthFailuresPerIP), ipBurst: max(l.AuthFailureBurst, 1),
+		perIP: rate.Limit(l.AuthFailuresPerIP), ipBurst: max(l.AuthFailureBurst, 1), trusted: trusted,
 		keys: map[string]*rate.Limiter{}, ips: map[string]*rate.Limiter{}}
 }
 
@@ -73,28 +79,21 @@ func (rl *rateLimits) key(id string) error {
 	return &errRateLimited{what: "API key", retry: retryAfter(l)}
 }
 
-// shutOut reports whether the client address has used up its failed
-// authentications; it charges nothing. It runs on every request, so it
-// only looks: an address that never failed has no limiter and costs no
-// allocation.
-func (rl *rateLimits) shutOut(r *http.Request) error {
+// authFailed charges a failed authentication to the client address and
+// says whether the address has spent its budget: then the failure is
+// answered 429 rather than 401. Only failures are charged, and only after
+// the credentials were checked, so an over-budget address costs what any
+// request costs (one hash and one indexed lookup) and a valid key from it
+// is never refused.
+func (rl *rateLimits) authFailed(r *http.Request) *errRateLimited {
 	if rl.perIP <= 0 {
 		return nil
 	}
-	rl.mu.Lock()
-	l := rl.ips[clientIP(r)]
-	rl.mu.Unlock()
-	if l == nil || l.Tokens() >= 1 {
+	l := rl.limiter(rl.ips, rl.clientAddr(r).String(), rl.perIP, rl.ipBurst)
+	if l.Allow() {
 		return nil
 	}
 	return &errRateLimited{what: "address after failed authentications", retry: retryAfter(l)}
-}
-
-// authFailed charges a failed authentication to the client address.
-func (rl *rateLimits) authFailed(r *http.Request) {
-	if rl.perIP > 0 {
-		rl.limiter(rl.ips, clientIP(r), rl.perIP, rl.ipBurst).Allow()
-	}
 }
 
 // retryAfter is how long until l has a token again.
@@ -106,15 +105,56 @@ func retryAfter(l *rate.Limiter) time.Duration {
 	return time.Duration(math.Ceil(missing/float64(l.Limit())*1000)) * time.Millisecond
 }
 
-// clientIP is the connection's peer address. Forwarded headers are not
-// trusted: behind a proxy every client shares the proxy's budget for
-// failed authentications, which legitimate clients do not spend.
-func clientIP(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
+// clientAddr is the address a request is charged to. From a trusted
+// proxy it is the right-most X-Forwarded-For address that is not itself a
+// trusted proxy (each proxy appends the address it was reached from; what
+// lies left of the first untrusted one is the client's to invent). From
+// any other peer it is the peer's address, whatever the request claims.
+func (rl *rateLimits) clientAddr(r *http.Request) netip.Addr {
+	peer, err := netip.ParseAddrPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		return netip.Addr{} // not a TCP peer (a test's handler call): one shared budget
 	}
-	return host
+	addr := peer.Addr().Unmap().WithZone("")
+	if !rl.isTrusted(addr) {
+		return addr
+	}
+	hops := r.Header.Values("X-Forwarded-For")
+	for i := len(hops) - 1; i >= 0; i-- {
+		list := strings.Split(hops[i], ",")
+		for j := len(list) - 1; j >= 0; j-- {
+			hop, ok := parseHop(list[j])
+			if !ok {
+				return addr // a hop no proxy wrote: trust nothing left of it
+			}
+			if addr = hop; !rl.isTrusted(hop) {
+				return hop
+			}
+		}
+	}
+	return addr
+}
+
+func (rl *rateLimits) isTrusted(a netip.Addr) bool {
+	for _, p := range rl.trusted {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// parseHop reads one X-Forwarded-For entry: an address, possibly with a
+// port ("203.0.113.7:51234", "[2001:db8::1]:443"), as some proxies write.
+func parseHop(s string) (netip.Addr, bool) {
+	s = strings.TrimSpace(s)
+	if a, err := netip.ParseAddr(s); err == nil {
+		return a.Unmap().WithZone(""), true
+	}
+	if ap, err := netip.ParseAddrPort(s); err == nil {
+		return ap.Addr().Unmap().WithZone(""), true
+	}
+	return netip.Addr{}, false
 }
 
 // retrySeconds is d in whole seconds, rounded up, at least 1.

@@ -50,8 +50,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &limited):
 		writeRateLimited(w, r, limited)
 	case errors.Is(err, store.ErrUnauthorized):
-		s.rates.authFailed(r)
 		closeAfter(w)
+		var held keyHeld
+		if !errors.As(err, &held) {
+			if limited := s.rates.authFailed(r); limited != nil {
+				writeRateLimited(w, r, limited)
+				return
+			}
+		}
 		writeError(w, r, http.StatusUnauthorized, api.CodeUnauthorized, err.Error())
 	case errors.Is(err, store.ErrForbidden):
 		closeAfter(w)

@@ -6,6 +6,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -22,7 +23,8 @@ import (
 )
 
 // Off, set in a Limits field whose zero takes the default (RatePerKey,
-// AuthFailuresPerIP, BodyGrace, ArtifactsPerBuild), turns that limit off.
+// AuthFailuresPerIP, BodyGrace, ArtifactsPerBuild, DirectUploadsPerAttempt),
+// turns that limit off.
 const Off = -1
 
 // Limits bound what a client may send. A zero field takes DefaultLimits'
@@ -37,19 +39,24 @@ type Limits struct {
 	// ArtifactsPerBuild is the most artifacts one attempt of a build may
 	// upload (Off: no limit).
 	ArtifactsPerBuild int
-	LogChunk          int64 // one log append
-	LogTotal          int64 // a build's whole log
-	LogRead           int   // bytes per plain log read
-	PollMaxWait       time.Duration
-	PollBackstop      time.Duration // a long poll re-checks this often even without a wake-up
+	// DirectUploadsPerAttempt is the most direct uploads (signed URLs to
+	// the object store) one attempt may open, retries included (Off: no
+	// limit).
+	DirectUploadsPerAttempt int
+	LogChunk                int64 // one log append
+	LogTotal                int64 // a build's whole log
+	LogRead                 int   // bytes per plain log read
+	PollMaxWait             time.Duration
+	PollBackstop            time.Duration // a long poll re-checks this often even without a wake-up
 	// A request body must arrive within BodyGrace plus one second per
 	// BodyMinRate bytes (a slow-body guard; BodyGrace Off turns it off).
 	BodyGrace   time.Duration
 	BodyMinRate int64
 	// RatePerKey requests per second (RateKeyBurst at once) per API key;
 	// AuthFailuresPerIP failed authentications per second (AuthFailureBurst
-	// at once) per client address, which is then refused until its budget
-	// refills. Off turns a limit off.
+	// at once) per client address, whose further failures are then
+	// answered 429 until its budget refills (valid credentials from it are
+	// served). Off turns a limit off.
 	RatePerKey        float64
 	RateKeyBurst      int
 	AuthFailuresPerIP float64
@@ -65,13 +72,15 @@ func DefaultLimits() Limits {
 		Credentials:       1 << 20,
 		Artifact:          8 << 30,
 		ArtifactsPerBuild: 32,
-		LogChunk:          1 << 20,
-		LogTotal:          64 << 20,
-		LogRead:           4 << 20,
-		PollMaxWait:       30 * time.Second,
-		PollBackstop:      2 * time.Second,
-		BodyGrace:         10 * time.Second,
-		BodyMinRate:       64 << 10,
+		// Two fresh starts for each of the most artifacts an attempt keeps.
+		DirectUploadsPerAttempt: 64,
+		LogChunk:                1 << 20,
+		LogTotal:                64 << 20,
+		LogRead:                 4 << 20,
+		PollMaxWait:             30 * time.Second,
+		PollBackstop:            2 * time.Second,
+		BodyGrace:               10 * time.Second,
+		BodyMinRate:             64 << 10,
 		// A worker, a CLI or a dashboard stays far below these; the bench,
 		// driving hundreds of simulated workers through one key, turns
 		// the per-key limit off.
@@ -100,6 +109,7 @@ func (l Limits) withDefaults() Limits {
 	l.RateKeyBurst = config.OrDefault(l.RateKeyBurst, d.RateKeyBurst)
 	l.AuthFailureBurst = config.OrDefault(l.AuthFailureBurst, d.AuthFailureBurst)
 	l.ArtifactsPerBuild = config.OrOff(l.ArtifactsPerBuild, d.ArtifactsPerBuild)
+	l.DirectUploadsPerAttempt = config.OrOff(l.DirectUploadsPerAttempt, d.DirectUploadsPerAttempt)
 	l.BodyGrace = config.OrOff(l.BodyGrace, d.BodyGrace)
 	l.RatePerKey = config.OrOff(l.RatePerKey, d.RatePerKey)
 	l.AuthFailuresPerIP = config.OrOff(l.AuthFailuresPerIP, d.AuthFailuresPerIP)
@@ -161,6 +171,11 @@ type Options struct {
 	// KeyCacheTTL is how long a verified API key is trusted without a
 	// query; a revoked key stops working within it. Zero: 5 s.
 	KeyCacheTTL time.Duration
+	// TrustedProxies are the reverse proxies in front of the controller:
+	// a request from one is charged to the client address its
+	// X-Forwarded-For names (rateLimits.clientAddr). Empty: every request
+	// is charged to its connection's peer.
+	TrustedProxies []netip.Prefix
 	// MinFreeDisk is the file store's free-space floor (--min-free-disk):
 	// below it, submits and retries answer 507 Insufficient Storage. The
 	// zero Floor, or the S3 store, takes every submit.
@@ -172,7 +187,7 @@ func New(o Options) *Server {
 	o.Limits = o.Limits.withDefaults()
 	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
 		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, webhooks: o.Webhooks, publicURL: strings.TrimRight(o.PublicURL, "/"), minFree: o.MinFreeDisk,
-		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, rates: newRateLimits(o.Limits), draining: make(chan struct{})}
+		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, rates: newRateLimits(o.Limits, o.TrustedProxies), draining: make(chan struct{})}
 	s.keyCache.ttl = config.OrDefault(s.keyCache.ttl, 5*time.Second)
 	if s.kick == nil {
 		s.kick = func() {}
@@ -280,8 +295,15 @@ func (s *Server) BuildEnded() { s.kick() }
 
 // AuthFailed charges a failed authentication outside the API (a wrong key
 // at the dashboard's sign-in form) to the client address's budget, so that
-// form is no way around the guard against guessing keys.
-func (s *Server) AuthFailed(r *http.Request) { s.rates.authFailed(r) }
+// form is no way around the guard against guessing keys. It says how long
+// the address must wait when it has spent its budget (answer 429 with
+// Retry-After), 0 while it has not.
+func (s *Server) AuthFailed(r *http.Request) time.Duration {
+	if e := s.rates.authFailed(r); e != nil {
+		return time.Duration(retrySeconds(e.retry)) * time.Second
+	}
+	return 0
+}
 
 // Done is closed by Drain: live streams end on it, so a graceful shutdown
 // does not wait for them.
@@ -322,11 +344,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}()
-	if err := s.rates.shutOut(r); err != nil {
-		closeAfter(rec)
-		writeRateLimited(rec, r, err.(*errRateLimited))
-		return
-	}
 	s.guardBody(w, r)
 	s.mux.ServeHTTP(rec, r)
 }

@@ -151,12 +151,14 @@ func (m *Metrics) GC(r gc.Report) {
 	if m == nil {
 		return
 	}
-	m.gcRuns.Inc()
 	for kind, n := range gcDeleted(r) {
 		m.gcDeleted.WithLabelValues(kind).Add(float64(n))
 	}
 	m.gcErrors.Add(float64(r.Errors))
-	m.gcLastRun.SetToCurrentTime()
+	if !r.StagingOnly { // runs and the last run are the full passes', which alerts watch
+		m.gcRuns.Inc()
+		m.gcLastRun.SetToCurrentTime()
+	}
 }
 
 // gcDeleted is what a pass removed, by the kind label.

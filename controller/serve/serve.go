@@ -78,6 +78,10 @@ type Config struct {
 	Store store.Config
 	// Limits bound requests; zero fields take httpapi.DefaultLimits'.
 	Limits httpapi.Limits
+	// TrustedProxies are the reverse proxies in front of the controller
+	// (--trusted-proxies): a request from one is charged to the client its
+	// X-Forwarded-For names (httpapi.Options.TrustedProxies).
+	TrustedProxies []netip.Prefix
 	// KeyCacheTTL is how long a verified API key is trusted without a
 	// query (a revoked key works that much longer); zero: 5 s.
 	KeyCacheTTL time.Duration
@@ -294,7 +298,8 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 
 	c.api = httpapi.New(httpapi.Options{Store: c.store, Blobs: files, Hub: hub, Limits: cfg.Limits,
 		Log: log.WithField("component", "http"), BuildEnded: rp.Kick, Metrics: m, MetricsPublic: cfg.MetricsPublic,
-		Links: links, PublicURL: cfg.PublicURL, Webhooks: hooks, MinFreeDisk: cfg.MinFreeDisk, KeyCacheTTL: cfg.KeyCacheTTL})
+		Links: links, PublicURL: cfg.PublicURL, Webhooks: hooks, MinFreeDisk: cfg.MinFreeDisk, KeyCacheTTL: cfg.KeyCacheTTL,
+		TrustedProxies: cfg.TrustedProxies})
 	// The dashboard serves every path outside the API, behind the API's
 	// logging, recovery, rate limits and body guard; what it does with
 	// builds' files and streams is the API server's.

@@ -513,12 +513,18 @@ func decodeCursor(c string) (time.Time, string, error) {
 
 // AuthenticateBuildToken says which build a build token belongs to. A
 // token works until BuildTokenTTL after its submit, and only while the key
-// that submitted the build is live: revoking a key ends its builds' tokens.
+// that submitted the build may still see it: revoking the key, or taking
+// the build's project from it (unbind, rebind elsewhere), ends the token, as
+// KeyScope decides for the key itself.
 func (s *Store) AuthenticateBuildToken(ctx context.Context, token string) (buildID string, err error) {
 	var expired, keyLive bool
-	err = s.pool.QueryRow(ctx, `SELECT b.id, b.token_expires_at <= now(), k.id IS NOT NULL AND k.revoked_at IS NULL
+	var project string
+	var k APIKey
+	var role *string
+	err = s.pool.QueryRow(ctx, `SELECT b.id, b.project, b.token_expires_at <= now(), k.id IS NOT NULL AND k.revoked_at IS NULL,
+			k.role, `+keyBindings+`, `+bindingsInUse+`
 		FROM builds b LEFT JOIN api_keys k ON k.id = b.submitted_by WHERE b.token_hash = $1`,
-		HashSecret(token)).Scan(&buildID, &expired, &keyLive)
+		HashSecret(token)).Scan(&buildID, &project, &expired, &keyLive, &role, &k.Projects, &k.Pools, &k.ProjectsInUse, &k.PoolsInUse)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		return "", ErrUnauthorized
@@ -528,6 +534,10 @@ func (s *Store) AuthenticateBuildToken(ctx context.Context, token string) (build
 		return "", fmt.Errorf("%w: the build token has expired; use a developer API key", ErrUnauthorized)
 	case !keyLive:
 		return "", fmt.Errorf("%w: the API key that submitted this build was revoked, and its build tokens with it", ErrUnauthorized)
+	}
+	k.Role = *role
+	if sc, err := KeyScope(k); err != nil || !sc.Allows(project) {
+		return "", fmt.Errorf("%w: the API key that submitted this build may no longer use its project %q, and its build tokens lost it too; use a key of that project", ErrUnauthorized, project)
 	}
 	return buildID, nil
 }

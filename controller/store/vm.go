@@ -114,6 +114,36 @@ func (s *Store) AddArtifact(ctx context.Context, buildID, attemptID string, a *P
 	})
 }
 
+// OpenDirectUpload counts a direct upload the VM opens for its live
+// attempt, refusing (ErrTooLarge, naming the limit) one past maxPerAttempt
+// (0: no limit): each signs URLs to the object store whose parts stay
+// there until completed or swept, so an attempt may not open them without
+// end.
+func (s *Store) OpenDirectUpload(ctx context.Context, buildID, attemptID string, maxPerAttempt int) error {
+	var live, counted bool
+	var opened int
+	// One statement: concurrent opens of one attempt are counted one
+	// after another by the row lock the UPDATE takes.
+	err := s.pool.QueryRow(ctx, `WITH a AS (
+			SELECT a.id, a.direct_uploads FROM build_attempts a JOIN builds b ON b.id = a.build_id AND b.attempt_id = a.id
+			WHERE a.id = $1 AND a.build_id = $2 AND b.status IN ('assigned', 'building')),
+		up AS (
+			UPDATE build_attempts SET direct_uploads = direct_uploads + 1
+			WHERE id = (SELECT id FROM a) AND ($3 = 0 OR direct_uploads < $3) RETURNING direct_uploads)
+		SELECT EXISTS (SELECT 1 FROM a), EXISTS (SELECT 1 FROM up), COALESCE((SELECT direct_uploads FROM a), 0)`,
+		attemptID, buildID, maxPerAttempt).Scan(&live, &counted, &opened)
+	switch {
+	case err != nil:
+		return fmt.Errorf("count the attempt's direct uploads: %w", err)
+	case !live:
+		return fmt.Errorf("%w: attempt %s of build %s has ended", ErrLeaseLost, attemptID, buildID)
+	case !counted:
+		return fmt.Errorf("%w: attempt %s of build %s has opened %d direct uploads, the most one attempt may (--max-direct-uploads-per-attempt; every artifact upload, and every fresh start of one, opens one); upload fewer files or bundle them into one archive",
+			ErrTooLarge, attemptID, buildID, opened)
+	}
+	return nil
+}
+
 // CheckLease reports ErrLeaseLost unless the worker instance still holds
 // the attempt with this lease token.
 func (s *Store) CheckLease(ctx context.Context, w WorkerAuth, buildID, attemptID, leaseToken string) error {

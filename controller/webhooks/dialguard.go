@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"strings"
 	"syscall"
 	"time"
 )
@@ -12,27 +11,6 @@ import (
 // sharedAddressSpace is RFC 6598's carrier-grade NAT range: not public,
 // yet not covered by netip's IsPrivate.
 var sharedAddressSpace = netip.MustParsePrefix("100.64.0.0/10")
-
-// ParseAllow parses a comma-separated list of CIDR prefixes or addresses
-// (an address allows itself): the non-public webhook targets an admin allows.
-func ParseAllow(s string) ([]netip.Prefix, error) {
-	var out []netip.Prefix
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f == "" {
-			continue
-		}
-		if a, err := netip.ParseAddr(f); err == nil {
-			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
-			continue
-		}
-		p, err := netip.ParsePrefix(f)
-		if err != nil {
-			return nil, fmt.Errorf("%q is neither an address nor a CIDR prefix such as 10.0.0.0/8", f)
-		}
-		out = append(out, p.Masked())
-	}
-	return out, nil
-}
 
 // publicOnly refuses addresses that are not on the public internet
 // (loopback, private, link-local — the cloud metadata service lives

@@ -9,6 +9,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/config"
 )
 
 func TestEventFilters(t *testing.T) {
@@ -59,7 +60,7 @@ func TestBackoffDoublesAndCaps(t *testing.T) {
 }
 
 func TestPublicOnlyAndAllow(t *testing.T) {
-	allow, err := ParseAllow(" 10.1.2.0/24, 127.0.0.1 ,fd00::/8")
+	allow, err := config.ParsePrefixes(" 10.1.2.0/24, 127.0.0.1 ,fd00::/8")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,10 +88,10 @@ func TestPublicOnlyAndAllow(t *testing.T) {
 			t.Errorf("%s: err %v, want allowed=%v", addr, err, ok)
 		}
 	}
-	if _, err := ParseAllow("10.0.0.0/33"); err == nil {
+	if _, err := config.ParsePrefixes("10.0.0.0/33"); err == nil {
 		t.Error("a bad prefix parsed")
 	}
-	if _, err := ParseAllow("example.com"); err == nil || !strings.Contains(err.Error(), "neither an address nor a CIDR prefix") {
+	if _, err := config.ParsePrefixes("example.com"); err == nil || !strings.Contains(err.Error(), "neither an address nor a CIDR prefix") {
 		t.Errorf("a host name: %v", err)
 	}
 }

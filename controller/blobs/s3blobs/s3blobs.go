@@ -552,10 +552,13 @@ func (s *Store) AbortStaleMultipart(ctx context.Context, prefix string, age time
 }
 
 // StartMultipart begins a multipart upload for key and signs an UploadPart
-// PUT for each of its parts, numbered from 1. The parts are assembled at
-// key + partsSuffix and carry no checksum of their own: CompleteMultipart
-// has the service hash the assembled object as it copies it to key.
-func (s *Store) StartMultipart(ctx context.Context, key string, parts int, ttl time.Duration) (string, []string, error) {
+// PUT for each of its parts, numbered from 1, with the part's
+// Content-Length among the signed headers: a part URL takes exactly its
+// part's bytes, so an abandoned upload holds no more than was declared. The
+// parts are assembled at key + partsSuffix and carry no checksum of their
+// own: CompleteMultipart has the service hash the assembled object as it
+// copies it to key.
+func (s *Store) StartMultipart(ctx context.Context, key string, size, partSize int64, ttl time.Duration) (string, []string, error) {
 	if s.cfg.NoDirect {
 		return "", nil, nil
 	}
@@ -563,7 +566,11 @@ func (s *Store) StartMultipart(ctx context.Context, key string, parts int, ttl t
 	if err != nil {
 		return "", nil, err
 	}
-	if parts < 1 || parts > maxParts {
+	if size < 1 || partSize < 1 {
+		return "", nil, fmt.Errorf("a multipart upload of %d bytes in parts of %d", size, partSize)
+	}
+	parts := (size + partSize - 1) / partSize
+	if parts > maxParts {
 		return "", nil, fmt.Errorf("a multipart upload has 1 to %d parts, not %d", maxParts, parts)
 	}
 	name += partsSuffix
@@ -575,7 +582,8 @@ func (s *Store) StartMultipart(ctx context.Context, key string, parts int, ttl t
 	urls := make([]string, parts)
 	for i := range urls {
 		q := url.Values{"partNumber": {strconv.Itoa(i + 1)}, "uploadId": {id}}
-		u, err := s.c.Presign(ctx, http.MethodPut, s.cfg.Bucket, name, ttl, q)
+		length := min(partSize, size-int64(i)*partSize)
+		u, err := s.c.PresignHeader(ctx, http.MethodPut, s.cfg.Bucket, name, ttl, q, http.Header{"Content-Length": {strconv.FormatInt(length, 10)}})
 		if err != nil {
 			core.AbortMultipartUpload(context.WithoutCancel(ctx), s.cfg.Bucket, name, id) //nolint:errcheck // best effort: the collector aborts what remains
 			return "", nil, fmt.Errorf("sign part %d of %s: %w", i+1, name, err)

@@ -16,7 +16,6 @@ import (
 	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/store"
-	"github.com/freeagent-build/freeagent/controller/webhooks"
 	"github.com/freeagent-build/freeagent/internal/config"
 )
 
@@ -33,6 +32,8 @@ type Config struct {
 	LogFormat string
 	// webhookAllow is --webhook-allow as given; parsed into Serve.Webhooks.Allow.
 	webhookAllow string
+	// trustedProxies is --trusted-proxies as given; parsed into Serve.TrustedProxies.
+	trustedProxies string
 }
 
 func parseConfig(cmd string, args []string, stderr io.Writer, serving bool) (*Config, *flag.FlagSet, error) {
@@ -65,7 +66,7 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 		e.Duration(&st.TokenRotateAfter, "token-rotate-after", "FREEAGENT_TOKEN_ROTATE_AFTER", st.TokenRotateAfter, "a worker token older than this is replaced on its next use")
 		e.Duration(&st.WorkerOfflineAfter, "worker-offline-after", "FREEAGENT_WORKER_OFFLINE_AFTER", st.WorkerOfflineAfter, "a worker silent for this long is offline and its builds are requeued")
 		e.Duration(&st.DefaultTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", st.DefaultTimeout, "default per-build timeout")
-		e.Duration(&st.BuildTokenTTL, "build-token-ttl", "FREEAGENT_BUILD_TOKEN_TTL", st.BuildTokenTTL, "a build token (the one a submit returns) stops working this long after the submit, or when the key that submitted the build is revoked")
+		e.Duration(&st.BuildTokenTTL, "build-token-ttl", "FREEAGENT_BUILD_TOKEN_TTL", st.BuildTokenTTL, "a build token (the one a submit returns) stops working this long after the submit, or when the key that submitted the build is revoked or loses the build's project")
 		e.Duration(&st.WarmPlacementWait, "warm-placement-wait", "FREEAGENT_WARM_PLACEMENT_WAIT", st.WarmPlacementWait, "a polling worker prefers a queued build whose dependency caches it holds over older ones of the same priority, until the oldest has waited this long")
 		e.Int(&st.MaxAttempts, "max-attempts", "FREEAGENT_MAX_ATTEMPTS", st.MaxAttempts, 1, "attempts before a build is dead-lettered (failed, code max_attempts)")
 		e.DurationOrZero(&st.RetainArtifacts, "retain-artifacts", "FREEAGENT_RETAIN_ARTIFACTS", st.RetainArtifacts, "how long after a build ends its artifacts are kept (then deleted; the build stays and says they expired); 0 keeps them forever")
@@ -82,6 +83,7 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 		e.Size(&lim.Source, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", lim.Source, "largest accepted project: both the archive as sent and the total of the files it expands to (a tar.gz of zeros is measured by what it holds)")
 		e.Size(&lim.Artifact, "max-artifact-bytes", "FREEAGENT_MAX_ARTIFACT_BYTES", lim.Artifact, "largest accepted artifact")
 		e.Int(&lim.ArtifactsPerBuild, "max-artifacts-per-build", "FREEAGENT_MAX_ARTIFACTS_PER_BUILD", lim.ArtifactsPerBuild, 0, "most artifacts one attempt of a build may upload; 0: no limit")
+		e.Int(&lim.DirectUploadsPerAttempt, "max-direct-uploads-per-attempt", "FREEAGENT_MAX_DIRECT_UPLOADS_PER_ATTEMPT", lim.DirectUploadsPerAttempt, 0, "with the S3 store, most direct uploads (signed URLs to the bucket) one attempt of a build may open, fresh starts included; beyond, 413 naming this setting; 0: no limit")
 		e.Size(&lim.LogTotal, "max-log-bytes", "FREEAGENT_MAX_LOG_BYTES", lim.LogTotal, "largest build log")
 		e.Float(&lim.RatePerKey, "rate-per-key", "FREEAGENT_RATE_PER_KEY", lim.RatePerKey, "requests per second one API key may make (bursts of 4 s worth), answered 429 with Retry-After beyond; 0: no limit")
 		e.Float(&lim.AuthFailuresPerIP, "auth-failures-per-ip", "FREEAGENT_AUTH_FAILURES_PER_IP", lim.AuthFailuresPerIP, "failed authentications per second a client address may make (after a burst of 20) before it is refused with 429; 0: no limit")
@@ -89,6 +91,7 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 		e.String(&cfg.Serve.PublicURL, "public-url", "FREEAGENT_PUBLIC_URL", "", "URL phones and browsers reach this controller at, used in install links and QR codes; empty uses each request's host")
 		e.Duration(&cfg.Serve.LinkTTL, "link-ttl", "FREEAGENT_LINK_TTL", install.DefaultTTL, "how long an install link (and its QR code) works")
 		e.String(&cfg.webhookAllow, "webhook-allow", "FREEAGENT_WEBHOOK_ALLOW", "", "comma-separated addresses or CIDR prefixes of non-public webhook targets to allow (loopback, private and link-local addresses are refused otherwise), e.g. 10.1.2.0/24")
+		e.String(&cfg.trustedProxies, "trusted-proxies", "FREEAGENT_TRUSTED_PROXIES", "", "comma-separated addresses or CIDR prefixes of the reverse proxies in front of the controller (e.g. 127.0.0.1 or 10.0.0.0/8): a request from one of them is charged to the client its X-Forwarded-For names (the right-most address not in this list); without it, the budget of failed authentications is kept per connection address, so behind a proxy every client shares the proxy's")
 		cfg.Serve.CertsKey, _ = lookupEnv("FREEAGENT_CERTS_KEY") // a secret: environment only, never argv
 		cfg.Serve.LinkKey, _ = lookupEnv("FREEAGENT_LINK_KEY")
 	}
@@ -109,11 +112,14 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 			return nil, nil, usageError{fmt.Errorf("--public-url %q: want an absolute http(s) URL such as https://builds.example.com", u)}
 		}
 	}
-	allow, err := webhooks.ParseAllow(cfg.webhookAllow)
+	allow, err := config.ParsePrefixes(cfg.webhookAllow)
 	if err != nil {
 		return nil, nil, usageError{fmt.Errorf("--webhook-allow: %w", err)}
 	}
 	cfg.Serve.Webhooks.Allow = allow
+	if cfg.Serve.TrustedProxies, err = config.ParsePrefixes(cfg.trustedProxies); err != nil {
+		return nil, nil, usageError{fmt.Errorf("--trusted-proxies: %w", err)}
+	}
 	// On the command line 0 turns a rate limit or the artifact cap off;
 	// serve reads a zero as "the default" and Off as off.
 	for _, r := range []*float64{&cfg.Serve.Limits.RatePerKey, &cfg.Serve.Limits.AuthFailuresPerIP} {
@@ -121,8 +127,10 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 			*r = httpapi.Off
 		}
 	}
-	if cfg.Serve.Limits.ArtifactsPerBuild == 0 {
-		cfg.Serve.Limits.ArtifactsPerBuild = httpapi.Off
+	for _, n := range []*int{&cfg.Serve.Limits.ArtifactsPerBuild, &cfg.Serve.Limits.DirectUploadsPerAttempt} {
+		if *n == 0 {
+			*n = httpapi.Off
+		}
 	}
 	// A new worker token may ride on a long poll's answer: it is not taken
 	// as lost (and displaced by the previous one) before that answer could arrive.

@@ -110,6 +110,28 @@ func TestConfigBlobStore(t *testing.T) {
 	}
 }
 
+// TestConfigTrustedProxies: --trusted-proxies (FREEAGENT_TRUSTED_PROXIES)
+// reaches serve.Config as prefixes, an address as itself; a host name is
+// refused naming the setting; unset, no proxy is trusted.
+func TestConfigTrustedProxies(t *testing.T) {
+	t.Setenv("FREEAGENT_DATA_DIR", "/d")
+	cfg, _, err := parseConfig("serve", nil, &bytes.Buffer{}, true)
+	if err != nil || len(cfg.Serve.TrustedProxies) != 0 {
+		t.Fatalf("default: %v %v", cfg.Serve.TrustedProxies, err)
+	}
+	t.Setenv("FREEAGENT_TRUSTED_PROXIES", "127.0.0.1, 10.0.0.0/8")
+	if cfg, _, err = parseConfig("serve", nil, &bytes.Buffer{}, true); err != nil || fmt.Sprint(cfg.Serve.TrustedProxies) != "[127.0.0.1/32 10.0.0.0/8]" {
+		t.Fatalf("from the environment: %v %v", cfg.Serve.TrustedProxies, err)
+	}
+	if cfg, _, err = parseConfig("serve", []string{"--trusted-proxies", "::1"}, &bytes.Buffer{}, true); err != nil || fmt.Sprint(cfg.Serve.TrustedProxies) != "[::1/128]" {
+		t.Fatalf("the flag over the environment: %v %v", cfg.Serve.TrustedProxies, err)
+	}
+	if _, _, err := parseConfig("serve", []string{"--trusted-proxies", "caddy"}, &bytes.Buffer{}, true); err == nil ||
+		!strings.Contains(err.Error(), `--trusted-proxies: "caddy" is neither an address nor a CIDR prefix`) {
+		t.Errorf("--trusted-proxies with a host name: %v", err)
+	}
+}
+
 func TestConfigLinksAndMetrics(t *testing.T) {
 	t.Setenv("FREEAGENT_DATA_DIR", "/d")
 	t.Setenv("FREEAGENT_METRICS_PUBLIC", "1")
@@ -333,12 +355,13 @@ func TestConfigTokenGraceOutlastsLongPoll(t *testing.T) {
 // default; the command line hands serve httpapi.Off for them.
 func TestConfigZeroTurnsLimitsOff(t *testing.T) {
 	t.Setenv("FREEAGENT_DATA_DIR", "/d")
-	cfg, _, err := parseConfig("serve", []string{"--rate-per-key", "0", "--auth-failures-per-ip", "0", "--max-artifacts-per-build", "0"}, &bytes.Buffer{}, true)
+	cfg, _, err := parseConfig("serve", []string{"--rate-per-key", "0", "--auth-failures-per-ip", "0", "--max-artifacts-per-build", "0",
+		"--max-direct-uploads-per-attempt", "0"}, &bytes.Buffer{}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := cfg.Serve.Limits
-	if l.RatePerKey != httpapi.Off || l.AuthFailuresPerIP != httpapi.Off || l.ArtifactsPerBuild != httpapi.Off {
+	if l.RatePerKey != httpapi.Off || l.AuthFailuresPerIP != httpapi.Off || l.ArtifactsPerBuild != httpapi.Off || l.DirectUploadsPerAttempt != httpapi.Off {
 		t.Fatalf("0 on the command line must reach serve as Off: %+v", l)
 	}
 	cfg, _, err = parseConfig("serve", nil, &bytes.Buffer{}, true)
