@@ -223,7 +223,7 @@ func TestCredentialedBuildRouting(t *testing.T) {
 	}
 
 	// A secret variable makes a build need trust too.
-	e.setVar("app", api.SetVariableRequest{Name: "TOKEN", Value: "s3cret", Visibility: api.VisibilitySecret, Environments: []string{"preview"}})
+	e.setVar("app", api.SetVariableRequest{Name: "TOKEN", Value: "s3cret-value", Visibility: api.VisibilitySecret, Environments: []string{"preview"}})
 	secretive, err := e.submitSpec(androidSpec("app", "preview"), nil)
 	if err != nil {
 		t.Fatal(err)
