@@ -271,6 +271,16 @@ func scanJob(row pgx.Row, j *api.Job, extra ...any) error {
 const needsTrust = `(c.has_certs OR c.has_credentials OR EXISTS (SELECT 1 FROM project_variables v
 	WHERE v.project = c.project AND v.environment = c.spec->>'environment' AND v.visibility <> 'plaintext'))`
 
+// poolAdmitted is true when worker w's key may place it in its pool while
+// that pool is trusted: checkPool's rule, read again at every claim, so that
+// a registration made while the pool was untrusted (or before the key was
+// unbound) is not carried over into its trust. An admin key, a key bound to
+// the pool, or any key while no live worker key is bound to a pool (a
+// one-owner farm).
+const poolAdmitted = `(NOT EXISTS (SELECT 1 FROM api_key_pools b JOIN api_keys l ON l.id = b.key_id WHERE l.revoked_at IS NULL)
+		OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = w.key_id AND (k.role = 'admin'
+			OR EXISTS (SELECT 1 FROM api_key_pools b WHERE b.key_id = k.id AND b.pool = w.pool))))`
+
 // routable is true when the worker me (pool, vm_driver, trusted,
 // allow_local) may run build c: its pool is one the build's project may use
 // (a project that lists none may use any), and a build that needs trust
@@ -298,7 +308,7 @@ const claimSQL = `
 		SELECT count(*) < $9 AND count(*) FILTER (WHERE status = 'assigned' AND worker_instance = $2) = 0 AS free
 		FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')
 	), me AS (
-		SELECT w.pool, w.vm_driver, COALESCE(p.trusted, false) AS trusted, COALESCE(p.allow_local, false) AS allow_local
+		SELECT w.pool, w.vm_driver, COALESCE(p.trusted, false) AND ` + poolAdmitted + ` AS trusted, COALESCE(p.allow_local, false) AS allow_local
 		FROM workers w LEFT JOIN pools p ON p.name = w.pool WHERE w.id = $1 AND NOT w.paused -- a paused worker drains
 	), head AS (
 		-- The build first come, first served takes, locked by another
