@@ -59,7 +59,7 @@ func BenchmarkWarmBuild(b *testing.B) {
 	archiveOf := func(name string) string {
 		var archive string
 		if !faketarttest.WaitFor(60*time.Second, func() bool {
-			m, _ := filepath.Glob(filepath.Join(agent.dir, "caches", "bench-warm", name, "*.tar"))
+			m, _ := filepath.Glob(filepath.Join(agent.dir, "caches", "bench-warm.*", name, "*.tar"))
 			if len(m) == 1 {
 				archive = m[0]
 			}

@@ -78,7 +78,8 @@ func TestWarmBuilds(t *testing.T) {
 		return id, buildLog(t, f, id)
 	}
 	archivesOf := func(project, name string) []string {
-		m, _ := filepath.Glob(filepath.Join(agent.dir, "caches", project, name, "*.tar"))
+		// The project's directory is its lower-case name, ".", a hash.
+		m, _ := filepath.Glob(filepath.Join(agent.dir, "caches", project+".*", name, "*.tar"))
 		return m
 	}
 	archives := func(project string) []string { return archivesOf(project, "npm") }

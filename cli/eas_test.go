@@ -689,12 +689,12 @@ printf '{"name":"n-%s-%s","slug":"dyn","version":"1.0.0","android":{"package":"c
 	})
 	os.Remove(filepath.Join(dir, "app.json"))
 	os.Chmod(filepath.Join(dir, "node_modules/.bin/expo"), 0o755)
-	e.mustRunApp(t, stdin("preview\n"), 0, "env", "set", "APP_VARIANT", "--visibility", "sensitive", "--environment", "production", "--project", "dyn")
-	e.mustRunApp(t, stdin("hidden\n"), 0, "env", "set", "SECRET_X", "--visibility", "secret", "--environment", "production", "--project", "dyn")
+	e.mustRunApp(t, stdin("previewapp\n"), 0, "env", "set", "APP_VARIANT", "--visibility", "sensitive", "--environment", "production", "--project", "dyn")
+	e.mustRunApp(t, stdin("hidden-value\n"), 0, "env", "set", "SECRET_X", "--visibility", "secret", "--environment", "production", "--project", "dyn")
 	e.mustRunApp(t, stdin("p-from-farm\n"), 0, "env", "set", "FROM_PROFILE", "--visibility", "plaintext", "--environment", "production", "--project", "dyn")
 	r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json")
 	spec := e.storedSpec(t, submitted(t, r))
-	if spec.App.AndroidPackage != "com.example.preview" || spec.App.Name != "n-nosecret-p" || spec.App.ConfigSource != "expo config" {
+	if spec.App.AndroidPackage != "com.example.previewapp" || spec.App.Name != "n-nosecret-p" || spec.App.ConfigSource != "expo config" {
 		t.Fatalf("app %+v: want the farm's APP_VARIANT, the profile's FROM_PROFILE over the farm's, no secret", spec.App)
 	}
 	if !strings.Contains(r.stderr, "APP_VARIANT") {

@@ -142,7 +142,7 @@ func (a *App) cmdEnv(ctx context.Context, inv *invocation, args []string) error 
 	if *typ != api.VariableString && *typ != api.VariableFile {
 		return usageErr("--type must be string or file, got %q", *typ)
 	}
-	value, err := a.readVariableValue(name, *typ, *valueFile)
+	value, err := a.readVariableValue(name, *visibility, *typ, *valueFile)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,8 @@ func (a *App) cmdEnv(ctx context.Context, inv *invocation, args []string) error 
 
 // readVariableValue reads a value from --value-file or standard input
 // (hidden on a terminal), bounded; a file value is sent base64-encoded.
-func (a *App) readVariableValue(name, typ, valueFile string) (string, error) {
+// A masked value too short to mask is refused before it is sent.
+func (a *App) readVariableValue(name, visibility, typ, valueFile string) (string, error) {
 	limit := int64(maxVariableValue)
 	if typ == api.VariableFile {
 		limit = maxVariableFile
@@ -203,6 +204,9 @@ func (a *App) readVariableValue(name, typ, valueFile string) (string, error) {
 		return "", usageErr("the value of %s is larger than %s, the limit for a %s variable", name, bytesize.SI(limit), typ)
 	}
 	if typ == api.VariableFile {
+		if err := api.CheckSecretLength(name, visibility, raw); err != nil {
+			return "", usageErr("%v", err)
+		}
 		return base64.StdEncoding.EncodeToString(raw), nil
 	}
 	// A piped value usually ends with the newline of echo or a file.
@@ -212,6 +216,9 @@ func (a *App) readVariableValue(name, typ, valueFile string) (string, error) {
 	}
 	if !utf8.ValidString(v) || strings.ContainsRune(v, 0) {
 		return "", usageErr("the value of %s is not text: use --type file for binary content", name)
+	}
+	if err := api.CheckSecretLength(name, visibility, []byte(v)); err != nil {
+		return "", usageErr("%v", err)
 	}
 	return v, nil
 }

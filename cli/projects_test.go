@@ -158,6 +158,8 @@ func TestEnvVariables(t *testing.T) {
 		{"no visibility", "v", []string{"env", "set", "GOOD", "--project", proj}, "--visibility is required"},
 		{"oversized value", strings.Repeat("x", 32<<10+1), []string{"env", "set", "BIG", "--visibility", "secret", "--project", proj}, "larger than"},
 		{"oversized file", "", []string{"env", "set", "BIG_FILE", "--type", "file", "--value-file", bigFile(t, 256<<10+1), "--visibility", "sensitive", "--project", proj}, "larger than"},
+		{"short secret", "abc1234", []string{"env", "set", "SHORT", "--visibility", "secret", "--project", proj}, "needs at least 8"},
+		{"short sensitive file", "", []string{"env", "set", "SHORT_FILE", "--type", "file", "--value-file", bigFile(t, 7), "--visibility", "sensitive", "--project", proj}, "needs at least 8"},
 	}
 	for _, c := range bad {
 		r := e.runApp(func(a *App) { stdin(c.input)(a); viaProxy(a) }, nil, c.args...)

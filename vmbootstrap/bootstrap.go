@@ -224,9 +224,10 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 		}
 	}
 	for _, secret := range be.secrets {
-		for _, form := range secretForms(secret) {
-			r.logs.AddSecret(form)
-		}
+		r.logs.AddSecret(secret)
+	}
+	for _, name := range be.short {
+		r.logs.Printf("▸ warning: variable %s is shorter than %d bytes, which the farm no longer accepts: this log masks it only partly (under %d bytes, not at all); set a longer value (expo-build env set %s)", name, api.MinSecretLength, minSecretLen, name)
 	}
 	env := mergeEnv(buildEnv(r.b.Env, r.logs),
 		"FREEAGENT_PLATFORM="+r.bc.Platform,

@@ -4,7 +4,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"maps"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -19,8 +18,11 @@ import (
 // variables (facts about the build that nothing may override).
 type buildEnvironment struct {
 	vars []string // NAME=value, in that order of precedence (later wins)
-	// secrets are the values (and their encoded forms) to mask in the log.
+	// secrets are the values to mask in the log.
 	secrets []string
+	// short names the masked variables whose values are too short to be
+	// masked everywhere (set before the farm refused them).
+	short []string
 }
 
 // newBuildEnvironment applies job to a build whose source tree (the archive
@@ -45,11 +47,17 @@ func newBuildEnvironment(job api.BuildJob, buildID, tree, filesDir string) (buil
 			}
 			if v.Visibility != api.VisibilityPlaintext {
 				e.secrets = append(e.secrets, string(content))
+				if len(content) < api.MinSecretLength {
+					e.short = append(e.short, v.Name)
+				}
 			}
 			value = path
 		}
 		if v.Visibility != api.VisibilityPlaintext {
 			e.secrets = append(e.secrets, v.Value)
+			if v.Type != api.VariableFile && len(v.Value) < api.MinSecretLength {
+				e.short = append(e.short, v.Name)
+			}
 		}
 		e.vars = append(e.vars, v.Name+"="+value)
 	}
@@ -95,22 +103,6 @@ func easBuiltins(spec *api.BuildSpec, buildID, tree string) []string {
 		}
 	}
 	return out
-}
-
-// secretForms returns a secret as a build may print it: itself, base64
-// (padded and raw, standard and URL alphabets) and URL-encoded.
-func secretForms(secret string) []string {
-	forms := []string{
-		secret,
-		base64.StdEncoding.EncodeToString([]byte(secret)),
-		base64.RawStdEncoding.EncodeToString([]byte(secret)),
-		base64.URLEncoding.EncodeToString([]byte(secret)),
-		base64.RawURLEncoding.EncodeToString([]byte(secret)),
-		url.QueryEscape(secret),
-		url.PathEscape(secret),
-	}
-	slices.Sort(forms)
-	return slices.Compact(forms)
 }
 
 // npmrcForToken is the .npmrc EAS writes when the build has NPM_TOKEN: npm

@@ -1,12 +1,17 @@
 package vmbootstrap
 
 import (
+	"bytes"
 	"context"
 	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -25,6 +30,8 @@ func TestBuildEnvironmentPrecedenceAndFiles(t *testing.T) {
 			{Name: "SENTRY_TOKEN", Value: "sentry-secret-value", Visibility: api.VisibilitySecret, Type: api.VariableString},
 			{Name: "GOOGLE_SERVICES_JSON", Value: base64.StdEncoding.EncodeToString([]byte(gs)), Visibility: api.VisibilitySensitive, Type: api.VariableFile},
 			{Name: "EAS_BUILD_PROFILE", Value: "spoofed", Visibility: api.VisibilityPlaintext, Type: api.VariableString},
+			// Set before short values were refused: still given to the build.
+			{Name: "OLD_PIN", Value: "1234", Visibility: api.VisibilitySecret, Type: api.VariableString},
 		},
 	}
 	e, err := newBuildEnvironment(job, "b1", "/work/src", files)
@@ -63,6 +70,9 @@ func TestBuildEnvironmentPrecedenceAndFiles(t *testing.T) {
 	if slices.Contains(e.secrets, "https://farm.example") {
 		t.Error("a plaintext variable is masked")
 	}
+	if !slices.Equal(e.short, []string{"OLD_PIN"}) || get("OLD_PIN") != "1234" {
+		t.Errorf("short secrets %q, OLD_PIN=%q: want it named for the log's warning, and set", e.short, get("OLD_PIN"))
+	}
 
 	job.Variables = []api.Variable{{Name: "F", Value: "not base64!", Visibility: api.VisibilitySecret, Type: api.VariableFile}}
 	if _, err := newBuildEnvironment(job, "b1", "/w", files); err == nil || !strings.Contains(err.Error(), "F") {
@@ -70,30 +80,85 @@ func TestBuildEnvironmentPrecedenceAndFiles(t *testing.T) {
 	}
 }
 
-// TestSecretFormsAreMasked: a secret printed plain, in base64 or URL-encoded,
-// split across writes, never reaches the log.
-func TestSecretFormsAreMasked(t *testing.T) {
+// TestSecretEncodingsAreMasked: a secret printed the ways a build's tools
+// print it (JSON encoders, hex, percent-encoding of either case, base64 of
+// the value and of a longer stream holding it) never reaches the log,
+// however the writes split it. A secret too short to mask is masked in no
+// form, so that no form confirms it.
+func TestSecretEncodingsAreMasked(t *testing.T) {
 	t.Parallel()
-	secret := "p@ss word/with+chars?"
-	var r redactor
-	for _, f := range secretForms(secret) {
-		r.add(f)
+	secret := `p@ss "word"/<with>+chars?\é&`
+	goJSON, _ := json.Marshal(secret)
+	var plainJSON bytes.Buffer
+	enc := json.NewEncoder(&plainJSON)
+	enc.SetEscapeHTML(false)
+	enc.Encode(secret) //nolint:errcheck // a string always encodes
+	lowerQuery := regexp.MustCompile(`%[0-9A-F]{2}`).ReplaceAllStringFunc(url.QueryEscape(secret), strings.ToLower)
+	// Each line is printed as label, a space and the printed form; head
+	// and tail are at most what may stay beside the mark: JSON's quotes, or
+	// the base64 of the neighbours of a secret in a longer stream (with the
+	// characters that mix their bits with the secret's, and padding).
+	type line struct{ label, form, head, tail string }
+	lines := []line{
+		{"raw", secret, "", ""},
+		{"go-json", string(goJSON), `"`, `"`},
+		{"js-json", strings.TrimSpace(plainJSON.String()), `"`, `"`},
+		{"ascii-json", strconv.QuoteToASCII(secret), `"`, `"`},
+		{"hex", hex.EncodeToString([]byte(secret)), "", ""},
+		{"HEX", strings.ToUpper(hex.EncodeToString([]byte(secret))), "", ""},
+		{"query", url.QueryEscape(secret), "", ""},
+		{"query-lower", lowerQuery, "", ""},
+		{"path", url.PathEscape(secret), "", ""},
 	}
-	text := "plain " + secret + " b64 " + base64.StdEncoding.EncodeToString([]byte(secret)) +
-		" raw " + base64.RawURLEncoding.EncodeToString([]byte(secret)) + " url " + url.QueryEscape(secret) + " path " + url.PathEscape(secret) + "\n"
-	var out []byte
-	for i := 0; i < len(text); i += 3 {
-		out = append(out, r.write([]byte(text[i:min(i+3, len(text))]))...)
+	for _, e := range []*base64.Encoding{base64.StdEncoding, base64.RawStdEncoding, base64.URLEncoding, base64.RawURLEncoding} {
+		lines = append(lines, line{"b64", e.EncodeToString([]byte(secret)), "", ""})
 	}
-	out = append(out, r.flush()...)
-	got := string(out)
-	if strings.Count(got, redactedMark) != 5 {
-		t.Fatalf("masked output: %s", got)
+	for _, s := range []struct {
+		before, after string
+		enc           *base64.Encoding
+	}{
+		{"ci:", "", base64.StdEncoding},   // Authorization: Basic; offset 0
+		{"", "\n", base64.StdEncoding},    // echo "$SECRET" | base64
+		{"x", "", base64.RawStdEncoding},  // offset 1
+		{"u:", "!", base64.StdEncoding},   // offset 2
+		{"user:", "", base64.URLEncoding}, // offset 2, URL alphabet
+	} {
+		stream := s.enc.EncodeToString([]byte(s.before + secret + s.after))
+		lines = append(lines, line{"embedded", stream, stream[:(8*len(s.before)+5)/6], stream[8*(len(s.before)+len(secret))/6:]})
 	}
-	for _, f := range secretForms(secret) {
-		if strings.Contains(got, f) {
-			t.Errorf("%q leaked: %s", f, got)
+	var text strings.Builder
+	for _, l := range lines {
+		text.WriteString(l.label + " " + l.form + "\n")
+	}
+	for split := range text.Len() + 1 {
+		var r redactor
+		r.add(secret)
+		got := string(append(append(r.write([]byte(text.String()[:split])), r.write([]byte(text.String()[split:]))...), r.flush()...))
+		gotLines := strings.Split(strings.TrimSuffix(got, "\n"), "\n")
+		if len(gotLines) != len(lines) {
+			t.Fatalf("split at %d: %d lines, want %d:\n%s", split, len(gotLines), len(lines), got)
 		}
+		for i, l := range lines {
+			masked := strings.TrimPrefix(gotLines[i], l.label+" ")
+			before, after, ok := strings.Cut(masked, redactedMark)
+			if !ok || !strings.HasPrefix(l.head, before) || !strings.HasSuffix(l.tail, after) {
+				t.Fatalf("split at %d: %s %q masked as %q, want at most %q before the mark and %q after", split, l.label, l.form, masked, l.head, l.tail)
+			}
+		}
+	}
+
+	// Too short to mask: masked in no form, not confirmed by any.
+	var r redactor
+	r.add("abc")
+	in := "abc " + base64.StdEncoding.EncodeToString([]byte("abc")) + " " + hex.EncodeToString([]byte("abc"))
+	if got := string(append(r.write([]byte(in)), r.flush()...)); got != in {
+		t.Fatalf("a 3-byte secret: %q", got)
+	}
+	// An older short secret still masked in its own forms.
+	r.add("abcde")
+	in = "abcde " + base64.StdEncoding.EncodeToString([]byte("abcde")) + " " + hex.EncodeToString([]byte("abcde")) + "\n"
+	if got := string(append(r.write([]byte(in)), r.flush()...)); got != "[REDACTED] [REDACTED] [REDACTED]\n" {
+		t.Fatalf("a 5-byte secret: %q", got)
 	}
 }
 

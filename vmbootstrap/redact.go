@@ -2,6 +2,8 @@ package vmbootstrap
 
 import (
 	"bytes"
+	"cmp"
+	"slices"
 	"strings"
 )
 
@@ -9,84 +11,137 @@ import (
 const redactedMark = "[REDACTED]"
 
 // minSecretLen: shorter "secrets" (a 3-character p12 password) would blank
-// out ordinary text all over the log and protect nothing.
+// out ordinary text all over the log, and where they were blanked would
+// spell them out: they are masked in no form at all (the farm refuses such
+// variables; see api.MinSecretLength).
 const minSecretLen = 4
 
-// redactor removes known secrets from a byte stream that arrives in
-// arbitrary pieces: a secret split across two writes is still caught,
-// because a tail that could be the start of a secret is held back until the
-// next write (or the end of the stream). Not safe for concurrent use.
+// redactor removes known secrets, in every form a build's tools print them
+// (see secretForms), from a byte stream that arrives in arbitrary pieces: a
+// form split across two writes is still caught, because a tail that could
+// be the start of one is held back until the next write (or the end of the
+// stream). Not safe for concurrent use.
 type redactor struct {
-	secrets [][]byte
-	held    []byte
+	forms [][]byte // longest first
+	held  []byte
 }
 
-// add registers a secret; short or already known ones are ignored.
+// add registers a secret in all its forms; short or known ones are ignored.
 func (r *redactor) add(secret string) {
-	if len(secret) < minSecretLen || strings.ContainsAny(secret, "\n") {
-		// A secret with a newline cannot be split over the log's lines
-		// the way it is written; its lines are registered separately.
-		for _, line := range strings.Split(secret, "\n") {
-			if len(line) >= minSecretLen && line != secret {
-				r.add(line)
-			}
+	if len(secret) < minSecretLen {
+		return
+	}
+	for _, form := range secretForms(secret) {
+		r.addForm(form)
+	}
+}
+
+func (r *redactor) addForm(form string) {
+	if strings.Contains(form, "\n") {
+		// A form with a newline (only the raw one has any) is written over
+		// several log lines; each line is registered.
+		for _, line := range strings.Split(form, "\n") {
+			r.addForm(line)
 		}
 		return
 	}
-	for _, s := range r.secrets {
-		if string(s) == secret {
+	if len(form) < minSecretLen {
+		return
+	}
+	for _, f := range r.forms {
+		if string(f) == form {
 			return
 		}
 	}
-	r.secrets = append(r.secrets, []byte(secret))
-	// Longest first, so a secret containing another is replaced whole.
-	for i := len(r.secrets) - 1; i > 0 && len(r.secrets[i]) > len(r.secrets[i-1]); i-- {
-		r.secrets[i], r.secrets[i-1] = r.secrets[i-1], r.secrets[i]
+	r.forms = append(r.forms, []byte(form))
+	// Longest first, so a form containing another is replaced whole.
+	for i := len(r.forms) - 1; i > 0 && len(r.forms[i]) > len(r.forms[i-1]); i-- {
+		r.forms[i], r.forms[i-1] = r.forms[i-1], r.forms[i]
 	}
 }
 
-// write returns the part of held+p that is safe to emit now.
+// write returns the part of held+p that is safe to emit now: masked, and
+// ending before anything that may yet become part of a form (a form may
+// hold a shorter one, such as a value's base64 its embedded part: the
+// shorter is not masked alone while the longer may still complete).
 func (r *redactor) write(p []byte) []byte {
-	if len(r.secrets) == 0 {
-		if len(r.held) == 0 {
-			return p
-		}
-		out := append(r.held, p...)
-		r.held = nil
-		return out
+	if len(r.forms) == 0 {
+		return p
 	}
 	data := append(r.held, p...)
 	r.held = nil
-	data = r.replace(data)
-	keep := r.partialSuffix(data)
-	if keep > 0 {
-		r.held = append([]byte(nil), data[len(data)-keep:]...)
-		data = data[:len(data)-keep]
+	spans := r.matches(data)
+	cut := len(data) - r.partialSuffix(data)
+	for _, s := range spans { // sorted and disjoint: at most one crosses the cut
+		if s.start < cut && s.end > cut {
+			cut = s.start
+		}
 	}
-	return data
+	r.held = append([]byte(nil), data[cut:]...)
+	return mask(data[:cut], spans)
 }
 
 // flush returns whatever is held back (the stream ended).
 func (r *redactor) flush() []byte {
-	out := r.replace(r.held)
+	out := mask(r.held, r.matches(r.held))
 	r.held = nil
 	return out
 }
 
-func (r *redactor) replace(data []byte) []byte {
-	for _, s := range r.secrets {
-		if bytes.Contains(data, s) {
-			data = bytes.ReplaceAll(data, s, []byte(redactedMark))
+// span is where a form occurs in the data: [start, end).
+type span struct{ start, end int }
+
+// matches returns where forms occur in data, overlapping occurrences
+// merged, in order.
+func (r *redactor) matches(data []byte) []span {
+	var spans []span
+	for _, f := range r.forms {
+		for off := 0; ; {
+			i := bytes.Index(data[off:], f)
+			if i < 0 {
+				break
+			}
+			spans = append(spans, span{off + i, off + i + len(f)})
+			off += i + 1
 		}
 	}
-	return data
+	if len(spans) == 0 {
+		return nil
+	}
+	slices.SortFunc(spans, func(a, b span) int { return cmp.Or(a.start-b.start, b.end-a.end) })
+	merged := spans[:1]
+	for _, s := range spans[1:] {
+		if last := &merged[len(merged)-1]; s.start < last.end {
+			last.end = max(last.end, s.end)
+			continue
+		}
+		merged = append(merged, s)
+	}
+	return merged
+}
+
+// mask replaces the spans of data (those that end within it) with the mark.
+func mask(data []byte, spans []span) []byte {
+	if len(spans) == 0 {
+		return data
+	}
+	out := make([]byte, 0, len(data))
+	prev := 0
+	for _, s := range spans {
+		if s.end > len(data) {
+			break
+		}
+		out = append(append(out, data[prev:s.start]...), redactedMark...)
+		prev = s.end
+	}
+	return append(out, data[prev:]...)
 }
 
 // partialSuffix is the length of the longest suffix of data that is a
-// proper prefix of a secret.
+// proper prefix of a secret's form.
 func (r *redactor) partialSuffix(data []byte) int {
 	best := 0
-	for _, s := range r.secrets {
+	for _, s := range r.forms {
 		n := min(len(s)-1, len(data))
 		for k := n; k > best; k-- {
 			if bytes.HasPrefix(s, data[len(data)-k:]) {

@@ -1,17 +1,21 @@
 // Package cache keeps a worker's dependency caches: one tar archive per
-// project, cache name and key (<dir>/<project>/<name>/<key>.tar), handed to
-// builds read-only and replaced only by an archive a successful build of
-// the same project wrote, after validation. The total size is capped;
-// the least recently used archives go first.
+// project, cache name and key (<dir>/<project dir>/<name>/<key>.tar),
+// handed to builds read-only and replaced only by an archive a successful
+// build of the same project wrote, after validation. The total size is
+// capped; the least recently used archives go first.
 //
 // The project is the controller's name for the build's project, never
-// something the build says: it is the directory, so no build can read or
-// write another project's caches whatever keys it carries.
+// something the build says: it decides the directory, so no build can read
+// or write another project's caches whatever keys it carries. Project names
+// may differ only in case, and a Mac's file system ignores case, so the
+// directory is a case-folded name that still tells such projects apart
+// (projectDir).
 package cache
 
 import (
 	"cmp"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -41,6 +45,27 @@ var (
 	validKey     = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
+// projectDirPattern matches what projectDir returns. A directory of the
+// store that does not is of the layout before it (<dir>/<project>/…).
+var projectDirPattern = regexp.MustCompile(`^[a-z0-9_-]{1,128}\.[0-9a-f]{32}$`)
+
+// projectDir is project's directory in the store: its name in lower case,
+// readable, then 128 bits of the SHA-256 of its exact name, so that "App"
+// and "app" have directories apart even where the file system ignores case.
+// The "." cannot occur in a project name, so no old directory looks new.
+func projectDir(project string) string {
+	sum := sha256.Sum256([]byte(project))
+	return strings.ToLower(project) + "." + hex.EncodeToString(sum[:16])
+}
+
+// fallbackCaches may be given to a build under another key of the same
+// name (the project's newest) when their own key has no archive: package
+// managers' download stores, which hold packages only, installed by the
+// lockfile. The others are restored only under their exact key: node_modules
+// (the VM restores it only under its key anyway), and caches that run code
+// in a build (Gradle's init scripts and wrapper, CocoaPods, custom paths).
+var fallbackCaches = []string{"npm", "yarn", "pnpm", "bun"}
+
 // ValidKey reports whether key is a cache key (64 lowercase hex digits).
 func ValidKey(key string) bool { return validKey.MatchString(key) }
 
@@ -57,7 +82,8 @@ type Store struct {
 }
 
 // Open prepares the store in dir with a total cap of maxBytes (> 0), and
-// removes what an interrupted write left there.
+// removes what an interrupted write left there, and the archives of the
+// layout before projectDir (which no lookup finds any more).
 func Open(dir string, maxBytes int64) (*Store, error) {
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("cache size cap %d: must be positive", maxBytes)
@@ -73,7 +99,31 @@ func Open(dir string, maxBytes int64) (*Store, error) {
 		}
 		return nil
 	})
+	s.pruneOldLayout()
 	return s, err
+}
+
+// pruneOldLayout removes the archives of project directories not named by
+// projectDir, and those directories once empty; anything else stays.
+func (s *Store) pruneOldLayout() {
+	projects, _ := os.ReadDir(s.dir)
+	for _, p := range projects {
+		if !p.IsDir() || projectDirPattern.MatchString(p.Name()) || !validProject.MatchString(p.Name()) {
+			continue
+		}
+		old := filepath.Join(s.dir, p.Name())
+		names, _ := os.ReadDir(old)
+		for _, n := range names {
+			if !n.IsDir() {
+				continue
+			}
+			for _, a := range archivesIn(filepath.Join(old, n.Name())) {
+				os.Remove(a.path)
+			}
+			os.Remove(filepath.Join(old, n.Name())) // only if empty
+		}
+		os.Remove(old)
+	}
 }
 
 // statsFile keeps the hit counts across restarts of the agent, for the
@@ -146,9 +196,9 @@ type Mounted struct {
 }
 
 // Stage puts into dir (created) the archive of each entry of project: the
-// one of its key, else the newest of the same name. The files are hard
-// links (copies across file systems), so an eviction or a swap-in during
-// the build changes nothing the build sees. It counts the build as a hit
+// one of its key, else (see lookup) the newest of the same name. The files
+// are hard links (copies across file systems), so an eviction or a swap-in
+// during the build changes nothing the build sees. It counts the build as a hit
 // when it found any archive and marks those archives used.
 func (s *Store) Stage(project string, entries []api.CacheEntry, dir string) ([]Mounted, error) {
 	if len(entries) == 0 || !validProject.MatchString(project) {
@@ -189,16 +239,15 @@ func (s *Store) Stage(project string, entries []api.CacheEntry, dir string) ([]M
 	return out, nil
 }
 
-// lookup finds project's archive of name under key, else the newest under
-// another key, except for node_modules: the VM restores that tree only
-// under its exact key, so an older one would be shared for nothing.
+// lookup finds project's archive of name under key, else, for the
+// fallbackCaches, its newest under another key.
 func (s *Store) lookup(project, name, key string) (path, found string, ok bool) {
-	dir := filepath.Join(s.dir, project, name)
+	dir := filepath.Join(s.dir, projectDir(project), name)
 	exact := filepath.Join(dir, key+archiveExt)
 	if st, err := os.Lstat(exact); err == nil && st.Mode().IsRegular() {
 		return exact, key, true
 	}
-	if name == api.CacheNodeModules {
+	if !slices.Contains(fallbackCaches, name) {
 		return "", "", false
 	}
 	if as := archivesIn(dir); len(as) > 0 { // newest first
@@ -216,7 +265,7 @@ func (s *Store) Put(project, name, key, src string) error {
 	if !validProject.MatchString(project) || !validName.MatchString(name) || !ValidKey(key) {
 		return fmt.Errorf("cache %q of project %q under key %q: not a valid name", name, project, key)
 	}
-	dir := filepath.Join(s.dir, project, name)
+	dir := filepath.Join(s.dir, projectDir(project), name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create the cache's directory: %w", err)
 	}
@@ -286,7 +335,7 @@ type archive struct {
 	size  int64
 	used  time.Time
 	key   string
-	cache string // its <project>/<name> directory
+	cache string // its <project dir>/<name> directory
 }
 
 // list returns the store's archives, most recently used first.
@@ -307,7 +356,7 @@ func (s *Store) list() []archive {
 }
 
 // archivesIn returns the archives of one cache directory
-// (<project>/<name>), most recently used first.
+// (<project dir>/<name>), most recently used first.
 func archivesIn(dir string) []archive {
 	var out []archive
 	files, _ := os.ReadDir(dir)

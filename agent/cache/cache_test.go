@@ -130,6 +130,82 @@ func TestStageIsPerProject(t *testing.T) {
 	}
 }
 
+// TestCaseVariantProjectsHaveTheirOwnCaches: projects whose names differ
+// only in case have directories whose names differ in more than case (a
+// Mac's file system ignores case), and neither gets the other's archive.
+func TestCaseVariantProjectsHaveTheirOwnCaches(t *testing.T) {
+	s := open(t, 1<<20)
+	for _, p := range []string{"App", "app"} {
+		if err := s.Put(p, "gradle", key(p+"-gradle"), writeTemp(t, tarOf(t, "init.d/", "", "init.d/x.gradle", p+"'s script"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dirs, _ := os.ReadDir(s.Dir())
+	var names []string
+	for _, d := range dirs {
+		if d.IsDir() {
+			names = append(names, d.Name())
+		}
+	}
+	if len(names) != 2 || strings.EqualFold(names[0], names[1]) {
+		t.Fatalf("project directories %q: want two that differ in more than case", names)
+	}
+	for _, p := range []string{"App", "app"} {
+		m, dir := stage(t, s, p, api.CacheEntry{Name: "gradle", Key: key(p + "-gradle")})
+		got, _ := os.ReadFile(filepath.Join(dir, "gradle.tar"))
+		if len(m) != 1 || !bytes.Contains(got, []byte(p+"'s script")) {
+			t.Errorf("%s was given %+v: %q", p, m, got)
+		}
+	}
+}
+
+// TestCodeCachesOnlyUnderTheirKey: a cache whose content runs in the build
+// (Gradle, CocoaPods, custom paths) is given only under its exact key,
+// never as the newest archive of another key; a package manager's store
+// still is.
+func TestCodeCachesOnlyUnderTheirKey(t *testing.T) {
+	s := open(t, 1<<20)
+	for _, name := range []string{"gradle", "pods", "custom", "npm"} {
+		if err := s.Put("app", name, key(name+"-v1"), writeTemp(t, tarOf(t, "0/f", name))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"gradle", "pods", "custom", api.CacheNodeModules} {
+		if m, _ := stage(t, s, "app", api.CacheEntry{Name: name, Key: key(name + "-v2")}); len(m) != 0 {
+			t.Errorf("%s under a new key was given %+v", name, m)
+		}
+	}
+	if m, _ := stage(t, s, "app", api.CacheEntry{Name: "npm", Key: key("npm-v2")}); len(m) != 1 || m[0].Key != key("npm-v1") {
+		t.Errorf("npm under a new key was given %+v, want its newest archive", m)
+	}
+}
+
+// TestOldLayoutIsPruned: archives of the layout before case-folded project
+// directories (<dir>/<project>/…) are removed when the store opens; what
+// the store did not write stays.
+func TestOldLayoutIsPruned(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "caches")
+	old := filepath.Join(dir, "App", "gradle")
+	if err := os.MkdirAll(old, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(old, key("x")+".tar"), tarOf(t, "0/f", "old"), 0o600)
+	os.WriteFile(filepath.Join(dir, "App", "notes.txt"), []byte("the owner's"), 0o600)
+	s, err := Open(dir, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(old); !os.IsNotExist(err) {
+		t.Errorf("the old layout's cache directory is left: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "App", "notes.txt")); err != nil {
+		t.Errorf("a file the store did not write was removed: %v", err)
+	}
+	if r := s.Report(); r.Bytes != 0 || len(r.Keys) != 0 {
+		t.Errorf("report %+v", r)
+	}
+}
+
 // TestPutRefusesBadArchives: what a build may not slip into the store, each
 // refused with ErrBadArchive and leaving the previous archive in place.
 func TestPutRefusesBadArchives(t *testing.T) {
@@ -180,7 +256,7 @@ func TestPutRefusesBadArchives(t *testing.T) {
 	if err := s.Put("p", "npm", key("inside"), writeTemp(t, tarOf(t, "0/d/", "", "0/d/l", "->../a", "0/a", "x"))); err != nil {
 		t.Errorf("a link inside its tree was refused: %v", err)
 	}
-	entries, _ := os.ReadDir(filepath.Join(s.Dir(), "p", "npm"))
+	entries, _ := os.ReadDir(filepath.Join(s.Dir(), projectDir("p"), "npm"))
 	if len(entries) != 1 {
 		t.Errorf("cache dir holds %d entries after a replacing put, want 1 (no temp files, the old archive gone)", len(entries))
 	}
@@ -239,7 +315,7 @@ func TestEvictionUnderCap(t *testing.T) {
 			t.Fatal(err)
 		}
 		old := time.Now().Add(time.Duration(i-10) * time.Minute) // p1 oldest
-		os.Chtimes(filepath.Join(s.Dir(), p, "npm", key(p)+".tar"), old, old)
+		os.Chtimes(filepath.Join(s.Dir(), projectDir(p), "npm", key(p)+".tar"), old, old)
 	}
 	stage(t, s, "p1", api.CacheEntry{Name: "npm", Key: key("p1")}) // p1 is now the newest
 	if err := s.Put("p4", "npm", key("p4"), writeTemp(t, one)); err != nil {
@@ -280,11 +356,11 @@ func TestConcurrentPuts(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	entries, _ := os.ReadDir(filepath.Join(s.Dir(), "p", "npm"))
+	entries, _ := os.ReadDir(filepath.Join(s.Dir(), projectDir("p"), "npm"))
 	if len(entries) != 1 {
 		t.Fatalf("%d entries in the cache directory, want one archive", len(entries))
 	}
-	got, err := os.ReadFile(filepath.Join(s.Dir(), "p", "npm", entries[0].Name()))
+	got, err := os.ReadFile(filepath.Join(s.Dir(), projectDir("p"), "npm", entries[0].Name()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -392,6 +392,23 @@ const (
 	VisibilitySecret    = "secret"    // never shown after it is set; masked in build logs
 )
 
+// MinSecretLength is the fewest bytes a sensitive or secret variable may
+// hold (GitLab asks 8 characters of a masked variable too): the build log
+// masks such values, and a shorter one would match ordinary text, so that
+// where the log was blanked would spell it out.
+const MinSecretLength = 8
+
+// CheckSecretLength refuses a sensitive or secret variable value (a file
+// variable's content) shorter than MinSecretLength, saying why and what
+// to do; the controller and expo-build give the same answer.
+func CheckSecretLength(name, visibility string, value []byte) error {
+	if visibility == VisibilityPlaintext || len(value) >= MinSecretLength {
+		return nil
+	}
+	return fmt.Errorf("the value of %s is %d bytes long; a %s variable needs at least %d, since the build log masks it and a shorter value cannot be masked without blanking ordinary text that gives it away: use a longer value, or --visibility plaintext if it is no secret",
+		name, len(value), visibility, MinSecretLength)
+}
+
 // Variable types.
 const (
 	VariableString = "string"

@@ -133,6 +133,10 @@ type Pool struct {
 	AllowLocal bool `json:"allow_local"`
 	// OnlineWorkers counts the pool's workers in contact now (read only).
 	OnlineWorkers int `json:"online_workers"`
+	// Workers are the workers registered in the pool, in the answer to
+	// PUT /api/pools/{name}: trusting a pool shows which of them it trusts
+	// (PoolAdmitted) and which it does not.
+	Workers []Worker `json:"workers,omitempty"`
 }
 
 // QueuedBuild is a pending build in claim order and why it waits.
@@ -513,6 +517,11 @@ type Worker struct {
 	// Cache is the worker's last report of its dependency caches (size,
 	// hits, misses; its keys are not listed), nil before its first.
 	Cache *WorkerCache `json:"cache,omitempty"`
+	// PoolAdmitted: the worker's key may place it in its pool while the
+	// pool is trusted (an admin key, a key bound to the pool, or any key
+	// while no worker key is bound to a pool). A trusted pool runs
+	// credentialed builds only on its admitted workers.
+	PoolAdmitted bool `json:"pool_admitted"`
 }
 
 // HitRate is the share of builds that found a warm cache, 0 before any.

@@ -42,11 +42,18 @@ func (s *Server) setPool(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	p.Name, p.OnlineWorkers = r.PathValue("name"), 0
+	p.Name, p.OnlineWorkers, p.Workers = r.PathValue("name"), 0, nil
 	if err := s.store.SetPool(r.Context(), p); err != nil {
 		s.fail(w, r, err)
 		return
 	}
+	// The admin sees whom the pool's trust reaches, and whom not.
+	workers, err := s.store.PoolWorkers(r.Context(), p.Name)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	p.Workers = workers
 	writeJSON(w, http.StatusOK, p)
 }
 

@@ -172,6 +172,9 @@ func validateVariable(req *api.SetVariableRequest) error {
 		if err := checkValueText(req.Value); err != nil {
 			return err
 		}
+		if err := api.CheckSecretLength(req.Name, req.Visibility, []byte(req.Value)); err != nil {
+			return fmt.Errorf("%w: field \"value\": %v", store.ErrInvalid, err)
+		}
 	case api.VariableFile:
 		content, err := base64.StdEncoding.DecodeString(req.Value)
 		if err != nil {
@@ -179,6 +182,9 @@ func validateVariable(req *api.SetVariableRequest) error {
 		}
 		if len(content) > maxFileValue {
 			return fmt.Errorf("%w: field \"value\" holds a file larger than %d KiB", store.ErrInvalid, maxFileValue>>10)
+		}
+		if err := api.CheckSecretLength(req.Name, req.Visibility, content); err != nil {
+			return fmt.Errorf("%w: field \"value\": %v", store.ErrInvalid, err)
 		}
 	default:
 		return fmt.Errorf("%w: field \"type\" must be string or file, got %q", store.ErrInvalid, req.Type)

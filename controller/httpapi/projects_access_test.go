@@ -223,7 +223,7 @@ func TestCredentialedBuildRouting(t *testing.T) {
 	}
 
 	// A secret variable makes a build need trust too.
-	e.setVar("app", api.SetVariableRequest{Name: "TOKEN", Value: "s3cret", Visibility: api.VisibilitySecret, Environments: []string{"preview"}})
+	e.setVar("app", api.SetVariableRequest{Name: "TOKEN", Value: "s3cret-value", Visibility: api.VisibilitySecret, Environments: []string{"preview"}})
 	secretive, err := e.submitSpec(androidSpec("app", "preview"), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -322,6 +322,76 @@ func TestTrustedPoolMembershipIsAnAdminsWord(t *testing.T) {
 	}
 	if !byName["default"].Trusted || byName["community"].Trusted || byName["studio"].OnlineWorkers != 1 {
 		t.Fatalf("pools: %+v", pools.Pools)
+	}
+}
+
+// TestSquattedPoolIsNotTrustedWithItsSquatter: a worker whose unbound key
+// registered it in a pool before an admin trusted the pool is not carried
+// into the trust: trusting the pool lists it as not admitted, it gets no
+// credentialed build, and binding its key to the pool (the admin's word)
+// admits it.
+func TestSquattedPoolIsNotTrustedWithItsSquatter(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	ctx := context.Background()
+	k, owner := e.newKey("owner", "worker") // some worker key is bound: keys are told apart by pool
+	if err := e.store.BindKey(ctx, k.ID, nil, []string{"vault"}); err != nil {
+		t.Fatal(err)
+	}
+	squatter := e.register("squatter", api.Capabilities{Pool: "vault", VMDriver: "tart", MaxConcurrentBuilds: 2}) // untrusted yet: allowed
+	ownerReg, err := owner.Register(ctx, api.RegisterRequest{Name: "studio-mac",                                  // an iOS Mac: the Android builds below are not its
+		Capabilities: api.Capabilities{Pool: "vault", VMDriver: "tart", Platforms: []string{api.PlatformIOS}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	set, err := e.admin.SetPool(ctx, api.Pool{Name: "vault", Trusted: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	admitted := map[string]bool{}
+	for _, w := range set.Workers {
+		admitted[w.ID] = w.PoolAdmitted
+	}
+	if len(set.Workers) != 2 || admitted[squatter.id] || !admitted[ownerReg.ID] {
+		t.Fatalf("trusting the pool lists %+v: want the squatter not admitted, the bound key's worker admitted", set.Workers)
+	}
+
+	signed, err := e.submitSpec(androidSpec("app", "production"), &api.BuildCredentials{Android: testKeystore()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if j := squatter.poll(0); j != nil {
+		t.Fatalf("the squatter claimed credentialed build %s", j.ID)
+	}
+	if reason := queueReason(t, e, signed.ID); !strings.Contains(reason, "bound to its pool") {
+		t.Errorf("queue reason: %q", reason)
+	}
+	// A plain build still goes to it: the pool's trust is all it lacks.
+	plain, err := e.submitSpec(androidSpec("app", "production"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := squatter.poll(0)
+	if j == nil || j.ID != plain.ID {
+		t.Fatalf("the squatter and a plain build: %+v", j)
+	}
+	if _, err := squatter.heartbeat(j); err != nil { // acknowledged: the next poll claims anew
+		t.Fatal(err)
+	}
+
+	// The admin accepts it by binding its key to the pool.
+	var keyID string
+	for _, w := range set.Workers {
+		if w.ID == squatter.id {
+			keyID = w.KeyID
+		}
+	}
+	if err := e.store.BindKey(ctx, keyID, nil, []string{"vault"}); err != nil {
+		t.Fatal(err)
+	}
+	if j := squatter.poll(0); j == nil || j.ID != signed.ID {
+		t.Fatalf("once admitted, the worker got %+v, want %s", j, signed.ID)
 	}
 }
 

@@ -78,6 +78,7 @@ type fleetWorker struct {
 	name         string
 	platforms    []string
 	pool, driver string
+	admitted     bool   // may run its pool's credentialed builds (api.Worker.PoolAdmitted)
 	paused       bool   // by an admin or its owner
 	hostPause    string // the owner's rules hold builds back (api.Worker.HostPauseReason)
 	free         int
@@ -105,7 +106,7 @@ func newFleet(workers []api.Worker, now time.Time, offlineAfter time.Duration) f
 		f.online++
 		auth := store.WorkerAuth{Capabilities: w.Capabilities}
 		fw := fleetWorker{name: w.Name, platforms: auth.Platforms(), pool: cmp.Or(w.Capabilities.Pool, api.DefaultPool),
-			driver: w.Capabilities.VMDriver, paused: w.Paused || w.OwnerPaused, hostPause: w.HostPauseReason,
+			driver: w.Capabilities.VMDriver, admitted: w.PoolAdmitted, paused: w.Paused || w.OwnerPaused, hostPause: w.HostPauseReason,
 			free: max(0, auth.MaxConcurrent()-len(w.ActiveBuilds))}
 		if fw.held() {
 			f.paused++
@@ -136,7 +137,7 @@ func (f fleet) inPools(w *fleetWorker, e store.QueueEntry) bool {
 // claim's rule, store's routable).
 func (f fleet) trusted(w *fleetWorker) bool {
 	p := f.routes.Pools[w.pool]
-	return p.Trusted && (w.driver != api.VMDriverLocal || p.AllowLocal)
+	return p.Trusted && w.admitted && (w.driver != api.VMDriverLocal || p.AllowLocal)
 }
 
 // routable: w may run the entry at all.
@@ -233,7 +234,7 @@ func (f fleet) reasons(entries []store.QueueEntry, ahead map[string]int, now tim
 			out[i] = fmt.Sprintf("No online %s worker in pools %s, the pools project %q may use.", e.Platform,
 				strings.Join(f.routes.ProjectPools[e.Project], ", "), e.Project)
 		case f.count(routable) == 0:
-			out[i] = fmt.Sprintf("Waiting for a trusted pool: no trusted worker for project %q online (the build carries signing credentials or secrets; trusted pools: %s; a local-driver worker needs its pool to allow it).",
+			out[i] = fmt.Sprintf("Waiting for a trusted pool: no trusted worker for project %q online (the build carries signing credentials or secrets; trusted pools: %s; a worker there needs a key bound to its pool once any worker key is bound, and a local-driver worker needs its pool to allow it).",
 				e.Project, f.trustedPools())
 		case f.count(func(w *fleetWorker) bool { return routable(w) && !w.held() }) == 0:
 			out[i] = fmt.Sprintf("Every %s worker is paused.", e.Platform) + f.hostWaits(routable)

@@ -271,6 +271,16 @@ func scanJob(row pgx.Row, j *api.Job, extra ...any) error {
 const needsTrust = `(c.has_certs OR c.has_credentials OR EXISTS (SELECT 1 FROM project_variables v
 	WHERE v.project = c.project AND v.environment = c.spec->>'environment' AND v.visibility <> 'plaintext'))`
 
+// poolAdmitted is true when worker w's key may place it in its pool while
+// that pool is trusted: checkPool's rule, read again at every claim, so that
+// a registration made while the pool was untrusted (or before the key was
+// unbound) is not carried over into its trust. An admin key, a key bound to
+// the pool, or any key while no live worker key is bound to a pool (a
+// one-owner farm).
+const poolAdmitted = `(NOT EXISTS (SELECT 1 FROM api_key_pools b JOIN api_keys l ON l.id = b.key_id WHERE l.revoked_at IS NULL)
+		OR EXISTS (SELECT 1 FROM api_keys k WHERE k.id = w.key_id AND (k.role = 'admin'
+			OR EXISTS (SELECT 1 FROM api_key_pools b WHERE b.key_id = k.id AND b.pool = w.pool))))`
+
 // routable is true when the worker me (pool, vm_driver, trusted,
 // allow_local) may run build c: its pool is one the build's project may use
 // (a project that lists none may use any), and a build that needs trust
@@ -281,9 +291,10 @@ const routable = `(NOT EXISTS (SELECT 1 FROM project_pools pp WHERE pp.project =
 	AND (` + trustedWorker + ` OR NOT ` + needsTrust + `)`
 
 // workerPool selects a worker (w) with what its pool says of it: pool,
-// vm_driver, trusted, allow_local (the names routable and trustedWorker read
-// as me).
-const workerPool = `SELECT w.pool, w.vm_driver, COALESCE(p.trusted, false) AS trusted, COALESCE(p.allow_local, false) AS allow_local
+// vm_driver, trusted (the pool is, and has admitted the worker),
+// allow_local (the names routable and trustedWorker read as me).
+const workerPool = `SELECT w.pool, w.vm_driver, COALESCE(p.trusted, false) AND ` + poolAdmitted + ` AS trusted,
+		COALESCE(p.allow_local, false) AS allow_local
 		FROM workers w LEFT JOIN pools p ON p.name = w.pool`
 
 // trustedWorker is true when the worker me (trusted, vm_driver,

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/jackc/pgx/v5"
 
@@ -65,6 +67,16 @@ func (s *Store) ListPools(ctx context.Context) ([]api.Pool, error) {
 		out = []api.Pool{}
 	}
 	return out, nil
+}
+
+// PoolWorkers lists the workers registered in pool, by name, each saying
+// whether the pool's trust reaches it (api.Worker.PoolAdmitted).
+func (s *Store) PoolWorkers(ctx context.Context, pool string) ([]api.Worker, error) {
+	all, err := s.ListWorkers(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(all, func(w api.Worker) bool { return cmp.Or(w.Capabilities.Pool, api.DefaultPool) != pool }), nil
 }
 
 // SetProjectPools replaces the pools a project's builds may use; none

@@ -395,7 +395,7 @@ func (s *Store) listWorkers(ctx context.Context, id string) ([]api.Worker, error
 		w.builds_completed, w.builds_failed, COALESCE(w.key_id, ''), COALESCE(w.attention_reason, ''),
 		w.owner_paused, COALESCE(w.host_pause_reason, ''),
 		COALESCE((SELECT array_agg(build_id ORDER BY started_at) FROM build_attempts a WHERE a.worker_id = w.id AND a.status IN ('assigned','running')), '{}'),
-		w.cache_bytes, w.cache_hits, w.cache_misses
+		w.cache_bytes, w.cache_hits, w.cache_misses, `+poolAdmitted+`
 		FROM workers w WHERE w.status <> 'unregistered' AND ($1 = '' OR w.id = $1) ORDER BY w.name, w.id`, id)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
@@ -405,7 +405,7 @@ func (s *Store) listWorkers(ctx context.Context, id string) ([]api.Worker, error
 		var caps []byte
 		var c api.WorkerCache
 		if err := r.Scan(&w.ID, &w.Name, &w.Status, &w.Paused, &caps, &w.RegisteredAt, &w.LastSeenAt, &w.BuildsCompleted, &w.BuildsFailed,
-			&w.KeyID, &w.AttentionReason, &w.OwnerPaused, &w.HostPauseReason, &w.ActiveBuilds, &c.Bytes, &c.Hits, &c.Misses); err != nil {
+			&w.KeyID, &w.AttentionReason, &w.OwnerPaused, &w.HostPauseReason, &w.ActiveBuilds, &c.Bytes, &c.Hits, &c.Misses, &w.PoolAdmitted); err != nil {
 			return w, err
 		}
 		if c.Bytes > 0 || c.Hits > 0 || c.Misses > 0 {

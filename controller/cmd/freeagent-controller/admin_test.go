@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -178,8 +179,10 @@ func TestAdminCommandsAgainstRunningController(t *testing.T) {
 			t.Fatalf("GET /api/pools after pools set ci --trusted: %+v", p)
 		}
 	}
-	if _, stderr, code := ctl(t, bin, "pools", "set", "ci", "--trusted", "--allow-local"); code != 0 {
-		t.Fatalf("pools set --trusted --allow-local: %d %s", code, stderr)
+	// Trusting a pool shows its workers and whether the trust reaches them.
+	if out, stderr, code := ctl(t, bin, "pools", "set", "ci", "--trusted", "--allow-local"); code != 0 ||
+		!regexp.MustCompile(`(?m)^  ci-runner +\S+ +\S+ +online +yes$`).MatchString(out) {
+		t.Fatalf("pools set --trusted --allow-local: %d %q %s", code, out, stderr)
 	}
 	if j := pollLocal(); j == nil || j.ID != signed.ID {
 		t.Fatalf("the local-driver worker of an --allow-local pool: %+v, want %s", j, signed.ID)

@@ -78,10 +78,14 @@ func cmdPools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err := st.SetPool(ctx, p); err != nil {
 			return err
 		}
+		if p.Workers, err = st.PoolWorkers(ctx, p.Name); err != nil {
+			return err
+		}
 		if asJSON {
 			return json.NewEncoder(stdout).Encode(p)
 		}
 		fmt.Fprintf(stdout, "pool %s: trusted %t, credentialed builds on local-driver workers %t\n", p.Name, p.Trusted, p.AllowLocal)
+		printPoolWorkers(stdout, p)
 	case "delete":
 		if err := st.DeletePool(ctx, fs.Arg(0)); err != nil {
 			return err
@@ -89,6 +93,30 @@ func cmdPools(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stdout, "pool %s is no longer trusted\n", fs.Arg(0))
 	}
 	return nil
+}
+
+// printPoolWorkers shows an admin who trusts pool p which of its workers
+// the trust reaches: those whose key may place them there. The others are
+// named with the command that admits them.
+func printPoolWorkers(w io.Writer, p api.Pool) {
+	if !p.Trusted {
+		return
+	}
+	if len(p.Workers) == 0 {
+		fmt.Fprintf(w, "no worker is registered in pool %s yet; a worker key bound to it registers there (freeagent-controller keys bind KEY --pool %s)\n", p.Name, p.Name)
+		return
+	}
+	fmt.Fprintf(w, "workers registered in pool %s:\n", p.Name)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "  WORKER\tID\tKEY\tSTATUS\tCREDENTIALED BUILDS")
+	for _, wk := range p.Workers {
+		verdict := "yes"
+		if !wk.PoolAdmitted {
+			verdict = fmt.Sprintf("no: its key is not bound to the pool; admit it with `freeagent-controller keys bind %s --pool %s`", wk.KeyID, p.Name)
+		}
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", wk.Name, wk.ID, wk.KeyID, wk.Status, verdict)
+	}
+	tw.Flush()
 }
 
 // cmdProjects sets the pools a project's builds may use.
