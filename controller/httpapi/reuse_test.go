@@ -208,7 +208,7 @@ func TestReuseMatchesVariables(t *testing.T) {
 	// Another environment's variables are not the build's.
 	e.setVar("app", api.SetVariableRequest{Name: "PUBLIC_URL", Value: "https://example.com", Visibility: api.VisibilityPlaintext,
 		Environments: []string{"preview"}})
-	e.setVar("app", api.SetVariableRequest{Name: "PROD_ONLY", Value: "p", Visibility: api.VisibilitySecret, Environments: []string{"production"}})
+	e.setVar("app", api.SetVariableRequest{Name: "PROD_ONLY", Value: "prod-only-secret", Visibility: api.VisibilitySecret, Environments: []string{"production"}})
 	if b, err := e.developer.ReusableBuild(ctx, reuseSpec("app")); err != nil || b.ID != id {
 		t.Fatalf("after a production variable: %+v %v, want %s", b, err, id)
 	}
