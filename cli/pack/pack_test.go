@@ -5,9 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/freeagent-build/freeagent/internal/sourcefp"
 )
 
 // tree writes files (name → content; a name ending in "/" is a directory).
@@ -350,7 +349,8 @@ func sourceFingerprint(t *testing.T, root string) (string, []byte) {
 }
 
 // fingerprintOfArchive computes the source fingerprint from an archive as
-// the build VM receives it, independently of Write: the two must agree.
+// the controller does (sourcefp.Hash.Header, entry by entry), independently
+// of Write: the two must agree, or no build is ever reused.
 func fingerprintOfArchive(t *testing.T, archive []byte) string {
 	t.Helper()
 	gz, err := gzip.NewReader(bytes.NewReader(archive))
@@ -358,27 +358,17 @@ func fingerprintOfArchive(t *testing.T, archive []byte) string {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(gz)
-	h := sha256.New()
+	fp := sourcefp.New()
 	for {
 		hd, err := tr.Next()
 		if err == io.EOF {
-			return hex.EncodeToString(h.Sum(nil))
+			return fp.Sum()
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
-		kind, name := KindFile, hd.Name
-		switch hd.Typeflag {
-		case tar.TypeDir:
-			kind, name = KindDir, strings.TrimSuffix(name, "/")
-		case tar.TypeSymlink:
-			kind = KindSymlink
-		}
-		fmt.Fprintf(h, "%d\x00%s\x00%o\x00%d\x00", kind, name, hd.Mode, hd.Size)
-		if kind == KindSymlink {
-			fmt.Fprintf(h, "%s\x00", hd.Linkname)
-		}
-		if _, err := io.Copy(h, tr); err != nil {
+		fp.Header(hd)
+		if _, err := io.Copy(fp, tr); err != nil {
 			t.Fatal(err)
 		}
 	}
