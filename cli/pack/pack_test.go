@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/internal/sourcefp"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 )
 
 // tree writes files (name → content; a name ending in "/" is a directory).
@@ -348,34 +348,9 @@ func sourceFingerprint(t *testing.T, root string) (string, []byte) {
 	return fp, buf.Bytes()
 }
 
-// fingerprintOfArchive computes the source fingerprint from an archive as
-// the controller does (sourcefp.Hash.Header, entry by entry), independently
-// of Write: the two must agree, or no build is ever reused.
-func fingerprintOfArchive(t *testing.T, archive []byte) string {
-	t.Helper()
-	gz, err := gzip.NewReader(bytes.NewReader(archive))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
-	fp := sourcefp.New()
-	for {
-		hd, err := tr.Next()
-		if err == io.EOF {
-			return fp.Sum()
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		fp.Header(hd)
-		if _, err := io.Copy(fp, tr); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestSourceFingerprint: the fingerprint Write returns is the content's,
-// computed again from the archive; it ignores modification times and where
+// computed again from the archive as the controller does (only that one is
+// matched when a build is reused); it ignores modification times and where
 // the tree lives, and follows every change of content, mode, name or link.
 func TestSourceFingerprint(t *testing.T) {
 	files := map[string]string{"app.json": `{"expo":{}}`, "src/a.ts": "export const a = 1", "src/b.ts": "export const b = 2", "empty/": "",
@@ -385,7 +360,7 @@ func TestSourceFingerprint(t *testing.T) {
 		t.Fatal(err)
 	}
 	base, archive := sourceFingerprint(t, root)
-	if got := fingerprintOfArchive(t, archive); got != base {
+	if got := controllertest.SourceFingerprint(t, archive); got != base {
 		t.Fatalf("Write's fingerprint %s, the archive's %s", base, got)
 	}
 
@@ -424,7 +399,7 @@ func TestSourceFingerprint(t *testing.T) {
 		if fp == base {
 			t.Errorf("changing %s kept the fingerprint", what)
 		}
-		if got := fingerprintOfArchive(t, archive); got != fp {
+		if got := controllertest.SourceFingerprint(t, archive); got != fp {
 			t.Errorf("after changing %s: Write's fingerprint %s, the archive's %s", what, fp, got)
 		}
 	}

@@ -42,7 +42,7 @@ func TestMeasureTarGzReusesItsDecompressor(t *testing.T) {
 		in      []byte
 		tooLong bool
 	}{{small, false}, {bomb, true}, {small, false}, {[]byte("not gzip"), false}, {bomb, true}, {small[:len(small)/2], false}, {small, false}} {
-		err := measureTarGz(bytes.NewReader(c.in), limit, &pool)
+		_, err := measureTarGz(bytes.NewReader(c.in), limit, &pool)
 		if got := errors.Is(err, store.ErrTooLarge); got != c.tooLong || (err != nil && !got) {
 			t.Fatalf("archive %d: %v, want too large: %v", i, err, c.tooLong)
 		}
