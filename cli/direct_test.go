@@ -29,8 +29,8 @@ func (b countingBody) Read(p []byte) (int, error) {
 
 // TestSubmitDirectToS3: with a controller on an S3 store, expo-build sends
 // the archive straight to the bucket, in parts when it is large, and the
-// controller receives only the submit's fields; the worker gets exactly
-// the project.
+// controller receives only the submit's fields (it reads the archive back
+// from the store for its fingerprint); the worker gets exactly the project.
 func TestSubmitDirectToS3(t *testing.T) {
 	bucket := s3test.NewBucket(t)
 	bucket.Setenv(t)
@@ -103,6 +103,11 @@ func TestSubmitDirectToS3(t *testing.T) {
 			}
 			if got := untar(t, w.source(job))["assets/video.bin"]; !bytes.Equal([]byte(got), asset) {
 				t.Fatalf("the worker got %d bytes of the asset, want %d", len(got), len(asset))
+			}
+			// The controller read the upload back for its fingerprint: the one --reuse matches.
+			if b, err := e.admin.GetBuild(context.Background(), id); err != nil || b.Spec == nil || b.SourceFingerprint != b.Spec.SourceFingerprint ||
+				b.SourceFingerprintMismatch {
+				t.Fatalf("source fingerprints: computed %q, declared %+v, mismatch %v (%v)", b.SourceFingerprint, b.Spec, b.SourceFingerprintMismatch, err)
 			}
 			e.mustRun(0, nil, "cancel", id)
 		})

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/cli/ignore"
+	"github.com/freeagent-build/freeagent/internal/sourcefp"
 )
 
 // Defaults returns the patterns excluded from every upload unless the
@@ -62,11 +63,11 @@ func Defaults() []string {
 	}
 }
 
-// Kinds of entries.
+// Kinds of entries, as the source fingerprint hashes them.
 const (
-	KindDir = iota
-	KindFile
-	KindSymlink
+	KindDir     = sourcefp.Dir
+	KindFile    = sourcefp.File
+	KindSymlink = sourcefp.Symlink
 )
 
 // Entry is one path to pack.
@@ -285,20 +286,18 @@ func (p *Plan) Fingerprint() string {
 var ErrChanged = errors.New("file changed while it was being packed")
 
 // Write streams the plan as a tar.gz to w and returns the source
-// fingerprint of what it packed (api.BuildSpec.SourceFingerprint): the hex
-// SHA-256 over each entry's kind, path and mode, a file's size and bytes
-// and a link's target, in archive order; modification times and the
-// compression do not enter it, so an unchanged tree packed again, touched
-// or on another machine, has the same fingerprint. It is computed from
-// the bytes as they are packed: the tree is read once. progress, if set,
-// is called with the number of file bytes read so far (out of p.Bytes).
+// fingerprint of what it packed (api.BuildSpec.SourceFingerprint, defined
+// by package sourcefp; the controller computes it again from the archive).
+// It is computed from the bytes as they are packed: the tree is read
+// once. progress, if set, is called with the number of file bytes read so
+// far (out of p.Bytes).
 func (p *Plan) Write(ctx context.Context, w io.Writer, progress func(read int64)) (string, error) {
 	gz, err := gzip.NewWriterLevel(w, gzip.DefaultCompression)
 	if err != nil {
 		return "", err
 	}
 	tw := tar.NewWriter(gz)
-	fp := sha256.New()
+	fp := sourcefp.New()
 	buf := make([]byte, 256<<10)
 	var read int64
 	for _, e := range p.Entries {
@@ -306,8 +305,7 @@ func (p *Plan) Write(ctx context.Context, w io.Writer, progress func(read int64)
 			return "", err
 		}
 		h := &tar.Header{Name: e.Rel, Mode: int64(e.Mode), ModTime: e.ModTime.Truncate(time.Second), Format: tar.FormatPAX}
-		// The size precedes the bytes, so entries cannot run together.
-		fmt.Fprintf(fp, "%d\x00%s\x00%o\x00%d\x00", e.Kind, e.Rel, e.Mode, e.Size)
+		fp.Entry(e.Kind, e.Rel, int64(e.Mode), e.Size, e.Link)
 		switch e.Kind {
 		case KindDir:
 			h.Typeflag, h.Name = tar.TypeDir, e.Rel+"/"
@@ -316,7 +314,6 @@ func (p *Plan) Write(ctx context.Context, w io.Writer, progress func(read int64)
 			}
 		case KindSymlink:
 			h.Typeflag, h.Linkname = tar.TypeSymlink, e.Link
-			fmt.Fprintf(fp, "%s\x00", e.Link)
 			if err := tw.WriteHeader(h); err != nil {
 				return "", fmt.Errorf("pack %s: %w", e.Rel, err)
 			}
@@ -338,7 +335,7 @@ func (p *Plan) Write(ctx context.Context, w io.Writer, progress func(read int64)
 	if err := gz.Close(); err != nil {
 		return "", fmt.Errorf("finish the archive: %w", err)
 	}
-	return hex.EncodeToString(fp.Sum(nil)), nil
+	return fp.Sum(), nil
 }
 
 // writeFile packs one file: its header into tw, its bytes into body (tw,

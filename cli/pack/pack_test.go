@@ -5,9 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/freeagent-build/freeagent/controller/controllertest"
 )
 
 // tree writes files (name → content; a name ending in "/" is a directory).
@@ -349,43 +348,9 @@ func sourceFingerprint(t *testing.T, root string) (string, []byte) {
 	return fp, buf.Bytes()
 }
 
-// fingerprintOfArchive computes the source fingerprint from an archive as
-// the build VM receives it, independently of Write: the two must agree.
-func fingerprintOfArchive(t *testing.T, archive []byte) string {
-	t.Helper()
-	gz, err := gzip.NewReader(bytes.NewReader(archive))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr := tar.NewReader(gz)
-	h := sha256.New()
-	for {
-		hd, err := tr.Next()
-		if err == io.EOF {
-			return hex.EncodeToString(h.Sum(nil))
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		kind, name := KindFile, hd.Name
-		switch hd.Typeflag {
-		case tar.TypeDir:
-			kind, name = KindDir, strings.TrimSuffix(name, "/")
-		case tar.TypeSymlink:
-			kind = KindSymlink
-		}
-		fmt.Fprintf(h, "%d\x00%s\x00%o\x00%d\x00", kind, name, hd.Mode, hd.Size)
-		if kind == KindSymlink {
-			fmt.Fprintf(h, "%s\x00", hd.Linkname)
-		}
-		if _, err := io.Copy(h, tr); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 // TestSourceFingerprint: the fingerprint Write returns is the content's,
-// computed again from the archive; it ignores modification times and where
+// computed again from the archive as the controller does (only that one is
+// matched when a build is reused); it ignores modification times and where
 // the tree lives, and follows every change of content, mode, name or link.
 func TestSourceFingerprint(t *testing.T) {
 	files := map[string]string{"app.json": `{"expo":{}}`, "src/a.ts": "export const a = 1", "src/b.ts": "export const b = 2", "empty/": "",
@@ -395,7 +360,7 @@ func TestSourceFingerprint(t *testing.T) {
 		t.Fatal(err)
 	}
 	base, archive := sourceFingerprint(t, root)
-	if got := fingerprintOfArchive(t, archive); got != base {
+	if got := controllertest.SourceFingerprint(t, archive); got != base {
 		t.Fatalf("Write's fingerprint %s, the archive's %s", base, got)
 	}
 
@@ -434,7 +399,7 @@ func TestSourceFingerprint(t *testing.T) {
 		if fp == base {
 			t.Errorf("changing %s kept the fingerprint", what)
 		}
-		if got := fingerprintOfArchive(t, archive); got != fp {
+		if got := controllertest.SourceFingerprint(t, archive); got != fp {
 			t.Errorf("after changing %s: Write's fingerprint %s, the archive's %s", what, fp, got)
 		}
 	}

@@ -384,6 +384,14 @@ type Build struct {
 	AttemptHistory  []Attempt  `json:"attempt_history,omitempty"`
 	// Spec is the resolved build the CLI sent (nil for a raw API submit).
 	Spec *BuildSpec `json:"spec,omitempty"`
+	// SourceFingerprint (GET /api/builds/:id) is the source fingerprint
+	// the controller computed from the archive it received, the only one
+	// `--reuse` matches; "" when it computed none (a zip, an archive it
+	// could not read, a build stored before 0.2). SourceFingerprintMismatch:
+	// the spec declared another (Spec.SourceFingerprint); such a build is
+	// never reused.
+	SourceFingerprint         string `json:"source_fingerprint,omitempty"`
+	SourceFingerprintMismatch bool   `json:"source_fingerprint_mismatch,omitempty"`
 	// InstallURL (completed builds, GET /api/builds/:id only) opens the
 	// install page without any header until InstallURLExpiresAt; it is
 	// what GET /api/builds/:id/qr.png encodes.

@@ -5,10 +5,13 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"io"
 	"path"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/freeagent-build/freeagent/internal/sourcefp"
 )
 
 // Project is a project archive (tar.gz) as a build's source: files maps a
@@ -42,4 +45,29 @@ func Project(t testing.TB, files map[string]string) []byte {
 		t.Fatalf("controllertest: close the archive: %v", err)
 	}
 	return buf.Bytes()
+}
+
+// SourceFingerprint is the source fingerprint of a tar.gz archive
+// (sourcefp), what a spec declaring that archive's tree carries.
+func SourceFingerprint(t testing.TB, archive []byte) string {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatalf("controllertest: fingerprint: %v", err)
+	}
+	tr := tar.NewReader(gz)
+	fp := sourcefp.New()
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return fp.Sum()
+		}
+		if err != nil {
+			t.Fatalf("controllertest: fingerprint: %v", err)
+		}
+		fp.Header(h)
+		if _, err := io.Copy(fp, tr); err != nil {
+			t.Fatalf("controllertest: fingerprint: %v", err)
+		}
+	}
 }

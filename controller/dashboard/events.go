@@ -96,6 +96,9 @@ func eventSummary(ev api.Event, row store.EventRow, p map[string]any) string {
 		if v := str(p, "retry_of"); v != "" {
 			s += ", a retry of " + short(v)
 		}
+		if b, _ := p["source_fingerprint_mismatch"].(bool); b {
+			s += "; its spec declares another source than it sent (never reused)"
+		}
 		return s
 	case "build.assigned":
 		s := "Assigned to worker " + worker

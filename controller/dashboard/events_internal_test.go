@@ -18,6 +18,8 @@ func TestEventRowSummaries(t *testing.T) {
 	}{
 		{"build.submitted", "build", `{"platform":"ios","profile":"preview","project":"shop","retry_of":"06h11retried"}`, "", "alice",
 			"Submitted ios build, profile preview, app shop, a retry of 06h11retri", "key alice"},
+		{"build.submitted", "build", `{"platform":"android","project":"shop","source_fingerprint_mismatch":true}`, "", "mallory",
+			"Submitted android build, app shop; its spec declares another source than it sent (never reused)", "key mallory"},
 		{"build.assigned", "build", `{"worker_id":"w1","warm":true}`, "mac-1", "", "Assigned to worker mac-1 (warm: its caches hold this app)", "worker mac-1"},
 		{"build.requeued", "build", `{"code":"lease_expired"}`, "", "", "Sent back to the queue: lease_expired", "controller ctrl-12345"},
 		{"worker.paused", "worker", `{"status":"online"}`, "mac-1", "", "Paused: takes no new builds", "an admin"},

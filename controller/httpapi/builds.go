@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/store"
@@ -98,7 +100,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 				fail(err)
 				return
 			}
-			if err := s.fillSource(source, br, nb.SourceFormat); err != nil {
+			if nb.SourceFingerprint, err = s.fillSource(source, br, nb.SourceFormat); err != nil {
 				fail(err)
 				return
 			}
@@ -216,10 +218,16 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 	nb.HasCerts, nb.HasCredentials = certs != nil, creds != nil
 	if direct != nil {
 		nb.SourceSize, nb.SourceSHA256, nb.SourceFormat = direct.ticket.Size, direct.ticket.SHA256, direct.format
-		if direct.format == "" {
+		switch {
+		case direct.format == "":
 			// A repeat, found by its Idempotency-Key as a duplicate; if
 			// it is not one, Commit below refuses it.
 			nb.SourceFormat = "tar.gz"
+		case direct.format == "tar.gz" && spec != nil:
+			if nb.SourceFingerprint, err = s.fingerprintUpload(r.Context(), direct.ticket.Key); err != nil {
+				fail(err)
+				return
+			}
 		}
 	} else {
 		nb.SourceSize, nb.SourceSHA256 = source.Size(), source.SHA256()
@@ -252,6 +260,11 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 		return
 	}
 	committed = !sub.Duplicate
+	if committed && sub.Build.SourceFingerprintMismatch && s.log != nil {
+		s.log.WithFields(logrus.Fields{"build": sub.Build.ID, "key": key.ID, "project": nb.Project,
+			"declared_source_fingerprint": spec.SourceFingerprint, "source_fingerprint": nb.SourceFingerprint}).
+			Warn("submit: the spec declares a source fingerprint that is not its source's; the build will never be reused")
+	}
 	status := http.StatusCreated
 	if sub.Duplicate {
 		status = http.StatusOK
@@ -294,22 +307,26 @@ func applySubmitField(nb *store.NewBuild, name, v string) error {
 }
 
 // fillSource stores a submitted archive within the source limit, which
-// bounds a tar.gz both as sent and as it expands.
-func (s *Server) fillSource(p *blobs.Pending, r io.Reader, format string) error {
+// bounds a tar.gz both as sent and as it expands, and returns the source
+// fingerprint of a tar.gz, computed from the bytes as they are stored (""
+// for a zip, or a stream that is no tar.gz).
+func (s *Server) fillSource(p *blobs.Pending, r io.Reader, format string) (string, error) {
 	var err error
+	var fingerprint string
 	if format != "tar.gz" {
 		err = p.Fill(r, s.limits.Source)
 	} else {
 		g := guardExpansion(r, s.limits.Source, &s.gzips)
 		err = p.Fill(g, s.limits.Source)
-		if merr := g.finish(); merr != nil {
-			return merr // the expanded size is the cause even when Fill saw it as a failed read
+		var merr error
+		if fingerprint, merr = g.finish(); merr != nil {
+			return "", merr // the expanded size is the cause even when Fill saw it as a failed read
 		}
 	}
 	if err != nil {
-		return sourceTooLarge(multipartErr(err), s.limits.Source)
+		return "", sourceTooLarge(multipartErr(err), s.limits.Source)
 	}
-	return nil
+	return fingerprint, nil
 }
 
 // sniffArchive tells a gzip (tar.gz) from a zip by their magic numbers.
@@ -514,8 +531,8 @@ func (s *Server) RetryBuild(w http.ResponseWriter, r *http.Request, id, keyID st
 	}
 	nb := store.NewBuild{ID: store.NewID(), Platform: src.Platform, Profile: src.Profile, Project: src.Project, Priority: src.Priority,
 		SubmittedBy: keyID, RetryOf: id, SourceSize: src.SourceSize, SourceSHA256: src.SourceSHA256,
-		SourceFormat: src.SourceFormat, BaseImage: src.BaseImage, Timeout: src.Timeout, HasCerts: src.HadCerts,
-		HasCredentials: src.HadCredentials, Spec: src.Spec}
+		SourceFormat: src.SourceFormat, SourceFingerprint: src.SourceFingerprint, BaseImage: src.BaseImage, Timeout: src.Timeout,
+		HasCerts: src.HadCerts, HasCredentials: src.HadCredentials, Spec: src.Spec}
 	committed := false
 	var pendings []*blobs.Pending
 	defer func() {

@@ -14,6 +14,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/store"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
+	"github.com/freeagent-build/freeagent/internal/sourcefp"
 )
 
 // getLimits tells a client what the controller accepts, so expo-build
@@ -38,24 +39,31 @@ func sourceTooLarge(err error, limit int64) error {
 // and would pass a bound on the compressed size alone. When the files add
 // up to more than the limit, the next Read fails with a store.ErrTooLarge
 // naming the limit, so the upload stops there. Memory stays at the
-// decompressor's window and the tar reader's header buffers.
+// decompressor's window and the tar reader's header buffers. On the way it
+// computes the source's fingerprint (measureTarGz).
 type expansionGuard struct {
 	r    io.Reader
 	pw   *io.PipeWriter
-	done chan error
+	done chan measured
+}
+
+// measured is measureTarGz's verdict.
+type measured struct {
+	fingerprint string
+	err         error
 }
 
 func guardExpansion(r io.Reader, limit int64, gzips *sync.Pool) *expansionGuard {
 	pr, pw := io.Pipe()
-	g := &expansionGuard{r: r, pw: pw, done: make(chan error, 1)}
+	g := &expansionGuard{r: r, pw: pw, done: make(chan measured, 1)}
 	go func() {
-		err := measureTarGz(pr, limit, gzips)
+		fp, err := measureTarGz(pr, limit, gzips)
 		if err != nil {
 			pr.CloseWithError(err) // the writer's next Write fails with err
 		} else {
 			io.Copy(io.Discard, pr) //nolint:errcheck // what follows the archive is bounded by the compressed limit
 		}
-		g.done <- err
+		g.done <- measured{fp, err}
 	}()
 	return g
 }
@@ -74,51 +82,64 @@ func (g *expansionGuard) Read(p []byte) (int, error) {
 }
 
 // finish ends the measurement (at once, if the upload failed before its
-// end) and returns its verdict.
-func (g *expansionGuard) finish() error {
+// end) and returns its verdict: the source's fingerprint, or why it is
+// refused.
+func (g *expansionGuard) finish() (string, error) {
 	g.pw.CloseWithError(io.ErrUnexpectedEOF) // no-op after a clean end: the measurer already saw EOF
-	return <-g.done
+	m := <-g.done
+	return m.fingerprint, m.err
 }
 
 // measureTarGz reads a tar.gz and fails once the contents of its entries
 // add up to more than limit. A stream that is not a valid tar.gz is not
 // its business (the build's extraction reports it, as before): measuring
-// stops there and nil is returned.
+// stops there and nil is returned. It returns the source fingerprint of
+// what it read (sourcefp: each entry as the build VM extracts it, hashed
+// with its bytes, which it decompresses anyway); "" for a stream that is
+// not a valid tar.gz to its end.
 //
 // The decompressor comes from gzips and goes back to it: a new one
 // allocates a 32 KiB window, its tables and a read buffer, which under a
 // steady stream of submits was the next largest share of the controller's
 // garbage after the file store's buffers; Reset reuses all three.
-func measureTarGz(r io.Reader, limit int64, gzips *sync.Pool) error {
+func measureTarGz(r io.Reader, limit int64, gzips *sync.Pool) (string, error) {
 	d, _ := gzips.Get().(*gunzipper)
 	if d == nil {
-		d = &gunzipper{br: bufio.NewReader(nil)}
+		d = &gunzipper{br: bufio.NewReader(nil), buf: make([]byte, 32<<10)}
 	}
 	defer gzips.Put(d)
 	d.br.Reset(r)
 	if err := d.zr.Reset(d.br); err != nil { // a bufio.Reader is a flate.Reader: gzip adds no buffer of its own
-		return nil
+		return "", nil
 	}
 	tr := tar.NewReader(&d.zr)
+	fp := sourcefp.New()
 	var total int64
 	for {
-		if _, err := tr.Next(); err != nil {
-			return nil // io.EOF: the archive's end; anything else: not a tar
+		h, err := tr.Next()
+		if err == io.EOF {
+			return fp.Sum(), nil // the archive's end
 		}
-		n, err := io.Copy(io.Discard, io.LimitReader(tr, limit-total+1))
+		if err != nil {
+			return "", nil // not a tar
+		}
+		fp.Header(h)
+		n, err := io.CopyBuffer(fp, io.LimitReader(tr, limit-total+1), d.buf)
 		total += n
 		if total > limit {
-			return fmt.Errorf("%w: the project expands to more than %d bytes (%s), the controller's limit, though its archive is smaller; leave large files out with .easignore, or raise the controller's --max-source-bytes",
+			return "", fmt.Errorf("%w: the project expands to more than %d bytes (%s), the controller's limit, though its archive is smaller; leave large files out with .easignore, or raise the controller's --max-source-bytes",
 				store.ErrTooLarge, limit, bytesize.IEC(limit))
 		}
 		if err != nil {
-			return nil
+			return "", nil
 		}
 	}
 }
 
-// gunzipper is a reusable gzip reader with its input buffer.
+// gunzipper is a reusable gzip reader with its input buffer, and the
+// buffer that carries the entries' bytes to the fingerprint.
 type gunzipper struct {
-	br *bufio.Reader
-	zr gzip.Reader
+	br  *bufio.Reader
+	zr  gzip.Reader
+	buf []byte
 }

@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"errors"
+	"fmt"
+	"math/rand/v2"
 	"sync"
 	"testing"
 
@@ -42,9 +44,50 @@ func TestMeasureTarGzReusesItsDecompressor(t *testing.T) {
 		in      []byte
 		tooLong bool
 	}{{small, false}, {bomb, true}, {small, false}, {[]byte("not gzip"), false}, {bomb, true}, {small[:len(small)/2], false}, {small, false}} {
-		err := measureTarGz(bytes.NewReader(c.in), limit, &pool)
+		_, err := measureTarGz(bytes.NewReader(c.in), limit, &pool)
 		if got := errors.Is(err, store.ErrTooLarge); got != c.tooLong || (err != nil && !got) {
 			t.Fatalf("archive %d: %v, want too large: %v", i, err, c.tooLong)
+		}
+	}
+}
+
+// BenchmarkMeasureTarGz is the controller's work on a streamed source
+// beyond storing it: decompress, measure and fingerprint, per expanded
+// byte. The project is 1024 files of 64 KiB, half text, half random
+// (assets), as a project packs.
+func BenchmarkMeasureTarGz(b *testing.B) {
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	rng := rand.New(rand.NewPCG(1, 2))
+	text := bytes.Repeat([]byte("export const answer = 42; // a line of a project's source\n"), 64<<10/58+1)[:64<<10]
+	asset := make([]byte, 64<<10)
+	var expanded int64
+	for i := range 1024 {
+		body := text
+		if i%2 == 1 {
+			for j := range asset {
+				asset[j] = byte(rng.Uint32())
+			}
+			body = asset
+		}
+		if err := tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("src/f%04d", i), Mode: 0o644, Size: int64(len(body)), Typeflag: tar.TypeReg}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := tw.Write(body); err != nil {
+			b.Fatal(err)
+		}
+		expanded += int64(len(body))
+	}
+	if err := errors.Join(tw.Close(), gz.Close()); err != nil {
+		b.Fatal(err)
+	}
+	var pool sync.Pool
+	b.SetBytes(expanded)
+	b.ReportAllocs()
+	for b.Loop() {
+		if fp, err := measureTarGz(bytes.NewReader(buf.Bytes()), 1<<40, &pool); err != nil || fp == "" {
+			b.Fatalf("%q %v", fp, err)
 		}
 	}
 }

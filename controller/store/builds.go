@@ -31,7 +31,11 @@ type NewBuild struct {
 	SourceSize     int64
 	SourceSHA256   string
 	SourceFormat   string // tar.gz | zip
-	HasCerts       bool
+	// SourceFingerprint is the source's fingerprint as the controller
+	// computed it from the archive (sourcefp); "" when it computed none.
+	// Submit records whether the spec declared another.
+	SourceFingerprint string
+	HasCerts          bool
 	// HasCredentials: a sealed credentials file (api.BuildCredentials).
 	HasCredentials bool
 	// Spec is the api.BuildSpec as JSON; nil for a raw submit.
@@ -95,6 +99,7 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 	if timeout <= 0 {
 		timeout = s.cfg.DefaultTimeout
 	}
+	mismatch := sourceMismatch(spec, nb.SourceFingerprint)
 	token, hash := newSecret(prefixBuildToken)
 	var out Submitted
 	err = s.withTx(ctx, func(t *txn) error {
@@ -107,15 +112,15 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 		err := t.QueryRow(ctx, `
 			INSERT INTO builds (id, status, platform, profile, priority, token_hash, submitted_by, idempotency_key, retry_of,
 				source_size, source_sha256, source_format, has_certs, base_image, timeout_seconds, max_attempts, has_credentials, spec,
-				token_expires_at, project, cache_keys)
+				token_expires_at, project, cache_keys, source_fingerprint, source_fingerprint_mismatch)
 			VALUES ($1, 'pending', $2, $3, $4, $5, NULLIF($6, ''), NULLIF($7, ''), NULLIF($8, ''), $9, $10, $11, $12, NULLIF($13, ''), $14, $15, $16, $17,
-				now() + $18::interval, $19, $20)
+				now() + $18::interval, $19, $20, NULLIF($21, ''), $22)
 			ON CONFLICT (submitted_by, idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
 			RETURNING id, submitted_at, retry_of, (SELECT count(*) + 1 FROM builds p WHERE p.status = 'pending'
 				AND (p.priority, p.submitted_at, p.id) < (builds.priority, builds.submitted_at, builds.id)), token_expires_at`,
 			nb.ID, nb.Platform, nb.Profile, nb.Priority, hash, nb.SubmittedBy, nb.IdempotencyKey, nb.RetryOf,
 			nb.SourceSize, nb.SourceSHA256, nb.SourceFormat, nb.HasCerts, nb.BaseImage, int(timeout.Seconds()), s.cfg.MaxAttempts,
-			nb.HasCredentials, specParam(nb.Spec), s.cfg.BuildTokenTTL, nb.Project, cacheKeys,
+			nb.HasCredentials, specParam(nb.Spec), s.cfg.BuildTokenTTL, nb.Project, cacheKeys, nb.SourceFingerprint, mismatch,
 		).Scan(&b.ID, &b.SubmittedAt, &b.RetryOf, &pos, &out.TokenExpiresAt)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
@@ -143,9 +148,14 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 		}
 		b.QueuePosition = &pos
 		b.Spec = spec
+		b.SourceFingerprint, b.SourceFingerprintMismatch = nb.SourceFingerprint, mismatch
 		out.Build = b
-		t.emit(Change{Kind: "build", ID: b.ID, Status: string(api.StatusPending), Platform: nb.Platform, Event: "build.submitted",
-			Detail: map[string]any{"priority": nb.Priority, "profile": nb.Profile, "retry_of": nb.RetryOf, "project": nb.Project}})
+		detail := map[string]any{"priority": nb.Priority, "profile": nb.Profile, "retry_of": nb.RetryOf, "project": nb.Project}
+		if mismatch {
+			detail["source_fingerprint_mismatch"] = true
+			detail["declared_source_fingerprint"], detail["source_fingerprint"] = spec.SourceFingerprint, nb.SourceFingerprint
+		}
+		t.emit(Change{Kind: "build", ID: b.ID, Status: string(api.StatusPending), Platform: nb.Platform, Event: "build.submitted", Detail: detail})
 		return nil
 	})
 	out.Token = token
@@ -163,6 +173,13 @@ type querier interface {
 
 const positionColumn = `CASE WHEN b.status = 'pending' THEN (SELECT count(*) + 1 FROM builds p WHERE p.status = 'pending'
 	AND (p.priority, p.submitted_at, p.id) < (b.priority, b.submitted_at, b.id)) END`
+
+// sourceMismatch reports a spec that declares a source fingerprint other
+// than the one the controller computed (computed: "" for none): such a
+// build is never reused.
+func sourceMismatch(spec *api.BuildSpec, computed string) bool {
+	return spec != nil && spec.SourceFingerprint != "" && spec.SourceFingerprint != computed
+}
 
 // specParam is the spec column's value: SQL NULL for no spec.
 func specParam(spec []byte) any {
@@ -213,7 +230,10 @@ func specCacheKeys(spec *api.BuildSpec) ([]string, error) {
 func getBuild(ctx context.Context, q querier, id string) (api.Build, error) {
 	var pos *int
 	var spec []byte
-	b, err := scanBuildWithPosition(q.QueryRow(ctx, `SELECT `+buildColumns+`, `+positionColumn+`, b.spec FROM builds b WHERE b.id = $1`, id), &pos, &spec)
+	var fingerprint *string
+	var mismatch bool
+	b, err := scanBuildWithPosition(q.QueryRow(ctx, `SELECT `+buildColumns+`, `+positionColumn+`, b.spec, b.source_fingerprint, b.source_fingerprint_mismatch
+		FROM builds b WHERE b.id = $1`, id), &pos, &spec, &fingerprint, &mismatch)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return b, fmt.Errorf("%w: no build %q", ErrNotFound, id)
 	}
@@ -221,6 +241,10 @@ func getBuild(ctx context.Context, q querier, id string) (api.Build, error) {
 		return b, fmt.Errorf("read build: %w", err)
 	}
 	b.QueuePosition = pos
+	if fingerprint != nil {
+		b.SourceFingerprint = *fingerprint
+	}
+	b.SourceFingerprintMismatch = mismatch
 	if b.Spec, err = decodeSpec(spec); err != nil {
 		return b, err
 	}
@@ -601,6 +625,7 @@ func (s *Store) CancelState(ctx context.Context, w WorkerAuth, id string) (api.C
 type RetrySource struct {
 	Platform, Profile, SourceFormat, SourceSHA256, BaseImage string
 	Project                                                  string
+	SourceFingerprint                                        string // the controller's; "" for none
 	SubmittedBy                                              string
 	Priority                                                 int
 	SourceSize                                               int64
@@ -621,9 +646,10 @@ func (s *Store) RetrySource(ctx context.Context, id string) (RetrySource, error)
 	var base *string
 	err := s.pool.QueryRow(ctx, `SELECT platform, profile, source_format, source_sha256, base_image, COALESCE(submitted_by, ''),
 		priority, source_size, has_certs, has_credentials, certs_deleted_at IS NOT NULL, spec, timeout_seconds, status,
-		source_deleted_at IS NOT NULL, project FROM builds WHERE id = $1`, id).
+		source_deleted_at IS NOT NULL, project, COALESCE(source_fingerprint, '') FROM builds WHERE id = $1`, id).
 		Scan(&r.Platform, &r.Profile, &r.SourceFormat, &r.SourceSHA256, &base, &r.SubmittedBy, &r.Priority, &r.SourceSize,
-			&r.HadCerts, &r.HadCredentials, &r.CertsDeleted, &r.Spec, &timeoutSec, &r.Status, &r.SourceDeleted, &r.Project)
+			&r.HadCerts, &r.HadCredentials, &r.CertsDeleted, &r.Spec, &timeoutSec, &r.Status, &r.SourceDeleted, &r.Project,
+			&r.SourceFingerprint)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("%w: no build %q", ErrNotFound, id)
 	}

@@ -12,13 +12,17 @@ import (
 )
 
 // ReusableBuild returns the newest completed build that made what spec
-// would make: the same project, platform and source fingerprint, the same
-// resolved profile (name and content), the same signing credentials (by
-// fingerprint) and the same environment (environmentDigest: the variables
-// its attempt was claimed with are the project's variables of the spec's
-// environment now, values included), whose artifacts are still kept.
-// ErrNotFound when there is none; the caller then builds. Matching is on
-// the stored spec and digest, in SQL.
+// would make: the same project and platform; a source whose fingerprint,
+// as the controller computed it from the archive it received, is spec's
+// (a fingerprint a spec only declared is never matched: a build whose spec
+// declared another than its archive's is never reused, nor one stored
+// before the controller computed them); the same resolved profile (name
+// and content), the same signing credentials (by fingerprint) and the same
+// environment (environmentDigest: the variables its attempt was claimed
+// with are the project's variables of the spec's environment now, values
+// included); whose artifacts are still kept. ErrNotFound when there is
+// none; the caller then builds. Matching is on the stored columns, spec
+// and digest, in SQL.
 func (s *Store) ReusableBuild(ctx context.Context, spec api.BuildSpec) (api.Build, error) {
 	if !sha256Hex.MatchString(spec.SourceFingerprint) {
 		return api.Build{}, fmt.Errorf("%w: field \"source_fingerprint\" must be 64 lowercase hex digits (the SHA-256 expo-build computes while packing), got %q", ErrInvalid, spec.SourceFingerprint)
@@ -40,7 +44,8 @@ func (s *Store) ReusableBuild(ctx context.Context, spec api.BuildSpec) (api.Buil
 	err = pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{AccessMode: pgx.ReadOnly, IsoLevel: pgx.RepeatableRead}, func(tx pgx.Tx) error {
 		var id string
 		err := tx.QueryRow(ctx, `SELECT b.id FROM builds b
-			WHERE b.status = 'completed' AND b.project = $1 AND b.platform = $2 AND b.spec->>'source_fingerprint' = $3
+			WHERE b.status = 'completed' AND b.project = $1 AND b.platform = $2
+				AND b.source_fingerprint = $3 AND NOT b.source_fingerprint_mismatch
 				AND b.spec->>'profile_name' = $4 AND b.spec->'profile' = $5::jsonb AND b.spec->'credentials' = $6::jsonb
 				AND b.artifacts_deleted_at IS NULL AND ($7::float8 IS NULL OR b.completed_at > now() - make_interval(secs => $7))
 				AND b.env_digest = (SELECT `+environmentDigest+` FROM project_variables v WHERE v.project = $1 AND v.environment = $8)
