@@ -18,27 +18,27 @@ import (
 // ours. Fields EAS has and the farm does not (runtime, fingerprint,
 // initiatingActor, metrics, logFiles) are left out, as EAS leaves out nulls.
 type easBuild struct {
-	ID                  string         `json:"id"`
-	Status              string         `json:"status"`
-	Platform            string         `json:"platform"`
-	Error               *easError      `json:"error,omitempty"`
-	Artifacts           *easArtifacts  `json:"artifacts,omitempty"`
-	App                 *easApp        `json:"app,omitempty"`
-	UpdateChannel       *easNamed      `json:"updateChannel,omitempty"`
-	Distribution        string         `json:"distribution,omitempty"`
-	IOSEnterprise       string         `json:"iosEnterpriseProvisioning,omitempty"`
-	BuildProfile        string         `json:"buildProfile,omitempty"`
-	AppIdentifier       string         `json:"appIdentifier,omitempty"`
-	SDKVersion          string         `json:"sdkVersion,omitempty"`
-	AppVersion          string         `json:"appVersion,omitempty"`
-	AppBuildVersion     string         `json:"appBuildVersion,omitempty"`
-	GitCommitHash       string         `json:"gitCommitHash,omitempty"`
-	QueuePosition       *int           `json:"queuePosition,omitempty"`
-	CreatedAt           time.Time      `json:"createdAt"`
-	CompletedAt         *time.Time     `json:"completedAt,omitempty"`
-	Message             string         `json:"message,omitempty"`
-	ExpirationDate      *time.Time     `json:"expirationDate,omitempty"`
-	IsForIOSSimulator   bool           `json:"isForIosSimulator"`
+	ID                string        `json:"id"`
+	Status            string        `json:"status"`
+	Platform          string        `json:"platform"`
+	Error             *easError     `json:"error,omitempty"`
+	Artifacts         *easArtifacts `json:"artifacts,omitempty"`
+	App               *easApp       `json:"app,omitempty"`
+	UpdateChannel     *easNamed     `json:"updateChannel,omitempty"`
+	Distribution      string        `json:"distribution,omitempty"`
+	IOSEnterprise     string        `json:"iosEnterpriseProvisioning,omitempty"`
+	BuildProfile      string        `json:"buildProfile,omitempty"`
+	AppIdentifier     string        `json:"appIdentifier,omitempty"`
+	SDKVersion        string        `json:"sdkVersion,omitempty"`
+	AppVersion        string        `json:"appVersion,omitempty"`
+	AppBuildVersion   string        `json:"appBuildVersion,omitempty"`
+	GitCommitHash     string        `json:"gitCommitHash,omitempty"`
+	QueuePosition     *int          `json:"queuePosition,omitempty"`
+	CreatedAt         time.Time     `json:"createdAt"`
+	CompletedAt       *time.Time    `json:"completedAt,omitempty"`
+	Message           string        `json:"message,omitempty"`
+	ExpirationDate    *time.Time    `json:"expirationDate,omitempty"`
+	IsForIOSSimulator bool          `json:"isForIosSimulator"`
 	// The farm's own, under names EAS does not use: every artifact with
 	// its size and SHA-256, the farm project, the install page.
 	FarmArtifacts       []api.Artifact `json:"farmArtifacts,omitempty"`

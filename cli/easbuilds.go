@@ -171,7 +171,7 @@ func (a *App) cmdBuildList(ctx context.Context, inv *invocation, args []string) 
 		o.Limit = 200
 	}
 	var kept []api.Build
-	scanned := 0
+	scanned, next := 0, ""
 	for {
 		var page api.BuildList
 		err := s.retry(ctx, "list builds", true, func(ctx context.Context) error {
@@ -182,7 +182,7 @@ func (a *App) cmdBuildList(ctx context.Context, inv *invocation, args []string) 
 		if err != nil {
 			return wrapOp("list builds", err)
 		}
-		scanned += len(page.Builds)
+		scanned, next = scanned+len(page.Builds), page.NextCursor
 		for _, b := range page.Builds {
 			if f.keep(b) {
 				kept = append(kept, b)
@@ -198,7 +198,7 @@ func (a *App) cmdBuildList(ctx context.Context, inv *invocation, args []string) 
 		o.Cursor = page.NextCursor
 	}
 	more := ""
-	if len(kept) > want {
+	if len(kept) > want || len(kept) == want && next != "" {
 		more = fmt.Sprintf("expo-build build:list --offset %d (with the same filters)", want)
 	}
 	kept = kept[min(*offset, len(kept)):min(want, len(kept))]

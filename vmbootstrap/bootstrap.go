@@ -262,10 +262,7 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 		runner: &stepRunner{env: env, out: r.logs, grace: r.cfg.KillGrace, drain: 2 * time.Second, user: r.user},
 		caches: caches, phase: r.progress,
 	}
-	switch {
-	case len(caches.entries) > 0 && spec.ClearCache:
-		r.logs.Printf("\n▸ caches: not restored (--clear-cache); a successful build saves them afresh")
-	case len(caches.entries) > 0:
+	if len(caches.entries) > 0 {
 		r.logs.Printf("")
 		if caches.restore(ctx, r.cfg.CacheShare, r.bc.Caches) > 0 {
 			p.runner.env = caches.restoredEnv(p.runner.env)
