@@ -34,7 +34,11 @@ func (a *App) view(ctx context.Context, inv *invocation, args []string, eas bool
 	fs := inv.flags()
 	watch := fs.Bool("watch", false, "follow the build until it ends")
 	inv.alias(fs, "w", "watch")
-	pos, err := inv.parse(fs, args, map[bool]int{true: 0, false: 1}[eas], 1)
+	minArgs := 1
+	if eas {
+		minArgs = 0 // the newest build
+	}
+	pos, err := inv.parse(fs, args, minArgs, 1)
 	if err != nil {
 		return err
 	}
@@ -349,14 +353,9 @@ func (a *App) cmdList(ctx context.Context, inv *invocation, args []string) error
 	}
 	var out api.BuildList
 	for {
-		var page api.BuildList
-		err := s.retry(ctx, "list builds", true, func(ctx context.Context) error {
-			var err error
-			page, err = c.ListBuilds(ctx, o)
-			return err
-		})
+		page, err := s.listBuilds(ctx, c, o)
 		if err != nil {
-			return wrapOp("list builds", err)
+			return err
 		}
 		out.Builds = append(out.Builds, page.Builds...)
 		out.NextCursor = page.NextCursor
@@ -411,6 +410,20 @@ func printBuildTable(u *ui, builds []api.Build) {
 		}
 	}
 	u.printf("%s", strings.Join(lines, ""))
+}
+
+// listBuilds reads one page of builds, retrying network errors.
+func (s *session) listBuilds(ctx context.Context, c *api.Client, o api.ListOptions) (api.BuildList, error) {
+	var page api.BuildList
+	err := s.retry(ctx, "list builds", true, func(ctx context.Context) error {
+		var err error
+		page, err = c.ListBuilds(ctx, o)
+		return err
+	})
+	if err != nil {
+		return page, wrapOp("list builds", err)
+	}
+	return page, nil
 }
 
 func listFilterArgs(o api.ListOptions) string {

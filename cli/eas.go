@@ -3,6 +3,7 @@ package cli
 import (
 	"cmp"
 	"fmt"
+	"net/url"
 	"path"
 	"slices"
 	"strconv"
@@ -87,7 +88,7 @@ func toEAS(b api.Build, baseURL string) easBuild {
 		}
 	}
 	if art, ok := appArchive(b.Artifacts); ok {
-		u := strings.TrimSuffix(baseURL, "/") + "/api/builds/" + b.ID + "/artifacts/" + art.Name
+		u := strings.TrimSuffix(baseURL, "/") + "/api/builds/" + url.PathEscape(b.ID) + "/artifacts/" + url.PathEscape(art.Name)
 		out.Artifacts = &easArtifacts{BuildURL: u, ApplicationArchiveURL: u}
 	}
 	if sp := b.Spec; sp != nil {
@@ -169,10 +170,10 @@ func oldNameNote(old, now, why string) string {
 
 // emitEAS prints builds as `eas build --json` and `eas build:list --json`
 // do: one array.
-func emitEAS(inv *invocation, s *session, builds []api.Build) error {
+func emitEAS(inv *invocation, baseURL string, builds []api.Build) error {
 	out := make([]easBuild, len(builds))
 	for i, b := range builds {
-		out[i] = toEAS(b, s.baseURL)
+		out[i] = toEAS(b, baseURL)
 	}
 	return inv.ui.emit(out)
 }
@@ -213,16 +214,25 @@ func (f *easBuildFlag) help() string {
 	if f.refused != "" {
 		h = "refused: " + f.refused
 	}
-	if len(f.names) > 1 {
-		h += " (also --" + strings.Join(f.names[1:], ", --") + ")"
+	var also []string
+	for _, n := range f.names[1:] {
+		if len(n) == 1 {
+			n = "-" + n
+		} else {
+			n = "--" + n
+		}
+		also = append(also, n)
+	}
+	if len(also) > 0 {
+		h += " (also " + strings.Join(also, ", ") + ")"
 	}
 	return h
 }
 
 func easBuildFlags() []*easBuildFlag {
-	const noStores = "the farm does not send builds to the stores; send the downloaded archive with `eas submit --platform P --path FILE` (EAS Submit takes a local file) or fastlane"
+	const noStores = "the farm does not send builds to the stores; send the downloaded archive with: eas submit --platform P --path FILE (EAS Submit takes a local file) or fastlane"
 	return []*easBuildFlag{
-		{names: []string{"local"}, refused: "the farm builds on its workers; to build on this machine, run a worker on it (`freeagent run --vm-driver local`) with your controller, or run `npx eas-cli build --local`"},
+		{names: []string{"local"}, refused: "the farm builds on its workers; to build on this machine, run a worker on it (freeagent run --vm-driver local) with your controller, or run npx eas-cli build --local"},
 		{names: []string{"auto-submit", "s", "submit"}, refused: noStores},
 		{names: []string{"auto-submit-with-profile"}, value: true, refused: noStores},
 		{names: []string{"what-to-test"}, value: true, refused: "it goes with --auto-submit: " + noStores},

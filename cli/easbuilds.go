@@ -70,8 +70,8 @@ func (f buildFilter) keep(b api.Build) bool {
 // refusedFilter is an eas build:list filter on something the farm does not
 // record.
 type refusedFilter struct {
-	name, hint string
-	value      string
+	name, alias, hint string
+	value             string
 }
 
 func (a *App) cmdBuildList(ctx context.Context, inv *invocation, args []string) error {
@@ -100,11 +100,11 @@ func (a *App) cmdBuildList(ctx context.Context, inv *invocation, args []string) 
 	long(&f.gitCommit, "git-commit-hash", "gitCommitHash", "only builds of the git `COMMIT` (a prefix is enough)")
 	fs.BoolVar(&f.simulator, "simulator", false, "only iOS simulator builds (with --platform ios)")
 	refused := []*refusedFilter{
-		{name: "runtime-version", hint: "the farm does not record runtime versions; filter by --app-version or --git-commit-hash"},
+		{name: "runtime-version", alias: "runtimeVersion", hint: "the farm does not record runtime versions; filter by --app-version or --git-commit-hash"},
 		{name: "fingerprint-hash", hint: "the farm does not compute Expo fingerprints; filter by --git-commit-hash, or let `expo-build build --reuse` find a build of the same source"},
 	}
 	for _, r := range refused {
-		long(&r.value, r.name, map[string]string{"runtime-version": "runtimeVersion"}[r.name], "refused: "+r.hint)
+		long(&r.value, r.name, r.alias, "refused: "+r.hint)
 	}
 	fs.IntVar(&o.Limit, "limit", 10, "`N` builds, 1 to 200")
 	offset := fs.Int("offset", 0, "skip the first `N` builds that match")
@@ -173,14 +173,9 @@ func (a *App) cmdBuildList(ctx context.Context, inv *invocation, args []string) 
 	var kept []api.Build
 	scanned, next := 0, ""
 	for {
-		var page api.BuildList
-		err := s.retry(ctx, "list builds", true, func(ctx context.Context) error {
-			var err error
-			page, err = c.ListBuilds(ctx, o)
-			return err
-		})
+		page, err := s.listBuilds(ctx, c, o)
 		if err != nil {
-			return wrapOp("list builds", err)
+			return err
 		}
 		scanned, next = scanned+len(page.Builds), page.NextCursor
 		for _, b := range page.Builds {
@@ -213,11 +208,7 @@ func emitBuilds(inv *invocation, s *session, more string, builds ...api.Build) e
 		if s != nil {
 			base = s.baseURL
 		}
-		out := make([]easBuild, len(builds))
-		for i, b := range builds {
-			out[i] = toEAS(b, base)
-		}
-		return inv.ui.emit(out)
+		return emitEAS(inv, base, builds)
 	}
 	printBuildTable(inv.ui, builds)
 	if more != "" && len(builds) > 0 {
@@ -242,14 +233,9 @@ func newestBuild(ctx context.Context, s *session) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	var page api.BuildList
-	err = s.retry(ctx, "list builds", true, func(ctx context.Context) error {
-		var err error
-		page, err = c.ListBuilds(ctx, api.ListOptions{Limit: 1})
-		return err
-	})
+	page, err := s.listBuilds(ctx, c, api.ListOptions{Limit: 1})
 	if err != nil {
-		return "", wrapOp("find the newest build", err)
+		return "", err
 	}
 	if len(page.Builds) == 0 {
 		return "", &cliError{code: ExitNotFound, msg: "there are no builds yet", hint: "start one: expo-build build -p android"}
@@ -276,7 +262,11 @@ func (a *App) cmdBuildCancel(ctx context.Context, inv *invocation, args []string
 	if len(pos) == 1 && (*platform != "" || *profile != "") {
 		return usageErr("a build id does not go with --platform or --profile: they choose among the running builds when no id is given")
 	}
-	if *platform != "" && *platform != api.PlatformAndroid && *platform != api.PlatformIOS && *platform != "all" {
+	switch *platform {
+	case "", api.PlatformAndroid, api.PlatformIOS:
+	case "all":
+		*platform = ""
+	default:
 		return usageErr("unknown platform %q: use --platform android, ios or all", *platform)
 	}
 	s, err := inv.session()
@@ -289,7 +279,7 @@ func (a *App) cmdBuildCancel(ctx context.Context, inv *invocation, args []string
 	if *nonInteractive || inv.json || !a.StdinTTY {
 		return usageErr("which build? pass its id: expo-build build:cancel <id> (without a terminal, or with --non-interactive or --json, nothing is asked)")
 	}
-	id, err := a.chooseRunning(ctx, inv, s, strings.TrimPrefix(*platform, "all"), *profile)
+	id, err := a.chooseRunning(ctx, inv, s, *platform, *profile)
 	if err != nil {
 		return err
 	}
@@ -303,14 +293,9 @@ func (a *App) chooseRunning(ctx context.Context, inv *invocation, s *session, pl
 	if err != nil {
 		return "", err
 	}
-	var page api.BuildList
-	err = s.retry(ctx, "list builds", true, func(ctx context.Context) error {
-		var err error
-		page, err = c.ListBuilds(ctx, api.ListOptions{Platform: platform, Limit: 200})
-		return err
-	})
+	page, err := s.listBuilds(ctx, c, api.ListOptions{Platform: platform, Limit: 200})
 	if err != nil {
-		return "", wrapOp("list builds", err)
+		return "", err
 	}
 	running := slices.DeleteFunc(page.Builds, func(b api.Build) bool {
 		return b.Status.Terminal() || profile != "" && b.Profile != profile

@@ -276,7 +276,7 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 		}
 		if o.eas && inv.json {
 			// As eas build: the builds as they ended, then the exit code.
-			if err := emitEAS(inv, s, ended); err != nil {
+			if err := emitEAS(inv, s.baseURL, ended); err != nil {
 				return err
 			}
 		}
@@ -294,7 +294,7 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 				return err
 			}
 		}
-		return emitEAS(inv, s, queued)
+		return emitEAS(inv, s.baseURL, queued)
 	}
 	if inv.json {
 		if len(results) == 1 {
