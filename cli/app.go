@@ -96,22 +96,34 @@ type command struct {
 	name, args, summary string
 	long                string // the help text above the flags
 	run                 func(ctx context.Context, inv *invocation, args []string) error
+	// renamedTo is the EAS name of a command kept under its old name for
+	// one release (it runs as it did, after a note); why says what else
+	// changed with the name.
+	renamedTo, why string
 }
 
 func (a *App) commands() []*command {
 	return []*command{
-		{name: "submit", args: "[path]", summary: "pack the Expo project and queue a build", long: submitHelp, run: a.cmdSubmit},
-		{name: "status", args: "<id>", summary: "status, queue position, phase, attempts and error of a build (--watch follows it)", long: statusHelp, run: a.cmdStatus},
+		{name: "build", args: "[path]", summary: "pack the Expo project, build it, wait and download the artifacts (as `eas build`; --no-wait returns once queued)", long: buildHelp, run: a.cmdBuild},
+		{name: "build:list", args: "", summary: "list builds, newest first, with EAS's filters", long: buildListHelp, run: a.cmdBuildList},
+		{name: "build:view", args: "[id]", summary: "a build's status, queue position, phase, attempts and error (default: the newest build; --watch follows it)", long: buildViewHelp, run: a.cmdBuildView},
+		{name: "build:cancel", args: "[id]", summary: "cancel a build (without an id: choose among the running ones)", long: buildCancelHelp, run: a.cmdBuildCancel},
+		{name: "build:download", args: "[id]", summary: "download a build's application archive (--all-artifacts: every artifact; resumable, SHA-256 verified)", long: buildDownloadHelp, run: a.cmdBuildDownload},
 		{name: "logs", args: "<id>", summary: "a build's log (-f follows it live until the build ends)", long: logsHelp, run: a.cmdLogs},
-		{name: "download", args: "<id>", summary: "download a build's artifacts (resumable, SHA-256 verified)", long: downloadHelp, run: a.cmdDownload},
-		{name: "list", args: "", summary: "list builds, newest first (filters, paging)", long: listHelp, run: a.cmdList},
-		{name: "cancel", args: "<id>", summary: "cancel a build", long: cancelHelp, run: a.cmdCancel},
 		{name: "retry", args: "<id>", summary: "queue a finished build again (same source and settings)", long: retryHelp, run: a.cmdRetry},
 		{name: "env", args: "set|list|delete [NAME]", summary: "the project's environment variables and secrets on the farm", long: envHelp, run: a.cmdEnv},
 		{name: "credentials", args: "set|list|delete", summary: "the project's signing credentials kept on the farm", long: credentialsHelp, run: a.cmdCredentials},
 		{name: "workers", args: "", summary: "list the workers (needs an admin API key)", long: workersHelp, run: a.cmdWorkers},
 		{name: "config", args: "", summary: "show or set the controller URL and API key", long: configHelp, run: a.cmdConfig},
 		{name: "version", args: "", summary: "print the version", long: "Prints expo-build's version.", run: a.cmdVersion},
+
+		{name: "submit", args: "[path]", long: submitHelp, run: a.cmdSubmit, renamedTo: "build",
+			why: "which waits for the build and downloads its artifacts unless --no-wait, as `eas build` does; `eas submit` sends a build to a store"},
+		{name: "status", args: "<id>", long: statusHelp, run: a.cmdStatus, renamedTo: "build:view"},
+		{name: "list", args: "", long: listHelp, run: a.cmdList, renamedTo: "build:list", why: "whose --json prints EAS's array of builds"},
+		{name: "cancel", args: "<id>", long: cancelHelp, run: a.cmdCancel, renamedTo: "build:cancel"},
+		{name: "download", args: "<id>", long: downloadHelp, run: a.cmdDownload, renamedTo: "build:download",
+			why: "which downloads the application archive unless --all-artifacts"},
 	}
 }
 
@@ -190,6 +202,9 @@ func (a *App) Run(ctx context.Context, args []string) int {
 		msg := fmt.Sprintf("unknown command %q", name)
 		inv.ui.fail(ExitUsage, msg, "run `expo-build --help` for the commands")
 		return ExitUsage
+	}
+	if c := inv.cmd; c.renamedTo != "" {
+		inv.ui.warn("%s", oldNameNote(c.name, c.renamedTo, c.why))
 	}
 	err := inv.cmd.run(ctx, inv, args)
 	if errors.Is(err, errHelpShown) {
@@ -376,10 +391,16 @@ Usage: expo-build <command> [arguments] [flags]
 Commands:
 `)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+	var renamed []string
 	for _, c := range a.commands() {
+		if c.renamedTo != "" {
+			renamed = append(renamed, c.name+" → "+c.renamedTo)
+			continue
+		}
 		fmt.Fprintf(tw, "  %s %s\t%s\n", c.name, c.args, c.summary)
 	}
 	tw.Flush()
+	b.WriteString("\nRenamed to EAS's names (the old names work until the next release):\n  " + strings.Join(renamed, ", ") + "\n")
 	b.WriteString(`
 Global flags (every command):
   --json                machine-readable output on standard output; errors become a JSON
@@ -401,7 +422,8 @@ Environment:
 Typical use:
   expo-build config --controller-url https://builds.example.com
   expo-build config --api-key-stdin          (paste a developer key)
-  expo-build submit --platform ios --p12 dist.p12 --profile app.mobileprovision --wait
+  expo-build build --platform android --profile production   (waits, then downloads)
+  expo-build build -p ios --p12 dist.p12 --provisioning-profile app.mobileprovision --no-wait
 
 `)
 	b.WriteString(exitCodesHelp)

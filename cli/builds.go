@@ -25,19 +25,45 @@ completed, 1 when it failed or was cancelled. With --json: the build object (wit
 one object per line at each change).`
 
 func (a *App) cmdStatus(ctx context.Context, inv *invocation, args []string) error {
+	return a.view(ctx, inv, args, false)
+}
+
+// view is build:view (eas: the id is optional, --json prints the build as
+// eas-cli does) and its old name status.
+func (a *App) view(ctx context.Context, inv *invocation, args []string, eas bool) error {
 	fs := inv.flags()
 	watch := fs.Bool("watch", false, "follow the build until it ends")
 	inv.alias(fs, "w", "watch")
-	s, id, err := inv.buildArg(fs, args)
+	minArgs := 1
+	if eas {
+		minArgs = 0 // the newest build
+	}
+	pos, err := inv.parse(fs, args, minArgs, 1)
 	if err != nil {
+		return err
+	}
+	s, err := inv.session()
+	if err != nil {
+		return err
+	}
+	id := ""
+	if len(pos) == 1 {
+		id = pos[0]
+	} else if id, err = newestBuild(ctx, s); err != nil {
 		return err
 	}
 	b, err := s.getBuild(ctx, id)
 	if err != nil {
 		return err
 	}
+	shown := func(b api.Build) any {
+		if eas {
+			return toEAS(b, s.baseURL)
+		}
+		return b
+	}
 	if inv.json {
-		if err := inv.ui.emit(b); err != nil {
+		if err := inv.ui.emit(shown(b)); err != nil {
 			return err
 		}
 	} else {
@@ -61,7 +87,7 @@ func (a *App) cmdStatus(ctx context.Context, inv *invocation, args []string) err
 		if k := watchKey(b); k != last {
 			last = k
 			if inv.json {
-				inv.ui.emit(b) //nolint:errcheck
+				inv.ui.emit(shown(b)) //nolint:errcheck
 			} else {
 				inv.ui.printf("%s  %s\n", inv.ui.o(cDim, time.Now().Format("15:04:05")), statusLine(inv.ui, b))
 			}
@@ -291,11 +317,11 @@ func printNext(u *ui, b api.Build) {
 	var next []string
 	switch {
 	case b.Status == api.StatusCompleted && len(b.Artifacts) > 0:
-		next = append(next, "expo-build download "+b.ID)
+		next = append(next, "expo-build build:download "+b.ID)
 	case b.Status == api.StatusFailed || b.Status == api.StatusCancelled:
 		next = append(next, "expo-build logs "+b.ID, "expo-build retry "+b.ID)
 	case !b.Status.Terminal():
-		next = append(next, "expo-build logs "+b.ID+" -f", "expo-build status "+b.ID+" --watch")
+		next = append(next, "expo-build logs "+b.ID+" -f", "expo-build build:view "+b.ID+" --watch")
 	}
 	if len(next) > 0 {
 		u.printf("%s %s\n", u.o(cDim, "Next:"), strings.Join(next, "   "))
@@ -327,14 +353,9 @@ func (a *App) cmdList(ctx context.Context, inv *invocation, args []string) error
 	}
 	var out api.BuildList
 	for {
-		var page api.BuildList
-		err := s.retry(ctx, "list builds", true, func(ctx context.Context) error {
-			var err error
-			page, err = c.ListBuilds(ctx, o)
-			return err
-		})
+		page, err := s.listBuilds(ctx, c, o)
 		if err != nil {
-			return wrapOp("list builds", err)
+			return err
 		}
 		out.Builds = append(out.Builds, page.Builds...)
 		out.NextCursor = page.NextCursor
@@ -349,15 +370,24 @@ func (a *App) cmdList(ctx context.Context, inv *invocation, args []string) error
 	if inv.json {
 		return inv.ui.emit(out)
 	}
-	if len(out.Builds) == 0 {
-		inv.ui.printf("No builds.\n")
-		return nil
+	printBuildTable(inv.ui, out.Builds)
+	if out.NextCursor != "" {
+		inv.ui.printf("%s expo-build list --cursor %s%s\n", inv.ui.o(cDim, "More:"), out.NextCursor, listFilterArgs(o))
+	}
+	return nil
+}
+
+// printBuildTable prints builds as a table, one a line.
+func printBuildTable(u *ui, builds []api.Build) {
+	if len(builds) == 0 {
+		u.printf("No builds.\n")
+		return
 	}
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tSTATUS\tPLATFORM\tPROFILE\tPRIORITY\tATTEMPTS\tQUEUE\tSUBMITTED\tARTIFACTS UNTIL")
 	now := time.Now()
-	for _, b := range out.Builds {
+	for _, b := range builds {
 		q := "-"
 		if b.QueuePosition != nil {
 			q = fmt.Sprint(*b.QueuePosition)
@@ -374,16 +404,26 @@ func (a *App) cmdList(ctx context.Context, inv *invocation, args []string) error
 	// as width).
 	lines := strings.SplitAfter(buf.String(), "\n")
 	col := strings.Index(lines[0], "STATUS")
-	for i, b := range out.Builds {
+	for i, b := range builds {
 		if l := lines[i+1]; col >= 0 && len(l) >= col+len(b.Status) {
-			lines[i+1] = l[:col] + inv.ui.o(statusColor(b.Status), string(b.Status)) + l[col+len(b.Status):]
+			lines[i+1] = l[:col] + u.o(statusColor(b.Status), string(b.Status)) + l[col+len(b.Status):]
 		}
 	}
-	inv.ui.printf("%s", strings.Join(lines, ""))
-	if out.NextCursor != "" {
-		inv.ui.printf("%s expo-build list --cursor %s%s\n", inv.ui.o(cDim, "More:"), out.NextCursor, listFilterArgs(o))
+	u.printf("%s", strings.Join(lines, ""))
+}
+
+// listBuilds reads one page of builds, retrying network errors.
+func (s *session) listBuilds(ctx context.Context, c *api.Client, o api.ListOptions) (api.BuildList, error) {
+	var page api.BuildList
+	err := s.retry(ctx, "list builds", true, func(ctx context.Context) error {
+		var err error
+		page, err = c.ListBuilds(ctx, o)
+		return err
+	})
+	if err != nil {
+		return page, wrapOp("list builds", err)
 	}
-	return nil
+	return page, nil
 }
 
 func listFilterArgs(o api.ListOptions) string {
@@ -400,7 +440,7 @@ func listFilterArgs(o api.ListOptions) string {
 }
 
 const cancelHelp = `Cancels a build. A pending build is cancelled at once; a running one is stopped by its
-worker within moments (expo-build status <id> --watch shows when). A cancel that reaches the
+worker within moments (expo-build build:view <id> --watch shows when). A cancel that reaches the
 controller before the worker reports the result wins; a build that already completed or
 failed cannot be cancelled, and the command says so and exits 1.`
 
@@ -410,8 +450,12 @@ func (a *App) cmdCancel(ctx context.Context, inv *invocation, args []string) err
 	if err != nil {
 		return err
 	}
+	return a.cancelBuild(ctx, inv, s, id)
+}
+
+func (a *App) cancelBuild(ctx context.Context, inv *invocation, s *session, id string) error {
 	var resp api.CancelResponse
-	err = s.withBuild(ctx, id, "cancel build "+id, true, func(ctx context.Context, c *api.Client) error {
+	err := s.withBuild(ctx, id, "cancel build "+id, true, func(ctx context.Context, c *api.Client) error {
 		var err error
 		resp, err = c.Cancel(ctx, id)
 		return err
@@ -428,7 +472,7 @@ func (a *App) cmdCancel(ctx context.Context, inv *invocation, args []string) err
 	case resp.Status.Terminal():
 		inv.ui.printf("Build %s had already ended (%s); nothing to cancel.\n", id, resp.Status)
 	default:
-		inv.ui.printf("Cancel requested: the worker is told at once and stops build %s.\n%s expo-build status %s --watch\n", id, inv.ui.o(cDim, "Next:"), id)
+		inv.ui.printf("Cancel requested: the worker is told at once and stops build %s.\n%s expo-build build:view %s --watch\n", id, inv.ui.o(cDim, "Next:"), id)
 	}
 	return nil
 }
@@ -485,7 +529,7 @@ func (a *App) cmdRetry(ctx context.Context, inv *invocation, args []string) erro
 	if sub.QueuePosition != nil {
 		inv.ui.printf(" (position %d in the queue)", *sub.QueuePosition)
 	}
-	inv.ui.printf("\n  Follow it:   expo-build status %s --watch\n  Live logs:   expo-build logs %s -f\n", sub.ID, sub.ID)
+	inv.ui.printf("\n  Follow it:   expo-build build:view %s --watch\n  Live logs:   expo-build logs %s -f\n", sub.ID, sub.ID)
 	return nil
 }
 
@@ -622,7 +666,7 @@ func artifactsExpiry(b api.Build, now time.Time) string {
 	return "artifacts expire " + b.ArtifactsExpireAt.Local().Format(time.DateOnly) + " (" + in + ")"
 }
 
-// listExpiry is artifactsExpiry for a column of expo-build list.
+// listExpiry is artifactsExpiry for a column of the builds table.
 func listExpiry(b api.Build) string {
 	switch {
 	case b.ArtifactsExpired:

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"flag"
 	"fmt"
 	"hash"
 	"io"
@@ -37,28 +38,43 @@ type downloaded struct {
 	AlreadyPresent bool   `json:"already_present,omitempty"`
 }
 
+// downloadOpts are the flags download and build:download share.
+type downloadOpts struct {
+	output, only string
+	force, wait  bool
+}
+
+func (d *downloadOpts) flags(inv *invocation, fs *flag.FlagSet) {
+	fs.StringVar(&d.output, "output", "", "`DIR` for the artifacts (created if missing; default ./<build-id>/)")
+	inv.alias(fs, "o", "output")
+	fs.BoolVar(&d.force, "force", false, "replace existing files")
+	fs.StringVar(&d.only, "artifact", "", "download only the artifact with this `NAME`")
+	fs.BoolVar(&d.wait, "wait", false, "wait for the build to end first")
+}
+
+// waitToDownload gets the build, first waiting for it to end with wait.
+func (a *App) waitToDownload(ctx context.Context, inv *invocation, s *session, id string, wait bool) (api.Build, error) {
+	b, err := s.getBuild(ctx, id)
+	if err != nil || !wait || b.Status.Terminal() {
+		return b, err
+	}
+	inv.ui.info("Waiting for build %s (%s)…", id, b.Status)
+	return a.watchBuild(ctx, s, id, b, func(api.Build) {})
+}
+
 func (a *App) cmdDownload(ctx context.Context, inv *invocation, args []string) error {
 	fs := inv.flags()
-	output := fs.String("output", "", "`DIR` for the artifacts (created if missing; default ./<build-id>/)")
-	inv.alias(fs, "o", "output")
-	force := fs.Bool("force", false, "replace existing files")
-	only := fs.String("artifact", "", "download only the artifact with this `NAME`")
-	wait := fs.Bool("wait", false, "wait for the build to end first")
+	var d downloadOpts
+	d.flags(inv, fs)
 	s, id, err := inv.buildArg(fs, args)
 	if err != nil {
 		return err
 	}
-	b, err := s.getBuild(ctx, id)
+	b, err := a.waitToDownload(ctx, inv, s, id, d.wait)
 	if err != nil {
 		return err
 	}
-	if *wait && !b.Status.Terminal() {
-		inv.ui.info("Waiting for build %s (%s)…", id, b.Status)
-		if b, err = a.watchBuild(ctx, s, id, b, func(api.Build) {}); err != nil {
-			return err
-		}
-	}
-	files, err := a.download(ctx, inv, s, b, *output, *force, *only)
+	files, err := a.download(ctx, inv, s, b, d.output, d.force, d.only)
 	if err != nil {
 		return err
 	}
@@ -91,7 +107,7 @@ func (a *App) download(ctx context.Context, inv *invocation, s *session, b api.B
 	if len(arts) == 0 {
 		switch {
 		case !b.Status.Terminal():
-			return nil, failErr(fmt.Sprintf("wait for it: expo-build download %s --wait (or expo-build status %s --watch)", b.ID, b.ID),
+			return nil, failErr(fmt.Sprintf("wait for it: expo-build build:download %s --wait (or expo-build build:view %s --watch)", b.ID, b.ID),
 				"build %s is %s: it has no artifacts yet", b.ID, b.Status)
 		case b.Status == api.StatusCompleted:
 			return nil, failErr("expo-build logs "+b.ID+" shows what the build did", "build %s completed without artifacts", b.ID)

@@ -100,7 +100,7 @@ func TestSubmitBuildDownload(t *testing.T) {
 	}
 	expires := b.ArtifactsExpireAt.Local().Format(time.DateOnly)
 	human := e.mustRun(0, nil, "status", id)
-	for _, want := range []string{"completed", "app-release.apk", "expo-build download " + id, "priority 1", "/install/" + id + "?",
+	for _, want := range []string{"completed", "app-release.apk", "expo-build build:download " + id, "priority 1", "/install/" + id + "?",
 		"artifacts expire " + expires, "Phases", "Install dependencies", "1m23s  succeeded", "Build (Gradle / pods and Xcode)"} {
 		if !strings.Contains(human.stdout, want) {
 			t.Errorf("status output lacks %q:\n%s", want, human.stdout)
@@ -409,7 +409,7 @@ func TestBadInput(t *testing.T) {
 			[]string{"cannot reach the controller"}},
 		{"no controller URL", map[string]string{"EXPO_CONTROLLER_URL": ""}, []string{"status", id}, ExitUsage, []string{"no controller URL", "expo-build config --controller-url"}},
 		{"bad controller URL", map[string]string{"EXPO_CONTROLLER_URL": "ftp://x"}, []string{"status", id}, ExitUsage, []string{"not an http(s) URL"}},
-		{"unknown build", nil, []string{"status", "b_doesnotexist"}, ExitNotFound, []string{`no build "b_doesnotexist"`, "404", "expo-build list"}},
+		{"unknown build", nil, []string{"status", "b_doesnotexist"}, ExitNotFound, []string{`no build "b_doesnotexist"`, "404", "expo-build build:list"}},
 		{"unknown build logs", nil, []string{"logs", "b_doesnotexist", "-f"}, ExitNotFound, []string{"b_doesnotexist"}},
 		{"unknown command", nil, []string{"sumbit"}, ExitUsage, []string{`unknown command "sumbit"`}},
 		{"unknown flag", nil, []string{"status", id, "--wacth"}, ExitUsage, []string{"wacth", "expo-build status --help"}},
@@ -443,7 +443,7 @@ func TestBadInput(t *testing.T) {
 		})
 	}
 	// --json errors are JSON on standard error, with the exit code.
-	r := e.run(nil, "status", "b_doesnotexist", "--json")
+	r := e.run(nil, "build:view", "b_doesnotexist", "--json")
 	var je struct {
 		Error    string `json:"error"`
 		ExitCode int    `json:"exit_code"`

@@ -171,7 +171,7 @@ func describe(err error, s *session) (msg, hint string) {
 		case http.StatusUnauthorized, http.StatusForbidden:
 			return err.Error(), authHint(ae.Status)
 		case http.StatusNotFound:
-			return err.Error(), "check the id; `expo-build list` shows recent builds"
+			return err.Error(), "check the id; `expo-build build:list` shows recent builds"
 		case http.StatusRequestEntityTooLarge:
 			return err.Error(), "the project is larger than the controller accepts: exclude large files in .easignore (or .gitignore)"
 		case http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:

@@ -60,7 +60,7 @@ func (a *App) reportEnd(ctx context.Context, inv *invocation, s *session, id str
 		inv.ui.emit(map[string]any{"event": "end", "status": status}) //nolint:errcheck
 	}
 	if status == api.StatusCompleted {
-		inv.ui.info("%s build %s completed; fetch it with: expo-build download %s", inv.ui.e(cGreen, "✔"), id, id)
+		inv.ui.info("%s build %s completed; fetch it with: expo-build build:download %s", inv.ui.e(cGreen, "✔"), id, id)
 		return nil
 	}
 	b, err := s.getBuild(ctx, id)

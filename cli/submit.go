@@ -26,11 +26,9 @@ import (
 	"github.com/freeagent-build/freeagent/internal/config"
 )
 
-const submitHelp = `Packs the Expo project and queues a build on the controller. It prints the build id,
-its queue position and the commands to follow it; with --wait it follows the build and
-downloads the artifacts when it completes.
-
-The project is the directory given (default: the current one) or its nearest parent that
+// submitDetails is what build's and submit's help say of the project,
+// the upload, the signing and the idempotency.
+const submitDetails = `The project is the directory given (default: the current one) or its nearest parent that
 holds app.json or app.config.(js|ts|mjs|cjs|json). It is streamed as a tar.gz while it
 uploads, so a project of any size needs little memory. Before anything is sent, a project
 without package.json is refused, and one larger than the controller accepts (its
@@ -57,9 +55,14 @@ type submitOpts struct {
 	project                                                   string
 	timeout                                                   time.Duration
 	wait, noWait, logs, force, nonInteractive                 bool
-	reuse                                                     bool
+	reuse, clearCache                                         bool
 	sign                                                      signing
 	limits                                                    api.Limits // the controller's, learnt before packing
+	// eas: the build command, with eas build's defaults (wait), flags and
+	// --json (an array of builds as eas-cli prints them).
+	eas bool
+	// easFlags are eas build's flags the farm refuses or has no use for.
+	easFlags []*easBuildFlag
 }
 
 // flags registers submit's flags on a new flag set.
@@ -78,8 +81,21 @@ func (o *submitOpts) flags(inv *invocation) *flag.FlagSet {
 	fs.Var(&o.sign.profiles, "provisioning-profile", "provisioning profile `FILE` (.mobileprovision; repeat for app extensions)")
 	fs.StringVar(&o.sign.certsZip, "certs", "", "prepared certs `ZIP` (one .p12, password.txt, *.mobileprovision)")
 	fs.Var(&config.DurationValue{P: &o.timeout, ZeroOK: true}, "build-timeout", "build time `LIMIT`, e.g. 45m, 2h or 7200 (seconds); 0: the controller's default (30m unless its admin changed it)")
-	fs.BoolVar(&o.wait, "wait", false, "follow the build and download the artifacts when it completes")
-	fs.BoolVar(&o.noWait, "no-wait", false, "return once the build is queued (the default)")
+	if o.eas {
+		fs.BoolVar(&o.wait, "wait", true, "follow the build and download the artifacts when it completes (the default, as in EAS)")
+		fs.BoolVar(&o.noWait, "no-wait", false, "return once the build is queued")
+		fs.BoolVar(&o.clearCache, "clear-cache", false, "build without restoring the dependency caches; a success saves them afresh")
+		o.easFlags = easBuildFlags()
+		for _, f := range o.easFlags {
+			for _, name := range f.names {
+				fs.Var(f, name, "")
+			}
+			fs.Lookup(f.names[0]).Usage = f.help()
+		}
+	} else {
+		fs.BoolVar(&o.wait, "wait", false, "follow the build and download the artifacts when it completes")
+		fs.BoolVar(&o.noWait, "no-wait", false, "return once the build is queued (the default)")
+	}
 	fs.BoolVar(&o.logs, "logs", false, "with --wait: stream the build log instead of status changes")
 	fs.StringVar(&o.output, "output", "", "with --wait: `DIR` for the artifacts (default: ./<build-id>/)")
 	inv.alias(fs, "o", "output")
@@ -90,11 +106,34 @@ func (o *submitOpts) flags(inv *invocation) *flag.FlagSet {
 }
 
 func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) error {
-	var o submitOpts
+	return a.submit(ctx, inv, args, submitOpts{})
+}
+
+func (a *App) cmdBuild(ctx context.Context, inv *invocation, args []string) error {
+	return a.submit(ctx, inv, args, submitOpts{eas: true})
+}
+
+func (a *App) submit(ctx context.Context, inv *invocation, args []string, o submitOpts) error {
 	fs := o.flags(inv)
 	pos, err := inv.parse(fs, args, 0, 1)
 	if err != nil {
 		return err
+	}
+	if o.eas {
+		waitSet := false
+		fs.Visit(func(f *flag.Flag) { waitSet = waitSet || f.Name == "wait" })
+		if o.noWait && waitSet && o.wait {
+			return usageErr("--wait and --no-wait contradict each other")
+		}
+		if o.noWait {
+			o.wait = false
+		}
+		o.noWait = !o.wait
+		// As in EAS, --json never prompts.
+		o.nonInteractive = o.nonInteractive || inv.json
+		if err := checkEASBuildFlags(inv.ui, o.easFlags); err != nil {
+			return err
+		}
 	}
 	dir := "."
 	if len(pos) == 1 {
@@ -196,7 +235,7 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 		if err != nil {
 			return err
 		}
-		r.spec.Message = o.message
+		r.spec.Message, r.spec.ClearCache = o.message, o.clearCache
 		if platform == api.PlatformIOS {
 			if r.certs, err = a.certsZip(&o.sign); err != nil {
 				return err
@@ -219,21 +258,43 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	if o.wait {
 		// Every build is queued before the first is followed.
 		var errs []error
+		var ended []api.Build
 		for _, sub := range subs {
+			var final api.Build
 			var err error
 			if sub.reused != nil {
-				err = a.downloadReused(ctx, inv, s, *sub.reused, o)
+				final, err = *sub.reused, a.downloadReused(ctx, inv, s, *sub.reused, o)
 			} else {
-				err = a.waitAndDownload(ctx, inv, s, sub.resp, o)
+				final, err = a.waitAndDownload(ctx, inv, s, sub.resp.ID, o)
+			}
+			if final.ID != "" {
+				ended = append(ended, final)
 			}
 			if err != nil {
 				errs = append(errs, err)
+			}
+		}
+		if o.eas && inv.json {
+			// As eas build: the builds as they ended, then the exit code.
+			if err := emitEAS(inv, s.baseURL, ended); err != nil {
+				return err
 			}
 		}
 		if len(errs) > 0 {
 			return errs[0]
 		}
 		return nil
+	}
+	if o.eas && inv.json {
+		queued := make([]api.Build, len(subs))
+		for i, sub := range subs {
+			if sub.reused != nil {
+				queued[i] = *sub.reused
+			} else if queued[i], err = s.getBuild(ctx, sub.resp.ID); err != nil {
+				return err
+			}
+		}
+		return emitEAS(inv, s.baseURL, queued)
 	}
 	if inv.json {
 		if len(results) == 1 {
@@ -374,7 +435,7 @@ func printReused(u *ui, b api.Build) {
 	if b.InstallURL != nil {
 		u.printf("  Install:     %s\n", *b.InstallURL)
 	}
-	u.printf("  Download:    expo-build download %s\n", b.ID)
+	u.printf("  Download:    expo-build build:download %s\n", b.ID)
 }
 
 // describeSpec tells the developer what was decided, before the upload.
@@ -432,9 +493,9 @@ func printSubmitted(u *ui, sub api.SubmitResponse, req api.SubmitRequest) {
 		what += ", profile " + req.Profile
 	}
 	u.printf("%s Build %s queued (%s): %s\n", u.o(cGreen, "✔"), u.o(cBold, sub.ID), what, where)
-	u.printf("  Follow it:   expo-build status %s --watch\n", sub.ID)
+	u.printf("  Follow it:   expo-build build:view %s --watch\n", sub.ID)
 	u.printf("  Live logs:   expo-build logs %s -f\n", sub.ID)
-	u.printf("  Artifacts:   expo-build download %s\n", sub.ID)
+	u.printf("  Artifacts:   expo-build build:download %s\n", sub.ID)
 }
 
 func describePlan(u *ui, plan *pack.Plan, appConfig string) {
@@ -485,7 +546,7 @@ func findProject(dir string) (root, appConfig string, err error) {
 		d = parent
 	}
 	return "", "", &cliError{code: ExitUsage, msg: fmt.Sprintf("no Expo project at %s: no app.json or app.config.* there or in a parent directory", abs),
-		hint: `run expo-build in your project, or pass its path: expo-build submit path/to/app; a project without an app config needs an app.json such as {"expo":{"name":"My App","slug":"my-app","android":{"package":"com.example.myapp"},"ios":{"bundleIdentifier":"com.example.myapp"}}}`}
+		hint: `run expo-build in your project, or pass its path: expo-build build path/to/app; a project without an app config needs an app.json such as {"expo":{"name":"My App","slug":"my-app","android":{"package":"com.example.myapp"},"ios":{"bundleIdentifier":"com.example.myapp"}}}`}
 }
 
 func (a *App) askPlatform(inv *invocation) (string, error) {

@@ -8,10 +8,11 @@ import (
 )
 
 // waitAndDownload follows a submitted build (status changes, or the log
-// with --logs) and downloads the artifacts once it completed.
-func (a *App) waitAndDownload(ctx context.Context, inv *invocation, s *session, sub api.SubmitResponse, o submitOpts) error {
+// with --logs) and downloads the artifacts once it completed. It returns
+// the build as it ended (as far as it was followed).
+func (a *App) waitAndDownload(ctx context.Context, inv *invocation, s *session, id string, o submitOpts) (api.Build, error) {
 	u := inv.ui
-	id := sub.ID
+	legacyJSON := inv.json && !o.eas
 	if !inv.json {
 		u.printf("%s Build %s queued; waiting for it (Ctrl-C stops waiting, not the build)\n", u.o(cGreen, "✔"), u.o(cBold, id))
 	}
@@ -19,16 +20,16 @@ func (a *App) waitAndDownload(ctx context.Context, inv *invocation, s *session, 
 	if o.logs {
 		status, err := a.followLogs(ctx, s, id, &logSink{u: u})
 		if err != nil {
-			return err
+			return final, err
 		}
 		if final, err = s.getBuild(ctx, id); err != nil {
-			return err
+			return final, err
 		}
 		final.Status = status
 	} else {
 		b, err := s.getBuild(ctx, id)
 		if err != nil {
-			return err
+			return b, err
 		}
 		last := ""
 		show := func(b api.Build) {
@@ -39,23 +40,23 @@ func (a *App) waitAndDownload(ctx context.Context, inv *invocation, s *session, 
 		}
 		show(b)
 		if final, err = a.watchBuild(ctx, s, id, b, show); err != nil {
-			return err
+			return final, err
 		}
 	}
 	if final.Status != api.StatusCompleted {
-		if inv.json {
+		if legacyJSON {
 			u.emit(map[string]any{"event": "done", "id": id, "status": final.Status, "build": final}) //nolint:errcheck
 		}
-		return endResult(final)
+		return final, endResult(final)
 	}
 	files, err := a.download(ctx, inv, s, final, o.output, o.force, "")
 	if err != nil {
-		return err
+		return final, err
 	}
-	if inv.json {
-		return u.emit(map[string]any{"event": "done", "id": id, "status": final.Status, "build": final, "artifacts": files})
+	if legacyJSON {
+		return final, u.emit(map[string]any{"event": "done", "id": id, "status": final.Status, "build": final, "artifacts": files})
 	}
-	return nil
+	return final, nil
 }
 
 // downloadReused downloads the artifacts of the build submit --reuse
@@ -69,7 +70,7 @@ func (a *App) downloadReused(ctx context.Context, inv *invocation, s *session, b
 	if err != nil {
 		return err
 	}
-	if inv.json {
+	if inv.json && !o.eas {
 		return u.emit(map[string]any{"event": "done", "id": b.ID, "status": b.Status, "build": b, "artifacts": files, "reused": true, "reused_from": b.ID})
 	}
 	return nil

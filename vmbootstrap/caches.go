@@ -66,13 +66,15 @@ type depCaches struct {
 	entries []*depCache
 	log     io.Writer
 	user    *buildUser // nil: files stay this process's
+	// clear (the spec's ClearCache): restore nothing, save every cache.
+	clear bool
 }
 
 // newDepCaches resolves spec's caches for an app in appRoot: a path under
 // $FREEAGENT_CACHE_DIR goes under root, "~/…" under home, a relative one
 // under appRoot.
 func newDepCaches(spec api.BuildSpec, root, work, appRoot, home string, log io.Writer, user *buildUser) *depCaches {
-	d := &depCaches{root: root, work: work, app: appRoot, log: log, user: user}
+	d := &depCaches{root: root, work: work, app: appRoot, log: log, user: user, clear: spec.ClearCache}
 	seen := map[string]bool{}
 	for _, e := range spec.Caches {
 		if e.Name == "" || seen[e.Name] || strings.ContainsAny(e.Name, `/\`) || e.Name == "." || e.Name == ".." {
@@ -153,6 +155,10 @@ func (d *depCaches) restore(ctx context.Context, share string, mounts []vmshare.
 		if err := d.user.share(d.root, 0o770); err != nil {
 			fmt.Fprintf(d.log, "▸ warning: %v\n", err)
 		}
+	}
+	if d.clear {
+		fmt.Fprintf(d.log, "▸ caches: none restored (--clear-cache); a successful build saves them afresh\n")
+		return 0
 	}
 	for _, c := range d.entries {
 		for i := range mounts {

@@ -117,6 +117,24 @@ func TestCacheRoundTrip(t *testing.T) {
 		t.Errorf("saved %+v, want the new key's archive", saved)
 	}
 
+	// --clear-cache: the shared archive is not restored, and the build's
+	// own cache is saved afresh under the key it had.
+	cleared := spec
+	cleared.ClearCache = true
+	vm6 := t.TempDir()
+	var log6 bytes.Buffer
+	d6 := newDepCaches(cleared, filepath.Join(vm6, "cache"), vm6, filepath.Join(vm6, "app"), vm6, &log6, nil)
+	if n := d6.restore(ctx, share, mounts); n != 0 || !strings.Contains(log6.String(), "none restored (--clear-cache)") {
+		t.Fatalf("restore with --clear-cache: %d\n%s", n, log6.String())
+	}
+	if _, err := os.Stat(filepath.Join(vm6, "cache", "npm", "_cacache")); err == nil {
+		t.Error("--clear-cache restored the cache")
+	}
+	write(filepath.Join(vm6, "cache", "npm", "fresh"), "fresh install")
+	if saved := d6.save(ctx, t.TempDir()); len(saved) != 1 || saved[0].Key != key {
+		t.Errorf("--clear-cache: saved %+v, want the cache saved afresh", saved)
+	}
+
 	// A cache path under a native directory the project does not have
 	// (prebuild makes it) is not restored: creating it would skip prebuild.
 	podsSpec := api.BuildSpec{Caches: []api.CacheEntry{{Name: "npm", Key: key, Paths: []string{api.CacheDirVar + "/npm", "ios/Pods"}}}}

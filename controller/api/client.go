@@ -415,6 +415,9 @@ type ListOptions struct {
 	Status, Platform, WorkerID, Cursor string
 	Project                            string
 	Limit                              int
+	// WithSpec asks for each build's spec (include=spec); a controller
+	// that predates it leaves Spec nil.
+	WithSpec bool
 }
 
 // ListBuilds returns a page of builds, newest first.
@@ -427,6 +430,9 @@ func (c *Client) ListBuilds(ctx context.Context, o ListOptions) (BuildList, erro
 	}
 	if o.Limit > 0 {
 		q.Set("limit", strconv.Itoa(o.Limit))
+	}
+	if o.WithSpec {
+		q.Set("include", "spec")
 	}
 	var out BuildList
 	return out, c.call(ctx, http.MethodGet, "/api/builds?"+q.Encode(), nil, &out, nil)

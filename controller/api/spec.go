@@ -59,6 +59,10 @@ type BuildSpec struct {
 	// keys travel so the controller can place a build on a worker that
 	// holds them warm (see docs/build-spec.md, "Warm builds").
 	Caches []CacheEntry `json:"caches,omitzero"`
+	// ClearCache (expo-build build --clear-cache, as eas build's): the
+	// build restores none of Caches and, when it succeeds, saves them
+	// afresh, replacing what the workers held.
+	ClearCache bool `json:"clear_cache,omitempty"`
 }
 
 // CacheEntry is one dependency cache of a build: what it holds, under

@@ -448,7 +448,8 @@ func (s *Server) listBuilds(w http.ResponseWriter, r *http.Request, k store.APIK
 		limit = n
 	}
 	list, err := s.store.ListBuilds(r.Context(), store.ListFilter{Status: q.Get("status"), Platform: q.Get("platform"),
-		WorkerID: q.Get("worker_id"), Project: q.Get("project"), Scope: scope(k), Cursor: q.Get("cursor"), Limit: limit})
+		WorkerID: q.Get("worker_id"), Project: q.Get("project"), Scope: scope(k), Cursor: q.Get("cursor"), Limit: limit,
+		WithSpec: q.Get("include") == "spec"})
 	if err != nil {
 		s.fail(w, r, err)
 		return

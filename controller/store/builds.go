@@ -418,6 +418,9 @@ type ListFilter struct {
 	Scope  Scope
 	Cursor string
 	Limit  int
+	// WithSpec returns each build's spec too (what `expo-build build:list`
+	// filters on and prints as EAS does); without it a page stays small.
+	WithSpec bool
 }
 
 // ListBuilds returns builds newest first, a page at a time.
@@ -463,21 +466,26 @@ func (s *Store) listBuilds(ctx context.Context, f ListFilter) ([]BuildRow, strin
 		}
 		curTime, curID = &t, &id
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+buildColumns+`, `+positionColumn+`, `+specColumns+` FROM builds b
+	rows, err := s.pool.Query(ctx, `SELECT `+buildColumns+`, `+positionColumn+`, `+specColumns+`, CASE WHEN $9 THEN b.spec END FROM builds b
 		WHERE ($1 = '' OR b.status = $1) AND ($2 = '' OR b.platform = $2) AND ($3 = '' OR b.worker_id = $3)
 			AND ($4::timestamptz IS NULL OR (b.submitted_at, b.id) < ($4, $5))
 			AND ($7 = '' OR b.project = $7) AND ($8::text[] IS NULL OR b.project = ANY($8))
 		ORDER BY b.submitted_at DESC, b.id DESC LIMIT $6`,
-		f.Status, f.Platform, f.WorkerID, curTime, curID, f.Limit+1, f.Project, f.Scope.filter())
+		f.Status, f.Platform, f.WorkerID, curTime, curID, f.Limit+1, f.Project, f.Scope.filter(), f.WithSpec)
 	if err != nil {
 		return nil, "", fmt.Errorf("list builds: %w", err)
 	}
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (BuildRow, error) {
 		var row BuildRow
 		var pos *int
+		var spec []byte
 		b, err := scanBuildWithPosition(r, &pos, &row.AppName, &row.AppSlug, &row.AppVersion, &row.ProfileName,
-			&row.Message, &row.GitCommit, &row.Submitter)
+			&row.Message, &row.GitCommit, &row.Submitter, &spec)
+		if err != nil {
+			return row, err
+		}
 		b.QueuePosition = pos
+		b.Spec, err = decodeSpec(spec)
 		row.Build = b
 		return row, err
 	})
