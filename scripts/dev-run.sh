@@ -129,14 +129,14 @@ cat <<MSG
 
   Build the sample app (its stand-in Gradle needs a JDK, zipalign and apksigner):
     EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$key \\
-      $bin/expo-build submit vmbootstrap/testdata/android-app --platform android --wait
+      $bin/expo-build build vmbootstrap/testdata/android-app --platform android
 
   Or your own Expo project (package.json and app.json with a slug; eas.json
   profiles and credentials.json are honoured; a package.json
   "freeagent:build" script that writes files into \$FREEAGENT_ARTIFACTS_DIR
   replaces the default pipeline):
     EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$key \\
-      $bin/expo-build submit path/to/project --platform android --profile production --wait
+      $bin/expo-build build path/to/project --platform android --profile production
 
   Ctrl-C stops the worker, the controller and its database.
 

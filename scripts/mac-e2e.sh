@@ -253,7 +253,7 @@ JS
 
 	# -o names the directory the artifacts go into.
 	EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$dev_key \
-		"$work/bin/expo-build" submit "$project" --platform android --wait --output "$work/out/" >"$work/submit.log" 2>&1 &
+		"$work/bin/expo-build" build "$project" --platform android --output "$work/out/" >"$work/submit.log" 2>&1 &
 	local submit=$!
 	for i in $(seq 1 600); do
 		vm=$(agent_vms | head -1)
@@ -496,8 +496,8 @@ verify_ipa() {
 # downloads its artifacts; false when the build did not complete.
 submit() {
 	EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$dev_key \
-		"$work/bin/expo-build" submit "$project" --platform ios --profile "$1" --non-interactive \
-		--build-timeout "${FREEAGENT_E2E_IOS_TIMEOUT:-60m}" --wait --output "$2/"
+		"$work/bin/expo-build" build "$project" --platform ios --profile "$1" --non-interactive \
+		--build-timeout "${FREEAGENT_E2E_IOS_TIMEOUT:-60m}" --output "$2/"
 }
 
 # ios_mode: a create-expo-app app through the default iOS pipeline.
