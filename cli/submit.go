@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -207,6 +208,20 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 		}
 		builds[i] = r
 	}
+	// Every platform resolved: the local version source's bumps are made
+	// now, before anything is packed, as eas-cli makes them.
+	for _, r := range builds {
+		if r.bump == nil {
+			continue
+		}
+		if err := r.bump.apply(); err != nil {
+			return &cliError{code: ExitFailed, msg: "bump the app version (autoIncrement)", err: err}
+		}
+		// Said even with --json: the developer's files changed.
+		for _, c := range r.bump.changes {
+			inv.ui.warn("autoIncrement (%s, local version source) changed the project: %s", r.spec.Platform, c)
+		}
+	}
 	var results []map[string]any
 	var subs []submission
 	for _, r := range builds {
@@ -332,6 +347,9 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 		s.forgetPending(fp)
 		return submission{}, wrapOp("submit", err)
 	}
+	if spec.Versions.Remote() && (sub.Versions == nil || sub.Versions.BuildVersion == "") {
+		inv.ui.warn("the controller did not decide the build's %s (it predates the remote version source): the build will refuse to run; upgrade the controller", api.BuildVersionName(platform))
+	}
 	if err := s.recordSubmit(sub, platform, fp); err != nil {
 		inv.ui.warn("%v (status, logs and download still work with your API key)", err)
 	}
@@ -392,6 +410,17 @@ func describeSpec(u *ui, spec api.BuildSpec) {
 		app += ", " + spec.App.AndroidPackage
 	}
 	u.info("App %s) from %s; %s", app, spec.App.ConfigSource, describeProject(spec.Project))
+	if v := spec.Versions; v != nil {
+		name := api.BuildVersionName(spec.Platform)
+		switch {
+		case v.Remote() && v.Increment != "":
+			u.info("Versions: app %s; %s: the farm's next (remote version source, autoIncrement)", v.AppVersion, name)
+		case v.Remote():
+			u.info("Versions: app %s; %s: the farm's current (remote version source)", v.AppVersion, name)
+		default:
+			u.info("Versions: app %s, %s %s (local version source)", cmp.Or(v.AppVersion, "?"), name, cmp.Or(v.BuildVersion, "?"))
+		}
+	}
 	switch c := spec.Credentials; {
 	case c.Android != nil:
 		u.info("Signing: %s keystore, key %q, certificate SHA-256 %s", c.Source, c.Android.KeyAlias, c.Android.CertificateSHA256)
@@ -419,7 +448,7 @@ func describeProject(p api.Project) string {
 func submitJSON(sub api.SubmitResponse, req api.SubmitRequest, plan *pack.Plan) map[string]any {
 	return map[string]any{"id": sub.ID, "status": sub.Status, "queue_position": sub.QueuePosition, "submitted_at": sub.SubmittedAt,
 		"platform": req.Platform, "profile": req.Profile, "idempotency_key": req.IdempotencyKey,
-		"files": plan.Files, "bytes": plan.Bytes, "spec": req.Spec, "reused": false}
+		"files": plan.Files, "bytes": plan.Bytes, "spec": req.Spec, "reused": false, "versions": sub.Versions}
 }
 
 func printSubmitted(u *ui, sub api.SubmitResponse, req api.SubmitRequest) {
@@ -432,6 +461,9 @@ func printSubmitted(u *ui, sub api.SubmitResponse, req api.SubmitRequest) {
 		what += ", profile " + req.Profile
 	}
 	u.printf("%s Build %s queued (%s): %s\n", u.o(cGreen, "✔"), u.o(cBold, sub.ID), what, where)
+	if v := sub.Versions; v != nil && v.BuildVersion != "" {
+		u.printf("  Version:     %s (%s %s, %s version source)\n", cmp.Or(v.AppVersion, "?"), api.BuildVersionName(req.Platform), v.BuildVersion, v.Source)
+	}
 	u.printf("  Follow it:   expo-build status %s --watch\n", sub.ID)
 	u.printf("  Live logs:   expo-build logs %s -f\n", sub.ID)
 	u.printf("  Artifacts:   expo-build download %s\n", sub.ID)

@@ -59,6 +59,9 @@ type BuildSpec struct {
 	// keys travel so the controller can place a build on a worker that
 	// holds them warm (see docs/build-spec.md, "Warm builds").
 	Caches []CacheEntry `json:"caches,omitzero"`
+	// Versions are the app version and build version the build is made
+	// with (nil in a spec from an older CLI: the project's own files decide).
+	Versions *AppVersions `json:"versions,omitempty"`
 }
 
 // CacheEntry is one dependency cache of a build: what it holds, under

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -91,6 +92,17 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 	if err != nil {
 		return Submitted{}, err
 	}
+	// A remote-source build version is decided below, unless the spec
+	// already carries one (a retry keeps its build's).
+	var takeVersion *api.AppVersions
+	if spec != nil {
+		if err := checkRemoteVersions(nb.Project, nb.Platform, spec.Versions); err != nil {
+			return Submitted{}, err
+		}
+		if spec.Versions.Remote() && spec.Versions.BuildVersion == "" {
+			takeVersion = spec.Versions
+		}
+	}
 	timeout := nb.Timeout
 	if timeout <= 0 {
 		timeout = s.cfg.DefaultTimeout
@@ -138,11 +150,26 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 		case err != nil:
 			return fmt.Errorf("insert build: %w", err)
 		}
+		if takeVersion != nil {
+			if err := takeBuildVersion(ctx, t, nb.Project, nb.Platform, takeVersion); err != nil {
+				return err
+			}
+			if _, err := t.Exec(ctx, `UPDATE builds SET spec = jsonb_set(spec, '{versions,build_version}', to_jsonb($2::text)) WHERE id = $1`,
+				b.ID, takeVersion.BuildVersion); err != nil {
+				return fmt.Errorf("record the build version: %w", err)
+			}
+		}
 		if err := nb.Commit(); err != nil {
 			return fmt.Errorf("store build files: %w", err)
 		}
 		b.QueuePosition = &pos
 		b.Spec = spec
+		if spec != nil { // as buildColumns reads them
+			b.AppVersion = spec.App.Version
+			if v := spec.Versions; v != nil {
+				b.AppVersion, b.BuildVersion = cmp.Or(v.AppVersion, spec.App.Version), v.BuildVersion
+			}
+		}
 		out.Build = b
 		t.emit(Change{Kind: "build", ID: b.ID, Status: string(api.StatusPending), Platform: nb.Platform, Event: "build.submitted",
 			Detail: map[string]any{"priority": nb.Priority, "profile": nb.Profile, "retry_of": nb.RetryOf, "project": nb.Project}})
@@ -154,7 +181,8 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 
 const buildColumns = `b.id, b.status, b.platform, b.profile, b.priority, b.attempts, b.max_attempts, b.worker_id, b.phase,
 	b.progress, b.cancel_requested, b.retry_of, b.run_after, b.submitted_at, b.started_at, b.completed_at,
-	b.error_message, b.error_code, b.log_length, b.artifacts_deleted_at, b.project`
+	b.error_message, b.error_code, b.log_length, b.artifacts_deleted_at, b.project,
+	COALESCE(b.spec->'versions'->>'app_version', b.spec->'app'->>'version', ''), COALESCE(b.spec->'versions'->>'build_version', '')`
 
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -253,7 +281,7 @@ func scanBuildWithPosition(row pgx.Row, pos **int, extra ...any) (api.Build, err
 	var p *int64
 	err := row.Scan(append([]any{&b.ID, &b.Status, &b.Platform, &b.Profile, &b.Priority, &b.Attempts, &b.MaxAttempts, &b.WorkerID, &b.Phase,
 		&progress, &b.CancelRequested, &b.RetryOf, &runAfter, &b.SubmittedAt, &b.StartedAt, &b.CompletedAt,
-		&b.ErrorMessage, &b.ErrorCode, &b.LogLength, &b.ArtifactsExpireAt, &b.Project, &p}, extra...)...)
+		&b.ErrorMessage, &b.ErrorCode, &b.LogLength, &b.ArtifactsExpireAt, &b.Project, &b.AppVersion, &b.BuildVersion, &p}, extra...)...)
 	if err != nil {
 		return b, err
 	}
@@ -451,7 +479,7 @@ func (s *Store) listBuilds(ctx context.Context, f ListFilter) ([]BuildRow, strin
 	list, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (BuildRow, error) {
 		var row BuildRow
 		var pos *int
-		b, err := scanBuildWithPosition(r, &pos, &row.AppName, &row.AppSlug, &row.AppVersion, &row.ProfileName,
+		b, err := scanBuildWithPosition(r, &pos, &row.AppName, &row.AppSlug, &row.ProfileName,
 			&row.Message, &row.GitCommit, &row.Submitter)
 		b.QueuePosition = pos
 		row.Build = b

@@ -1,0 +1,166 @@
+package cli
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/freeagent-build/freeagent/controller/api"
+)
+
+// stockEASJSON is the eas.json `eas build:configure` writes.
+const stockEASJSON = `{
+  "cli": {
+    "version": ">= 16.0.0",
+    "appVersionSource": "remote"
+  },
+  "build": {
+    "development": {
+      "developmentClient": true,
+      "distribution": "internal"
+    },
+    "preview": {
+      "distribution": "internal"
+    },
+    "production": {
+      "autoIncrement": true
+    }
+  },
+  "submit": {
+    "production": {}
+  }
+}
+`
+
+// TestStockEASJSONRemoteVersions: the eas.json of `eas build:configure`
+// builds unchanged. The first production build starts after the app
+// config's versionCode (as eas-cli initializes it), the next takes the
+// number after; both builds record their versions, the VM receives them
+// in the spec, and a preview build (no autoIncrement) takes the current.
+func TestStockEASJSONRemoteVersions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := e.worker(api.PlatformAndroid)
+	dir := project(t, map[string]string{"app.json": appJSON("demo-app"), "eas.json": stockEASJSON})
+	var ids []string
+	for range 2 {
+		r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--profile", "production", "--json")
+		ids = append(ids, submitted(t, r))
+		if !strings.Contains(r.stderr, "android.versionCode in the app config is ignored") {
+			t.Errorf("no warning that app.json's versionCode is ignored:\n%s", r)
+		}
+	}
+	for i, want := range []string{"43", "44"} {
+		b := e.build(t, ids[i])
+		if b.BuildVersion != want || b.AppVersion != "1.2.3" {
+			t.Errorf("build %d records %q/%q, want 1.2.3/%s", i+1, b.AppVersion, b.BuildVersion, want)
+		}
+		v := b.Spec.Versions
+		if v == nil || v.Source != api.VersionSourceRemote || v.ApplicationID != "com.example.demo" || v.BuildVersion != want {
+			t.Errorf("build %d spec versions %+v", i+1, v)
+		}
+	}
+	_, view := w.claimAsVM(t, ids[0])
+	if v := view.job.Spec.Versions; v == nil || v.BuildVersion != "43" {
+		t.Errorf("the VM's spec has versions %+v, want build version 43", v)
+	}
+	if !strings.Contains(view.files["app.json"], `"versionCode":42`) {
+		t.Errorf("the remote source changed the uploaded app.json:\n%s", view.files["app.json"])
+	}
+	preview := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--profile", "preview", "--json")
+	if b := e.build(t, submitted(t, preview)); b.BuildVersion != "44" {
+		t.Errorf("a preview build without autoIncrement has %q, want the current 44", b.BuildVersion)
+	}
+	got := e.mustRun(0, nil, "build:version:get", dir, "--platform", "android", "--json")
+	if v := jsonOf[map[string]string](t, got); v["versionCode"] != "44" {
+		t.Errorf("build:version:get answered %v", v)
+	}
+}
+
+// TestParallelSubmitsGetDistinctVersions: twenty submits at once of the
+// stock configuration get twenty different versionCodes, one after another.
+func TestParallelSubmitsGetDistinctVersions(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	dir := project(t, map[string]string{"app.json": appJSON("demo-app"), "eas.json": stockEASJSON})
+	const n = 20
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			results[i] = e.run(nil, "submit", dir, "--platform", "android", "--json", "--idempotency-key", "parallel-"+strconv.Itoa(i))
+		})
+	}
+	wg.Wait()
+	var codes []int
+	for _, r := range results {
+		if r.code != 0 {
+			t.Fatalf("a parallel submit failed:\n%s", r)
+		}
+		code, err := strconv.Atoi(e.build(t, submitted(t, r)).BuildVersion)
+		if err != nil {
+			t.Fatal(err)
+		}
+		codes = append(codes, code)
+	}
+	slices.Sort(codes)
+	for i, c := range codes {
+		if c != 43+i {
+			t.Fatalf("versionCodes %v, want 43 to %d once each", codes, 43+n-1)
+		}
+	}
+}
+
+// TestLocalAutoIncrementBumpsAppJSON: with the local version source,
+// autoIncrement bumps app.json before the upload (keeping its other bytes)
+// and says so; the build records the bumped versions; "version" bumps the
+// patch; a bare app's build.gradle follows app.json; a config only
+// JavaScript can write is refused with EAS's message, nothing built.
+func TestLocalAutoIncrementBumpsAppJSON(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	w := e.worker(api.PlatformAndroid)
+	local := `{"cli":{"appVersionSource":"local"},"build":{"production":{"autoIncrement":true},"bump":{"android":{"autoIncrement":"version"}}}}`
+	app := "{\n  \"expo\": {\"name\": \"Demo App\", \"slug\": \"demo-app\", \"version\": \"1.2.3\",\n    \"android\": {\"package\": \"com.example.demo\", \"versionCode\": 42}}\n}\n"
+	dir := project(t, map[string]string{"app.json": app, "eas.json": local})
+	r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json")
+	if !strings.Contains(r.stderr, "expo.android.versionCode from 42 to 43") {
+		t.Errorf("the bump is not told:\n%s", r)
+	}
+	bumped, _ := os.ReadFile(filepath.Join(dir, "app.json"))
+	if want := strings.Replace(app, `"versionCode": 42`, `"versionCode": 43`, 1); string(bumped) != want {
+		t.Errorf("app.json after the bump:\n%s\nwant\n%s", bumped, want)
+	}
+	id := submitted(t, r)
+	if b := e.build(t, id); b.BuildVersion != "43" || b.Spec.Versions.Source != api.VersionSourceLocal || b.Spec.App.AndroidVersionCode != 43 {
+		t.Errorf("build records %q, spec %+v", b.BuildVersion, b.Spec.Versions)
+	}
+	if _, view := w.claimAsVM(t, id); !strings.Contains(view.files["app.json"], `"versionCode": 43`) {
+		t.Errorf("the upload has app.json\n%s", view.files["app.json"])
+	}
+	r = e.mustRun(0, nil, "submit", dir, "--platform", "android", "--profile", "bump", "--json")
+	if b := e.build(t, submitted(t, r)); b.AppVersion != "1.2.4" || b.BuildVersion != "43" {
+		t.Errorf("autoIncrement \"version\" built %q/%q, want 1.2.4/43", b.AppVersion, b.BuildVersion)
+	}
+
+	bare := project(t, map[string]string{"app.json": appJSON("bare-app"), "eas.json": local,
+		"android/app/build.gradle": "android {\n  defaultConfig {\n    versionCode 42\n    versionName \"1.2.3\"\n  }\n}\n"})
+	e.mustRun(0, nil, "submit", bare, "--platform", "android", "--json")
+	if g, _ := os.ReadFile(filepath.Join(bare, "android/app/build.gradle")); !strings.Contains(string(g), "versionCode 43\n") {
+		t.Errorf("build.gradle after the bump:\n%s", g)
+	}
+
+	before := e.buildCount(t)
+	dynamic := project(t, map[string]string{"app.json": "", "app.config.js": "module.exports = () => ({})", "eas.json": local,
+		"node_modules/.bin/expo": "#!/bin/sh\nprintf '{\"name\":\"d\",\"slug\":\"dyn\",\"version\":\"1.0.0\",\"android\":{\"package\":\"com.example.dyn\"}}'\n"})
+	os.Remove(filepath.Join(dynamic, "app.json"))
+	os.Chmod(filepath.Join(dynamic, "node_modules/.bin/expo"), 0o755)
+	r = e.mustRun(ExitUsage, nil, "submit", dynamic, "--platform", "android")
+	if !strings.Contains(r.stderr, "autoIncrement option is not supported when using app.config.js") || e.buildCount(t) != before {
+		t.Errorf("a dynamic config with autoIncrement:\n%s", r)
+	}
+}
