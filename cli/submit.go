@@ -166,32 +166,7 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	}
 	// Everything is decided (and every problem reported) before any upload.
 	builds := make([]*resolved, len(platforms))
-	lookups := farm{
-		credentials: func(ctx context.Context, project string) ([]api.Credential, error) {
-			var list api.CredentialList
-			err := s.retry(ctx, "list the farm's credentials", true, func(ctx context.Context) error {
-				var err error
-				list, err = c.ListCredentials(ctx, project)
-				return err
-			})
-			if err != nil {
-				return nil, wrapOp("list the farm's credentials", err)
-			}
-			return list.Credentials, nil
-		},
-		variables: func(ctx context.Context, project, environment string) ([]api.Variable, error) {
-			var list api.VariableList
-			err := s.retry(ctx, "list the farm's variables", true, func(ctx context.Context) error {
-				var err error
-				list, err = c.ListVariables(ctx, project, environment)
-				return err
-			})
-			if err != nil {
-				return nil, wrapOp("list the farm's variables", err)
-			}
-			return list.Variables, nil
-		},
-	}
+	lookups := s.farm(c)
 	for i, platform := range platforms {
 		r, err := resolveBuild(ctx, root, platform, o.profileName, o.project, lookups)
 		if err != nil {
@@ -804,4 +779,34 @@ func (c countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	n, err := c.r.ReadAt(p, off)
 	c.done.Store(c.n.Add(int64(n)))
 	return n, err
+}
+
+// farm is what resolving a build asks the controller, through session s.
+func (s *session) farm(c *api.Client) farm {
+	return farm{
+		credentials: func(ctx context.Context, project string) ([]api.Credential, error) {
+			var list api.CredentialList
+			err := s.retry(ctx, "list the farm's credentials", true, func(ctx context.Context) error {
+				var err error
+				list, err = c.ListCredentials(ctx, project)
+				return err
+			})
+			if err != nil {
+				return nil, wrapOp("list the farm's credentials", err)
+			}
+			return list.Credentials, nil
+		},
+		variables: func(ctx context.Context, project, environment string) ([]api.Variable, error) {
+			var list api.VariableList
+			err := s.retry(ctx, "list the farm's variables", true, func(ctx context.Context) error {
+				var err error
+				list, err = c.ListVariables(ctx, project, environment)
+				return err
+			})
+			if err != nil {
+				return nil, wrapOp("list the farm's variables", err)
+			}
+			return list.Variables, nil
+		},
+	}
 }

@@ -164,3 +164,69 @@ func TestLocalAutoIncrementBumpsAppJSON(t *testing.T) {
 		t.Errorf("a dynamic config with autoIncrement:\n%s", r)
 	}
 }
+
+// TestBuildVersionCommands: build:version:set, get and sync work as
+// eas-cli's, and bad input (a non-number, an unknown platform or project,
+// a project on the local version source) is refused with nothing stored.
+func TestBuildVersionCommands(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	gradle := "android {\n  defaultConfig {\n    applicationId \"com.example.bare\"\n    versionCode 3\n    versionName \"1.0\"\n  }\n}\n"
+	dir := project(t, map[string]string{"app.json": `{"expo":{"name":"Bare","slug":"bare-app","version":"2.0.0"}}`, "eas.json": stockEASJSON,
+		"android/app/build.gradle": gradle})
+	get := func() map[string]string {
+		return jsonOf[map[string]string](t, e.mustRun(0, nil, "build:version:get", dir, "--platform", "android", "--json"))
+	}
+	if v := get(); len(v) != 0 {
+		t.Fatalf("a new project has versions %v", v)
+	}
+	// Nothing is kept for a project the farm does not know yet.
+	r := e.mustRun(ExitUsage, nil, "build:version:set", dir, "--platform", "android", "--build-version", "ten")
+	if !strings.Contains(r.stderr, "versionCode needs to be a positive integer") {
+		t.Errorf("a non-number:\n%s", r)
+	}
+	if r := e.run(nil, "build:version:set", dir, "--platform", "windows", "--build-version", "10"); r.code != ExitUsage || !strings.Contains(r.stderr, "unknown platform") {
+		t.Errorf("an unknown platform:\n%s", r)
+	}
+	if r := e.run(nil, "build:version:set", dir, "--platform", "android", "--build-version", "10"); r.code == 0 || !strings.Contains(r.stderr, "unknown to the farm") {
+		t.Errorf("a project the farm does not know:\n%s", r)
+	}
+	if v := get(); len(v) != 0 {
+		t.Fatalf("refused sets stored %v", v)
+	}
+	// The first build initializes the version from build.gradle (3, then
+	// autoIncrement: 4), keyed by its applicationId.
+	b := e.build(t, submitted(t, e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json")))
+	if b.BuildVersion != "4" || b.AppVersion != "1.0" || b.Spec.Versions.ApplicationID != "com.example.bare" {
+		t.Fatalf("first build: %q/%q %+v", b.AppVersion, b.BuildVersion, b.Spec.Versions)
+	}
+	e.mustRun(0, nil, "build:version:set", dir, "--platform", "android", "--build-version", "100")
+	if v := get(); v["versionCode"] != "100" {
+		t.Fatalf("after set 100: %v", v)
+	}
+	if r := e.mustRun(0, nil, "build:version:set", dir, "--platform", "android", "--build-version", "99"); !strings.Contains(r.stderr, "lower than the farm's 100") {
+		t.Errorf("a lower number is accepted (as in EAS) with a warning:\n%s", r)
+	}
+	if r := e.mustRun(ExitUsage, nil, "build:version:set", dir, "--platform", "android", "--build-version", "0"); !strings.Contains(r.stderr, "positive integer") {
+		t.Errorf("zero:\n%s", r)
+	}
+	if b := e.build(t, submitted(t, e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json"))); b.BuildVersion != "100" {
+		t.Errorf("the build after set 99 has %q, want 100", b.BuildVersion)
+	}
+	e.mustRun(0, nil, "build:version:sync", dir, "--platform", "android")
+	if g, _ := os.ReadFile(filepath.Join(dir, "android/app/build.gradle")); !strings.Contains(string(g), "versionCode 100\n") {
+		t.Errorf("build.gradle after sync:\n%s", g)
+	}
+	managed := project(t, map[string]string{"app.json": appJSON("bare-app"), "eas.json": stockEASJSON})
+	if r := e.mustRun(0, nil, "build:version:sync", managed, "--platform", "android"); !strings.Contains(r.stderr, "no versions configured on the farm") {
+		t.Errorf("sync without a version:\n%s", r)
+	}
+	e.mustRun(0, nil, "build:version:set", managed, "--platform", "android", "--build-version", "5")
+	if r := e.mustRun(0, nil, "build:version:sync", managed, "--platform", "android"); !strings.Contains(r.stderr, "no effect on projects using the managed workflow") {
+		t.Errorf("sync of a managed app:\n%s", r)
+	}
+	localSource := project(t, map[string]string{"app.json": appJSON("bare-app"), "eas.json": `{"cli":{"appVersionSource":"local"},"build":{"production":{}}}`})
+	if r := e.run(nil, "build:version:get", localSource, "--platform", "android"); r.code != ExitUsage || !strings.Contains(r.stderr, `"appVersionSource": "remote"`) {
+		t.Errorf("get with the local source:\n%s", r)
+	}
+}
