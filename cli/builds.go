@@ -231,6 +231,9 @@ func printBuild(u *ui, b api.Build, now time.Time) {
 		}
 		row("App", app+")")
 		row("Profile", fmt.Sprintf("%s · %s distribution · environment %s", sp.ProfileName, sp.Profile.Distribution, sp.Environment))
+		if v := sp.Versions; v != nil {
+			row("Version", fmt.Sprintf("%s · %s %s · %s version source", cmp.Or(b.AppVersion, "-"), api.BuildVersionName(sp.Platform), cmp.Or(b.BuildVersion, "-"), v.Source))
+		}
 		if sp.Android != nil {
 			build := "gradlew " + sp.Android.GradleCommand
 			if sp.Android.BuildType != "" {
@@ -355,7 +358,7 @@ func (a *App) cmdList(ctx context.Context, inv *invocation, args []string) error
 	}
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tPLATFORM\tPROFILE\tPRIORITY\tATTEMPTS\tQUEUE\tSUBMITTED\tARTIFACTS UNTIL")
+	fmt.Fprintln(tw, "ID\tSTATUS\tPLATFORM\tPROFILE\tVERSION\tPRIORITY\tATTEMPTS\tQUEUE\tSUBMITTED\tARTIFACTS UNTIL")
 	now := time.Now()
 	for _, b := range out.Builds {
 		q := "-"
@@ -366,7 +369,7 @@ func (a *App) cmdList(ctx context.Context, inv *invocation, args []string) error
 		if profile == "" {
 			profile = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", b.ID, b.Status, b.Platform, profile,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", b.ID, b.Status, b.Platform, profile, versionText(b),
 			b.Priority, b.Attempts, q, ago(b.SubmittedAt, now), listExpiry(b))
 	}
 	tw.Flush()
@@ -631,4 +634,16 @@ func listExpiry(b api.Build) string {
 		return "-"
 	}
 	return b.ArtifactsExpireAt.Local().Format(time.DateOnly)
+}
+
+// versionText is a build's "app version (build version)", as the list
+// shows it.
+func versionText(b api.Build) string {
+	switch {
+	case b.BuildVersion != "":
+		return cmp.Or(b.AppVersion, "?") + " (" + b.BuildVersion + ")"
+	case b.AppVersion != "":
+		return b.AppVersion
+	}
+	return "-"
 }

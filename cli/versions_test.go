@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
 )
@@ -64,12 +66,35 @@ func TestStockEASJSONRemoteVersions(t *testing.T) {
 			t.Errorf("build %d spec versions %+v", i+1, v)
 		}
 	}
-	_, view := w.claimAsVM(t, ids[0])
+	j, view := w.claimAsVM(t, ids[0])
 	if v := view.job.Spec.Versions; v == nil || v.BuildVersion != "43" {
 		t.Errorf("the VM's spec has versions %+v, want build version 43", v)
 	}
-	if !strings.Contains(view.files["app.json"], `"versionCode":42`) {
-		t.Errorf("the remote source changed the uploaded app.json:\n%s", view.files["app.json"])
+	w.finish(j, true, "app.aab", []byte("aab"))
+	if r := e.mustRun(0, nil, "status", ids[0]); !strings.Contains(r.stdout, "1.2.3 · versionCode 43 · remote version source") {
+		t.Errorf("status does not show the versions:\n%s", r)
+	}
+	if r := e.mustRun(0, nil, "list"); !strings.Contains(r.stdout, "1.2.3 (43)") || !strings.Contains(r.stdout, "1.2.3 (44)") {
+		t.Errorf("list does not show the versions:\n%s", r)
+	}
+	// What webhooks deliver: the build's events carry its versions (listed
+	// once sealed, a moment after their change).
+	seen := map[string]bool{}
+	for deadline := time.Now().Add(10 * time.Second); !seen["build.submitted"] || !seen["build.completed"]; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no build.submitted and build.completed events with the versions: %v", seen)
+		}
+		events, err := e.admin.Events(t.Context(), 0, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ev := range events.Events {
+			var p map[string]any
+			json.Unmarshal(ev.Payload, &p)
+			if ev.EntityID == ids[0] && p["build_version"] == "43" && p["app_version"] == "1.2.3" {
+				seen[ev.EventType] = true
+			}
+		}
 	}
 	preview := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--profile", "preview", "--json")
 	if b := e.build(t, submitted(t, preview)); b.BuildVersion != "44" {

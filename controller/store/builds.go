@@ -172,7 +172,7 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 		}
 		out.Build = b
 		t.emit(Change{Kind: "build", ID: b.ID, Status: string(api.StatusPending), Platform: nb.Platform, Event: "build.submitted",
-			Detail: map[string]any{"priority": nb.Priority, "profile": nb.Profile, "retry_of": nb.RetryOf, "project": nb.Project}})
+			Detail: versionDetail(map[string]any{"priority": nb.Priority, "profile": nb.Profile, "retry_of": nb.RetryOf, "project": nb.Project}, b.AppVersion, b.BuildVersion)})
 		return nil
 	})
 	out.Token = token
@@ -181,8 +181,25 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 
 const buildColumns = `b.id, b.status, b.platform, b.profile, b.priority, b.attempts, b.max_attempts, b.worker_id, b.phase,
 	b.progress, b.cancel_requested, b.retry_of, b.run_after, b.submitted_at, b.started_at, b.completed_at,
-	b.error_message, b.error_code, b.log_length, b.artifacts_deleted_at, b.project,
-	COALESCE(b.spec->'versions'->>'app_version', b.spec->'app'->>'version', ''), COALESCE(b.spec->'versions'->>'build_version', '')`
+	b.error_message, b.error_code, b.log_length, b.artifacts_deleted_at, b.project, ` + versionColumns
+
+// versionColumns are a build's app version and build version, read from
+// the spec of b (builds, or a CTE returning their spec): Versions, else, in
+// a spec from an older CLI, the app config's version.
+const versionColumns = `COALESCE(b.spec->'versions'->>'app_version', b.spec->'app'->>'version', ''),
+	COALESCE(b.spec->'versions'->>'build_version', '')`
+
+// versionDetail adds a build's versions to an event's detail (what
+// webhooks deliver).
+func versionDetail(detail map[string]any, appVersion, buildVersion string) map[string]any {
+	if appVersion != "" {
+		detail["app_version"] = appVersion
+	}
+	if buildVersion != "" {
+		detail["build_version"] = buildVersion
+	}
+	return detail
+}
 
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
