@@ -105,18 +105,25 @@ func farmVersion(ctx context.Context, s *session, c *api.Client, t versionTarget
 	return &rec, nil
 }
 
-func (a *App) cmdVersionGet(ctx context.Context, inv *invocation, args []string) error {
+// allVersionTargets parses the flags of get and sync (any platform, or
+// all) and resolves the app for each platform.
+func (a *App) allVersionTargets(ctx context.Context, inv *invocation, args []string) (*session, *api.Client, []versionTarget, error) {
 	var o versionOpts
 	fs := o.flags(inv, "android, ios or all")
 	pos, err := inv.parse(fs, args, 0, 1)
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	s, c, err := inv.keySession()
 	if err != nil {
-		return err
+		return nil, nil, nil, err
 	}
 	targets, err := a.versionTargets(ctx, inv, s, c, pathArg(pos), o, true)
+	return s, c, targets, err
+}
+
+func (a *App) cmdVersionGet(ctx context.Context, inv *invocation, args []string) error {
+	s, c, targets, err := a.allVersionTargets(ctx, inv, args)
 	if err != nil {
 		return err
 	}
@@ -209,17 +216,7 @@ func (a *App) cmdVersionSet(ctx context.Context, inv *invocation, args []string)
 }
 
 func (a *App) cmdVersionSync(ctx context.Context, inv *invocation, args []string) error {
-	var o versionOpts
-	fs := o.flags(inv, "android, ios or all")
-	pos, err := inv.parse(fs, args, 0, 1)
-	if err != nil {
-		return err
-	}
-	s, c, err := inv.keySession()
-	if err != nil {
-		return err
-	}
-	targets, err := a.versionTargets(ctx, inv, s, c, pathArg(pos), o, true)
+	s, c, targets, err := a.allVersionTargets(ctx, inv, args)
 	if err != nil {
 		return err
 	}
