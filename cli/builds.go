@@ -257,6 +257,9 @@ func printBuild(u *ui, b api.Build, now time.Time) {
 		}
 		row("App", app+")")
 		row("Profile", fmt.Sprintf("%s · %s distribution · environment %s", sp.ProfileName, sp.Profile.Distribution, sp.Environment))
+		if v := sp.Versions; v != nil {
+			row("Version", fmt.Sprintf("%s · %s %s · %s version source", cmp.Or(b.AppVersion, "-"), api.BuildVersionName(sp.Platform), cmp.Or(b.BuildVersion, "-"), v.Source))
+		}
 		if sp.Android != nil {
 			build := "gradlew " + sp.Android.GradleCommand
 			if sp.Android.BuildType != "" {
@@ -385,7 +388,7 @@ func printBuildTable(u *ui, builds []api.Build) {
 	}
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tSTATUS\tPLATFORM\tPROFILE\tPRIORITY\tATTEMPTS\tQUEUE\tSUBMITTED\tARTIFACTS UNTIL")
+	fmt.Fprintln(tw, "ID\tSTATUS\tPLATFORM\tPROFILE\tVERSION\tPRIORITY\tATTEMPTS\tQUEUE\tSUBMITTED\tARTIFACTS UNTIL")
 	now := time.Now()
 	for _, b := range builds {
 		q := "-"
@@ -396,7 +399,7 @@ func printBuildTable(u *ui, builds []api.Build) {
 		if profile == "" {
 			profile = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", b.ID, b.Status, b.Platform, profile,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\n", b.ID, b.Status, b.Platform, profile, versionText(b),
 			b.Priority, b.Attempts, q, ago(b.SubmittedAt, now), listExpiry(b))
 	}
 	tw.Flush()
@@ -675,4 +678,16 @@ func listExpiry(b api.Build) string {
 		return "-"
 	}
 	return b.ArtifactsExpireAt.Local().Format(time.DateOnly)
+}
+
+// versionText is a build's "app version (build version)", as the list
+// shows it.
+func versionText(b api.Build) string {
+	switch {
+	case b.BuildVersion != "":
+		return cmp.Or(b.AppVersion, "?") + " (" + b.BuildVersion + ")"
+	case b.AppVersion != "":
+		return b.AppVersion
+	}
+	return "-"
 }

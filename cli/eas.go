@@ -103,6 +103,9 @@ func toEAS(b api.Build, baseURL string) easBuild {
 		out.IOSEnterprise = strings.ToUpper(sp.Profile.EnterpriseProvisioning)
 		out.AppIdentifier, out.AppBuildVersion = appIdentity(*sp)
 		out.SDKVersion, out.AppVersion = sp.App.SDKVersion, sp.App.Version
+		// The versions the build was made with (a remote version source's
+		// number is decided by the controller, not found in the app config).
+		out.AppVersion, out.AppBuildVersion = cmp.Or(b.AppVersion, out.AppVersion), cmp.Or(b.BuildVersion, out.AppBuildVersion)
 		out.GitCommitHash, out.Message = sp.GitCommit, sp.Message
 		out.IsForIOSSimulator = sp.IOS != nil && sp.IOS.Simulator
 	}

@@ -433,8 +433,10 @@ func TestBadEASJSON(t *testing.T) {
 			[]string{"build.production.distrbution", "is not allowed"}},
 		{"resourceClass large", `{"build":{"production":{"resourceClass":"large"}}}`, "",
 			[]string{"resourceClass", "cannot apply"}},
-		{"autoIncrement", `{"build":{"production":{"autoIncrement":true}}}`, "",
-			[]string{"autoIncrement is not supported"}},
+		{"autoIncrement version with the remote source", `{"cli":{"appVersionSource":"remote"},"build":{"production":{"android":{"autoIncrement":"version"}}}}`, "",
+			[]string{`{"autoIncrement": "version"} is not supported when app version source is set to remote`}},
+		{"unknown version source", `{"cli":{"appVersionSource":"server"},"build":{"production":{}}}`, "",
+			[]string{"appVersionSource"}},
 		{"custom build config", `{"build":{"production":{"config":"x.yml"}}}`, "",
 			[]string{"config: custom build YAML", "cannot apply"}},
 	}

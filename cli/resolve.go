@@ -35,6 +35,9 @@ type resolved struct {
 	// uploaded (credentials.json and the files it names).
 	exclude  []string
 	warnings []string
+	// bump is the local version source's autoIncrement, made before the
+	// upload; nil when nothing is bumped.
+	bump *versionBump
 }
 
 // farm is what resolving a build asks the controller: a project's
@@ -52,7 +55,7 @@ type farm struct {
 // anything is uploaded.
 func resolveBuild(ctx context.Context, appRoot, platform, profileName, projectName string, farm farm) (*resolved, error) {
 	r := &resolved{}
-	profile, err := resolveProfile(appRoot, platform, profileName, &r.warnings)
+	profile, versionSource, err := resolveProfile(appRoot, platform, profileName, &r.warnings)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +130,9 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName, projectNa
 	if err := r.resolveCredentials(ctx, &spec, appRoot, farm, toUpload); err != nil {
 		return nil, err
 	}
+	if spec.Versions, r.bump, err = decideVersions(appRoot, versionSource, &spec, &r.warnings); err != nil {
+		return nil, err
+	}
 	spec.GitCommit = gitCommit(ctx, appRoot)
 	if spec.Caches, err = buildCaches(spec, layout.WorkspaceRoot, appRoot); err != nil {
 		return nil, err
@@ -145,39 +151,26 @@ func readAppConfig(ctx context.Context, appRoot string, env []string) (api.App, 
 	return app, nil
 }
 
-// resolveProfile loads eas.json and resolves the profile. A project
-// without eas.json builds with EAS's defaults, as an empty profile.
-func resolveProfile(appRoot, platform, name string, warnings *[]string) (api.BuildProfile, error) {
+// resolveProfile loads eas.json and resolves the profile; versionSource is
+// its cli.appVersionSource. A project without eas.json builds with EAS's
+// defaults, as an empty profile.
+func resolveProfile(appRoot, platform, name string, warnings *[]string) (profile api.BuildProfile, versionSource string, err error) {
 	f, err := easjson.Load(appRoot)
 	if errors.Is(err, easjson.ErrMissing) {
 		if name != "" {
-			return api.BuildProfile{}, usageErr("--profile %s: there is no eas.json in %s to define it", name, appRoot)
+			return api.BuildProfile{}, "", usageErr("--profile %s: there is no eas.json in %s to define it", name, appRoot)
 		}
 		*warnings = append(*warnings, "no eas.json: building with EAS's defaults (store distribution, remote credentials)")
 		f, err = easjson.Parse([]byte(`{"build":{"production":{}}}`))
 	}
 	if err != nil {
-		return api.BuildProfile{}, &cliError{code: ExitUsage, msg: "eas.json", err: err}
+		return api.BuildProfile{}, "", &cliError{code: ExitUsage, msg: "eas.json", err: err}
 	}
 	p, err := f.Resolve(platform, name)
 	if err != nil {
-		return api.BuildProfile{}, &cliError{code: ExitUsage, msg: "eas.json", err: err}
+		return api.BuildProfile{}, "", &cliError{code: ExitUsage, msg: "eas.json", err: err}
 	}
-	if src := f.AppVersionSource(); p.AutoIncrement != nil && (p.AutoIncrement.Bool == nil || *p.AutoIncrement.Bool) {
-		why := "the farm keeps no app versions (cli.appVersionSource \"remote\")"
-		if src != "remote" {
-			why = "expo-build does not change app.json for you"
-		}
-		return api.BuildProfile{}, usageErr("eas.json: build.%s.autoIncrement is not supported: %s; set the version (android.versionCode / ios.buildNumber) in the app config and remove autoIncrement", profileOr(name), why)
-	}
-	return p, nil
-}
-
-func profileOr(name string) string {
-	if name == "" {
-		return "production"
-	}
-	return name
+	return p, f.AppVersionSource(), nil
 }
 
 // checkApplicable refuses the profile keys this farm cannot honour, each

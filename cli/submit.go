@@ -3,6 +3,7 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
@@ -204,32 +205,7 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 	}
 	// Everything is decided (and every problem reported) before any upload.
 	builds := make([]*resolved, len(platforms))
-	lookups := farm{
-		credentials: func(ctx context.Context, project string) ([]api.Credential, error) {
-			var list api.CredentialList
-			err := s.retry(ctx, "list the farm's credentials", true, func(ctx context.Context) error {
-				var err error
-				list, err = c.ListCredentials(ctx, project)
-				return err
-			})
-			if err != nil {
-				return nil, wrapOp("list the farm's credentials", err)
-			}
-			return list.Credentials, nil
-		},
-		variables: func(ctx context.Context, project, environment string) ([]api.Variable, error) {
-			var list api.VariableList
-			err := s.retry(ctx, "list the farm's variables", true, func(ctx context.Context) error {
-				var err error
-				list, err = c.ListVariables(ctx, project, environment)
-				return err
-			})
-			if err != nil {
-				return nil, wrapOp("list the farm's variables", err)
-			}
-			return list.Variables, nil
-		},
-	}
+	lookups := s.farm(c)
 	for i, platform := range platforms {
 		r, err := resolveBuild(ctx, root, platform, o.profileName, o.project, lookups)
 		if err != nil {
@@ -245,6 +221,20 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 			}
 		}
 		builds[i] = r
+	}
+	// Every platform resolved: the local version source's bumps are made
+	// now, before anything is packed, as eas-cli makes them.
+	for _, r := range builds {
+		if r.bump == nil {
+			continue
+		}
+		if err := r.bump.apply(); err != nil {
+			return &cliError{code: ExitFailed, msg: "bump the app version (autoIncrement)", err: err}
+		}
+		// Said even with --json: the developer's files changed.
+		for _, c := range r.bump.changes {
+			inv.ui.warn("autoIncrement (%s, local version source) changed the project: %s", r.spec.Platform, c)
+		}
 	}
 	var results []map[string]any
 	var subs []submission
@@ -393,6 +383,9 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 		s.forgetPending(fp)
 		return submission{}, wrapOp("submit", err)
 	}
+	if spec.Versions.Remote() && (sub.Versions == nil || sub.Versions.BuildVersion == "") {
+		inv.ui.warn("the controller did not decide the build's %s (it predates the remote version source): the build will refuse to run; upgrade the controller", api.BuildVersionName(platform))
+	}
 	if err := s.recordSubmit(sub, platform, fp); err != nil {
 		inv.ui.warn("%v (status, logs and download still work with your API key)", err)
 	}
@@ -453,6 +446,17 @@ func describeSpec(u *ui, spec api.BuildSpec) {
 		app += ", " + spec.App.AndroidPackage
 	}
 	u.info("App %s) from %s; %s", app, spec.App.ConfigSource, describeProject(spec.Project))
+	if v := spec.Versions; v != nil {
+		name := api.BuildVersionName(spec.Platform)
+		switch {
+		case v.Remote() && v.Increment != "":
+			u.info("Versions: app %s; %s: the farm's next (remote version source, autoIncrement)", v.AppVersion, name)
+		case v.Remote():
+			u.info("Versions: app %s; %s: the farm's current (remote version source)", v.AppVersion, name)
+		default:
+			u.info("Versions: app %s, %s %s (local version source)", cmp.Or(v.AppVersion, "?"), name, cmp.Or(v.BuildVersion, "?"))
+		}
+	}
 	switch c := spec.Credentials; {
 	case c.Android != nil:
 		u.info("Signing: %s keystore, key %q, certificate SHA-256 %s", c.Source, c.Android.KeyAlias, c.Android.CertificateSHA256)
@@ -480,7 +484,7 @@ func describeProject(p api.Project) string {
 func submitJSON(sub api.SubmitResponse, req api.SubmitRequest, plan *pack.Plan) map[string]any {
 	return map[string]any{"id": sub.ID, "status": sub.Status, "queue_position": sub.QueuePosition, "submitted_at": sub.SubmittedAt,
 		"platform": req.Platform, "profile": req.Profile, "idempotency_key": req.IdempotencyKey,
-		"files": plan.Files, "bytes": plan.Bytes, "spec": req.Spec, "reused": false}
+		"files": plan.Files, "bytes": plan.Bytes, "spec": req.Spec, "reused": false, "versions": sub.Versions}
 }
 
 func printSubmitted(u *ui, sub api.SubmitResponse, req api.SubmitRequest) {
@@ -493,6 +497,9 @@ func printSubmitted(u *ui, sub api.SubmitResponse, req api.SubmitRequest) {
 		what += ", profile " + req.Profile
 	}
 	u.printf("%s Build %s queued (%s): %s\n", u.o(cGreen, "✔"), u.o(cBold, sub.ID), what, where)
+	if v := sub.Versions; v != nil && v.BuildVersion != "" {
+		u.printf("  Version:     %s (%s %s, %s version source)\n", cmp.Or(v.AppVersion, "?"), api.BuildVersionName(req.Platform), v.BuildVersion, v.Source)
+	}
 	u.printf("  Follow it:   expo-build build:view %s --watch\n", sub.ID)
 	u.printf("  Live logs:   expo-build logs %s -f\n", sub.ID)
 	u.printf("  Artifacts:   expo-build build:download %s\n", sub.ID)
@@ -833,4 +840,34 @@ func (c countingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	n, err := c.r.ReadAt(p, off)
 	c.done.Store(c.n.Add(int64(n)))
 	return n, err
+}
+
+// farm is what resolving a build asks the controller, through session s.
+func (s *session) farm(c *api.Client) farm {
+	return farm{
+		credentials: func(ctx context.Context, project string) ([]api.Credential, error) {
+			var list api.CredentialList
+			err := s.retry(ctx, "list the farm's credentials", true, func(ctx context.Context) error {
+				var err error
+				list, err = c.ListCredentials(ctx, project)
+				return err
+			})
+			if err != nil {
+				return nil, wrapOp("list the farm's credentials", err)
+			}
+			return list.Credentials, nil
+		},
+		variables: func(ctx context.Context, project, environment string) ([]api.Variable, error) {
+			var list api.VariableList
+			err := s.retry(ctx, "list the farm's variables", true, func(ctx context.Context) error {
+				var err error
+				list, err = c.ListVariables(ctx, project, environment)
+				return err
+			})
+			if err != nil {
+				return nil, wrapOp("list the farm's variables", err)
+			}
+			return list.Variables, nil
+		},
+	}
 }

@@ -36,7 +36,8 @@ func (p *pipeline) ios(ctx context.Context) ([]string, error) {
 	if err := p.install(ctx); err != nil {
 		return nil, err
 	}
-	if err := p.prebuild(ctx, "ios"); err != nil {
+	versionsSet, err := p.prebuild(ctx, "ios")
+	if err != nil {
 		return nil, err
 	}
 	if err := p.hook(ctx, HookPostInstall); err != nil {
@@ -68,6 +69,11 @@ func (p *pipeline) ios(ctx context.Context) ([]string, error) {
 	config := b.BuildConfiguration
 	if config == "" {
 		config = "Release"
+	}
+	if !versionsSet {
+		if err := p.iosVersionsInNative(dir, scheme, config); err != nil {
+			return nil, err
+		}
 	}
 	if b.Simulator {
 		return p.iosSimulator(ctx, dir, workspace, scheme, config)

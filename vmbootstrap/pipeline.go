@@ -222,18 +222,23 @@ func (p *pipeline) checkNode(ctx context.Context) error {
 // prebuild generates the native project unless the project carries its
 // own (a bare React Native project), as EAS Build does, then installs
 // again (prebuild may change package.json) unfrozen. The Expo CLI is
-// non-interactive because CI=1.
-func (p *pipeline) prebuild(ctx context.Context, platform string) error {
+// non-interactive because CI=1. A remote-source build version goes into
+// app.json first; versionsSet reports that it did (else the native files
+// get it).
+func (p *pipeline) prebuild(ctx context.Context, platform string) (versionsSet bool, err error) {
 	if fileExists(filepath.Join(p.root, platform)) {
 		p.phase(vmshare.PhasePrebuild, 35, "using the project's own "+platform+"/ directory")
 		fmt.Fprintf(p.runner.out, "\n▸ %s/ exists: skipping expo prebuild\n", platform)
-		return nil
+		return false, nil
+	}
+	if versionsSet, err = p.versionsBeforePrebuild(); err != nil {
+		return false, err
 	}
 	p.phase(vmshare.PhasePrebuild, 35, "expo prebuild")
 	if err := p.runner.run(ctx, p.command(PrebuildCommand(p.spec.Project, p.spec.Profile.PrebuildCommand, platform))); err != nil {
-		return err
+		return false, err
 	}
-	return p.runner.run(ctx, p.command(ReinstallCommand(p.spec.Project)))
+	return versionsSet, p.runner.run(ctx, p.command(ReinstallCommand(p.spec.Project)))
 }
 
 func (p *pipeline) android(ctx context.Context) ([]string, error) {
@@ -244,7 +249,8 @@ func (p *pipeline) android(ctx context.Context) ([]string, error) {
 	if err := p.install(ctx); err != nil {
 		return nil, err
 	}
-	if err := p.prebuild(ctx, "android"); err != nil {
+	versionsSet, err := p.prebuild(ctx, "android")
+	if err != nil {
 		return nil, err
 	}
 	if err := p.hook(ctx, HookPostInstall); err != nil {
@@ -257,6 +263,11 @@ func (p *pipeline) android(ctx context.Context) ([]string, error) {
 	}
 	if err := fixGradlew(gradlew); err != nil {
 		return nil, err
+	}
+	if !versionsSet {
+		if err := p.androidVersionsInNative(dir); err != nil {
+			return nil, err
+		}
 	}
 	if ch := p.spec.Profile.Channel; ch != "" {
 		if !expoUpdatesInstalled(p.tree, p.root) {

@@ -42,3 +42,19 @@ func jsLength(s string) int {
 	}
 	return n
 }
+
+// NextPatch is semver.inc(v, "patch") of node-semver 7, which eas-cli
+// bumps expo.version with: the patch number plus one, or, for a
+// pre-release, the same numbers without it; build metadata and a leading
+// "v" are dropped. ok is false when v is not a valid version.
+func NextPatch(v string) (next string, ok bool) {
+	if !validSemver(v) {
+		return "", false
+	}
+	m := semverRe.FindStringSubmatch(strings.TrimFunc(v, isJSSpace))
+	patch, _ := strconv.ParseUint(m[3], 10, 64)
+	if !strings.Contains(strings.SplitN(strings.TrimPrefix(strings.TrimFunc(v, isJSSpace), "v"), "+", 2)[0], "-") {
+		patch++
+	}
+	return m[1] + "." + m[2] + "." + strconv.FormatUint(patch, 10), true
+}

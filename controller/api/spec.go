@@ -63,6 +63,9 @@ type BuildSpec struct {
 	// build restores none of Caches and, when it succeeds, saves them
 	// afresh, replacing what the workers held.
 	ClearCache bool `json:"clear_cache,omitempty"`
+	// Versions are the app version and build version the build is made
+	// with (nil in a spec from an older CLI: the project's own files decide).
+	Versions *AppVersions `json:"versions,omitempty"`
 }
 
 // CacheEntry is one dependency cache of a build: what it holds, under

@@ -288,6 +288,9 @@ type SubmitResponse struct {
 	// AccessTokenExpiresAt is when the build token stops working (it dies
 	// sooner if the submitting key is revoked).
 	AccessTokenExpiresAt time.Time `json:"access_token_expires_at"`
+	// Versions are the versions the build is made with, as the controller
+	// stored them (the build version it decided for the remote source).
+	Versions *AppVersions `json:"versions,omitempty"`
 }
 
 // Limits answers GET /api/limits (developer and admin keys): what the
@@ -392,6 +395,10 @@ type Build struct {
 	// never reused.
 	SourceFingerprint         string `json:"source_fingerprint,omitempty"`
 	SourceFingerprintMismatch bool   `json:"source_fingerprint_mismatch,omitempty"`
+	// AppVersion and BuildVersion (versionCode or buildNumber) are the
+	// versions the build is made with: its spec's Versions.
+	AppVersion   string `json:"app_version,omitempty"`
+	BuildVersion string `json:"build_version,omitempty"`
 	// InstallURL (completed builds, GET /api/builds/:id only) opens the
 	// install page without any header until InstallURLExpiresAt; it is
 	// what GET /api/builds/:id/qr.png encodes.

@@ -746,7 +746,8 @@ func TestBuildPageShowsSpec(t *testing.T) {
 		Android: &api.AndroidBuild{GradleCommand: ":app:assembleRelease", BuildType: api.AndroidAPK},
 		Credentials: api.CredentialsInfo{Source: api.CredentialsRemote, Android: &api.KeystoreInfo{Name: "default", Type: "JKS", KeyAlias: "upload",
 			CertificateSHA256: strings.Repeat("1e", 32)}},
-		Message: "QA build"}
+		Message: "QA build", Versions: &api.AppVersions{Source: api.VersionSourceRemote, Increment: api.IncrementBuildVersion,
+			ApplicationID: "com.example.notes", AppVersion: "0.9.0", InitialBuildVersion: "12"}}
 	sub, err := f.dev.Submit(context.Background(), api.SubmitRequest{Platform: api.PlatformAndroid, Spec: spec, Source: bytes.NewReader(project(t))})
 	if err == nil || api.StatusOf(err) != http.StatusUnprocessableEntity {
 		t.Fatalf("a remote build without a farm keystore: %v", err)
@@ -759,7 +760,8 @@ func TestBuildPageShowsSpec(t *testing.T) {
 	b.mustLogin(f.devKey)
 	p := b.get("/builds/" + sub.ID)
 	wantContains(t, p, `id="spec"`, "Notes", "notes", "0.9.0", "com.example.notes", "pnpm", "pnpm-lock.yaml", "apps/notes",
-		":app:assembleRelease", ">apk<", ">none<", "QA build", "b &lt;value&gt;", `&#34;gradleCommand&#34;: &#34;:app:assembleRelease&#34;`, "<details>")
+		":app:assembleRelease", ">apk<", ">none<", "QA build", "b &lt;value&gt;", `&#34;gradleCommand&#34;: &#34;:app:assembleRelease&#34;`, "<details>",
+		`<dd id="versions">0.9.0 <small>(version code 12, remote version source)`)
 	if a, bk := strings.Index(p.body, "A_KEY"), strings.Index(p.body, "B_KEY"); a < 0 || bk < a {
 		t.Errorf("the profile's env is not listed in key order")
 	}

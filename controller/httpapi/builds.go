@@ -269,8 +269,17 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 	if sub.Duplicate {
 		status = http.StatusOK
 	}
-	writeJSON(w, status, api.SubmitResponse{ID: sub.Build.ID, Status: sub.Build.Status, AccessToken: sub.Token,
-		AccessTokenExpiresAt: sub.TokenExpiresAt, SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
+	writeJSON(w, status, submitResponse(sub))
+}
+
+// submitResponse answers a submit or a retry.
+func submitResponse(sub store.Submitted) api.SubmitResponse {
+	out := api.SubmitResponse{ID: sub.Build.ID, Status: sub.Build.Status, AccessToken: sub.Token,
+		AccessTokenExpiresAt: sub.TokenExpiresAt, SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition}
+	if sub.Build.Spec != nil {
+		out.Versions = sub.Build.Spec.Versions
+	}
+	return out
 }
 
 func applySubmitField(nb *store.NewBuild, name, v string) error {
@@ -507,8 +516,7 @@ func (s *Server) retry(w http.ResponseWriter, r *http.Request, b buildAccess) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusCreated, api.SubmitResponse{ID: sub.Build.ID, Status: sub.Build.Status, AccessToken: sub.Token,
-		AccessTokenExpiresAt: sub.TokenExpiresAt, SubmittedAt: sub.Build.SubmittedAt, QueuePosition: sub.Build.QueuePosition})
+	writeJSON(w, http.StatusCreated, submitResponse(sub))
 }
 
 // RetryBuild queues the retry of build id for the developer or admin key

@@ -427,6 +427,42 @@ func (s *Server) deleteCredential(w http.ResponseWriter, r *http.Request, k stor
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// getAppVersion answers the build version the farm keeps for one
+// application of the project (the remote version source).
+func (s *Server) getAppVersion(w http.ResponseWriter, r *http.Request, k store.APIKey) {
+	project, ok := s.project(w, r, k)
+	if !ok {
+		return
+	}
+	rec, err := s.store.AppVersion(r.Context(), project, r.PathValue("platform"), r.PathValue("application_id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
+// setAppVersion sets the build version the farm keeps for one application
+// of the project (expo-build build:version:set).
+func (s *Server) setAppVersion(w http.ResponseWriter, r *http.Request, k store.APIKey) {
+	project, ok := s.project(w, r, k)
+	if !ok {
+		return
+	}
+	var req api.SetAppVersionRequest
+	if err := s.decodeJSON(w, r, &req); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	rec, err := s.store.SetAppVersion(r.Context(), api.AppVersionRecord{Project: project, Platform: r.PathValue("platform"),
+		ApplicationID: r.PathValue("application_id"), BuildVersion: req.BuildVersion, AppVersion: req.AppVersion})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rec)
+}
+
 // farmKeystore reads a project's farm keystore for a remote build and
 // checks it is the one the build was prepared for.
 func (s *Server) farmKeystore(r *http.Request, project string, want *api.KeystoreInfo) (*api.AndroidKeystore, error) {

@@ -247,6 +247,8 @@ func (s *Server) routes() {
 	m.HandleFunc("PUT /api/projects/{project}/credentials/{platform}/{name}", s.developer(s.setCredential))
 	m.HandleFunc("GET /api/projects/{project}/credentials", s.developer(s.listCredentials))
 	m.HandleFunc("DELETE /api/projects/{project}/credentials/{platform}/{name}", s.developer(s.deleteCredential))
+	m.HandleFunc("GET /api/projects/{project}/app-versions/{platform}/{application_id}", s.developer(s.getAppVersion))
+	m.HandleFunc("PUT /api/projects/{project}/app-versions/{platform}/{application_id}", s.developer(s.setAppVersion))
 
 	if s.links != nil {
 		m.HandleFunc("GET /api/builds/{id}/qr.png", s.buildReader(s.qrCode))

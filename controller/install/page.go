@@ -38,7 +38,7 @@ a.button{display:block;text-align:center;padding:1rem;margin:1rem 0;border-radiu
 li{margin:.4rem 0}small{color:#666}</style></head>
 <body>
 <h1>{{.Title}}</h1>
-<p>{{.Platform}} build <code>{{.Build.ID}}</code>{{if .Build.Profile}}, profile {{.Build.Profile}}{{end}}{{if .Build.CompletedAt}}, finished {{.Build.CompletedAt.UTC.Format "2006-01-02 15:04 UTC"}}{{end}}.</p>
+<p>{{.Platform}} build <code>{{.Build.ID}}</code>{{if .Build.Profile}}, profile {{.Build.Profile}}{{end}}{{with .Build.AppVersion}}, version <span id="version">{{.}}{{with $.Build.BuildVersion}} ({{.}}){{end}}</span>{{end}}{{if .Build.CompletedAt}}, finished {{.Build.CompletedAt.UTC.Format "2006-01-02 15:04 UTC"}}{{end}}.</p>
 {{if .InstallURL}}<a class="button" id="install" href="{{.InstallURL}}">Install on this {{if eq .Build.Platform "ios"}}iPhone or iPad{{else}}device{{end}}</a>
 {{if eq .Build.Platform "ios"}}<p><small>Ad-hoc and enterprise builds install only on devices their provisioning profile lists.</small></p>{{else}}<p><small>Android asks to allow installs from your browser the first time.</small></p>{{end}}
 {{else if .Unavailable}}<p id="unavailable">This build cannot be installed from this page: {{.Unavailable}}</p>

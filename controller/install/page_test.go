@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"howett.net/plist"
+
+	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 // Xcode writes Info.plist in the binary format; the manifest must still
@@ -32,5 +34,17 @@ func TestReadAppInfoBinaryPlist(t *testing.T) {
 	}
 	if _, err := ReadAppInfo(bytes.NewReader([]byte("PK nope")), 7); err == nil || !strings.Contains(err.Error(), "IPA") {
 		t.Fatalf("a broken IPA: %v", err)
+	}
+}
+
+// The install page says which version it installs.
+func TestPageShowsVersions(t *testing.T) {
+	var buf bytes.Buffer
+	b := api.Build{ID: "b1", Platform: api.PlatformAndroid, Profile: "preview", AppVersion: "1.2.3", BuildVersion: "43"}
+	if err := WritePage(&buf, b, Links{}, ""); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(buf.String(), `version <span id="version">1.2.3 (43)</span>`) {
+		t.Fatalf("page:\n%s", buf.String())
 	}
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -95,6 +96,17 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 	if err != nil {
 		return Submitted{}, err
 	}
+	// A remote-source build version is decided below, unless the spec
+	// already carries one (a retry keeps its build's).
+	var takeVersion *api.AppVersions
+	if spec != nil {
+		if err := checkRemoteVersions(nb.Project, nb.Platform, spec.Versions); err != nil {
+			return Submitted{}, err
+		}
+		if spec.Versions.Remote() && spec.Versions.BuildVersion == "" {
+			takeVersion = spec.Versions
+		}
+	}
 	timeout := nb.Timeout
 	if timeout <= 0 {
 		timeout = s.cfg.DefaultTimeout
@@ -143,14 +155,29 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 		case err != nil:
 			return fmt.Errorf("insert build: %w", err)
 		}
+		if takeVersion != nil {
+			if err := takeBuildVersion(ctx, t, nb.Project, nb.Platform, takeVersion); err != nil {
+				return err
+			}
+			if _, err := t.Exec(ctx, `UPDATE builds SET spec = jsonb_set(spec, '{versions,build_version}', to_jsonb($2::text)) WHERE id = $1`,
+				b.ID, takeVersion.BuildVersion); err != nil {
+				return fmt.Errorf("record the build version: %w", err)
+			}
+		}
 		if err := nb.Commit(); err != nil {
 			return fmt.Errorf("store build files: %w", err)
 		}
 		b.QueuePosition = &pos
 		b.Spec = spec
 		b.SourceFingerprint, b.SourceFingerprintMismatch = nb.SourceFingerprint, mismatch
+		if spec != nil { // as buildColumns reads them
+			b.AppVersion = spec.App.Version
+			if v := spec.Versions; v != nil {
+				b.AppVersion, b.BuildVersion = cmp.Or(v.AppVersion, spec.App.Version), v.BuildVersion
+			}
+		}
 		out.Build = b
-		detail := map[string]any{"priority": nb.Priority, "profile": nb.Profile, "retry_of": nb.RetryOf, "project": nb.Project}
+		detail := versionDetail(map[string]any{"priority": nb.Priority, "profile": nb.Profile, "retry_of": nb.RetryOf, "project": nb.Project}, b.AppVersion, b.BuildVersion)
 		if mismatch {
 			detail["source_fingerprint_mismatch"] = true
 			detail["declared_source_fingerprint"], detail["source_fingerprint"] = spec.SourceFingerprint, nb.SourceFingerprint
@@ -164,7 +191,25 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 
 const buildColumns = `b.id, b.status, b.platform, b.profile, b.priority, b.attempts, b.max_attempts, b.worker_id, b.phase,
 	b.progress, b.cancel_requested, b.retry_of, b.run_after, b.submitted_at, b.started_at, b.completed_at,
-	b.error_message, b.error_code, b.log_length, b.artifacts_deleted_at, b.project`
+	b.error_message, b.error_code, b.log_length, b.artifacts_deleted_at, b.project, ` + versionColumns
+
+// versionColumns are a build's app version and build version, read from
+// the spec of b (builds, or a CTE returning their spec): Versions, else, in
+// a spec from an older CLI, the app config's version.
+const versionColumns = `COALESCE(b.spec->'versions'->>'app_version', b.spec->'app'->>'version', ''),
+	COALESCE(b.spec->'versions'->>'build_version', '')`
+
+// versionDetail adds a build's versions to an event's detail (what
+// webhooks deliver).
+func versionDetail(detail map[string]any, appVersion, buildVersion string) map[string]any {
+	if appVersion != "" {
+		detail["app_version"] = appVersion
+	}
+	if buildVersion != "" {
+		detail["build_version"] = buildVersion
+	}
+	return detail
+}
 
 type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
@@ -277,7 +322,7 @@ func scanBuildWithPosition(row pgx.Row, pos **int, extra ...any) (api.Build, err
 	var p *int64
 	err := row.Scan(append([]any{&b.ID, &b.Status, &b.Platform, &b.Profile, &b.Priority, &b.Attempts, &b.MaxAttempts, &b.WorkerID, &b.Phase,
 		&progress, &b.CancelRequested, &b.RetryOf, &runAfter, &b.SubmittedAt, &b.StartedAt, &b.CompletedAt,
-		&b.ErrorMessage, &b.ErrorCode, &b.LogLength, &b.ArtifactsExpireAt, &b.Project, &p}, extra...)...)
+		&b.ErrorMessage, &b.ErrorCode, &b.LogLength, &b.ArtifactsExpireAt, &b.Project, &b.AppVersion, &b.BuildVersion, &p}, extra...)...)
 	if err != nil {
 		return b, err
 	}
@@ -479,7 +524,7 @@ func (s *Store) listBuilds(ctx context.Context, f ListFilter) ([]BuildRow, strin
 		var row BuildRow
 		var pos *int
 		var spec []byte
-		b, err := scanBuildWithPosition(r, &pos, &row.AppName, &row.AppSlug, &row.AppVersion, &row.ProfileName,
+		b, err := scanBuildWithPosition(r, &pos, &row.AppName, &row.AppSlug, &row.ProfileName,
 			&row.Message, &row.GitCommit, &row.Submitter, &spec)
 		if err != nil {
 			return row, err

@@ -17,7 +17,6 @@ type BuildRow struct {
 	api.Build
 	AppName     string
 	AppSlug     string
-	AppVersion  string
 	ProfileName string
 	Message     string
 	GitCommit   string
@@ -28,7 +27,7 @@ type BuildRow struct {
 
 // specColumns are BuildRow's extra columns, read from the spec's JSON.
 const specColumns = `COALESCE(b.spec->'app'->>'name', ''), COALESCE(b.spec->'app'->>'slug', ''),
-	COALESCE(b.spec->'app'->>'version', ''), COALESCE(b.spec->>'profile_name', ''), COALESCE(b.spec->>'message', ''),
+	COALESCE(b.spec->>'profile_name', ''), COALESCE(b.spec->>'message', ''),
 	COALESCE(b.spec->>'git_commit', ''), COALESCE((SELECT k.name FROM api_keys k WHERE k.id = b.submitted_by), '')`
 
 // ListBuildRows is ListBuilds with what the builds list shows of each spec.

@@ -654,7 +654,7 @@ func (t *txn) endBuild(ctx context.Context, w WorkerAuth, r Result, resp api.Res
 	if a := r.Artifact; a != nil {
 		art.name, art.sha, art.size = &a.Name, &a.SHA256, &a.Size
 	}
-	var platform string
+	var platform, appVersion, buildVersion string
 	err = t.QueryRow(ctx, `
 		WITH a AS (
 			UPDATE build_attempts SET status = $3, ended_at = now(), error_code = NULLIF($4, ''), error_message = NULLIF($5, ''),
@@ -664,7 +664,7 @@ func (t *txn) endBuild(ctx context.Context, w WorkerAuth, r Result, resp api.Res
 			UPDATE builds SET status = $6, completed_at = now(), lease_expires_at = NULL, phase = $6,
 				error_code = NULLIF($4, ''), error_message = NULLIF($5, '')
 			FROM a WHERE builds.id = $1 AND builds.attempt_id = a.id
-			RETURNING builds.id, builds.platform
+			RETURNING builds.id, builds.platform, builds.spec
 		), art AS (
 			INSERT INTO artifacts (build_id, attempt_id, name, size, sha256) SELECT b.id, $2, $9, $10, $11 FROM b WHERE $9::text IS NOT NULL
 			ON CONFLICT (build_id, attempt_id, name) DO UPDATE SET size = EXCLUDED.size, sha256 = EXCLUDED.sha256, created_at = now()
@@ -673,9 +673,9 @@ func (t *txn) endBuild(ctx context.Context, w WorkerAuth, r Result, resp api.Res
 				builds_failed = builds_failed + CASE WHEN $6 = 'completed' THEN 0 ELSE 1 END
 			FROM b WHERE workers.id = $8
 		)
-		SELECT platform FROM b`,
+		SELECT b.platform, `+versionColumns+` FROM b`,
 		r.BuildID, r.AttemptID, attemptStatus, code, msg, string(resp.Status), result, w.WorkerID,
-		art.name, art.size, art.sha).Scan(&platform)
+		art.name, art.size, art.sha).Scan(&platform, &appVersion, &buildVersion)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return fmt.Errorf("%w: build %s is no longer on attempt %s", ErrLeaseLost, r.BuildID, r.AttemptID)
 	}
@@ -683,7 +683,7 @@ func (t *txn) endBuild(ctx context.Context, w WorkerAuth, r Result, resp api.Res
 		return fmt.Errorf("end build: %w", err)
 	}
 	t.emit(Change{Kind: "build", ID: r.BuildID, Status: string(resp.Status), Platform: platform,
-		Detail: map[string]any{"attempt_id": r.AttemptID, "error_code": code}})
+		Detail: versionDetail(map[string]any{"attempt_id": r.AttemptID, "error_code": code}, appVersion, buildVersion)})
 	return nil
 }
 
