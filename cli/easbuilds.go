@@ -50,7 +50,7 @@ func (f buildFilter) keep(b api.Build) bool {
 	distribution := cmp.Or(sp.Profile.Distribution, "store")
 	simulator := sp.IOS != nil && sp.IOS.Simulator
 	for _, c := range []struct{ want, have string }{
-		{f.channel, sp.Profile.Channel}, {f.appVersion, sp.App.Version}, {f.appBuildVersion, buildVersion},
+		{f.channel, sp.Profile.Channel}, {f.appVersion, cmp.Or(b.AppVersion, sp.App.Version)}, {f.appBuildVersion, cmp.Or(b.BuildVersion, buildVersion)},
 		{f.sdkVersion, sp.App.SDKVersion}, {f.appIdentifier, id},
 	} {
 		if c.want != "" && c.want != c.have {
