@@ -35,7 +35,7 @@ func exitWithin(t *testing.T, done <-chan int, stdout, stderr *syncbuf.Buffer) i
 	select {
 	case code := <-done:
 		return code
-	case <-time.After(20 * time.Second):
+	case <-time.After(2 * time.Minute): // a bound for a hang, not a timing
 		t.Fatalf("expo-build did not return\n%s\n%s", stdout.String(), stderr.String())
 		return -1
 	}

@@ -80,7 +80,7 @@ func TestStockEASJSONRemoteVersions(t *testing.T) {
 	// What webhooks deliver: the build's events carry its versions (listed
 	// once sealed, a moment after their change).
 	seen := map[string]bool{}
-	for deadline := time.Now().Add(10 * time.Second); !seen["build.submitted"] || !seen["build.completed"]; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); !seen["build.submitted"] || !seen["build.completed"]; time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("no build.submitted and build.completed events with the versions: %v", seen)
 		}
