@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"flag"
 	"fmt"
-	"io"
 	"math/big"
 	"net/url"
 	"os"
@@ -103,7 +102,11 @@ func install(gradleUserHome, distributionURL, self string) (string, error) {
 			return "", fmt.Errorf("create the distribution: %w", err)
 		}
 	}
-	if err := copyFile(self, filepath.Join(lib, "fakegradle"), 0o755); err != nil {
+	prog, err := os.ReadFile(self)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(lib, "fakegradle"), prog, 0o755)
+	}
+	if err != nil {
 		return "", fmt.Errorf("copy fakegradle into the distribution: %w", err)
 	}
 	if err := launcherJar(filepath.Join(lib, "gradle-launcher-"+version+".jar")); err != nil {
@@ -140,21 +143,4 @@ func launcherJar(dst string) error {
 		return fmt.Errorf("jar the launcher: %w\n%s", err, out)
 	}
 	return nil
-}
-
-func copyFile(src, dst string, mode os.FileMode) error {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, mode)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }
