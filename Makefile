@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 DARWIN  := GOOS=darwin GOARCH=arm64 CGO_ENABLED=0
 
-.PHONY: all build run test test-tools vet bench fuzz clean app package-check image
+.PHONY: all build run test test-tools vet bench fuzz clean app package-check image standins
 
 all: build
 
@@ -42,6 +42,15 @@ SHELL_SCRIPTS := .ci/run scripts/*.sh packaging/*.sh launchd/guest/freeagent-vm-
 # clusters started by the tests themselves.
 test: test-tools vet package-check
 	$(GO) test -count=1 ./...
+
+# Installs the stand-in Gradle distribution into $GRADLE_USER_HOME (default
+# ~/.gradle) for the wrapper versions of testdata/expo-default: a real
+# project's ./gradlew then runs the real JS bundle and Hermes compiler and a
+# stand-in for native compilation (its artifacts do not run on a device).
+# See internal/standins/fakegradle.
+standins:
+	$(GO) build -o $(BIN)/fakegradle ./internal/standins/fakegradle
+	$(BIN)/fakegradle install
 
 # Installs the programs the farm and its tests run (scripts/test-tools.sh
 # is their one list) or, where it cannot install, names them and stops

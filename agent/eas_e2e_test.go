@@ -162,7 +162,7 @@ func (f *farm) expoBuild(t testing.TB) func(stdin string, args ...string) (code 
 		app := &cli.App{Stdin: strings.NewReader(stdin), Stdout: &stdout, Stderr: &stderr, Env: func(k string) string { return vars[k] },
 			Retry: cli.RetryPolicy{Attempts: 3, Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}, PollInterval: 200 * time.Millisecond,
 			StallTimeout: 60 * time.Second, Version: "test"}
-		ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute) // a real Expo build bundles with Metro
 		defer cancel()
 		code := app.Run(ctx, args)
 		return code, stdout.String(), stderr.String()

@@ -136,12 +136,12 @@ func BenchmarkWarmBuild(b *testing.B) {
 
 // startLocalAgent runs `freeagent run` with the local driver: builds are
 // plain processes of this host running the real freeagent-vm.
-func (f *farm) startLocalAgent(tb testing.TB) *agentProc {
+func (f *farm) startLocalAgent(tb testing.TB, env ...string) *agentProc {
 	tb.Helper()
 	dir := tb.TempDir()
 	cmd := exec.Command(f.agentBin, "run", "--controller-url", f.url, "--vm-driver", "local", "--data-dir", dir,
 		"--bootstrap", f.vmBin, "--backoff-min", "200ms", "--max-builds", "1", "--name", "bench-local", "--platforms", "android")
-	cmd.Env = append(os.Environ(), "FREEAGENT_API_KEY="+f.workerKey, "FREEAGENT_POLL_WAIT=2s")
+	cmd.Env = append(append(os.Environ(), "FREEAGENT_API_KEY="+f.workerKey, "FREEAGENT_POLL_WAIT=2s"), env...)
 	p := &agentProc{cmd: cmd, log: &syncbuf.Buffer{}, done: make(chan error, 1), dir: dir}
 	cmd.Stdout, cmd.Stderr = p.log, p.log
 	if err := cmd.Start(); err != nil {

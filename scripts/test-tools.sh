@@ -52,9 +52,15 @@ has dbus-daemon || need dbus-daemon dbus
 # jarsigner and compare our reading of the signatures with theirs.
 has keytool || need keytool openjdk-17-jdk-headless
 has jar || need jar openjdk-17-jdk-headless
+# javac: `make standins` and the tests compile the stand-in Gradle's
+# launcher class (internal/standins/fakegradle) that the real wrapper loads.
+has javac || need javac openjdk-17-jdk-headless
 has jarsigner || need jarsigner openjdk-17-jdk-headless
 has apksigner || need apksigner apksigner
 has zipalign || need zipalign zipalign
+# aapt: the tests read the stand-in Gradle's APKs (application id,
+# versions) with `aapt dump badging`, a reader independent of the writer.
+has aapt || need aapt aapt
 # openssl: the provisioning and iOS credentials tests sign profiles with
 # `openssl cms` and export distribution certificates with `openssl pkcs12`.
 has openssl || need openssl openssl
