@@ -1,12 +1,9 @@
-package cachekey
+package cachekey_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +13,8 @@ import (
 
 	"github.com/freeagent-build/freeagent/cli/pack"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 )
 
 // TestBuildCaches: the caches a profile gets, and what their keys depend
@@ -23,16 +22,7 @@ import (
 // A's cache; one that ignored the lockfile would restore a stale one.
 func TestBuildCaches(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, content string) {
-		t.Helper()
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(rel, content string) { t.Helper(); writeFile(t, root, rel, content) }
 	write("package-lock.json", `{"lockfileVersion":3}`)
 	write("android/build.gradle", "// top")
 	write("android/app/build.gradle", "// app")
@@ -45,7 +35,7 @@ func TestBuildCaches(t *testing.T) {
 	}
 	caches := func(s api.BuildSpec) []api.CacheEntry {
 		t.Helper()
-		c, err := Entries(s, Dir(root))
+		c, err := cachekey.Entries(s, cachekey.Dir(root))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -138,6 +128,18 @@ func TestBuildCaches(t *testing.T) {
 	}
 }
 
+// writeFile writes content at rel under root, making its directories.
+func writeFile(t *testing.T, root, rel, content string) {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func cacheNamed(t *testing.T, c []api.CacheEntry, name string) api.CacheEntry {
 	t.Helper()
 	for _, e := range c {
@@ -155,12 +157,7 @@ func cacheNamed(t *testing.T, c []api.CacheEntry, name string) api.CacheEntry {
 // and package.json, and the profile can turn it off alone.
 func TestNodeModulesCache(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, content string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(root, rel), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(rel, content string) { t.Helper(); writeFile(t, root, rel, content) }
 	write("package.json", `{"name":"app"}`)
 	write("package-lock.json", `{"lockfileVersion":3}`)
 	write("yarn.lock", "# yarn")
@@ -169,7 +166,7 @@ func TestNodeModulesCache(t *testing.T) {
 	}
 	modules := func(s api.BuildSpec) *api.CacheEntry {
 		t.Helper()
-		c, err := Entries(s, Dir(root))
+		c, err := cachekey.Entries(s, cachekey.Dir(root))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,8 +201,8 @@ func TestNodeModulesCache(t *testing.T) {
 			t.Errorf("%s: node_modules cache %+v, want none", name, m)
 		}
 	}
-	if m := modules(spec(npm, map[string]string{NodeModulesCacheEnv: "0"})); m != nil {
-		t.Errorf("%s=0: node_modules cache %+v", NodeModulesCacheEnv, m)
+	if m := modules(spec(npm, map[string]string{cachekey.NodeModulesCacheEnv: "0"})); m != nil {
+		t.Errorf("%s=0: node_modules cache %+v", cachekey.NodeModulesCacheEnv, m)
 	}
 	if m := modules(spec(api.Project{PackageManager: "yarn", Lockfile: "yarn.lock"}, nil)); m == nil || !slices.Equal(m.Paths, []string{"node_modules"}) {
 		t.Errorf("yarn classic: node_modules cache %+v", m)
@@ -226,16 +223,7 @@ func TestNodeModulesCache(t *testing.T) {
 // honest spec's keys stand and placement finds the caches they name.
 func TestIndexAgreesWithDir(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, content string) {
-		t.Helper()
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(rel, content string) { t.Helper(); writeFile(t, root, rel, content) }
 	write("package.json", `{"name":"app"}`)
 	write("yarn.lock", "# yarn")
 	write(".yarnrc.yml", "nodeLinker: node-modules\n")
@@ -256,26 +244,6 @@ func TestIndexAgreesWithDir(t *testing.T) {
 	if _, err := plan.Write(context.Background(), &archive, nil); err != nil {
 		t.Fatal(err)
 	}
-	zr, err := gzip.NewReader(&archive)
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx := NewIndex()
-	tr := tar.NewReader(zr)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if w := idx.Header(h); w != nil {
-			if _, err := io.Copy(w, tr); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 
 	yarn := api.Project{PackageManager: "yarn", Lockfile: "yarn.lock", YarnBerry: true}
 	mono := api.Project{PackageManager: "yarn", Lockfile: "yarn.lock", Workspace: true, AppDir: "apps/mobile"}
@@ -285,14 +253,11 @@ func TestIndexAgreesWithDir(t *testing.T) {
 		{ProjectName: "app", Platform: api.PlatformAndroid, Project: mono},
 		{ProjectName: "app", Platform: api.PlatformIOS, Project: mono, Profile: api.BuildProfile{Cache: &api.BuildCache{Paths: []string{"vendor"}}}},
 	} {
-		disk, err := Entries(s, Dir(root))
+		disk, err := cachekey.Entries(s, cachekey.Dir(root))
 		if err != nil {
 			t.Fatal(err)
 		}
-		packed, err := Entries(s, idx)
-		if err != nil {
-			t.Fatal(err)
-		}
+		packed := controllertest.CacheEntries(t, s, archive.Bytes())
 		if len(disk) < 2 || !slices.EqualFunc(disk, packed, func(a, b api.CacheEntry) bool {
 			return a.Name == b.Name && a.Key == b.Key && slices.Equal(a.Paths, b.Paths)
 		}) {
@@ -306,17 +271,17 @@ func TestIndexAgreesWithDir(t *testing.T) {
 // restore of a later build) wherever the VM's user may.
 func TestCheckPath(t *testing.T) {
 	for _, p := range []string{"vendor/cache", "node_modules", ".", "$FREEAGENT_CACHE_DIR/gradle/caches", "~/.cache/tool", "~/Library/Caches/CocoaPods", "~/.gradle"} {
-		if err := CheckPath(p); err != nil {
+		if err := cachekey.CheckPath(p); err != nil {
 			t.Errorf("%q refused: %v", p, err)
 		}
 	}
 	for _, p := range []string{"", "../x", "vendor/../../x", `vendor\..\x`, "$FREEAGENT_CACHE_DIR/../x", "/etc", "/Users/admin/.ssh", "~", "~/.zshrc", "~/Library/LaunchAgents", "~/.cache/../.ssh", "~root/x", "$HOME/x"} {
-		err := CheckPath(p)
+		err := cachekey.CheckPath(p)
 		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", p)) || !strings.Contains(err.Error(), "never has a \"..\" element") {
 			t.Errorf("%q: %v, want a refusal naming the path and the rule", p, err)
 		}
 	}
-	if _, err := Entries(api.BuildSpec{Platform: api.PlatformAndroid, Profile: api.BuildProfile{Cache: &api.BuildCache{Paths: []string{"../../.ssh"}}}}, Dir(t.TempDir())); err == nil {
+	if _, err := cachekey.Entries(api.BuildSpec{Platform: api.PlatformAndroid, Profile: api.BuildProfile{Cache: &api.BuildCache{Paths: []string{"../../.ssh"}}}}, cachekey.Dir(t.TempDir())); err == nil {
 		t.Error("Entries took a cache.paths entry that climbs")
 	}
 }
