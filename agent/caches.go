@@ -14,7 +14,8 @@ import (
 )
 
 // stageCaches gives the build its dependency caches: links to the archives
-// the worker holds for its project, in a directory of their own that the
+// the worker holds for its project and cache domain (the job's: the
+// controller's word), in a directory of their own that the
 // driver shares read-only. It returns the directory ("" when there is
 // nothing to share) and what the build config lists. A failure is a
 // warning: the build runs cold.
@@ -24,7 +25,7 @@ func (b *build) stageCaches(dir string) (string, []vmshare.CacheMount) {
 		return "", nil
 	}
 	staged := dir + "-caches"
-	mounted, err := store.Stage(b.job.Project, b.job.Caches, staged)
+	mounted, err := store.Stage(b.job.Project, b.job.CacheDomain, b.job.Caches, staged)
 	if err == nil && len(mounted) > 0 {
 		err = os.Chmod(staged, sharedExecMode) // the VM's user reads it (see sharedDirMode)
 	}
@@ -46,8 +47,11 @@ func (b *build) stageCaches(dir string) (string, []vmshare.CacheMount) {
 }
 
 // keepCaches takes in the archives a successful build saved: only those of
-// the caches its job names, under the job's keys, filed under the job's
-// project. A refused archive is a warning; the build stays green.
+// the caches its job names, filed under the job's project, cache domain
+// and key. The key the VM reports is not used: code the build ran in the
+// VM could say any, and the job's was fixed by the controller, from the
+// source, before any of it ran. A refused archive is a warning; the build
+// stays green.
 func (b *build) keepCaches(dir string, saved []vmshare.SavedCache) {
 	store := b.a.caches
 	if store == nil || len(saved) == 0 {
@@ -64,7 +68,7 @@ func (b *build) keepCaches(dir string, saved []vmshare.SavedCache) {
 	for _, s := range saved {
 		var entry *api.CacheEntry
 		for i := range b.job.Caches {
-			if c := &b.job.Caches[i]; c.Name == s.Name && c.Key == s.Key {
+			if c := &b.job.Caches[i]; c.Name == s.Name {
 				entry = c
 			}
 		}
@@ -73,8 +77,8 @@ func (b *build) keepCaches(dir string, saved []vmshare.SavedCache) {
 			continue
 		}
 		start := time.Now()
-		log := b.log.WithFields(logrus.Fields{"cache": s.Name, "key": s.Key})
-		if err := store.Put(b.job.Project, entry.Name, entry.Key, filepath.Join(out, s.File)); err != nil {
+		log := b.log.WithFields(logrus.Fields{"cache": s.Name, "key": entry.Key})
+		if err := store.Put(b.job.Project, b.job.CacheDomain, entry.Name, entry.Key, filepath.Join(out, s.File)); err != nil {
 			log.WithError(err).Warn("the build's cache archive was not kept")
 			continue
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
@@ -77,11 +78,7 @@ func TestWarmBuilds(t *testing.T) {
 		id := buildID(t, stdout+stderr)
 		return id, buildLog(t, f, id)
 	}
-	archivesOf := func(project, name string) []string {
-		// The project's directory is its lower-case name, ".", a hash.
-		m, _ := filepath.Glob(filepath.Join(agent.dir, "caches", project+".*", name, "*.tar"))
-		return m
-	}
+	archivesOf := func(project, name string) []string { return projectArchives(agent.dir, project, name) }
 	archives := func(project string) []string { return archivesOf(project, "npm") }
 	must := func(log string, lines ...string) {
 		t.Helper()
@@ -107,7 +104,9 @@ func TestWarmBuilds(t *testing.T) {
 	if err != nil || b.Spec == nil || len(b.Spec.Caches) == 0 || b.Spec.Caches[0].Name != "npm" {
 		t.Fatalf("spec caches %+v (%v)", b.Spec, err)
 	}
-	key := b.Spec.Caches[0].Key
+	// The worker holds it under the farm's key bound to the build's cache
+	// domain (production, no secrets).
+	key := cachekey.Qualify("environment:"+b.Spec.Environment+" without secrets", b.Spec.Caches[0].Key)
 	// The agent keeps it once the VM is gone, after the build's success
 	// was reported.
 	if !faketarttest.WaitFor(30*time.Second, func() bool { got := archives("warm-a"); return len(got) == 1 && filepath.Base(got[0]) == key+".tar" }) {
@@ -176,6 +175,71 @@ func TestWarmBuilds(t *testing.T) {
 		return wc != nil && wc.Bytes > 0 && wc.Hits == 2 && wc.Misses == 3
 	}) {
 		t.Fatalf("the worker's cache report %+v, want bytes, 2 hits, 3 misses", wc)
+	}
+}
+
+// projectArchives are the archives of cache name the worker in agentDir
+// holds for project, in any cache domain: its directories are the
+// project's lower-case name, "~", a hash.
+func projectArchives(agentDir, project, name string) []string {
+	m, _ := filepath.Glob(filepath.Join(agentDir, "caches", project+"~*", name, "*.tar"))
+	return m
+}
+
+// TestPlantedCacheIsNotRestoredWithSecrets is the planted-Gradle probe
+// through the real parts: a build without secrets plants a Gradle
+// distribution (with the wrapper's .ok marker) in its gradle cache, which
+// the worker keeps; once the environment has a secret, the next build of
+// the same source is in another cache domain and restores nothing of it,
+// nor is it placed or staged for it. The keys the worker files are the
+// farm's, from the source.
+func TestPlantedCacheIsNotRestoredWithSecrets(t *testing.T) {
+	testtool.Need(t, "node", "npm", "jar", "jarsigner", "apksigner", "zipalign")
+	f := newFarm(t, nil)
+	agent := f.startAgent()
+	run := f.expoBuild(t)
+	const plant = `mkdir -p "$GRADLE_USER_HOME/wrapper/dists/gradle-8.10-bin/planted/gradle-8.10" && echo planted > "$GRADLE_USER_HOME/wrapper/dists/gradle-8.10-bin/planted/gradle-8.10-bin.zip.ok" && echo PLANTED`
+	dir := npmApp(t, "planted", map[string]string{"eas-build-post-install": plant}, map[string]string{"is-number": "7.0.0"})
+	build := func() (api.Build, string) {
+		t.Helper()
+		code, stdout, stderr := run("", "submit", dir, "--platform", "android", "--non-interactive", "--wait", "-o", t.TempDir())
+		if code != 0 {
+			t.Fatalf("submit: exit %d\n%s%s", code, stdout, stderr)
+		}
+		id := buildID(t, stdout+stderr)
+		b, err := f.dev.GetBuild(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, buildLog(t, f, id)
+	}
+
+	first, log := build()
+	if !strings.Contains(log, "PLANTED") || !strings.Contains(log, "▸ cache gradle: saved (key ") {
+		t.Fatalf("the first build planted nothing:\n%s", log)
+	}
+	if !faketarttest.WaitFor(30*time.Second, func() bool { return len(projectArchives(agent.dir, "planted", "gradle")) == 1 }) {
+		t.Fatal("the worker keeps no gradle archive of the first build")
+	}
+	// Without the secret, the same source would restore it (the control).
+	_, log = build()
+	if !strings.Contains(log, "▸ cache gradle: restored (key ") {
+		t.Fatalf("a second build without secrets did not restore the gradle cache:\n%s", log)
+	}
+
+	if _, err := f.adminClient(t).SetVariable(context.Background(), "planted", api.SetVariableRequest{Name: "SIGNING_PASSWORD",
+		Value: "a production secret", Visibility: api.VisibilitySecret, Environments: []string{first.Spec.Environment}}); err != nil {
+		t.Fatal(err)
+	}
+	secret, log := build()
+	if !strings.Contains(log, "▸ cache gradle: miss") || strings.Contains(log, "cache gradle: restored") {
+		t.Fatalf("the build with a secret was given the planted gradle cache:\n%s", log)
+	}
+	if secret.Spec.Caches[len(secret.Spec.Caches)-1].Key != first.Spec.Caches[len(first.Spec.Caches)-1].Key {
+		t.Fatal("the same source has another farm key: the miss proves nothing")
+	}
+	if !faketarttest.WaitFor(30*time.Second, func() bool { return len(projectArchives(agent.dir, "planted", "gradle")) == 2 }) {
+		t.Fatalf("the worker holds %v: want one gradle archive per domain", projectArchives(agent.dir, "planted", "gradle"))
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/freeagent-build/freeagent/cli/easjson"
 	proj "github.com/freeagent-build/freeagent/cli/project"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 )
 
 // resolved is a build decided on the developer's machine: what the
@@ -134,7 +135,7 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName, projectNa
 		return nil, err
 	}
 	spec.GitCommit = gitCommit(ctx, appRoot)
-	if spec.Caches, err = buildCaches(spec, layout.WorkspaceRoot, appRoot); err != nil {
+	if spec.Caches, err = cachekey.Entries(spec, cachekey.Dir(layout.WorkspaceRoot)); err != nil {
 		return nil, err
 	}
 	r.spec = spec

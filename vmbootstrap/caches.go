@@ -19,6 +19,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/boundedfile"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
@@ -30,6 +31,7 @@ var cacheLimits = ExtractLimits{MaxBytes: 200 << 30, MaxFileBytes: 20 << 30, Max
 type depCache struct {
 	api.CacheEntry
 	paths    []string            // resolved, absolute in this VM
+	bases    []string            // the directory each path must stay in: the cache directory, the home or the app
 	restored string              // the key of the archive restored, "" on a miss
 	shared   *vmshare.CacheMount // the archive the worker shared, nil on a miss
 	archive  string              // its path
@@ -72,10 +74,13 @@ type depCaches struct {
 
 // newDepCaches resolves spec's caches for an app in appRoot: a path under
 // $FREEAGENT_CACHE_DIR goes under root, "~/…" under home, a relative one
-// under appRoot.
+// under appRoot. A cache with a path cachekey.CheckPath refuses (the
+// controller refused it already: this is the VM's own guard) is left out
+// with a warning.
 func newDepCaches(spec api.BuildSpec, root, work, appRoot, home string, log io.Writer, user *buildUser) *depCaches {
 	d := &depCaches{root: root, work: work, app: appRoot, log: log, user: user, clear: spec.ClearCache}
 	seen := map[string]bool{}
+next:
 	for _, e := range spec.Caches {
 		if e.Name == "" || seen[e.Name] || strings.ContainsAny(e.Name, `/\`) || e.Name == "." || e.Name == ".." {
 			continue
@@ -83,20 +88,61 @@ func newDepCaches(spec api.BuildSpec, root, work, appRoot, home string, log io.W
 		seen[e.Name] = true
 		c := &depCache{CacheEntry: e}
 		for _, p := range e.Paths {
+			if err := cachekey.CheckPath(p); err != nil {
+				fmt.Fprintf(log, "▸ warning: cache %s: not restored or saved: %v\n", e.Name, err)
+				continue next
+			}
+			base, rel := appRoot, p
 			switch {
 			case p == api.CacheDirVar || strings.HasPrefix(p, api.CacheDirVar+"/"):
-				c.paths = append(c.paths, filepath.Join(root, strings.TrimPrefix(p, api.CacheDirVar)))
-			case p == "~" || strings.HasPrefix(p, "~/"):
-				c.paths = append(c.paths, filepath.Join(home, p[1:]))
-			case filepath.IsAbs(p):
-				c.paths = append(c.paths, filepath.Clean(p))
-			default:
-				c.paths = append(c.paths, filepath.Join(appRoot, p))
+				base, rel = root, strings.TrimPrefix(p, api.CacheDirVar)
+			case strings.HasPrefix(p, "~/"):
+				base, rel = home, p[1:]
 			}
+			c.paths, c.bases = append(c.paths, filepath.Join(base, rel)), append(c.bases, base)
 		}
 		d.entries = append(d.entries, c)
 	}
 	return d
+}
+
+// confined refuses to restore c's path i when an existing directory on
+// the way to it is a link out of its base: a source can hold a link
+// (vendor → /Users/admin) that a restore would write through.
+func (c *depCache) confined(i int) error {
+	base, err := resolveExisting(c.bases[i])
+	if err != nil {
+		return err
+	}
+	real, err := resolveExisting(filepath.Dir(c.paths[i]))
+	if err != nil {
+		return err
+	}
+	if !inside(real, base) {
+		return fmt.Errorf("%s leads through a link to %s, outside %s", c.Paths[i], real, c.bases[i])
+	}
+	return nil
+}
+
+// resolveExisting is p with the links of its longest existing part
+// resolved: where creating p would put it.
+func resolveExisting(p string) (string, error) {
+	rest := ""
+	for {
+		if _, err := os.Lstat(p); err == nil {
+			break
+		}
+		parent := filepath.Dir(p)
+		if parent == p {
+			break
+		}
+		rest, p = filepath.Join(filepath.Base(p), rest), parent
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if err != nil {
+		return "", fmt.Errorf("resolve %s: %w", p, err)
+	}
+	return filepath.Join(real, rest), nil
 }
 
 // env points each tool with a cache at its directory under root,
@@ -262,6 +308,9 @@ func (d *depCaches) extract(ctx context.Context, c *depCache, archive string) (i
 			fmt.Fprintf(d.log, "▸ cache %s: %s/ is made by expo prebuild: %s is not restored\n", c.Name, native, dst)
 			continue
 		}
+		if err := c.confined(i); err != nil {
+			return 0, err
+		}
 		if err := d.moveInto(src, dst); err != nil {
 			return 0, err
 		}
@@ -374,6 +423,9 @@ func (d *depCaches) restoreModules(st *modulesStage, want modulesStamp) string {
 	for i, dst := range c.paths {
 		if _, err := os.Lstat(dst); err == nil {
 			return discard("the project has %s already", c.Paths[i])
+		}
+		if err := c.confined(i); err != nil {
+			return discard("%v", err)
 		}
 	}
 	for i, dst := range c.paths {

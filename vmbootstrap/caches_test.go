@@ -60,11 +60,11 @@ func TestCacheRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Put("app", "npm", key, filepath.Join(shared, vmshare.CacheOutDir, "npm.tar")); err != nil {
+	if err := store.Put("app", "", "npm", key, filepath.Join(shared, vmshare.CacheOutDir, "npm.tar")); err != nil {
 		t.Fatalf("the agent refused the VM's archive: %v", err)
 	}
 	share := filepath.Join(t.TempDir(), "share")
-	mounted, err := store.Stage("app", spec.Caches, share)
+	mounted, err := store.Stage("app", "", spec.Caches, share)
 	if err != nil || len(mounted) != 1 {
 		t.Fatalf("stage: %+v %v", mounted, err)
 	}
@@ -269,12 +269,12 @@ func TestNodeModulesCache(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, sv := range saved {
-				if err := store.Put("app", sv.Name, sv.Key, filepath.Join(out, vmshare.CacheOutDir, sv.File)); err != nil {
+				if err := store.Put("app", "", sv.Name, sv.Key, filepath.Join(out, vmshare.CacheOutDir, sv.File)); err != nil {
 					t.Fatalf("the agent refused the %s archive: %v", sv.Name, err)
 				}
 			}
 			share := filepath.Join(t.TempDir(), "share")
-			mounted, err := store.Stage("app", spec(key).Caches, share)
+			mounted, err := store.Stage("app", "", spec(key).Caches, share)
 			if err != nil || len(mounted) != 2 {
 				t.Fatalf("stage: %+v %v", mounted, err)
 			}
@@ -360,5 +360,54 @@ func writeFile(t *testing.T, p, body string) {
 	os.MkdirAll(filepath.Dir(p), 0o755)
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCachePathsStayInTheBuild: the VM's own guard on cache paths (the
+// controller refuses them first). A cache with a path that climbs, is
+// absolute or is in the home outside the tools' caches is neither restored
+// nor saved; a path that leads through a link in the source out of the
+// app is not restored through it.
+func TestCachePathsStayInTheBuild(t *testing.T) {
+	ctx := context.Background()
+	key := strings.Repeat("3d", 32)
+	vm := t.TempDir()
+	root, app, home := filepath.Join(vm, "cache"), filepath.Join(vm, "app"), filepath.Join(vm, "home")
+	outside := t.TempDir()
+	var log bytes.Buffer
+	spec := api.BuildSpec{Caches: []api.CacheEntry{
+		{Name: "climbs", Key: key, Paths: []string{"vendor/../../../etc"}},
+		{Name: "absolute", Key: key, Paths: []string{"node_modules", outside}},
+		{Name: "home", Key: key, Paths: []string{"~/.zshrc"}},
+		{Name: "custom", Key: key, Paths: []string{"linked/cache"}},
+	}}
+	d := newDepCaches(spec, root, vm, app, home, &log, nil)
+	if len(d.entries) != 1 || d.entries[0].Name != "custom" {
+		t.Fatalf("caches kept: %+v\n%s", d.entries, log.String())
+	}
+	for _, name := range []string{"climbs", "absolute", "home"} {
+		if !strings.Contains(log.String(), "▸ warning: cache "+name+": not restored or saved: cache path") {
+			t.Errorf("no warning for the %s cache:\n%s", name, log.String())
+		}
+	}
+
+	// The source links linked → outside; the archive would write outside/cache.
+	if err := os.MkdirAll(app, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, filepath.Join(app, "linked")); err != nil {
+		t.Fatal(err)
+	}
+	share := t.TempDir()
+	archiveDir := t.TempDir()
+	writeFile(t, filepath.Join(archiveDir, "src", "planted"), "planted")
+	if _, err := writeCacheArchive(share, "custom.tar", []string{filepath.Join(archiveDir, "src")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if n := d.restore(ctx, share, []vmshare.CacheMount{{Name: "custom", Key: key, File: "custom.tar"}}); n != 0 || !strings.Contains(log.String(), "leads through a link") {
+		t.Fatalf("restore through a link: %d\n%s", n, log.String())
+	}
+	if _, err := os.Lstat(filepath.Join(outside, "cache")); err == nil {
+		t.Error("the restore wrote outside the app through a link")
 	}
 }

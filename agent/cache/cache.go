@@ -1,15 +1,16 @@
 // Package cache keeps a worker's dependency caches: one tar archive per
-// project, cache name and key (<dir>/<project dir>/<name>/<key>.tar),
+// project, cache domain, cache name and key (<dir>/<scope dir>/<name>/<key>.tar),
 // handed to builds read-only and replaced only by an archive a successful
 // build of the same project wrote, after validation. The total size is
 // capped; the least recently used archives go first.
 //
-// The project is the controller's name for the build's project, never
-// something the build says: it decides the directory, so no build can read
-// or write another project's caches whatever keys it carries. Project names
-// may differ only in case, and a Mac's file system ignores case, so the
-// directory is a case-folded name that still tells such projects apart
-// (projectDir).
+// The project and the cache domain are the controller's word on the build
+// (api.Job), never something the build says: they decide the directory, so
+// no build can read or write the caches of another project, or of builds
+// its project keeps apart from it (a build with secrets from builds
+// without), whatever keys it carries. Project names may differ only in
+// case, and a Mac's file system ignores case, so the directory is a
+// case-folded name that still tells such projects apart (scopeDir).
 package cache
 
 import (
@@ -45,17 +46,21 @@ var (
 	validKey     = regexp.MustCompile(`^[0-9a-f]{64}$`)
 )
 
-// projectDirPattern matches what projectDir returns. A directory of the
-// store that does not is of the layout before it (<dir>/<project>/…).
-var projectDirPattern = regexp.MustCompile(`^[a-z0-9_-]{1,128}\.[0-9a-f]{32}$`)
+// Directories of the layouts before scopeDir: <dir>/<project>/… and
+// <dir>/<lower-case project>.<hash of the project>/…, neither kept apart by
+// cache domain. Open removes their archives, which any build could have
+// planted.
+var oldScopeDir = []*regexp.Regexp{validProject, regexp.MustCompile(`^[a-z0-9_-]{1,128}\.[0-9a-f]{32}$`)}
 
-// projectDir is project's directory in the store: its name in lower case,
-// readable, then 128 bits of the SHA-256 of its exact name, so that "App"
-// and "app" have directories apart even where the file system ignores case.
-// The "." cannot occur in a project name, so no old directory looks new.
-func projectDir(project string) string {
-	sum := sha256.Sum256([]byte(project))
-	return strings.ToLower(project) + "." + hex.EncodeToString(sum[:16])
+// scopeDir is the directory in the store of a project's caches of one
+// cache domain: the project's name in lower case, readable, then 128 bits
+// of the SHA-256 of its exact name and the domain, so that "App" and "app",
+// or two domains, have directories apart even where the file system
+// ignores case. The "~" cannot occur in a project name, so no old
+// directory looks new.
+func scopeDir(project, domain string) string {
+	sum := sha256.Sum256([]byte(project + "\n" + domain))
+	return strings.ToLower(project) + "~" + hex.EncodeToString(sum[:16])
 }
 
 // fallbackCaches may be given to a build under another key of the same
@@ -83,7 +88,7 @@ type Store struct {
 
 // Open prepares the store in dir with a total cap of maxBytes (> 0), and
 // removes what an interrupted write left there, and the archives of the
-// layout before projectDir (which no lookup finds any more).
+// layouts before scopeDir (which no lookup finds any more).
 func Open(dir string, maxBytes int64) (*Store, error) {
 	if maxBytes <= 0 {
 		return nil, fmt.Errorf("cache size cap %d: must be positive", maxBytes)
@@ -103,12 +108,12 @@ func Open(dir string, maxBytes int64) (*Store, error) {
 	return s, err
 }
 
-// pruneOldLayout removes the archives of project directories not named by
-// projectDir, and those directories once empty; anything else stays.
+// pruneOldLayout removes the archives of the directories of the layouts
+// before scopeDir, and those directories once empty; anything else stays.
 func (s *Store) pruneOldLayout() {
 	projects, _ := os.ReadDir(s.dir)
 	for _, p := range projects {
-		if !p.IsDir() || projectDirPattern.MatchString(p.Name()) || !validProject.MatchString(p.Name()) {
+		if !p.IsDir() || !slices.ContainsFunc(oldScopeDir, func(re *regexp.Regexp) bool { return re.MatchString(p.Name()) }) {
 			continue
 		}
 		old := filepath.Join(s.dir, p.Name())
@@ -195,12 +200,13 @@ type Mounted struct {
 	Bytes int64  `json:"bytes"`
 }
 
-// Stage puts into dir (created) the archive of each entry of project: the
-// one of its key, else (see lookup) the newest of the same name. The files
-// are hard links (copies across file systems), so an eviction or a swap-in
-// during the build changes nothing the build sees. It counts the build as a hit
-// when it found any archive and marks those archives used.
-func (s *Store) Stage(project string, entries []api.CacheEntry, dir string) ([]Mounted, error) {
+// Stage puts into dir (created) the archive of each entry of project's
+// cache domain: the one of its key, else (see lookup) the newest of the
+// same name. The files are hard links (copies across file systems), so an
+// eviction or a swap-in during the build changes nothing the build sees.
+// It counts the build as a hit when it found any archive and marks those
+// archives used.
+func (s *Store) Stage(project, domain string, entries []api.CacheEntry, dir string) ([]Mounted, error) {
 	if len(entries) == 0 || !validProject.MatchString(project) {
 		return nil, nil
 	}
@@ -214,7 +220,7 @@ func (s *Store) Stage(project string, entries []api.CacheEntry, dir string) ([]M
 		if !validName.MatchString(e.Name) || !ValidKey(e.Key) || slices.ContainsFunc(out, func(m Mounted) bool { return m.Name == e.Name }) {
 			continue
 		}
-		src, key, ok := s.lookup(project, e.Name, e.Key)
+		src, key, ok := s.lookup(project, domain, e.Name, e.Key)
 		if !ok {
 			continue
 		}
@@ -239,10 +245,10 @@ func (s *Store) Stage(project string, entries []api.CacheEntry, dir string) ([]M
 	return out, nil
 }
 
-// lookup finds project's archive of name under key, else, for the
-// fallbackCaches, its newest under another key.
-func (s *Store) lookup(project, name, key string) (path, found string, ok bool) {
-	dir := filepath.Join(s.dir, projectDir(project), name)
+// lookup finds the archive of name under key of project's cache domain,
+// else, for the fallbackCaches, the domain's newest under another key.
+func (s *Store) lookup(project, domain, name, key string) (path, found string, ok bool) {
+	dir := filepath.Join(s.dir, scopeDir(project, domain), name)
 	exact := filepath.Join(dir, key+archiveExt)
 	if st, err := os.Lstat(exact); err == nil && st.Mode().IsRegular() {
 		return exact, key, true
@@ -256,16 +262,16 @@ func (s *Store) lookup(project, name, key string) (path, found string, ok bool) 
 	return "", "", false
 }
 
-// Put validates the archive src, which a build of project wrote, and makes
-// it project's archive of name under key, replacing any other archive of
-// that name (the new one supersedes it). A refused archive leaves the store
-// as it was; the error says why. Concurrent Puts of one cache leave one
-// whole archive: the last renamed.
-func (s *Store) Put(project, name, key, src string) error {
+// Put validates the archive src, which a build of project in cache domain
+// wrote, and makes it that domain's archive of name under key, replacing
+// any other archive of that name in the domain (the new one supersedes
+// it). A refused archive leaves the store as it was; the error says why.
+// Concurrent Puts of one cache leave one whole archive: the last renamed.
+func (s *Store) Put(project, domain, name, key, src string) error {
 	if !validProject.MatchString(project) || !validName.MatchString(name) || !ValidKey(key) {
 		return fmt.Errorf("cache %q of project %q under key %q: not a valid name", name, project, key)
 	}
-	dir := filepath.Join(s.dir, projectDir(project), name)
+	dir := filepath.Join(s.dir, scopeDir(project, domain), name)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create the cache's directory: %w", err)
 	}
@@ -335,7 +341,7 @@ type archive struct {
 	size  int64
 	used  time.Time
 	key   string
-	cache string // its <project dir>/<name> directory
+	cache string // its <scope dir>/<name> directory
 }
 
 // list returns the store's archives, most recently used first.
@@ -356,7 +362,7 @@ func (s *Store) list() []archive {
 }
 
 // archivesIn returns the archives of one cache directory
-// (<project dir>/<name>), most recently used first.
+// (<scope dir>/<name>), most recently used first.
 func archivesIn(dir string) []archive {
 	var out []archive
 	files, _ := os.ReadDir(dir)

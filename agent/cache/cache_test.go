@@ -73,8 +73,14 @@ func open(t *testing.T, max int64) *Store {
 
 func stage(t *testing.T, s *Store, project string, entries ...api.CacheEntry) ([]Mounted, string) {
 	t.Helper()
+	return stageIn(t, s, project, "", entries...)
+}
+
+// stageIn is stage for a build of project's cache domain.
+func stageIn(t *testing.T, s *Store, project, domain string, entries ...api.CacheEntry) ([]Mounted, string) {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "staged")
-	m, err := s.Stage(project, entries, dir)
+	m, err := s.Stage(project, domain, entries, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +93,7 @@ func TestStageIsPerProject(t *testing.T) {
 	s := open(t, 1<<20)
 	data := tarOf(t, "0/", "", "0/index", "A's packages")
 	k := key("a-npm")
-	if err := s.Put("project-a", "npm", k, writeTemp(t, data)); err != nil {
+	if err := s.Put("project-a", "", "npm", k, writeTemp(t, data)); err != nil {
 		t.Fatal(err)
 	}
 	if m, _ := stage(t, s, "project-b", api.CacheEntry{Name: "npm", Key: k}); len(m) != 0 {
@@ -121,11 +127,11 @@ func TestStageIsPerProject(t *testing.T) {
 	}
 	// Bad names never reach the file system.
 	for _, p := range []string{"..", "a/b", "", ".hidden"} {
-		if err := s.Put(p, "npm", k, writeTemp(t, data)); err == nil {
+		if err := s.Put(p, "", "npm", k, writeTemp(t, data)); err == nil {
 			t.Errorf("project %q: put accepted", p)
 		}
 	}
-	if err := s.Put("project-a", "npm", "../../x", writeTemp(t, data)); err == nil {
+	if err := s.Put("project-a", "", "npm", "../../x", writeTemp(t, data)); err == nil {
 		t.Error("key ../../x: put accepted")
 	}
 }
@@ -136,7 +142,7 @@ func TestStageIsPerProject(t *testing.T) {
 func TestCaseVariantProjectsHaveTheirOwnCaches(t *testing.T) {
 	s := open(t, 1<<20)
 	for _, p := range []string{"App", "app"} {
-		if err := s.Put(p, "gradle", key(p+"-gradle"), writeTemp(t, tarOf(t, "init.d/", "", "init.d/x.gradle", p+"'s script"))); err != nil {
+		if err := s.Put(p, "", "gradle", key(p+"-gradle"), writeTemp(t, tarOf(t, "init.d/", "", "init.d/x.gradle", p+"'s script"))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -166,7 +172,7 @@ func TestCaseVariantProjectsHaveTheirOwnCaches(t *testing.T) {
 func TestCodeCachesOnlyUnderTheirKey(t *testing.T) {
 	s := open(t, 1<<20)
 	for _, name := range []string{"gradle", "pods", "custom", "npm"} {
-		if err := s.Put("app", name, key(name+"-v1"), writeTemp(t, tarOf(t, "0/f", name))); err != nil {
+		if err := s.Put("app", "", name, key(name+"-v1"), writeTemp(t, tarOf(t, "0/f", name))); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -180,23 +186,54 @@ func TestCodeCachesOnlyUnderTheirKey(t *testing.T) {
 	}
 }
 
-// TestOldLayoutIsPruned: archives of the layout before case-folded project
-// directories (<dir>/<project>/…) are removed when the store opens; what
-// the store did not write stays.
+// TestStageIsPerDomain: a project's cache domains (the controller's word:
+// builds with secrets apart from builds without) share no archive, under
+// one key or by the fallback to the newest, and saving in one replaces
+// nothing in the other.
+func TestStageIsPerDomain(t *testing.T) {
+	s := open(t, 1<<20)
+	const open, secrets = "environment:production without secrets", "environment:production with secrets"
+	for _, name := range []string{"gradle", "npm"} {
+		if err := s.Put("app", open, name, key(name), writeTemp(t, tarOf(t, "0/f", "planted "+name))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, e := range []api.CacheEntry{{Name: "gradle", Key: key("gradle")}, {Name: "npm", Key: key("npm-v2")}} {
+		if m, _ := stageIn(t, s, "app", secrets, e); len(m) != 0 {
+			t.Errorf("a build with secrets was given %+v, saved by a build without", m)
+		}
+	}
+	if err := s.Put("app", secrets, "npm", key("npm-v2"), writeTemp(t, tarOf(t, "0/f", "own npm"))); err != nil {
+		t.Fatal(err)
+	}
+	if m, _ := stageIn(t, s, "app", open, api.CacheEntry{Name: "npm", Key: key("npm")}); len(m) != 1 || m[0].Key != key("npm") {
+		t.Errorf("the other domain's save replaced this one's archive: %+v", m)
+	}
+}
+
+// TestOldLayoutIsPruned: archives of the layouts before cache domains
+// (<dir>/<project>/… and <dir>/<project>.<hash>/…, which any build of the
+// project could have planted) are removed when the store opens; what the
+// store did not write stays.
 func TestOldLayoutIsPruned(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "caches")
 	old := filepath.Join(dir, "App", "gradle")
-	if err := os.MkdirAll(old, 0o700); err != nil {
-		t.Fatal(err)
+	previous := filepath.Join(dir, "app."+strings.Repeat("0f", 16), "gradle")
+	for _, d := range []string{old, previous} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d, key("x")+".tar"), tarOf(t, "0/f", "old"), 0o600)
 	}
-	os.WriteFile(filepath.Join(old, key("x")+".tar"), tarOf(t, "0/f", "old"), 0o600)
 	os.WriteFile(filepath.Join(dir, "App", "notes.txt"), []byte("the owner's"), 0o600)
 	s, err := Open(dir, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(old); !os.IsNotExist(err) {
-		t.Errorf("the old layout's cache directory is left: %v", err)
+	for _, d := range []string{old, previous} {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("the old layout's cache directory %s is left: %v", d, err)
+		}
 	}
 	if _, err := os.Stat(filepath.Join(dir, "App", "notes.txt")); err != nil {
 		t.Errorf("a file the store did not write was removed: %v", err)
@@ -213,7 +250,7 @@ func TestPutRefusesBadArchives(t *testing.T) {
 	s := open(t, limit)
 	good := tarOf(t, "0/", "", "0/a", "good")
 	k := key("p")
-	if err := s.Put("p", "npm", k, writeTemp(t, good)); err != nil {
+	if err := s.Put("p", "", "npm", k, writeTemp(t, good)); err != nil {
 		t.Fatal(err)
 	}
 	var hdr bytes.Buffer
@@ -239,7 +276,7 @@ func TestPutRefusesBadArchives(t *testing.T) {
 		"empty":                tarOf(t),
 	}
 	for name, data := range cases {
-		err := s.Put("p", "npm", key(name), writeTemp(t, data))
+		err := s.Put("p", "", "npm", key(name), writeTemp(t, data))
 		if !errors.Is(err, ErrBadArchive) {
 			t.Errorf("%s: put gave %v, want ErrBadArchive", name, err)
 		}
@@ -247,16 +284,16 @@ func TestPutRefusesBadArchives(t *testing.T) {
 	// The archive is a symbolic link the VM left in the shared folder.
 	link := filepath.Join(t.TempDir(), "link.tar")
 	os.Symlink(writeTemp(t, good), link)
-	if err := s.Put("p", "npm", key("link"), link); !errors.Is(err, ErrBadArchive) {
+	if err := s.Put("p", "", "npm", key("link"), link); !errors.Is(err, ErrBadArchive) {
 		t.Errorf("symlinked archive: put gave %v, want ErrBadArchive", err)
 	}
 	if r := s.Report(); len(r.Keys) != 1 || r.Keys[0] != k {
 		t.Errorf("after refusals the store holds %v, want only %s", r.Keys, k)
 	}
-	if err := s.Put("p", "npm", key("inside"), writeTemp(t, tarOf(t, "0/d/", "", "0/d/l", "->../a", "0/a", "x"))); err != nil {
+	if err := s.Put("p", "", "npm", key("inside"), writeTemp(t, tarOf(t, "0/d/", "", "0/d/l", "->../a", "0/a", "x"))); err != nil {
 		t.Errorf("a link inside its tree was refused: %v", err)
 	}
-	entries, _ := os.ReadDir(filepath.Join(s.Dir(), projectDir("p"), "npm"))
+	entries, _ := os.ReadDir(filepath.Join(s.Dir(), scopeDir("p", ""), "npm"))
 	if len(entries) != 1 {
 		t.Errorf("cache dir holds %d entries after a replacing put, want 1 (no temp files, the old archive gone)", len(entries))
 	}
@@ -282,7 +319,7 @@ func TestNodeModulesLayouts(t *testing.T) {
 		"stamp.json", `{"key":"k"}`,
 	)
 	k := key("modules")
-	if err := s.Put("p", api.CacheNodeModules, k, writeTemp(t, good)); err != nil {
+	if err := s.Put("p", "", api.CacheNodeModules, k, writeTemp(t, good)); err != nil {
 		t.Fatalf("a node_modules tree with links inside it was refused: %v", err)
 	}
 	for name, link := range map[string][2]string{
@@ -292,7 +329,7 @@ func TestNodeModulesLayouts(t *testing.T) {
 		"absolute":          {"0/npm", "->/usr/lib/node_modules/npm"},
 	} {
 		data := tarOf(t, "0/", "", link[0], link[1])
-		if err := s.Put("p", api.CacheNodeModules, key(name), writeTemp(t, data)); !errors.Is(err, ErrBadArchive) {
+		if err := s.Put("p", "", api.CacheNodeModules, key(name), writeTemp(t, data)); !errors.Is(err, ErrBadArchive) {
 			t.Errorf("%s: put gave %v, want ErrBadArchive", name, err)
 		}
 	}
@@ -311,14 +348,14 @@ func TestEvictionUnderCap(t *testing.T) {
 	size := int64(len(one))
 	s := open(t, 3*size+size/2) // room for three
 	for i, p := range []string{"p1", "p2", "p3"} {
-		if err := s.Put(p, "npm", key(p), writeTemp(t, one)); err != nil {
+		if err := s.Put(p, "", "npm", key(p), writeTemp(t, one)); err != nil {
 			t.Fatal(err)
 		}
 		old := time.Now().Add(time.Duration(i-10) * time.Minute) // p1 oldest
-		os.Chtimes(filepath.Join(s.Dir(), projectDir(p), "npm", key(p)+".tar"), old, old)
+		os.Chtimes(filepath.Join(s.Dir(), scopeDir(p, ""), "npm", key(p)+".tar"), old, old)
 	}
 	stage(t, s, "p1", api.CacheEntry{Name: "npm", Key: key("p1")}) // p1 is now the newest
-	if err := s.Put("p4", "npm", key("p4"), writeTemp(t, one)); err != nil {
+	if err := s.Put("p4", "", "npm", key("p4"), writeTemp(t, one)); err != nil {
 		t.Fatal(err)
 	}
 	r := s.Report()
@@ -329,7 +366,7 @@ func TestEvictionUnderCap(t *testing.T) {
 	if fmt.Sprint(r.Keys) != fmt.Sprint(want) {
 		t.Errorf("keys %v, want p4, p1, p3 (p2 the least recently used evicted)", r.Keys)
 	}
-	if err := s.Put("p5", "npm", key("p5"), writeTemp(t, tarOf(t, "0/f", strings.Repeat("x", int(4*size))))); !errors.Is(err, ErrBadArchive) {
+	if err := s.Put("p5", "", "npm", key("p5"), writeTemp(t, tarOf(t, "0/f", strings.Repeat("x", int(4*size))))); !errors.Is(err, ErrBadArchive) {
 		t.Errorf("an archive over the whole cap: %v", err)
 	}
 }
@@ -350,17 +387,17 @@ func TestConcurrentPuts(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := s.Put("p", "npm", key(fmt.Sprint(i%2)), paths[i]); err != nil {
+			if err := s.Put("p", "", "npm", key(fmt.Sprint(i%2)), paths[i]); err != nil {
 				t.Error(err)
 			}
 		}()
 	}
 	wg.Wait()
-	entries, _ := os.ReadDir(filepath.Join(s.Dir(), projectDir("p"), "npm"))
+	entries, _ := os.ReadDir(filepath.Join(s.Dir(), scopeDir("p", ""), "npm"))
 	if len(entries) != 1 {
 		t.Fatalf("%d entries in the cache directory, want one archive", len(entries))
 	}
-	got, err := os.ReadFile(filepath.Join(s.Dir(), projectDir("p"), "npm", entries[0].Name()))
+	got, err := os.ReadFile(filepath.Join(s.Dir(), scopeDir("p", ""), "npm", entries[0].Name()))
 	if err != nil {
 		t.Fatal(err)
 	}

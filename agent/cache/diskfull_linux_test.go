@@ -47,18 +47,18 @@ func TestDiskFullEvicts(t *testing.T) {
 	}
 	archive := func(n int) string { return writeTemp(t, tarOf(t, "0/f", strings.Repeat("x", n))) }
 	for _, p := range []string{"p1", "p2"} {
-		if err := s.Put(p, "npm", key(p), archive(100<<10)); err != nil {
+		if err := s.Put(p, "", "npm", key(p), archive(100<<10)); err != nil {
 			t.Fatalf("%s: %v", p, err)
 		}
 	}
 	stage(t, s, "p1", api.CacheEntry{Name: "npm", Key: key("p1")}) // p1 used since: p2 is the least recently used
-	if err := s.Put("p3", "npm", key("p3"), archive(100<<10)); err != nil {
+	if err := s.Put("p3", "", "npm", key("p3"), archive(100<<10)); err != nil {
 		t.Fatalf("a put on a full disk failed instead of evicting: %v", err)
 	}
 	if got := s.Report().Keys; len(got) != 2 || got[0] != key("p3") || got[1] != key("p1") {
 		t.Errorf("keys %v, want p3, p1 (p2 evicted)", got)
 	}
-	err = s.Put("p4", "npm", key("p4"), archive(300<<10))
+	err = s.Put("p4", "", "npm", key("p4"), archive(300<<10))
 	if !errors.Is(err, syscall.ENOSPC) {
 		t.Errorf("an archive larger than the disk: %v, want ENOSPC", err)
 	}

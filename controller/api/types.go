@@ -226,6 +226,11 @@ type Job struct {
 	// builds"). Older controllers send neither: the build runs cold.
 	Project string       `json:"project,omitempty"`
 	Caches  []CacheEntry `json:"caches,omitzero"`
+	// CacheDomain is the controller's word on whose builds may share
+	// these caches (the project's, its environment's with or without
+	// secrets): Caches' keys are bound to it, and the worker files the
+	// archives of each domain apart. Older controllers send none.
+	CacheDomain string `json:"cache_domain,omitempty"`
 }
 
 // PollResponse answers GET /api/workers/poll.

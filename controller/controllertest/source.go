@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 	"github.com/freeagent-build/freeagent/internal/sourcefp"
 )
 
@@ -70,4 +72,36 @@ func SourceFingerprint(t testing.TB, archive []byte) string {
 			t.Fatalf("controllertest: fingerprint: %v", err)
 		}
 	}
+}
+
+// CacheEntries are the dependency caches the controller gives spec's
+// build from the tar.gz archive (cachekey over the archive's files),
+// whatever caches the spec declares.
+func CacheEntries(t testing.TB, spec api.BuildSpec, archive []byte) []api.CacheEntry {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(archive))
+	if err != nil {
+		t.Fatalf("controllertest: cache keys: %v", err)
+	}
+	tr := tar.NewReader(gz)
+	idx := cachekey.NewIndex()
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("controllertest: cache keys: %v", err)
+		}
+		if w := idx.Header(h); w != nil {
+			if _, err := io.Copy(w, tr); err != nil {
+				t.Fatalf("controllertest: cache keys: %v", err)
+			}
+		}
+	}
+	entries, err := cachekey.Entries(spec, idx)
+	if err != nil {
+		t.Fatalf("controllertest: cache keys: %v", err)
+	}
+	return entries
 }

@@ -171,6 +171,11 @@ func eventSummary(ev api.Event, row store.EventRow, p map[string]any) string {
 		return cmp.Or(str(p, "platform"), "A") + " credential " + str(p, "name") + " deleted"
 	case "project.pools_set":
 		return "Builds go to pools " + cmp.Or(list(p, "pools"), "any")
+	case "project.cache_domain_set":
+		if one, _ := p["one_cache_domain"].(bool); one {
+			return "All builds share dependency caches (one cache domain)"
+		}
+		return "Dependency caches kept apart by environment and secrets"
 	}
 	// An event this page has no words for yet: its type and plain fields.
 	words := strings.ReplaceAll(strings.ReplaceAll(ev.EventType, ".", " "), "_", " ")

@@ -21,6 +21,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 )
 
 // maxSpec bounds the "spec" field of a submit.
@@ -44,6 +45,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 	var source, certs, sealedCreds *blobs.Pending
 	var direct *directSource // a source sent to the store itself ("source_upload")
 	var spec *api.BuildSpec
+	var src sourceTree // what the controller read of the source
 	var creds *api.BuildCredentials
 	committed := false
 	defer func() {
@@ -100,7 +102,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 				fail(err)
 				return
 			}
-			if nb.SourceFingerprint, err = s.fillSource(source, br, nb.SourceFormat); err != nil {
+			if src, err = s.fillSource(source, br, nb.SourceFormat); err != nil {
 				fail(err)
 				return
 			}
@@ -191,10 +193,6 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 		if nb.Profile == "" {
 			nb.Profile = spec.ProfileName
 		}
-		if nb.Spec, err = json.Marshal(spec); err != nil {
-			fail(fmt.Errorf("encode the build spec: %w", err))
-			return
-		}
 	}
 	// Before anything of the project is read (its farm keystore).
 	if err := projectAllowed(key, nb.Project); err != nil {
@@ -224,13 +222,24 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 			// it is not one, Commit below refuses it.
 			nb.SourceFormat = "tar.gz"
 		case direct.format == "tar.gz" && spec != nil:
-			if nb.SourceFingerprint, err = s.fingerprintUpload(r.Context(), direct.ticket.Key); err != nil {
+			if src, err = s.fingerprintUpload(r.Context(), direct.ticket.Key); err != nil {
 				fail(err)
 				return
 			}
 		}
 	} else {
 		nb.SourceSize, nb.SourceSHA256 = source.Size(), source.SHA256()
+	}
+	nb.SourceFingerprint = src.fingerprint
+	if spec != nil {
+		if err := farmCaches(spec, src); err != nil {
+			fail(err)
+			return
+		}
+		if nb.Spec, err = json.Marshal(spec); err != nil {
+			fail(fmt.Errorf("encode the build spec: %w", err))
+			return
+		}
 	}
 	if err := preparePending(r.Context(), source, certs, sealedCreds); err != nil {
 		fail(err)
@@ -316,26 +325,48 @@ func applySubmitField(nb *store.NewBuild, name, v string) error {
 }
 
 // fillSource stores a submitted archive within the source limit, which
-// bounds a tar.gz both as sent and as it expands, and returns the source
-// fingerprint of a tar.gz, computed from the bytes as they are stored (""
-// for a zip, or a stream that is no tar.gz).
-func (s *Server) fillSource(p *blobs.Pending, r io.Reader, format string) (string, error) {
+// bounds a tar.gz both as sent and as it expands, and returns what it
+// learnt of a tar.gz from the bytes as they are stored (nothing for a zip,
+// or a stream that is no tar.gz).
+func (s *Server) fillSource(p *blobs.Pending, r io.Reader, format string) (sourceTree, error) {
 	var err error
-	var fingerprint string
+	var src sourceTree
 	if format != "tar.gz" {
 		err = p.Fill(r, s.limits.Source)
 	} else {
 		g := guardExpansion(r, s.limits.Source, &s.gzips)
 		err = p.Fill(g, s.limits.Source)
 		var merr error
-		if fingerprint, merr = g.finish(); merr != nil {
-			return "", merr // the expanded size is the cause even when Fill saw it as a failed read
+		if src, merr = g.finish(); merr != nil {
+			return sourceTree{}, merr // the expanded size is the cause even when Fill saw it as a failed read
 		}
 	}
 	if err != nil {
-		return "", sourceTooLarge(multipartErr(err), s.limits.Source)
+		return sourceTree{}, sourceTooLarge(multipartErr(err), s.limits.Source)
 	}
-	return fingerprint, nil
+	return src, nil
+}
+
+// farmCaches replaces the caches spec declares with the ones the farm
+// computes from the source it received (cachekey, expo-build's
+// definition): a key always names the files the build has, so no spec
+// files a cache under a key of files it lacks. A source the controller
+// could not read (a zip) gets no caches; so does one with more key files
+// than it indexes. checkSpec checked the paths.
+func farmCaches(spec *api.BuildSpec, src sourceTree) error {
+	if src.caches == nil {
+		spec.Caches = nil
+		return nil
+	}
+	caches, err := cachekey.Entries(*spec, src.caches)
+	switch {
+	case errors.Is(err, cachekey.ErrTooManyFiles):
+		caches = nil
+	case err != nil:
+		return fmt.Errorf("%w: field \"spec\": %v", store.ErrInvalid, err)
+	}
+	spec.Caches = caches
+	return nil
 }
 
 // sniffArchive tells a gzip (tar.gz) from a zip by their magic numbers.

@@ -282,26 +282,26 @@ func (s *Server) checkSourceTicket(r *http.Request, key store.APIKey, ticket str
 	return directSource{ticket: t, format: format}, nil
 }
 
-// fingerprintUpload computes the source fingerprint of a tar.gz the CLI
-// sent to the store itself (key: its staging key), reading it back: the
-// store checked the archive's SHA-256, which says nothing of the tree in
-// it, and no service computes a tree's. The read-back also bounds what the
-// archive expands to, as for a source streamed through the controller.
-// The caller pays for it only for a submit with a spec: no other build is
-// ever reused.
-func (s *Server) fingerprintUpload(ctx context.Context, key string) (string, error) {
+// fingerprintUpload measures a tar.gz the CLI sent to the store itself
+// (key: its staging key), reading it back: its fingerprint and the files
+// of its cache keys. The store checked the archive's SHA-256, which says
+// nothing of the tree in it, and no service computes a tree's. The
+// read-back also bounds what the archive expands to, as for a source
+// streamed through the controller. The caller pays for it only for a
+// submit with a spec: no other build is reused or has caches.
+func (s *Server) fingerprintUpload(ctx context.Context, key string) (sourceTree, error) {
 	obj, _, err := s.blobs.Backend().Open(ctx, key)
 	if err != nil {
-		return "", fmt.Errorf("read the uploaded source back: %w", err)
+		return sourceTree{}, fmt.Errorf("read the uploaded source back: %w", err)
 	}
 	defer obj.Close()
 	r := &readErrors{r: obj}
-	fingerprint, err := measureTarGz(r, s.limits.Source, &s.gzips)
+	src, err := measureTarGz(r, s.limits.Source, &s.gzips)
 	if r.err != nil {
 		// Not the archive's fault: measureTarGz took it for one that is no tar.gz.
-		return "", fmt.Errorf("read the uploaded source back: %w", r.err)
+		return sourceTree{}, fmt.Errorf("read the uploaded source back: %w", r.err)
 	}
-	return fingerprint, err
+	return src, err
 }
 
 // readErrors keeps the first error of r other than io.EOF.

@@ -14,6 +14,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/store"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 	"github.com/freeagent-build/freeagent/internal/sourcefp"
 )
 
@@ -40,7 +41,8 @@ func sourceTooLarge(err error, limit int64) error {
 // up to more than the limit, the next Read fails with a store.ErrTooLarge
 // naming the limit, so the upload stops there. Memory stays at the
 // decompressor's window and the tar reader's header buffers. On the way it
-// computes the source's fingerprint (measureTarGz).
+// computes the source's fingerprint and indexes the files its cache keys
+// read (measureTarGz).
 type expansionGuard struct {
 	r    io.Reader
 	pw   *io.PipeWriter
@@ -49,21 +51,30 @@ type expansionGuard struct {
 
 // measured is measureTarGz's verdict.
 type measured struct {
+	source sourceTree
+	err    error
+}
+
+// sourceTree is what the controller learns of a tar.gz source as it
+// passes: its fingerprint (sourcefp) and the files its dependency caches'
+// keys are computed from (cachekey.Index). Both are zero for a stream that
+// is not a valid tar.gz to its end.
+type sourceTree struct {
 	fingerprint string
-	err         error
+	caches      *cachekey.Index
 }
 
 func guardExpansion(r io.Reader, limit int64, gzips *sync.Pool) *expansionGuard {
 	pr, pw := io.Pipe()
 	g := &expansionGuard{r: r, pw: pw, done: make(chan measured, 1)}
 	go func() {
-		fp, err := measureTarGz(pr, limit, gzips)
+		src, err := measureTarGz(pr, limit, gzips)
 		if err != nil {
 			pr.CloseWithError(err) // the writer's next Write fails with err
 		} else {
 			io.Copy(io.Discard, pr) //nolint:errcheck // what follows the archive is bounded by the compressed limit
 		}
-		g.done <- measured{fp, err}
+		g.done <- measured{src, err}
 	}()
 	return g
 }
@@ -84,10 +95,10 @@ func (g *expansionGuard) Read(p []byte) (int, error) {
 // finish ends the measurement (at once, if the upload failed before its
 // end) and returns its verdict: the source's fingerprint, or why it is
 // refused.
-func (g *expansionGuard) finish() (string, error) {
+func (g *expansionGuard) finish() (sourceTree, error) {
 	g.pw.CloseWithError(io.ErrUnexpectedEOF) // no-op after a clean end: the measurer already saw EOF
 	m := <-g.done
-	return m.fingerprint, m.err
+	return m.source, m.err
 }
 
 // measureTarGz reads a tar.gz and fails once the contents of its entries
@@ -95,14 +106,15 @@ func (g *expansionGuard) finish() (string, error) {
 // its business (the build's extraction reports it, as before): measuring
 // stops there and nil is returned. It returns the source fingerprint of
 // what it read (sourcefp: each entry as the build VM extracts it, hashed
-// with its bytes, which it decompresses anyway); "" for a stream that is
-// not a valid tar.gz to its end.
+// with its bytes, which it decompresses anyway) and the index of the files
+// the cache keys read; neither for a stream that is not a valid tar.gz to
+// its end.
 //
 // The decompressor comes from gzips and goes back to it: a new one
 // allocates a 32 KiB window, its tables and a read buffer, which under a
 // steady stream of submits was the next largest share of the controller's
 // garbage after the file store's buffers; Reset reuses all three.
-func measureTarGz(r io.Reader, limit int64, gzips *sync.Pool) (string, error) {
+func measureTarGz(r io.Reader, limit int64, gzips *sync.Pool) (sourceTree, error) {
 	d, _ := gzips.Get().(*gunzipper)
 	if d == nil {
 		d = &gunzipper{br: bufio.NewReader(nil), buf: make([]byte, 32<<10)}
@@ -110,28 +122,32 @@ func measureTarGz(r io.Reader, limit int64, gzips *sync.Pool) (string, error) {
 	defer gzips.Put(d)
 	d.br.Reset(r)
 	if err := d.zr.Reset(d.br); err != nil { // a bufio.Reader is a flate.Reader: gzip adds no buffer of its own
-		return "", nil
+		return sourceTree{}, nil
 	}
 	tr := tar.NewReader(&d.zr)
-	fp := sourcefp.New()
+	fp, idx := sourcefp.New(), cachekey.NewIndex()
 	var total int64
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
-			return fp.Sum(), nil // the archive's end
+			return sourceTree{fingerprint: fp.Sum(), caches: idx}, nil // the archive's end
 		}
 		if err != nil {
-			return "", nil // not a tar
+			return sourceTree{}, nil // not a tar
 		}
 		fp.Header(h)
-		n, err := io.CopyBuffer(fp, io.LimitReader(tr, limit-total+1), d.buf)
+		var dst io.Writer = fp
+		if w := idx.Header(h); w != nil {
+			dst = io.MultiWriter(fp, w)
+		}
+		n, err := io.CopyBuffer(dst, io.LimitReader(tr, limit-total+1), d.buf)
 		total += n
 		if total > limit {
-			return "", fmt.Errorf("%w: the project expands to more than %d bytes (%s), the controller's limit, though its archive is smaller; leave large files out with .easignore, or raise the controller's --max-source-bytes",
+			return sourceTree{}, fmt.Errorf("%w: the project expands to more than %d bytes (%s), the controller's limit, though its archive is smaller; leave large files out with .easignore, or raise the controller's --max-source-bytes",
 				store.ErrTooLarge, limit, bytesize.IEC(limit))
 		}
 		if err != nil {
-			return "", nil
+			return sourceTree{}, nil
 		}
 	}
 }

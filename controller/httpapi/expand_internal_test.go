@@ -86,8 +86,8 @@ func BenchmarkMeasureTarGz(b *testing.B) {
 	b.SetBytes(expanded)
 	b.ReportAllocs()
 	for b.Loop() {
-		if fp, err := measureTarGz(bytes.NewReader(buf.Bytes()), 1<<40, &pool); err != nil || fp == "" {
-			b.Fatalf("%q %v", fp, err)
+		if src, err := measureTarGz(bytes.NewReader(buf.Bytes()), 1<<40, &pool); err != nil || src.fingerprint == "" {
+			b.Fatalf("%q %v", src.fingerprint, err)
 		}
 	}
 }

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 )
 
 // cacheKey is a cache key (a SHA-256 in hex) made from name.
@@ -32,20 +35,28 @@ func (e *env) holdCaches(w *workerSession, keys ...string) {
 	}
 }
 
-// submitCached submits an Android build of project p whose spec names
-// caches with keys (none: a build with nothing to restore).
-func (e *env) submitCached(p string, priority int, keys ...string) api.SubmitResponse {
+// submitCached submits an Android build of project p whose source holds
+// the lockfile lock ("" for a build with caches disabled) and whose spec
+// declares a cache under a key of no file of it. It returns the build and
+// the caches the farm computes for it.
+func (e *env) submitCached(p string, priority int, lock string) (api.SubmitResponse, []api.CacheEntry) {
 	e.t.Helper()
 	spec := androidSpec(p, "preview")
-	for i, k := range keys {
-		spec.Caches = append(spec.Caches, api.CacheEntry{Name: []string{"npm", "gradle", "custom"}[i%3], Key: k, Paths: []string{"node_modules"}})
+	spec.Caches = []api.CacheEntry{{Name: "gradle", Key: cacheKey("planted"), Paths: []string{"$FREEAGENT_CACHE_DIR/gradle/caches"}}}
+	files := map[string]string{"package.json": `{"name":"app"}`, "nonce": randomID()}
+	if lock == "" {
+		spec.Profile.Cache = &api.BuildCache{Disabled: ptr(true)}
+	} else {
+		files["pnpm-lock.yaml"] = lock
+		files["apps/mobile/android/build.gradle"] = "// app"
 	}
+	source := controllertest.Project(e.t, files)
 	resp, err := e.developer.Submit(context.Background(), api.SubmitRequest{Platform: spec.Platform, Spec: spec, Priority: &priority,
-		Source: bytes.NewReader(controllertest.Project(e.t, map[string]string{"package.json": `{"name":"app"}`, "nonce": randomID()}))})
+		Source: bytes.NewReader(source)})
 	if err != nil {
 		e.t.Fatalf("submit: %v", err)
 	}
-	return resp
+	return resp, controllertest.CacheEntries(e.t, *spec, source)
 }
 
 // claimedByWarm says whether build id's claim was a warm placement, as its
@@ -75,25 +86,30 @@ func TestWarmPlacement(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, warmWait(time.Hour))
 	ctx := context.Background()
-	npmA := cacheKey("a/npm")
 	warmW := e.register("warm", api.Capabilities{})
-	e.holdCaches(warmW, npmA, cacheKey("a/gradle"))
 
-	cold := e.submitCached("a", 2)
-	warm := e.submitCached("a", 2, cacheKey("a/pods"), npmA, npmA)
+	cold, none := e.submitCached("a", 2, "")
+	warm, farm := e.submitCached("a", 2, "lockfile a")
+	if len(none) != 0 || len(farm) != 2 || farm[0].Name != "pnpm" || farm[1].Name != "gradle" {
+		t.Fatalf("the farm's caches: %+v and %+v", none, farm)
+	}
+	// The worker holds the pnpm store of a's builds of preview without
+	// secrets: the farm's key, bound to that domain.
+	const domain = "environment:preview without secrets"
+	e.holdCaches(warmW, cachekey.Qualify(domain, farm[0].Key))
 	var keys []string
 	if err := e.store.Pool().QueryRow(ctx, `SELECT cache_keys FROM builds WHERE id = $1`, warm.ID).Scan(&keys); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(keys, []string{cacheKey("a/pods"), npmA}) {
-		t.Fatalf("cache_keys %v", keys)
+	if !slices.Equal(keys, []string{farm[0].Key, farm[1].Key}) {
+		t.Fatalf("cache_keys %v, want the farm's %s, %s (never the declared %s)", keys, farm[0].Key, farm[1].Key, cacheKey("planted"))
 	}
 	job := warmW.poll(0)
 	if job == nil || job.ID != warm.ID || !e.claimedByWarm(warm.ID) {
 		t.Fatalf("the worker holding the cache took %+v, want the warm build %s over the older %s", job, warm.ID, cold.ID)
 	}
-	if len(job.Caches) != 3 || job.Caches[1].Key != npmA || job.Project != "a" {
-		t.Fatalf("the job's caches: %+v", job.Caches)
+	if len(job.Caches) != 2 || job.Caches[1].Key != cachekey.Qualify(domain, farm[1].Key) || job.CacheDomain != domain || job.Project != "a" {
+		t.Fatalf("the job's caches: %+v in %q", job.Caches, job.CacheDomain)
 	}
 	if _, err := warmW.complete(job, api.Result{Success: true}); err != nil {
 		t.Fatal(err)
@@ -107,7 +123,32 @@ func TestWarmPlacement(t *testing.T) {
 	if err := e.store.Pool().QueryRow(ctx, `SELECT cache_keys FROM builds WHERE id = $1`, retry.ID).Scan(&keys); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(keys, []string{cacheKey("a/pods"), npmA}) {
+	if !slices.Equal(keys, []string{farm[0].Key, farm[1].Key}) {
 		t.Fatalf("the retry's cache_keys %v", keys)
+	}
+}
+
+// A cache path that climbs with ".." or reaches outside the build's tree
+// and the tools' homes is refused at the submit, with the path and the
+// rule, whether the spec declares it or the profile's cache.paths does.
+func TestSubmitRefusesCachePathsOutsideTheBuild(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t)
+	for name, edit := range map[string]func(*api.BuildSpec){
+		"declared ..": func(s *api.BuildSpec) {
+			s.Caches = []api.CacheEntry{{Name: "gradle", Key: cacheKey("g"), Paths: []string{"$FREEAGENT_CACHE_DIR/../../.ssh"}}}
+		},
+		"declared absolute": func(s *api.BuildSpec) {
+			s.Caches = []api.CacheEntry{{Name: "custom", Key: cacheKey("c"), Paths: []string{"/Users/admin/Library/LaunchAgents"}}}
+		},
+		"profile ..":   func(s *api.BuildSpec) { s.Profile.Cache = &api.BuildCache{Paths: []string{"vendor/../../x"}} },
+		"profile home": func(s *api.BuildSpec) { s.Profile.Cache = &api.BuildCache{Paths: []string{"~/.zshrc"}} },
+	} {
+		spec := androidSpec("paths", "preview")
+		edit(spec)
+		_, err := e.submitSpec(spec, nil)
+		if api.StatusOf(err) != http.StatusUnprocessableEntity || !strings.Contains(err.Error(), "cache path") || !strings.Contains(err.Error(), `never has a ".." element`) {
+			t.Errorf("%s: %v, want a 422 naming the path and the rule", name, err)
+		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 )
 
 // readSpec reads the "spec" field of a submit: api.BuildSpec JSON of at
@@ -90,12 +91,38 @@ func checkSpec(spec *api.BuildSpec, platform string) error {
 	if err := checkIOSSpec(spec, platform); err != nil {
 		return err
 	}
+	if err := checkCachePaths(spec); err != nil {
+		return err
+	}
 	if c.Source == api.CredentialsRemote && platform == api.PlatformAndroid && (c.Android == nil || c.Android.CertificateSHA256 == "") {
 		return invalid("credentials.source is remote but credentials.android.certificate_sha256 is missing; re-run expo-build submit so it reads the farm's keystore")
 	}
 	// Postgres's jsonb cannot hold a NUL character in a string.
 	if b, err := json.Marshal(spec); err != nil || bytes.Contains(b, []byte(`\u0000`)) {
 		return invalid("a value contains a NUL character")
+	}
+	return nil
+}
+
+// checkCachePaths refuses a cache path, declared among the spec's caches
+// or in its profile's cache.paths, that cachekey.CheckPath refuses: one
+// that could reach outside the build's tree and the tools' homes.
+func checkCachePaths(spec *api.BuildSpec) error {
+	check := func(field string, paths []string) error {
+		for _, p := range paths {
+			if err := cachekey.CheckPath(p); err != nil {
+				return fmt.Errorf("%w: field \"spec\": %s: %v", store.ErrInvalid, field, err)
+			}
+		}
+		return nil
+	}
+	for i, c := range spec.Caches {
+		if err := check(fmt.Sprintf("caches[%d] (%s)", i, c.Name), c.Paths); err != nil {
+			return err
+		}
+	}
+	if c := spec.Profile.Cache; c != nil {
+		return check("profile.cache.paths", c.Paths)
 	}
 	return nil
 }

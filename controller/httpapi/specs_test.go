@@ -17,6 +17,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/controllertest"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -142,12 +143,15 @@ func TestSpecRoundTrip(t *testing.T) {
 	if b.Profile != "preview" {
 		t.Errorf("profile column %q, want the spec's profile_name", b.Profile)
 	}
-	if !reflect.DeepEqual(b.Spec, spec) {
-		t.Fatalf("GET build spec:\n got %+v\nwant %+v", b.Spec, spec)
+	// Stored as sent, but for its caches: the farm's, from its source.
+	stored := *spec
+	stored.Caches = controllertest.CacheEntries(t, *spec, controllertest.Project(t, map[string]string{"package.json": `{"name":"app"}`}))
+	if !reflect.DeepEqual(b.Spec, &stored) {
+		t.Fatalf("GET build spec:\n got %+v\nwant %+v", b.Spec, &stored)
 	}
 	// The build token reads it too (expo-build status).
 	own, err := (&api.Client{BaseURL: e.URL, BuildToken: sub.AccessToken}).GetBuild(ctx, sub.ID)
-	if err != nil || !reflect.DeepEqual(own.Spec, spec) {
+	if err != nil || !reflect.DeepEqual(own.Spec, &stored) {
 		t.Fatalf("GET build with its token: %+v %v", own.Spec, err)
 	}
 
@@ -157,8 +161,15 @@ func TestSpecRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(bj.Spec, spec) {
-		t.Fatalf("VM spec:\n got %+v\nwant %+v", bj.Spec, spec)
+	// The VM's cache keys are its job's: bound to the build's cache domain
+	// (preview has a secret).
+	inVM := stored
+	inVM.Caches = slices.Clone(stored.Caches)
+	for i := range inVM.Caches {
+		inVM.Caches[i].Key = cachekey.Qualify("environment:preview with secrets", inVM.Caches[i].Key)
+	}
+	if !reflect.DeepEqual(bj.Spec, &inVM) || !reflect.DeepEqual(job.Caches, inVM.Caches) {
+		t.Fatalf("VM spec:\n got %+v\nwant %+v\njob's caches %+v", bj.Spec, &inVM, job.Caches)
 	}
 	got := map[string]string{}
 	for _, v := range bj.Variables {
@@ -190,7 +201,7 @@ func TestSpecRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rb := e.build(re.ID); !reflect.DeepEqual(rb.Spec, spec) || rb.Profile != "preview" {
+	if rb := e.build(re.ID); !reflect.DeepEqual(rb.Spec, &stored) || rb.Profile != "preview" {
 		t.Fatalf("retry spec %+v profile %q", rb.Spec, rb.Profile)
 	}
 	if _, err := e.developer.Cancel(ctx, re.ID); err != nil {

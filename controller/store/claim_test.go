@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"encoding/json"
 	"strings"
 	"sync"
 	"testing"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 )
 
 // N workers polling at once for M builds: every build is claimed exactly
@@ -41,7 +43,7 @@ func claimRace(t *testing.T, caches bool) {
 	for i := range workers {
 		w := f.register("", api.Capabilities{MaxConcurrentBuilds: 64})
 		if caches {
-			if err := f.s.SetWorkerCache(f.ctx, w, api.WorkerCache{Keys: []string{keys[i%len(keys)]}}); err != nil {
+			if err := f.s.SetWorkerCache(f.ctx, w, api.WorkerCache{Keys: []string{held(keys[i%len(keys)])}}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -344,7 +346,7 @@ func TestClaimPrefersWarmCachesWithinABoundedWait(t *testing.T) {
 	f := newStore(t, func(c *store.Config) { c.WarmPlacementWait = time.Minute })
 	k := cacheKey("app lockfile")
 	warmWorker := f.register("warm", api.Capabilities{MaxConcurrentBuilds: 10})
-	if err := f.s.SetWorkerCache(f.ctx, warmWorker, api.WorkerCache{Keys: []string{k}}); err != nil {
+	if err := f.s.SetWorkerCache(f.ctx, warmWorker, api.WorkerCache{Keys: []string{held(k)}}); err != nil {
 		t.Fatal(err)
 	}
 	age := func(id string, secs int) {
@@ -358,7 +360,7 @@ func TestClaimPrefersWarmCachesWithinABoundedWait(t *testing.T) {
 	if j.ID != warm.ID {
 		t.Fatalf("the worker holding the cache got %s, want the warm build %s over the older cold one", j.ID, warm.ID)
 	}
-	if len(j.Caches) != 2 || j.Caches[1].Key != k {
+	if len(j.Caches) != 2 || j.Caches[1].Key != held(k) {
 		t.Fatalf("the job's caches: %+v", j.Caches)
 	}
 	f.ack(warmWorker, j)
@@ -399,7 +401,7 @@ func TestClaimWarmLookaheadIsBounded(t *testing.T) {
 	f := newStore(t, func(c *store.Config) { c.WarmPlacementWait = time.Hour })
 	k := cacheKey("far")
 	w := f.register("", api.Capabilities{MaxConcurrentBuilds: 64})
-	if err := f.s.SetWorkerCache(f.ctx, w, api.WorkerCache{Keys: []string{k}}); err != nil {
+	if err := f.s.SetWorkerCache(f.ctx, w, api.WorkerCache{Keys: []string{held(k)}}); err != nil {
 		t.Fatal(err)
 	}
 	head := f.submit(store.NewBuild{})
@@ -441,4 +443,89 @@ func TestSubmitRecordsCacheKeys(t *testing.T) {
 	nb.ID, nb.Platform, nb.SourceFormat, nb.Commit = store.NewID(), api.PlatformAndroid, "zip", func() error { return nil }
 	_, err := f.s.Submit(f.ctx, nb)
 	wantErr(t, "a cache key that is not a SHA-256", err, store.ErrInvalid)
+}
+
+// A build's caches are kept to its cache domain: its environment, and
+// whether it holds secrets (signing credentials, a sensitive or secret
+// variable). The job's keys, the VM's spec and warm placement all bind
+// the farm's keys to the domain the claim decided, so a build with
+// secrets never gets the archive a build without them saved, and is not
+// placed for it; an admin can make a project one domain.
+func TestClaimKeepsCacheDomainsApart(t *testing.T) {
+	t.Parallel()
+	f := newStore(t, func(c *store.Config) { c.WarmPlacementWait = time.Hour })
+	k := cacheKey("the gradle files")
+	submit := func(env string, signed bool, age int) api.Build {
+		t.Helper()
+		spec, err := json.Marshal(api.BuildSpec{ProjectName: "app", Environment: env,
+			Caches: []api.CacheEntry{{Name: "gradle", Key: k, Paths: []string{"$FREEAGENT_CACHE_DIR/gradle/caches"}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b := f.submit(store.NewBuild{Project: "app", Spec: spec, HasCredentials: signed})
+		f.exec(`UPDATE builds SET submitted_at = now() - make_interval(secs => $2), run_after = now() - make_interval(secs => $2) WHERE id = $1`, b.ID, age)
+		return b
+	}
+	w := f.register("w", api.Capabilities{MaxConcurrentBuilds: 10})
+	claim := func(want api.Build, domain string) *api.Job {
+		t.Helper()
+		j := f.claim(w)
+		if j.ID != want.ID {
+			t.Fatalf("claimed %s, want %s", j.ID, want.ID)
+		}
+		if j.CacheDomain != domain || len(j.Caches) != 1 || j.Caches[0].Key != cachekey.Qualify(domain, k) {
+			t.Fatalf("job of domain %q with caches %+v, want domain %q and its key", j.CacheDomain, j.Caches, domain)
+		}
+		env, err := f.s.AttemptEnvironment(f.ctx, j.ID, j.AttemptID)
+		if err != nil || env.Spec.Caches[0].Key != j.Caches[0].Key {
+			t.Fatalf("the VM's spec has caches %+v (%v), want the job's key %s", env.Spec.Caches, err, j.Caches[0].Key)
+		}
+		f.ack(w, j)
+		return j
+	}
+
+	open := claim(submit("production", false, 100), "environment:production without secrets")
+	claim(submit("preview", false, 90), "environment:preview without secrets")
+	signed := claim(submit("production", true, 80), "environment:production with secrets")
+	if signed.Caches[0].Key == open.Caches[0].Key {
+		t.Fatal("a signed build has the key an unsigned one saved under")
+	}
+
+	// Warm placement: the worker holds the unsigned build's archive. A
+	// signed build of the same files is no warmer than any other; an
+	// unsigned one is.
+	if err := f.s.SetWorkerCache(f.ctx, w, api.WorkerCache{Keys: []string{open.Caches[0].Key}}); err != nil {
+		t.Fatal(err)
+	}
+	cold := submit("production", false, 70)
+	f.exec(`UPDATE builds SET spec = spec - 'caches', cache_keys = '{}' WHERE id = $1`, cold.ID)
+	signed2 := submit("production", true, 60)
+	open2 := submit("production", false, 50)
+	if j := f.claim(w); j.ID != open2.ID {
+		t.Fatalf("claimed %s, want the unsigned build %s the worker's cache is for (cold %s, signed %s)", j.ID, open2.ID, cold.ID, signed2.ID)
+	} else {
+		f.ack(w, j)
+	}
+	f.ack(w, f.claim(w))
+	claim(signed2, "environment:production with secrets")
+
+	// A secret variable puts the environment's builds in the domain with
+	// secrets, signed or not.
+	f.exec(`INSERT INTO project_variables (project, environment, name, visibility, type, value_sealed) VALUES ('app', 'production', 'API_TOKEN', 'secret', 'string', 'x')`)
+	if j := claim(submit("production", false, 40), "environment:production with secrets"); j.Caches[0].Key != signed.Caches[0].Key {
+		t.Fatal("builds with secrets of one environment do not share their caches")
+	}
+
+	// An admin makes the project one domain.
+	if err := f.s.SetProjectOneCacheDomain(f.ctx, "app", true); err != nil {
+		t.Fatal(err)
+	}
+	a := claim(submit("production", true, 30), "project")
+	b := claim(submit("preview", false, 20), "project")
+	if a.Caches[0].Key != b.Caches[0].Key {
+		t.Fatal("one domain: the project's builds have different keys")
+	}
+	if one, err := f.s.ProjectOneCacheDomain(f.ctx, "app"); err != nil || !one {
+		t.Fatalf("ProjectOneCacheDomain: %v %v", one, err)
+	}
 }

@@ -37,7 +37,8 @@ type AttemptEnvironment struct {
 	Trusted bool
 }
 
-// AttemptEnvironment returns build buildID's spec and the variables its
+// AttemptEnvironment returns build buildID's spec, its cache keys bound
+// to the attempt's cache domain as in its job, and the variables its
 // attempt attemptID was claimed with; variables set since are not among
 // them. An attempt the previous release claimed has none fixed: its
 // variables are the project's now.
@@ -45,10 +46,11 @@ func (s *Store) AttemptEnvironment(ctx context.Context, buildID, attemptID strin
 	var env AttemptEnvironment
 	var raw []byte
 	var fixed bool
-	err := s.pool.QueryRow(ctx, `SELECT b.spec, a.variables_fixed, COALESCE(`+trustedWorker+`, false)
+	var domain string
+	err := s.pool.QueryRow(ctx, `SELECT b.spec, a.variables_fixed, COALESCE(`+trustedWorker+`, false), a.cache_domain
 		FROM build_attempts a JOIN builds b ON b.id = a.build_id
 			LEFT JOIN LATERAL (`+workerPool+` WHERE w.id = a.worker_id) me ON true
-		WHERE a.id = $1 AND a.build_id = $2`, attemptID, buildID).Scan(&raw, &fixed, &env.Trusted)
+		WHERE a.id = $1 AND a.build_id = $2`, attemptID, buildID).Scan(&raw, &fixed, &env.Trusted, &domain)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return env, fmt.Errorf("%w: build %s has no attempt %s", ErrNotFound, buildID, attemptID)
 	}
@@ -58,6 +60,7 @@ func (s *Store) AttemptEnvironment(ctx context.Context, buildID, attemptID strin
 	if env.Spec, err = decodeSpec(raw); err != nil || env.Spec == nil {
 		return env, err
 	}
+	qualifyCaches(env.Spec.Caches, domain) // the keys its worker was given
 	if !fixed {
 		if env.Spec.Environment != "" { // "" would list every environment's
 			env.Variables, err = s.Variables(ctx, env.Spec.BuildProject(), env.Spec.Environment)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/install"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 )
 
 // requeueReason says why live attempts end without a result and whether that
@@ -241,14 +242,16 @@ func (s *Store) redeliver(ctx context.Context, w WorkerAuth) (PollResult, error)
 	return res, err
 }
 
+// jobColumns are a job's columns of build b and its attempt's cache
+// domain, which each query names cache_domain.
 const jobColumns = `b.id, b.platform, b.profile, b.priority, b.has_certs, b.base_image, b.timeout_seconds, b.lease_expires_at,
-	b.project, b.spec->'caches' AS caches`
+	b.project, b.spec->'caches' AS caches, cache_domain`
 
 func scanJob(row pgx.Row, j *api.Job, extra ...any) error {
 	var hasCerts bool
 	var caches []byte
 	dest := append([]any{&j.ID, &j.Platform, &j.Profile, &j.Priority, &hasCerts, &j.BaseImage, &j.BuildTimeoutSeconds, &j.LeaseExpiresAt,
-		&j.Project, &caches}, extra...)
+		&j.Project, &caches, &j.CacheDomain}, extra...)
 	if err := row.Scan(dest...); err != nil {
 		return err
 	}
@@ -257,6 +260,7 @@ func scanJob(row pgx.Row, j *api.Job, extra ...any) error {
 			return fmt.Errorf("build %s: its spec's caches: %w", j.ID, err)
 		}
 	}
+	qualifyCaches(j.Caches, j.CacheDomain)
 	j.SourceURL = "/api/builds/" + j.ID + "/source"
 	if hasCerts {
 		u := "/api/builds/" + j.ID + "/certs-secure"
@@ -270,6 +274,27 @@ func scanJob(row pgx.Row, j *api.Job, extra ...any) error {
 // environment: one that only a trusted pool may run.
 const needsTrust = `(c.has_certs OR c.has_credentials OR EXISTS (SELECT 1 FROM project_variables v
 	WHERE v.project = c.project AND v.environment = c.spec->>'environment' AND v.visibility <> 'plaintext'))`
+
+// cacheDomain is the cache domain of a build (alias c): the builds whose
+// dependency caches it may restore, and whose later builds may restore
+// what it saves. A project an admin made one domain (project_settings)
+// is one; otherwise a domain is one environment's builds with secrets
+// (needsTrust: signing credentials, sensitive or secret variables) or
+// without, so that no build without secrets plants what one with them
+// restores. The project is in every key already (cachekey).
+const cacheDomain = `(CASE WHEN EXISTS (SELECT 1 FROM project_settings ps WHERE ps.project = c.project AND ps.one_cache_domain) THEN 'project'
+	ELSE 'environment:' || COALESCE(c.spec->>'environment', '') || CASE WHEN ` + needsTrust + ` THEN ' with secrets' ELSE ' without secrets' END END)`
+
+// warmKey is cachekey.Qualify in SQL: the key x of a build v of domain
+// v.cache_domain as the worker holds it.
+const warmKey = `encode(sha256(convert_to(v.cache_domain || E'\n' || x, 'UTF8')), 'hex')`
+
+// qualifyCaches binds a job's cache keys to its cache domain.
+func qualifyCaches(caches []api.CacheEntry, domain string) {
+	for i := range caches {
+		caches[i].Key = cachekey.Qualify(domain, caches[i].Key)
+	}
+}
 
 // poolAdmitted is true when worker w's key may place it in its pool while
 // that pool is trusted: checkPool's rule, read again at every claim, so that
@@ -330,12 +355,14 @@ const claimSQL = `
 		ORDER BY c.priority, c.submitted_at, c.id LIMIT 1
 	), warm AS (
 		SELECT v.id FROM (
-			SELECT c.id, c.submitted_at, c.cache_keys FROM builds c, me, head
+			SELECT c.id, c.submitted_at, c.cache_keys, ` + cacheDomain + ` AS cache_domain FROM builds c, me, head
 			WHERE ` + eligible + ` AND c.priority = head.priority AND head.run_after > now() - $10::interval
 				AND EXISTS (SELECT 1 FROM worker_cache_keys WHERE worker_id = $1)
 			ORDER BY c.priority, c.submitted_at, c.id LIMIT 100 -- the look-ahead (builds_claim's order)
 		) v
-		WHERE EXISTS (SELECT 1 FROM worker_cache_keys k WHERE k.worker_id = $1 AND k.cache_key = ANY(v.cache_keys))
+		-- The keys as the worker holds them: bound to the build's domain.
+		WHERE EXISTS (SELECT 1 FROM worker_cache_keys k, unnest(v.cache_keys) x
+			WHERE k.worker_id = $1 AND k.cache_key = ` + warmKey + `)
 		ORDER BY v.submitted_at, v.id LIMIT 1
 	), pick AS (
 		SELECT c.id FROM builds c, warm WHERE c.id = warm.id AND c.status = 'pending' AND c.run_after <= now()
@@ -347,6 +374,10 @@ const claimSQL = `
 	), next AS (
 		-- Evaluated lazily: fifo locks nothing when pick found a build.
 		SELECT id, true AS warm FROM pick UNION ALL SELECT id, false FROM fifo LIMIT 1
+	), dom AS (
+		-- The attempt's cache domain, from what the claim fixes: its
+		-- variables (this snapshot's, as fixed reads them) and credentials.
+		SELECT ` + cacheDomain + ` AS cache_domain FROM next JOIN builds c ON c.id = next.id
 	), fixed AS (
 		-- The variables the attempt's VM reads (AttemptEnvironment), fixed
 		-- now: ones set later never reach it. Sensitive and secret ones
@@ -364,14 +395,15 @@ const claimSQL = `
 		RETURNING builds.*, next.warm
 	), a AS (
 		INSERT INTO build_attempts (id, build_id, number, worker_id, worker_instance, status, lease_token_hash, otp_hash, otp_expires_at,
-			variables_fixed)
+			variables_fixed, cache_domain)
 		SELECT $4, b.id, (SELECT COALESCE(max(number), 0) + 1 FROM build_attempts WHERE build_id = b.id),
-			$1, $2, 'assigned', $6, $7, now() + $8::interval, true FROM b
+			$1, $2, 'assigned', $6, $7, now() + $8::interval, true, dom.cache_domain FROM b, dom
+		RETURNING cache_domain
 	), av AS (
 		INSERT INTO attempt_variables (attempt_id, name, visibility, type, value_sealed, updated_at)
 		SELECT $4, v.name, v.visibility, v.type, v.value_sealed, v.updated_at FROM b, fixed v
 	)
-	SELECT ` + jobColumns + `, greatest(0, extract(epoch FROM clock_timestamp() - b.run_after))::float8, b.warm FROM b`
+	SELECT ` + jobColumns + `, greatest(0, extract(epoch FROM clock_timestamp() - b.run_after))::float8, b.warm FROM b, a`
 
 // claim assigns the worker the next build: among the eligible builds of
 // the best priority, the oldest one needing a dependency cache the worker
@@ -410,10 +442,10 @@ func (t *txn) redeliver(ctx context.Context, attemptID string) (*api.Job, error)
 	err := scanJob(t.QueryRow(ctx, `
 		WITH a AS (
 			UPDATE build_attempts SET lease_token_hash = $2, otp_hash = $3, otp_expires_at = now() + $4::interval
-			WHERE id = $1 AND status = 'assigned' RETURNING build_id
+			WHERE id = $1 AND status = 'assigned' RETURNING build_id, cache_domain
 		), b AS (
 			UPDATE builds SET lease_expires_at = now() + $5::interval FROM a
-			WHERE builds.id = a.build_id AND builds.attempt_id = $1 RETURNING builds.*
+			WHERE builds.id = a.build_id AND builds.attempt_id = $1 RETURNING builds.*, a.cache_domain
 		)
 		SELECT `+jobColumns+` FROM b`, attemptID, leaseHash, otpHash, t.cfg.OTPTTL, t.cfg.LeaseTTL), j)
 	if err != nil {

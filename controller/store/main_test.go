@@ -13,6 +13,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 )
 
 // One PostgreSQL cluster for the test binary, a fresh database per test.
@@ -109,6 +110,14 @@ func withCaches(keys ...string) store.NewBuild {
 	}
 	return store.NewBuild{Spec: b}
 }
+
+// openDomain is the cache domain of the builds withCaches makes: no
+// environment, no secrets.
+const openDomain = "environment: without secrets"
+
+// held is key k of a build withCaches makes as a worker holds it: bound to
+// the build's cache domain.
+func held(k string) string { return cachekey.Qualify(openDomain, k) }
 
 // cacheKey is a valid cache key (a SHA-256) named by s.
 func cacheKey(s string) string {

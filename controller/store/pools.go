@@ -133,3 +133,31 @@ func (s *Store) AllProjectPools(ctx context.Context) (map[string][]string, error
 	}
 	return out, nil
 }
+
+// SetProjectOneCacheDomain says whether all of project's builds are one
+// cache domain (see cacheDomain): with one, a build with secrets restores
+// what one without them saved; without (the default), never.
+func (s *Store) SetProjectOneCacheDomain(ctx context.Context, project string, one bool) error {
+	if err := ValidateProject("project", project); err != nil {
+		return err
+	}
+	return s.withTx(ctx, func(t *txn) error {
+		if _, err := t.Exec(ctx, `INSERT INTO project_settings (project, one_cache_domain) VALUES ($1, $2)
+			ON CONFLICT (project) DO UPDATE SET one_cache_domain = EXCLUDED.one_cache_domain, updated_at = now()`, project, one); err != nil {
+			return fmt.Errorf("set the project's cache domain: %w", err)
+		}
+		t.emit(Change{Kind: "project", ID: project, Event: "project.cache_domain_set", Detail: map[string]any{"one_cache_domain": one}})
+		return nil
+	})
+}
+
+// ProjectOneCacheDomain reports whether all of project's builds are one
+// cache domain.
+func (s *Store) ProjectOneCacheDomain(ctx context.Context, project string) (bool, error) {
+	var one bool
+	err := s.pool.QueryRow(ctx, `SELECT COALESCE((SELECT one_cache_domain FROM project_settings WHERE project = $1), false)`, project).Scan(&one)
+	if err != nil {
+		return false, fmt.Errorf("read the project's cache domain: %w", err)
+	}
+	return one, nil
+}

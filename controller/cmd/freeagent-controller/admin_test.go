@@ -218,6 +218,17 @@ func TestAdminCommandsAgainstRunningController(t *testing.T) {
 		t.Fatalf("projects pools p3 any: %d %q", code, out)
 	}
 
+	// projects cache-domain: split by default, one when the admin says so.
+	if out, stderr, code := ctl(t, bin, "projects", "cache-domain", "p3"); code != 0 || !strings.Contains(out, "p3: caches split") {
+		t.Fatalf("projects cache-domain p3: %d %q %s", code, out, stderr)
+	}
+	if out, stderr, code := ctl(t, bin, "projects", "cache-domain", "p3", "one"); code != 0 || !strings.Contains(out, "p3: one cache domain") {
+		t.Fatalf("projects cache-domain p3 one: %d %q %s", code, out, stderr)
+	}
+	if _, _, code := ctl(t, bin, "projects", "cache-domain", "p3", "maybe"); code != 2 {
+		t.Fatalf("projects cache-domain p3 maybe: exit %d, want a usage error", code)
+	}
+
 	// keys revoke: the build token of a build the key submitted dies with it.
 	owner := &api.Client{BaseURL: c.URL, BuildToken: b1.AccessToken}
 	if _, err := owner.GetBuild(ctx, b1.ID); err != nil {

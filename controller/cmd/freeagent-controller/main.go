@@ -39,6 +39,9 @@ Usage:
   freeagent-controller pools delete NAME
   freeagent-controller projects pools PROJECT [POOL...|any]
                                        the pools a project's builds may use (any: every pool)
+  freeagent-controller projects cache-domain PROJECT [one|split]
+                                       one: all its builds share dependency caches; split (default):
+                                       apart by environment, and builds with secrets from those without
   freeagent-controller events verify [--json]         check the audit log's hash chain
   freeagent-controller events replay --check [--json] rebuild states from the log, compare with the tables
   freeagent-controller backup --to DIR              the database and every build file (with SHA-256) into DIR

@@ -119,10 +119,14 @@ func printPoolWorkers(w io.Writer, p api.Pool) {
 	tw.Flush()
 }
 
-// cmdProjects sets the pools a project's builds may use.
+// cmdProjects sets the pools a project's builds may use, or its cache
+// domain.
 func cmdProjects(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 && args[0] == "cache-domain" {
+		return cmdProjectCacheDomain(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) == 0 || args[0] != "pools" {
-		return usageError{errors.New("projects needs a subcommand: pools PROJECT [POOL]...")}
+		return usageError{errors.New("projects needs a subcommand: pools PROJECT [POOL]..., or cache-domain PROJECT [one|split]")}
 	}
 	var asJSON bool
 	cfg, fs, err := parseConfigWith("projects pools", args[1:], stderr, false, func(fs *flag.FlagSet) {
@@ -160,5 +164,39 @@ func cmdProjects(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return nil
 	}
 	fmt.Fprintf(stdout, "project %s may use pools %s\n", project, strings.Join(got, ", "))
+	return nil
+}
+
+// cmdProjectCacheDomain prints or sets whether a project's builds are one
+// cache domain: "one" lets a build with secrets restore the caches a
+// build without them saved; "split" (the default) keeps them apart.
+func cmdProjectCacheDomain(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, fs, err := parseConfigWith("projects cache-domain", args, stderr, false, func(*flag.FlagSet) {})
+	if err != nil {
+		return err
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 || fs.NArg() == 2 && fs.Arg(1) != "one" && fs.Arg(1) != "split" {
+		return usageError{errors.New("projects cache-domain needs the PROJECT, then one (all its builds share caches) or split (builds with secrets never restore what builds without them saved); none: print it")}
+	}
+	st, done, err := openStore(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer done()
+	project := fs.Arg(0)
+	if fs.NArg() == 2 {
+		if err := st.SetProjectOneCacheDomain(ctx, project, fs.Arg(1) == "one"); err != nil {
+			return err
+		}
+	}
+	one, err := st.ProjectOneCacheDomain(ctx, project)
+	if err != nil {
+		return err
+	}
+	if one {
+		fmt.Fprintf(stdout, "project %s: one cache domain (every build restores what any build of the project saved)\n", project)
+	} else {
+		fmt.Fprintf(stdout, "project %s: caches split by environment and secrets (a build with secrets never restores what one without them saved)\n", project)
+	}
 	return nil
 }

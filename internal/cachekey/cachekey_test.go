@@ -1,13 +1,20 @@
-package cli
+package cachekey_test
 
 import (
+	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/freeagent-build/freeagent/cli/pack"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/controller/controllertest"
+	"github.com/freeagent-build/freeagent/internal/cachekey"
 )
 
 // TestBuildCaches: the caches a profile gets, and what their keys depend
@@ -15,16 +22,7 @@ import (
 // A's cache; one that ignored the lockfile would restore a stale one.
 func TestBuildCaches(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, content string) {
-		t.Helper()
-		p := filepath.Join(root, rel)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(rel, content string) { t.Helper(); writeFile(t, root, rel, content) }
 	write("package-lock.json", `{"lockfileVersion":3}`)
 	write("android/build.gradle", "// top")
 	write("android/app/build.gradle", "// app")
@@ -37,7 +35,7 @@ func TestBuildCaches(t *testing.T) {
 	}
 	caches := func(s api.BuildSpec) []api.CacheEntry {
 		t.Helper()
-		c, err := buildCaches(s, root, root)
+		c, err := cachekey.Entries(s, cachekey.Dir(root))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -130,6 +128,18 @@ func TestBuildCaches(t *testing.T) {
 	}
 }
 
+// writeFile writes content at rel under root, making its directories.
+func writeFile(t *testing.T, root, rel, content string) {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func cacheNamed(t *testing.T, c []api.CacheEntry, name string) api.CacheEntry {
 	t.Helper()
 	for _, e := range c {
@@ -147,12 +157,7 @@ func cacheNamed(t *testing.T, c []api.CacheEntry, name string) api.CacheEntry {
 // and package.json, and the profile can turn it off alone.
 func TestNodeModulesCache(t *testing.T) {
 	root := t.TempDir()
-	write := func(rel, content string) {
-		t.Helper()
-		if err := os.WriteFile(filepath.Join(root, rel), []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	write := func(rel, content string) { t.Helper(); writeFile(t, root, rel, content) }
 	write("package.json", `{"name":"app"}`)
 	write("package-lock.json", `{"lockfileVersion":3}`)
 	write("yarn.lock", "# yarn")
@@ -161,7 +166,7 @@ func TestNodeModulesCache(t *testing.T) {
 	}
 	modules := func(s api.BuildSpec) *api.CacheEntry {
 		t.Helper()
-		c, err := buildCaches(s, root, root)
+		c, err := cachekey.Entries(s, cachekey.Dir(root))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -196,8 +201,8 @@ func TestNodeModulesCache(t *testing.T) {
 			t.Errorf("%s: node_modules cache %+v, want none", name, m)
 		}
 	}
-	if m := modules(spec(npm, map[string]string{NodeModulesCacheEnv: "0"})); m != nil {
-		t.Errorf("%s=0: node_modules cache %+v", NodeModulesCacheEnv, m)
+	if m := modules(spec(npm, map[string]string{cachekey.NodeModulesCacheEnv: "0"})); m != nil {
+		t.Errorf("%s=0: node_modules cache %+v", cachekey.NodeModulesCacheEnv, m)
 	}
 	if m := modules(spec(api.Project{PackageManager: "yarn", Lockfile: "yarn.lock"}, nil)); m == nil || !slices.Equal(m.Paths, []string{"node_modules"}) {
 		t.Errorf("yarn classic: node_modules cache %+v", m)
@@ -210,5 +215,73 @@ func TestNodeModulesCache(t *testing.T) {
 	write(".yarnrc.yml", "enableTelemetry: false\nnodeLinker: \"node-modules\" # for Metro\n")
 	if m := modules(spec(berry, nil)); m == nil || !slices.Equal(m.Paths, []string{"node_modules", ".yarn/install-state.gz"}) {
 		t.Errorf("berry with the node-modules linker: node_modules cache %+v", m)
+	}
+}
+
+// TestIndexAgreesWithDir: the controller's keys, computed from the archive
+// expo-build packs, are the ones expo-build computed from the disk, so an
+// honest spec's keys stand and placement finds the caches they name.
+func TestIndexAgreesWithDir(t *testing.T) {
+	root := t.TempDir()
+	write := func(rel, content string) { t.Helper(); writeFile(t, root, rel, content) }
+	write("package.json", `{"name":"app"}`)
+	write("yarn.lock", "# yarn")
+	write(".yarnrc.yml", "nodeLinker: node-modules\n")
+	write("android/build.gradle", "// top")
+	write("android/app/build.gradle.kts", "// app")
+	write("android/gradle/wrapper/gradle-wrapper.properties", "distributionUrl=x")
+	write("android/.gradle/x.gradle", "// hidden: not hashed")
+	write("ios/Podfile.lock", "PODS: []")
+	write("apps/mobile/package.json", `{"name":"mobile"}`)
+	write("apps/mobile/android/build.gradle", "// monorepo app")
+	write("apps/mobile/ios/Podfile", "platform :ios")
+
+	plan, err := pack.Scan(context.Background(), root, pack.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var archive bytes.Buffer
+	if _, err := plan.Write(context.Background(), &archive, nil); err != nil {
+		t.Fatal(err)
+	}
+
+	yarn := api.Project{PackageManager: "yarn", Lockfile: "yarn.lock", YarnBerry: true}
+	mono := api.Project{PackageManager: "yarn", Lockfile: "yarn.lock", Workspace: true, AppDir: "apps/mobile"}
+	for _, s := range []api.BuildSpec{
+		{ProjectName: "app", Platform: api.PlatformAndroid, Project: yarn},
+		{ProjectName: "app", Platform: api.PlatformIOS, Project: yarn},
+		{ProjectName: "app", Platform: api.PlatformAndroid, Project: mono},
+		{ProjectName: "app", Platform: api.PlatformIOS, Project: mono, Profile: api.BuildProfile{Cache: &api.BuildCache{Paths: []string{"vendor"}}}},
+	} {
+		disk, err := cachekey.Entries(s, cachekey.Dir(root))
+		if err != nil {
+			t.Fatal(err)
+		}
+		packed := controllertest.CacheEntries(t, s, archive.Bytes())
+		if len(disk) < 2 || !slices.EqualFunc(disk, packed, func(a, b api.CacheEntry) bool {
+			return a.Name == b.Name && a.Key == b.Key && slices.Equal(a.Paths, b.Paths)
+		}) {
+			t.Errorf("%s %s: from the disk %+v, from the archive %+v", s.Platform, s.Project.AppDir, disk, packed)
+		}
+	}
+}
+
+// TestCheckPath: a cache path stays in the build's tree or a tool's home.
+// One that climbs or is absolute would let a build's cache write (at the
+// restore of a later build) wherever the VM's user may.
+func TestCheckPath(t *testing.T) {
+	for _, p := range []string{"vendor/cache", "node_modules", ".", "$FREEAGENT_CACHE_DIR/gradle/caches", "~/.cache/tool", "~/Library/Caches/CocoaPods", "~/.gradle"} {
+		if err := cachekey.CheckPath(p); err != nil {
+			t.Errorf("%q refused: %v", p, err)
+		}
+	}
+	for _, p := range []string{"", "../x", "vendor/../../x", `vendor\..\x`, "$FREEAGENT_CACHE_DIR/../x", "/etc", "/Users/admin/.ssh", "~", "~/.zshrc", "~/Library/LaunchAgents", "~/.cache/../.ssh", "~root/x", "$HOME/x"} {
+		err := cachekey.CheckPath(p)
+		if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%q", p)) || !strings.Contains(err.Error(), "never has a \"..\" element") {
+			t.Errorf("%q: %v, want a refusal naming the path and the rule", p, err)
+		}
+	}
+	if _, err := cachekey.Entries(api.BuildSpec{Platform: api.PlatformAndroid, Profile: api.BuildProfile{Cache: &api.BuildCache{Paths: []string{"../../.ssh"}}}}, cachekey.Dir(t.TempDir())); err == nil {
+		t.Error("Entries took a cache.paths entry that climbs")
 	}
 }
