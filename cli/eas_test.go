@@ -432,7 +432,7 @@ func TestBadEASJSON(t *testing.T) {
 		{"unknown key", `{"build":{"production":{"distrbution":"store"}}}`, "",
 			[]string{"build.production.distrbution", "is not allowed"}},
 		{"resourceClass large", `{"build":{"production":{"resourceClass":"large"}}}`, "",
-			[]string{"resourceClass", "cannot apply"}},
+			[]string{`resourceClass "large"`, "8 CPU cores", "no online android worker"}},
 		{"autoIncrement", `{"build":{"production":{"autoIncrement":true}}}`, "",
 			[]string{"autoIncrement is not supported"}},
 		{"custom build config", `{"build":{"production":{"config":"x.yml"}}}`, "",

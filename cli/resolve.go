@@ -38,10 +38,12 @@ type resolved struct {
 }
 
 // farm is what resolving a build asks the controller: a project's
-// credentials, and its variables of one environment.
+// credentials, its variables of one environment, and what the online
+// workers of the pools it may use offer.
 type farm struct {
 	credentials func(ctx context.Context, project string) ([]api.Credential, error)
 	variables   func(ctx context.Context, project, environment string) ([]api.Variable, error)
+	offers      func(ctx context.Context, project string) ([]api.Offer, error)
 }
 
 // resolveBuild decides everything about one build of the app in appRoot:
@@ -110,6 +112,25 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName, projectNa
 		return nil, usageErr("the app config has no slug: set expo.slug in app.json (it names the project whose variables and credentials the build uses)")
 	}
 	spec.ProjectName = cmp.Or(projectName, spec.App.Slug)
+	// What a worker must offer, and whether an online one does, asking
+	// the controller at most once.
+	var offered []api.Offer
+	offers := func(ctx context.Context) ([]api.Offer, error) {
+		if offered == nil {
+			list, err := farm.offers(ctx, spec.BuildProject())
+			if err != nil {
+				return nil, err
+			}
+			offered = append([]api.Offer{}, list...)
+		}
+		return offered, nil
+	}
+	if spec.Requires, err = requirements(ctx, profile, platform, offers); err != nil {
+		return nil, err
+	}
+	if err := checkOffered(ctx, spec, offers); err != nil {
+		return nil, err
+	}
 	custom := hasCustomBuild(appRoot)
 	if platform == api.PlatformAndroid && spec.App.AndroidPackage == "" && !fileExists(filepath.Join(appRoot, "android")) && !custom {
 		return nil, usageErr("the app config has no android.package: set expo.android.package in app.json (e.g. com.example.app); expo prebuild needs it")
@@ -185,16 +206,8 @@ func profileOr(name string) string {
 func checkApplicable(p api.BuildProfile, profileName, platform string, warnings *[]string) error {
 	var refused []string
 	refuse := func(key, why string) { refused = append(refused, fmt.Sprintf("%s: %s", key, why)) }
-	if p.ResourceClass != "" && p.ResourceClass != "default" {
-		refuse("resourceClass", "each worker Mac's own CPU and memory build it; remove the key (or set \"default\")")
-	}
-	if p.Image != "" && p.Image != "default" && p.Image != "latest" {
-		refuse("image", "the worker's VM template decides the build image; remove the key (or set \"default\")")
-	}
-	for key, v := range map[string]string{"ndk": p.Ndk, "bundler": p.Bundler, "fastlane": p.Fastlane, "cocoapods": p.Cocoapods, "expoCli": p.ExpoCli} {
-		if v != "" {
-			refuse(key, "the worker's VM template provides this tool's version; remove the key")
-		}
+	if p.ExpoCli != "" {
+		*warnings = append(*warnings, fmt.Sprintf("expoCli %s: the project's own Expo CLI (npx expo, from its expo package) runs prebuild, as EAS does since SDK 46; the global expo-cli is not installed", p.ExpoCli))
 	}
 	if p.Config != "" {
 		refuse("config", "custom build YAML (.eas/build) is not supported; define a \"freeagent:build\" script in package.json instead")
@@ -205,9 +218,6 @@ func checkApplicable(p api.BuildProfile, profileName, platform string, warnings 
 	}
 	if p.ReleaseChannel != "" {
 		refuse("releaseChannel", "classic updates' release channels ended with SDK 49; use channel (EAS Update)")
-	}
-	if p.Node != "" {
-		*warnings = append(*warnings, fmt.Sprintf("node %s: the worker's VM template provides Node.js; the build fails unless it is %s", p.Node, p.Node))
 	}
 	if p.UploadSourceMaps != nil && *p.UploadSourceMaps {
 		*warnings = append(*warnings, "uploadSourceMaps: source maps are not uploaded by this farm; add them to buildArtifactPaths to keep them")

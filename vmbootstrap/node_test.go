@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/toolchain"
 )
 
 // TestNodeIsChosenAmongInstalledVersions: a template with several Node.js
@@ -48,7 +49,7 @@ func TestNodeIsChosenAmongInstalledVersions(t *testing.T) {
 		{"2", "", ""}, // a prefix of components, not of characters
 	} {
 		p, out, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": `{}`}, nil)
-		p.runner.env = mergeEnv(p.runner.env, "HOME="+home, "HOMEBREW_PREFIX="+brew, "PATH="+pathBin+":"+envValue(p.runner.env, "PATH"))
+		p.runner.env = mergeEnv(p.runner.env, "HOME="+home, "HOMEBREW_PREFIX="+brew, "PATH="+pathBin+":"+toolchain.EnvValue(p.runner.env, "PATH"))
 		p.spec.Profile.Node = c.want
 		err := p.checkNode(context.Background())
 		if c.version == "" {
@@ -61,7 +62,7 @@ func TestNodeIsChosenAmongInstalledVersions(t *testing.T) {
 			t.Errorf("node %q: %v", c.want, err)
 			continue
 		}
-		if first := strings.SplitN(envValue(p.runner.env, "PATH"), ":", 2)[0]; first != c.dir {
+		if first := strings.SplitN(toolchain.EnvValue(p.runner.env, "PATH"), ":", 2)[0]; first != c.dir {
 			t.Errorf("node %q: PATH starts with %s, want %s", c.want, first, c.dir)
 		}
 		if !strings.Contains(out.String(), "Node.js "+c.version) {
