@@ -136,7 +136,9 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName, projectNa
 		return nil, usageErr("the app config has no android.package: set expo.android.package in app.json (e.g. com.example.app); expo prebuild needs it")
 	}
 
-	if platform == api.PlatformIOS && !custom {
+	// A custom build decides its own iOS build, but local credentials are
+	// checked against the app's targets and delivered all the same.
+	if platform == api.PlatformIOS && (!custom || profile.CredentialsSource == api.CredentialsLocal) {
 		if spec.IOS, err = resolveIOS(appRoot, profile, spec.App); err != nil {
 			return nil, err
 		}
@@ -212,7 +214,7 @@ func checkApplicable(p api.BuildProfile, profileName, platform string, warnings 
 	if p.Config != "" {
 		refuse("config", "custom build YAML (.eas/build) is not supported; define a \"freeagent:build\" script in package.json instead")
 	}
-	if p.WithoutCredentials != nil && *p.WithoutCredentials && platform == api.PlatformAndroid {
+	if p.WithoutCredentialsSet() && platform == api.PlatformAndroid {
 		// Honoured: the credentials step is skipped (debug signing).
 		*warnings = append(*warnings, "withoutCredentials: the build is signed as the project's Gradle files say (the debug key in Expo's template)")
 	}
@@ -255,7 +257,7 @@ func (r *resolved) resolveCredentials(ctx context.Context, spec *api.BuildSpec, 
 	if spec.Platform == api.PlatformIOS {
 		return r.resolveIOSCredentials(spec, appRoot, local)
 	}
-	if spec.Profile.WithoutCredentials != nil && *spec.Profile.WithoutCredentials {
+	if spec.Profile.WithoutCredentialsSet() {
 		return nil
 	}
 	noneHint := "the build is signed with the debug key; for a store build add credentials.json (android.keystore) with credentialsSource \"local\", or run `expo-build credentials set --platform android`"

@@ -176,6 +176,9 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 	if err := checkProject(root); err != nil {
 		return err
 	}
+	if err := checkRequireCommit(ctx, root); err != nil {
+		return err
+	}
 	s, c, err := inv.keySession()
 	if err != nil {
 		return err

@@ -245,6 +245,13 @@ type BuildProfile struct {
 	BuildConfiguration     string `json:"buildConfiguration,omitempty"`
 }
 
+// WithoutCredentialsSet is eas.json's withoutCredentials: true: the
+// build resolves no credentials (eas-cli's rule) and signs as the project
+// says.
+func (p BuildProfile) WithoutCredentialsSet() bool {
+	return p.WithoutCredentials != nil && *p.WithoutCredentials
+}
+
 // AutoIncrement is eas.json's autoIncrement: true, false, or one of
 // "version", "versionCode", "buildNumber".
 type AutoIncrement struct {
