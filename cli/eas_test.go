@@ -432,7 +432,7 @@ func TestBadEASJSON(t *testing.T) {
 		{"unknown key", `{"build":{"production":{"distrbution":"store"}}}`, "",
 			[]string{"build.production.distrbution", "is not allowed"}},
 		{"resourceClass large", `{"build":{"production":{"resourceClass":"large"}}}`, "",
-			[]string{"resourceClass", "cannot apply"}},
+			[]string{`resourceClass "large"`, "8 CPU cores", "no online android worker"}},
 		{"autoIncrement version with the remote source", `{"cli":{"appVersionSource":"remote"},"build":{"production":{"android":{"autoIncrement":"version"}}}}`, "",
 			[]string{`{"autoIncrement": "version"} is not supported when app version source is set to remote`}},
 		{"unknown version source", `{"cli":{"appVersionSource":"server"},"build":{"production":{}}}`, "",

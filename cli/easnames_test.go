@@ -104,7 +104,7 @@ func TestBuildNoWaitAndEASFlags(t *testing.T) {
 		t.Errorf("--wait=false: %s", r)
 	}
 	for flag, want := range map[string]string{"--local": "freeagent run --vm-driver local", "--auto-submit": "eas submit",
-		"-s": "eas submit", "--resource-class=large": "any worker", "--refresh-ad-hoc-provisioning-profile": "credentials.json"} {
+		"-s": "eas submit", "--resource-class=large": "resourceClass in the eas.json", "--refresh-ad-hoc-provisioning-profile": "credentials.json"} {
 		r := e.mustRun(ExitUsage, nil, "build", dir, "-p", "android", "--no-wait", flag)
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("build %s: want %q in the message\n%s", flag, want, r)

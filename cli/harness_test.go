@@ -213,9 +213,14 @@ func (e *env) worker(platforms ...string) *testWorker {
 	if len(platforms) == 0 {
 		platforms = []string{"ios", "android"}
 	}
+	return e.workerWith("test-mac", api.Capabilities{Platforms: platforms, MaxConcurrentBuilds: 2})
+}
+
+// workerWith registers a worker that advertises caps.
+func (e *env) workerWith(name string, caps api.Capabilities) *testWorker {
+	e.t.Helper()
 	c := &api.Client{BaseURL: e.URL, APIKey: e.workerKey}
-	resp, err := c.Register(context.Background(), api.RegisterRequest{Name: "test-mac",
-		Capabilities: api.Capabilities{Platforms: platforms, MaxConcurrentBuilds: 2}})
+	resp, err := c.Register(context.Background(), api.RegisterRequest{Name: name, Capabilities: caps})
 	if err != nil {
 		e.t.Fatalf("register worker: %v", err)
 	}

@@ -107,7 +107,8 @@ func describeTargets(ts []api.IOSTarget) string {
 // submit's --p12/--certs (see requireIOSSigning).
 func (r *resolved) resolveIOSCredentials(spec *api.BuildSpec, appRoot string, local *credentials.File) error {
 	b := spec.IOS
-	if b == nil || b.Simulator || spec.Profile.CredentialsSource != api.CredentialsLocal {
+	// As eas-cli: a simulator build or withoutCredentials needs none.
+	if b == nil || b.Simulator || spec.Profile.WithoutCredentialsSet() || spec.Profile.CredentialsSource != api.CredentialsLocal {
 		return nil
 	}
 	if local == nil || len(local.IOS()) == 0 {
@@ -129,7 +130,7 @@ func requireIOSSigning(r *resolved, certs []byte) error {
 	switch {
 	case r.credentials != nil && certs != nil:
 		return usageErr("both credentials.json (credentialsSource \"local\") and --p12/--certs give iOS signing: use one of them")
-	case b == nil || b.Simulator || r.credentials != nil || certs != nil:
+	case b == nil || b.Simulator || r.credentials != nil || certs != nil || r.spec.Profile.WithoutCredentialsSet():
 		return nil
 	}
 	return usageErr("build profile %q builds iOS for devices with credentialsSource %q, but this farm keeps no iOS credentials yet: add credentials.json (ios.provisioningProfilePath and ios.distributionCertificate, https://docs.expo.dev/app-signing/local-credentials/) with \"credentialsSource\": \"local\" in eas.json, pass --p12 with --provisioning-profile, or build for the simulator (\"ios\": {\"simulator\": true})",

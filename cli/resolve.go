@@ -42,10 +42,12 @@ type resolved struct {
 }
 
 // farm is what resolving a build asks the controller: a project's
-// credentials, and its variables of one environment.
+// credentials, its variables of one environment, and what the online
+// workers of the pools it may use offer.
 type farm struct {
 	credentials func(ctx context.Context, project string) ([]api.Credential, error)
 	variables   func(ctx context.Context, project, environment string) ([]api.Variable, error)
+	offers      func(ctx context.Context, project string) ([]api.Offer, error)
 }
 
 // resolveBuild decides everything about one build of the app in appRoot:
@@ -114,12 +116,33 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName, projectNa
 		return nil, usageErr("the app config has no slug: set expo.slug in app.json (it names the project whose variables and credentials the build uses)")
 	}
 	spec.ProjectName = cmp.Or(projectName, spec.App.Slug)
+	// What a worker must offer, and whether an online one does, asking
+	// the controller at most once.
+	var offered []api.Offer
+	offers := func(ctx context.Context) ([]api.Offer, error) {
+		if offered == nil {
+			list, err := farm.offers(ctx, spec.BuildProject())
+			if err != nil {
+				return nil, err
+			}
+			offered = append([]api.Offer{}, list...)
+		}
+		return offered, nil
+	}
+	if spec.Requires, err = requirements(ctx, profile, platform, offers); err != nil {
+		return nil, err
+	}
+	if err := checkOffered(ctx, spec, offers); err != nil {
+		return nil, err
+	}
 	custom := hasCustomBuild(appRoot)
 	if platform == api.PlatformAndroid && spec.App.AndroidPackage == "" && !fileExists(filepath.Join(appRoot, "android")) && !custom {
 		return nil, usageErr("the app config has no android.package: set expo.android.package in app.json (e.g. com.example.app); expo prebuild needs it")
 	}
 
-	if platform == api.PlatformIOS && !custom {
+	// A custom build decides its own iOS build, but local credentials are
+	// checked against the app's targets and delivered all the same.
+	if platform == api.PlatformIOS && (!custom || profile.CredentialsSource == api.CredentialsLocal) {
 		if spec.IOS, err = resolveIOS(appRoot, profile, spec.App); err != nil {
 			return nil, err
 		}
@@ -179,29 +202,18 @@ func resolveProfile(appRoot, platform, name string, warnings *[]string) (profile
 func checkApplicable(p api.BuildProfile, profileName, platform string, warnings *[]string) error {
 	var refused []string
 	refuse := func(key, why string) { refused = append(refused, fmt.Sprintf("%s: %s", key, why)) }
-	if p.ResourceClass != "" && p.ResourceClass != "default" {
-		refuse("resourceClass", "each worker Mac's own CPU and memory build it; remove the key (or set \"default\")")
-	}
-	if p.Image != "" && p.Image != "default" && p.Image != "latest" {
-		refuse("image", "the worker's VM template decides the build image; remove the key (or set \"default\")")
-	}
-	for key, v := range map[string]string{"ndk": p.Ndk, "bundler": p.Bundler, "fastlane": p.Fastlane, "cocoapods": p.Cocoapods, "expoCli": p.ExpoCli} {
-		if v != "" {
-			refuse(key, "the worker's VM template provides this tool's version; remove the key")
-		}
+	if p.ExpoCli != "" {
+		*warnings = append(*warnings, fmt.Sprintf("expoCli %s: the project's own Expo CLI (npx expo, from its expo package) runs prebuild, as EAS does since SDK 46; the global expo-cli is not installed", p.ExpoCli))
 	}
 	if p.Config != "" {
 		refuse("config", "custom build YAML (.eas/build) is not supported; define a \"freeagent:build\" script in package.json instead")
 	}
-	if p.WithoutCredentials != nil && *p.WithoutCredentials && platform == api.PlatformAndroid {
+	if p.WithoutCredentialsSet() && platform == api.PlatformAndroid {
 		// Honoured: the credentials step is skipped (debug signing).
 		*warnings = append(*warnings, "withoutCredentials: the build is signed as the project's Gradle files say (the debug key in Expo's template)")
 	}
 	if p.ReleaseChannel != "" {
 		refuse("releaseChannel", "classic updates' release channels ended with SDK 49; use channel (EAS Update)")
-	}
-	if p.Node != "" {
-		*warnings = append(*warnings, fmt.Sprintf("node %s: the worker's VM template provides Node.js; the build fails unless it is %s", p.Node, p.Node))
 	}
 	if p.UploadSourceMaps != nil && *p.UploadSourceMaps {
 		*warnings = append(*warnings, "uploadSourceMaps: source maps are not uploaded by this farm; add them to buildArtifactPaths to keep them")
@@ -239,7 +251,7 @@ func (r *resolved) resolveCredentials(ctx context.Context, spec *api.BuildSpec, 
 	if spec.Platform == api.PlatformIOS {
 		return r.resolveIOSCredentials(spec, appRoot, local)
 	}
-	if spec.Profile.WithoutCredentials != nil && *spec.Profile.WithoutCredentials {
+	if spec.Profile.WithoutCredentialsSet() {
 		return nil
 	}
 	noneHint := "the build is signed with the debug key; for a store build add credentials.json (android.keystore) with credentialsSource \"local\", or run `expo-build credentials set --platform android`"

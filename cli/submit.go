@@ -177,6 +177,9 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 	if err := checkProject(root); err != nil {
 		return err
 	}
+	if err := checkRequireCommit(ctx, root); err != nil {
+		return err
+	}
 	s, c, err := inv.keySession()
 	if err != nil {
 		return err
@@ -868,6 +871,21 @@ func (s *session) farm(c *api.Client) farm {
 				return nil, wrapOp("list the farm's variables", err)
 			}
 			return list.Variables, nil
+		},
+		offers: func(ctx context.Context, project string) ([]api.Offer, error) {
+			var list api.FarmOffers
+			err := s.retry(ctx, "ask what the farm's workers offer", true, func(ctx context.Context) error {
+				var err error
+				list, err = c.FarmOffers(ctx, project)
+				return err
+			})
+			if api.StatusOf(err) == http.StatusNotFound {
+				return nil, usageErr("the controller is older than this expo-build and cannot route builds by resourceClass, image or tool versions; remove those keys from eas.json, or update the controller")
+			}
+			if err != nil {
+				return nil, wrapOp("ask what the farm's workers offer", err)
+			}
+			return list.Offers, nil
 		},
 	}
 }

@@ -31,7 +31,10 @@ JAVA_HOME, ANDROID_HOME…) in the image's freeagent-vm.env, which the
 launcher exports for every build (a LaunchAgent reads no shell profile),
 and the platforms the template can build (ios with Xcode, android with a JDK
 and the Android SDK) in $TART_HOME/vms/NAME/freeagent-template.json, from
-which workers using NAME advertise them; a pushed image carries them as
+which workers using NAME advertise them, with the template's Xcode and
+build tools (every Node.js version, CocoaPods, Bundler, fastlane, NDKs:
+`freeagent-vm tools` in the guest), which route builds by eas.json image
+and tool pins; a pushed image carries them as
 the label build.freeagent.platforms (Tart 2.25+).
 
 Options:
@@ -45,6 +48,10 @@ Options:
                         default `node`, the others stay in /opt/homebrew/opt/node@N and a build
                         whose eas.json names their version uses them (default node@24,node@22:
                         the maintained LTS lines)
+  --node-versions LIST  exact Node.js versions besides, comma-separated (e.g. 20.19.4,22.17.0; default
+                        $FREEAGENT_TEMPLATE_NODE_VERSIONS): nodejs.org's darwin-arm64 builds, checked
+                        against the release's SHASUMS256.txt, in nvm's layout under $NVM_DIR (or
+                        /usr/local/nvm); a build whose eas.json node names one uses it
   --android             also install a JDK (openjdk@17) and the Android SDK command-line tools
   --eas-cli             also install eas-cli with npm
   --user NAME           the guest user that logs in automatically, owns Homebrew and runs
@@ -69,6 +76,7 @@ name=freeagent-template
 push=""
 vm_bin=""
 node=node@24,node@22
+node_versions=${FREEAGENT_TEMPLATE_NODE_VERSIONS:-}
 android=0
 eas=0
 transport="exec"
@@ -82,6 +90,7 @@ while [ $# -gt 0 ]; do
 	--push) push=${2:?--push needs a registry reference}; shift 2 ;;
 	--freeagent-vm) vm_bin=${2:?--freeagent-vm needs a path}; shift 2 ;;
 	--node) node=${2:?--node needs formulae}; shift 2 ;;
+	--node-versions) node_versions=${2:?--node-versions needs versions}; shift 2 ;;
 	--android) android=1; shift ;;
 	--eas-cli) eas=1; shift ;;
 	--user) user=${2:?--user needs a name}; shift 2 ;;
@@ -97,6 +106,9 @@ die() { echo "build-vm-template.sh: $*" >&2; exit 1; }
 case $build_user in
 '' | *[!a-z0-9_-]* | -*) die "--build-user $build_user: use lowercase letters, digits, - and _" ;;
 esac
+for v in ${node_versions//,/ }; do
+	[[ $v =~ ^[0-9]+\.[0-9]+\.[0-9]+$ ]] || die "--node-versions $v: give exact versions such as 20.19.4"
+done
 [ "$build_user" != "$user" ] || die "--build-user must differ from --user: build commands must not run as the user that holds the build's tokens"
 [ "$(uname -s)" = Darwin ] || die "Tart runs on macOS only: run this on the Mac that will host the builds"
 command -v tart >/dev/null || die "tart is not installed: brew install cirruslabs/cli/tart"
@@ -234,6 +246,32 @@ if [ -n "$android_home" ]; then
 fi
 printf "FREEAGENT_BUILD_USER='%s'\n" "$build_user" >>"$stage/freeagent-vm.env"
 
+# Exact Node.js versions, in nvm's layout (where freeagent-vm looks, see
+# internal/toolchain) in a directory both users can read.
+if [ -n "$node_versions" ]; then
+	nvm_dir=$(sed -n "s/^NVM_DIR='\(.*\)'\$/\1/p" "$stage/freeagent-vm.env")
+	if [ -z "$nvm_dir" ]; then
+		nvm_dir=/usr/local/nvm
+		printf "NVM_DIR='%s'\n" "$nvm_dir" >>"$stage/freeagent-vm.env"
+	fi
+	for v in ${node_versions//,/ }; do
+		echo "--- Node.js $v (nodejs.org) into $nvm_dir"
+		guest "set -e; tmp=\$(mktemp -d); cd \"\$tmp\"
+			curl -fsSLO https://nodejs.org/dist/v$v/node-v$v-darwin-arm64.tar.gz
+			curl -fsSLO https://nodejs.org/dist/v$v/SHASUMS256.txt
+			grep ' node-v$v-darwin-arm64.tar.gz\$' SHASUMS256.txt | shasum -a 256 -c -
+			sudo -n mkdir -p '$nvm_dir/versions/node/v$v'
+			sudo -n tar -xzf node-v$v-darwin-arm64.tar.gz -C '$nvm_dir/versions/node/v$v' --strip-components 1
+			'$nvm_dir/versions/node/v$v/bin/node' --version; rm -rf \"\$tmp\"" || die "cannot install Node.js $v"
+	done
+fi
+
+# The build tools as builds will find them (the environment the launcher
+# exports), for workers to advertise.
+echo "--- build tools"
+tools=$(guest "set -a && . '$setup/freeagent-vm.env' && set +a && '$setup/freeagent-vm' tools") || die "freeagent-vm tools failed in the guest"
+echo "$tools"
+
 echo "--- Free Agent launcher and LaunchAgent"
 guest "sudo -n mkdir -p /usr/local/libexec/freeagent &&
 	sudo -n install -m 0755 '$setup/freeagent-vm-launcher' '$setup/freeagent-vm' /usr/local/libexec/freeagent/ &&
@@ -281,7 +319,7 @@ run_pid=""
 # `tart delete` removes it with the VM, `tart rename` moves it along).
 # Images carry no marker: there the worker's owner sets --platforms.
 tart_home=${TART_HOME:-$HOME/.tart}
-printf '{"platforms": ["%s"], "xcode_version": "%s"}\n' "$(printf '%s' "$platforms" | sed 's/,/", "/g')" "$xcode" >"$tart_home/vms/$name/freeagent-template.json"
+printf '{"platforms": ["%s"], "xcode_version": "%s", "tools": %s}\n' "$(printf '%s' "$platforms" | sed 's/,/", "/g')" "$xcode" "$tools" >"$tart_home/vms/$name/freeagent-template.json"
 
 if [ -n "$push" ]; then
 	echo "--- tart push $name $push"

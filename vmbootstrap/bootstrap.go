@@ -28,6 +28,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/buildphase"
+	"github.com/freeagent-build/freeagent/internal/toolchain"
 	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
@@ -243,7 +244,7 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 		env = r.user.env(env, tmp)
 	}
 	// The tools' cache directories, under the project's own variables.
-	caches := newDepCaches(spec, filepath.Join(r.work, "cache"), r.work, root, envValue(env, "HOME"), r.logs, r.user)
+	caches := newDepCaches(spec, filepath.Join(r.work, "cache"), r.work, root, toolchain.EnvValue(env, "HOME"), r.logs, r.user)
 	env = mergeEnv(env, caches.env()...)
 	env = mergeEnv(env, be.vars...)
 	if len(job.Variables) > 0 {

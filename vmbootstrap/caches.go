@@ -20,6 +20,7 @@ import (
 	"github.com/freeagent-build/freeagent/internal/boundedfile"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
 	"github.com/freeagent-build/freeagent/internal/cachekey"
+	"github.com/freeagent-build/freeagent/internal/toolchain"
 	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
@@ -179,7 +180,7 @@ func (d *depCaches) restoredEnv(env []string) []string {
 		if c.restored == "" || (c.Name != api.PackageManagerNPM && c.Name != api.PackageManagerPNPM) {
 			continue
 		}
-		if envValue(env, "npm_config_prefer_offline") == "" {
+		if toolchain.EnvValue(env, "npm_config_prefer_offline") == "" {
 			env = mergeEnv(env, "npm_config_prefer_offline=true")
 		}
 	}

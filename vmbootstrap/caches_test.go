@@ -14,6 +14,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent/cache"
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/toolchain"
 	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
@@ -92,10 +93,10 @@ func TestCacheRoundTrip(t *testing.T) {
 			t.Errorf("%s was archived", gone)
 		}
 	}
-	if env := d2.restoredEnv([]string{"PATH=/bin"}); envValue(env, "npm_config_prefer_offline") != "true" {
+	if env := d2.restoredEnv([]string{"PATH=/bin"}); toolchain.EnvValue(env, "npm_config_prefer_offline") != "true" {
 		t.Errorf("after a restore the install does not prefer the cache: %v", env)
 	}
-	if env := d2.restoredEnv([]string{"npm_config_prefer_offline=false"}); envValue(env, "npm_config_prefer_offline") != "false" {
+	if env := d2.restoredEnv([]string{"npm_config_prefer_offline=false"}); toolchain.EnvValue(env, "npm_config_prefer_offline") != "false" {
 		t.Errorf("the project's own prefer_offline was replaced: %v", env)
 	}
 	if env := d1.restoredEnv(nil); len(env) != 0 {

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/toolchain"
 )
 
 // buildEnvironment is the environment a build's steps get beyond the VM's
@@ -113,7 +114,7 @@ const npmrcForToken = "//registry.npmjs.org/:_authToken=${NPM_TOKEN}\n"
 // unless the project has one there (EAS leaves it alone too). It reports
 // whether it wrote one.
 func writeNpmrc(appDir string, env []string) (bool, error) {
-	if envValue(env, "NPM_TOKEN") == "" {
+	if toolchain.EnvValue(env, "NPM_TOKEN") == "" {
 		return false, nil
 	}
 	path := filepath.Join(appDir, ".npmrc")

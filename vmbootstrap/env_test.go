@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/toolchain"
 )
 
 func TestBuildEnvironmentPrecedenceAndFiles(t *testing.T) {
@@ -188,7 +189,7 @@ func TestHooksRunAtEASPoints(t *testing.T) {
 	scripts := `{"scripts":{"eas-build-pre-install":"a","eas-build-post-install":"b","eas-build-pre-upload-artifacts":"c",
 		"eas-build-on-success":"d","eas-build-on-error":"e","eas-build-on-complete":"f","eas-build-on-cancel":"g"}}`
 	p, out, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": scripts, "package-lock.json": "{}"}, nil)
-	p.runner.env = mergeEnv(p.runner.env, "PATH="+hookTools(t)+":"+envValue(p.runner.env, "PATH"))
+	p.runner.env = mergeEnv(p.runner.env, "PATH="+hookTools(t)+":"+toolchain.EnvValue(p.runner.env, "PATH"))
 	if _, err := p.run(context.Background()); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}
@@ -202,7 +203,7 @@ func TestHooksRunAtEASPoints(t *testing.T) {
 
 	// A failing build runs on-error and on-complete with "errored".
 	p2, out2, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": scripts, "package-lock.json": "{}"}, nil)
-	p2.runner.env = mergeEnv(p2.runner.env, "PATH="+hookTools(t)+":"+envValue(p2.runner.env, "PATH"))
+	p2.runner.env = mergeEnv(p2.runner.env, "PATH="+hookTools(t)+":"+toolchain.EnvValue(p2.runner.env, "PATH"))
 	p2.spec.Android.GradleCommand = ":app:noSuchTask"
 	p2.spec.Android.ApplicationArchivePaths = []string{"nothing/*.apk"}
 	if _, err := p2.run(context.Background()); err == nil {
@@ -212,7 +213,7 @@ func TestHooksRunAtEASPoints(t *testing.T) {
 
 	// A cancelled build runs on-cancel.
 	p3, out3, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": scripts, "package-lock.json": "{}"}, nil)
-	p3.runner.env = mergeEnv(p3.runner.env, "PATH="+hookTools(t)+":"+envValue(p3.runner.env, "PATH"))
+	p3.runner.env = mergeEnv(p3.runner.env, "PATH="+hookTools(t)+":"+toolchain.EnvValue(p3.runner.env, "PATH"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	p3.run(ctx)
@@ -258,7 +259,7 @@ func TestNodeVersionIsChecked(t *testing.T) {
 		ok   bool
 	}{{"", true}, {"20.11.1", true}, {"18.19.0", false}} {
 		p, out, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": `{}`}, nil)
-		p.runner.env = mergeEnv(p.runner.env, "PATH="+bin+":"+envValue(p.runner.env, "PATH"))
+		p.runner.env = mergeEnv(p.runner.env, "PATH="+bin+":"+toolchain.EnvValue(p.runner.env, "PATH"))
 		p.spec.Profile.Node = c.want
 		err := p.checkNode(context.Background())
 		if c.ok != (err == nil) {

@@ -24,6 +24,10 @@ func exportOptionsPlist(method, teamID string, profiles map[string]string) []byt
 `)
 	kv := func(k, v string) { fmt.Fprintf(&b, "\t<key>%s</key>\n\t<string>%s</string>\n", esc(k), esc(v)) }
 	kv("method", method)
+	if len(profiles) == 0 { // withoutCredentials: the archive's own signing
+		b.WriteString("</dict>\n</plist>\n")
+		return b.Bytes()
+	}
 	kv("signingStyle", "manual")
 	if teamID != "" {
 		kv("teamID", teamID)

@@ -29,7 +29,7 @@ func (p *pipeline) ios(ctx context.Context) ([]string, error) {
 	if b == nil {
 		return nil, fmt.Errorf("%w: the build spec has no ios section", errConfig)
 	}
-	if !b.Simulator && p.signing == nil {
+	if !b.Simulator && p.signing == nil && !p.spec.Profile.WithoutCredentialsSet() {
 		return nil, fmt.Errorf("%w: a device build of iOS needs credentials: add credentials.json (ios) with credentialsSource \"local\" in eas.json, build for the simulator (\"ios\": {\"simulator\": true}), or define a %q script in package.json",
 			errConfig, CustomBuildScript)
 	}
@@ -95,13 +95,26 @@ func (p *pipeline) iosSimulator(ctx context.Context, dir, workspace, scheme, con
 }
 
 // iosDevice signs each target in the project, archives and exports.
+//
+// With eas.json withoutCredentials (and no credentials) nothing is signed
+// by the farm, as eas-cli then resolves no credentials: the archive and its
+// export keep the project's own signing settings (what its hooks set up),
+// exported for the distribution (app-store, or ad-hoc for internal).
 func (p *pipeline) iosDevice(ctx context.Context, dir, workspace, scheme, config string) ([]string, error) {
-	targets, err := p.configureSigning(dir, scheme, config)
-	if err != nil {
-		return nil, err
+	var targets []signedTarget
+	method, team := api.ExportAppStore, ""
+	if p.spec.Profile.Distribution == "internal" {
+		method = api.ExportAdHoc
 	}
-	app := targets[0].profile
-	method := app.Type
+	if p.signing != nil {
+		var err error
+		if targets, err = p.configureSigning(dir, scheme, config); err != nil {
+			return nil, err
+		}
+		method, team = targets[0].profile.Type, targets[0].profile.TeamID
+	} else {
+		fmt.Fprintf(p.runner.out, "\n▸ withoutCredentials: the archive is signed as the Xcode project says\n")
+	}
 	if info := p.spec.Credentials.IOS; info != nil && info.ExportMethod != "" {
 		method = info.ExportMethod
 	}
@@ -117,7 +130,7 @@ func (p *pipeline) iosDevice(ctx context.Context, dir, workspace, scheme, config
 		profiles[t.bundleID] = t.profile.UUID
 	}
 	options := filepath.Join(p.workDir, "ExportOptions.plist")
-	if err := os.WriteFile(options, exportOptionsPlist(method, app.TeamID, profiles), 0o644); err != nil {
+	if err := os.WriteFile(options, exportOptionsPlist(method, team, profiles), 0o644); err != nil {
 		return nil, fmt.Errorf("write ExportOptions.plist: %w", err)
 	}
 	p.phase(vmshare.PhaseBuild, 80, "xcodebuild -exportArchive")

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/toolchain"
 )
 
 // TestNodeIsChosenAmongInstalledVersions: a template with several Node.js
@@ -48,7 +49,7 @@ func TestNodeIsChosenAmongInstalledVersions(t *testing.T) {
 		{"2", "", ""}, // a prefix of components, not of characters
 	} {
 		p, out, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": `{}`}, nil)
-		p.runner.env = mergeEnv(p.runner.env, "HOME="+home, "HOMEBREW_PREFIX="+brew, "PATH="+pathBin+":"+envValue(p.runner.env, "PATH"))
+		p.runner.env = mergeEnv(p.runner.env, "HOME="+home, "HOMEBREW_PREFIX="+brew, "PATH="+pathBin+":"+toolchain.EnvValue(p.runner.env, "PATH"))
 		p.spec.Profile.Node = c.want
 		err := p.checkNode(context.Background())
 		if c.version == "" {
@@ -61,7 +62,7 @@ func TestNodeIsChosenAmongInstalledVersions(t *testing.T) {
 			t.Errorf("node %q: %v", c.want, err)
 			continue
 		}
-		if first := strings.SplitN(envValue(p.runner.env, "PATH"), ":", 2)[0]; first != c.dir {
+		if first := strings.SplitN(toolchain.EnvValue(p.runner.env, "PATH"), ":", 2)[0]; first != c.dir {
 			t.Errorf("node %q: PATH starts with %s, want %s", c.want, first, c.dir)
 		}
 		if !strings.Contains(out.String(), "Node.js "+c.version) {
@@ -78,5 +79,56 @@ func TestNodeIsMissing(t *testing.T) {
 	var tm *ToolMissingError
 	if err := p.checkNode(context.Background()); !errors.As(err, &tm) {
 		t.Fatalf("no node anywhere: %v", err)
+	}
+}
+
+// TestToolPinsAreApplied: eas.json's ndk points the build at that NDK of
+// the SDK (the newest match); cocoapods, bundler and fastlane must be the
+// versions on the build's PATH. A pin the VM lacks fails the build,
+// naming what it has.
+func TestToolPinsAreApplied(t *testing.T) {
+	t.Parallel()
+	sdk := t.TempDir()
+	for _, v := range []string{"26.3.11579264", "27.1.12297006", "27.0.12077973"} {
+		if err := os.MkdirAll(filepath.Join(sdk, "ndk", v), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, out, _ := newTestPipeline(t, api.PlatformAndroid, map[string]string{"package.json": `{}`}, nil)
+	p.runner.env = mergeEnv(p.runner.env, "ANDROID_HOME="+sdk)
+	p.spec.Profile.Ndk = "27.1.12297006"
+	if err := p.applyPins(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := toolchain.EnvValue(p.runner.env, "ANDROID_NDK_HOME"); got != filepath.Join(sdk, "ndk", "27.1.12297006") {
+		t.Errorf("ANDROID_NDK_HOME = %q", got)
+	}
+	if !strings.Contains(out.String(), "Android NDK 27.1.12297006") {
+		t.Errorf("log: %s", out)
+	}
+	p.spec.Profile.Ndk = "25.2.9519653"
+	if err := p.applyPins(context.Background()); !errors.Is(err, errConfig) || !strings.Contains(err.Error(), "26.3.11579264, 27.0.12077973, 27.1.12297006") {
+		t.Errorf("a missing NDK: %v", err)
+	}
+
+	bin := t.TempDir()
+	writeExecutable(t, filepath.Join(bin, "pod"), "#!/bin/sh\necho 1.16.2\n")
+	writeExecutable(t, filepath.Join(bin, "bundle"), "#!/bin/sh\necho Bundler version 2.5.11\n")
+	ios, out, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`}, nil)
+	ios.runner.env = mergeEnv(ios.runner.env, "PATH="+bin)
+	ios.spec.Profile.Cocoapods, ios.spec.Profile.Bundler = "1.16.2", "2.5.11"
+	if err := ios.applyPins(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "cocoapods 1.16.2") || !strings.Contains(out.String(), "bundler 2.5.11") {
+		t.Errorf("log: %s", out)
+	}
+	ios.spec.Profile.Cocoapods = "1.15.2"
+	if err := ios.applyPins(context.Background()); !errors.Is(err, errConfig) || !strings.Contains(err.Error(), "this VM has 1.16.2") {
+		t.Errorf("another cocoapods: %v", err)
+	}
+	ios.spec.Profile.Cocoapods, ios.spec.Profile.Fastlane = "", "2.226.0"
+	if err := ios.applyPins(context.Background()); !errors.Is(err, errConfig) || !strings.Contains(err.Error(), "no fastlane") {
+		t.Errorf("no fastlane: %v", err)
 	}
 }

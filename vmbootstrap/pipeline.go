@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -130,7 +129,7 @@ func (p *pipeline) custom(ctx context.Context) ([]string, error) {
 // install runs the pre-install hook, then the frozen install at the
 // workspace root with the project's package manager, as EAS does.
 func (p *pipeline) install(ctx context.Context) error {
-	if err := p.checkNode(ctx); err != nil {
+	if err := p.applyPins(ctx); err != nil {
 		return err
 	}
 	if err := p.hook(ctx, HookPreInstall); err != nil {
@@ -169,53 +168,6 @@ func (p *pipeline) install(ctx context.Context) error {
 		return err
 	}
 	p.caches.installedModules()
-	return nil
-}
-
-// checkNode holds the VM to the profile's "node": EAS installs that
-// version with nvm; a VM template brings its Node.js preinstalled, possibly
-// several (nvm's, Homebrew's node@N kegs: see nodeDirs). The node first on
-// PATH is used when it matches; otherwise the newest installed match is put
-// first on the build's PATH (with its npm and npx). The build fails only
-// when no installed version matches.
-func (p *pipeline) checkNode(ctx context.Context) error {
-	want := strings.TrimPrefix(strings.TrimSpace(p.spec.Profile.Node), "v")
-	if want == "" {
-		return nil
-	}
-	var have []string // every version seen, for the error
-	if bin, err := lookPath("node", p.runner.env); err == nil {
-		v, err := nodeVersion(ctx, bin)
-		if err != nil {
-			return err
-		}
-		if nodeMatches(want, v) {
-			fmt.Fprintf(p.runner.out, "\n▸ Node.js %s, as eas.json asks\n", v)
-			return nil
-		}
-		have = append(have, v)
-	}
-	bestDir, best := "", ""
-	for _, dir := range nodeDirs(p.runner.env) {
-		v, err := nodeVersion(ctx, filepath.Join(dir, "node"))
-		if err != nil {
-			continue // not an installed node after all
-		}
-		have = append(have, v)
-		if nodeMatches(want, v) && (best == "" || cmpVersions(best, v) < 0) {
-			bestDir, best = dir, v
-		}
-	}
-	if best == "" {
-		if len(have) == 0 {
-			return &ToolMissingError{Step: Step{Argv: []string{"node", "--version"}}, Err: fmt.Errorf("%q: %w in the build's PATH nor in %s", "node", exec.ErrNotFound, strings.Join(nodeDirPatterns(p.runner.env), ", "))}
-		}
-		slices.SortFunc(have, cmpVersions)
-		have = slices.Compact(have)
-		return fmt.Errorf("%w: eas.json asks for node %s but this VM has Node.js %s; remove \"node\" from the profile or use a VM template with Node.js %s (scripts/build-vm-template.sh --node)", errConfig, want, strings.Join(have, ", "), want)
-	}
-	p.runner.env = mergeEnv(p.runner.env, "PATH="+bestDir+string(os.PathListSeparator)+envValue(p.runner.env, "PATH"))
-	fmt.Fprintf(p.runner.out, "\n▸ Node.js %s from %s, as eas.json asks\n", best, bestDir)
 	return nil
 }
 

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/freeagent-build/freeagent/internal/toolchain"
 )
 
 // Step is one command of a build, run as a child process in its own
@@ -83,7 +85,7 @@ func (r *stepRunner) run(ctx context.Context, s Step) error {
 	if len(s.Env) > 0 {
 		env = mergeEnv(r.env, s.Env...)
 	}
-	bin, err := lookPath(s.Argv[0], env)
+	bin, err := toolchain.LookPath(s.Argv[0], env)
 	if err != nil {
 		return &ToolMissingError{Step: s, Err: err}
 	}
@@ -162,25 +164,6 @@ func (r *stepRunner) signalUser(kill bool) {
 	if err := r.user.signalAll(ctx, kill); err != nil {
 		fmt.Fprintf(r.out, "\n▸ warning: %v\n", err)
 	}
-}
-
-// lookPath finds a command the way the step's shell would: in the PATH of
-// the step's environment (not this process's), skipping empty and relative
-// entries. Names with a slash are used as they are.
-func lookPath(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
-	}
-	for _, dir := range filepath.SplitList(envValue(env, "PATH")) {
-		if !filepath.IsAbs(dir) {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() && st.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", fmt.Errorf("%q: %w in the build's PATH", name, exec.ErrNotFound)
 }
 
 // mergeEnv returns base with the key=value pairs of set replacing or

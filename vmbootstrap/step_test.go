@@ -21,6 +21,7 @@ import (
 	"github.com/freeagent-build/freeagent/internal/provisioning"
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
+	"github.com/freeagent-build/freeagent/internal/toolchain"
 	"github.com/freeagent-build/freeagent/internal/xcode"
 	"github.com/freeagent-build/freeagent/internal/xcode/fakexcodebuild/fakexcodebuildtest"
 )
@@ -254,7 +255,7 @@ func installIOSSigning(t *testing.T, p *pipeline, kit provisioningtest.Kit, prof
 	for target, bundle := range profiles {
 		creds[target] = api.IOSTargetCredentials{ProvisioningProfile: kit.Profiles[bundle], Certificate: kit.P12, CertificatePassword: kit.Password}
 	}
-	s, _, err := installSigning(context.Background(), fakeKeychain{"/tmp/k.keychain-db"}, materialFromCredentials(creds), envValue(p.runner.env, "HOME"), io.Discard)
+	s, _, err := installSigning(context.Background(), fakeKeychain{"/tmp/k.keychain-db"}, materialFromCredentials(creds), toolchain.EnvValue(p.runner.env, "HOME"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -295,7 +296,7 @@ func TestDefaultIOSPipeline(t *testing.T) {
 			"-destination", "generic/platform=iOS", "-archivePath", archive},
 		{"xcodebuild", "-exportArchive", "-archivePath", archive, "-exportPath", filepath.Join(p.root, "ios", "build"), "-exportOptionsPlist", options},
 	}
-	if calls := fakexcodebuildtest.Calls(t, envValue(p.runner.env, "FAKE_XCODEBUILD_LOG")); !reflect.DeepEqual(calls, want) {
+	if calls := fakexcodebuildtest.Calls(t, toolchain.EnvValue(p.runner.env, "FAKE_XCODEBUILD_LOG")); !reflect.DeepEqual(calls, want) {
 		t.Fatalf("xcodebuild ran\n%q\nwant\n%q", calls, want)
 	}
 	// Each target carries its own profile, for Release only.
@@ -377,7 +378,7 @@ func TestIOSPipelineProfileMismatch(t *testing.T) {
 	if !errors.Is(err, errConfig) || !strings.Contains(err.Error(), `target "MyAppWidget" has bundle identifier com.example.myapp.widget`) || !strings.Contains(err.Error(), "com.example.other") {
 		t.Fatalf("error %v", err)
 	}
-	if _, err := os.Stat(envValue(p.runner.env, "FAKE_XCODEBUILD_LOG")); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(toolchain.EnvValue(p.runner.env, "FAKE_XCODEBUILD_LOG")); !errors.Is(err, os.ErrNotExist) {
 		t.Fatal("xcodebuild ran")
 	}
 }
@@ -391,7 +392,7 @@ func TestIOSCertsZipFitsTargetsByBundleID(t *testing.T) {
 	kit := provisioningtest.NewKit(t, "TEAM123456", "p12-pass", true, "com.example.myapp.widget", "com.example.myapp")
 	p, out, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": `{}`}, nil)
 	s, _, err := installSigning(context.Background(), fakeKeychain{"/tmp/k.keychain-db"}, materialFromCerts(api.CertsResponse{P12: kit.P12, P12Password: kit.Password,
-		ProvisioningProfiles: [][]byte{kit.Profiles["com.example.myapp.widget"], kit.Profiles["com.example.myapp"]}}), envValue(p.runner.env, "HOME"), io.Discard)
+		ProvisioningProfiles: [][]byte{kit.Profiles["com.example.myapp.widget"], kit.Profiles["com.example.myapp"]}}), toolchain.EnvValue(p.runner.env, "HOME"), io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -415,7 +416,7 @@ func TestIOSSimulatorPipeline(t *testing.T) {
 	}
 	want := [][]string{{"xcodebuild", "build", "-workspace", filepath.Join(p.root, "ios", "MyApp.xcworkspace"), "-scheme", "MyApp", "-configuration", "Release",
 		"-destination", "generic/platform=iOS Simulator", "-derivedDataPath", filepath.Join(p.root, "ios", "build")}}
-	if calls := fakexcodebuildtest.Calls(t, envValue(p.runner.env, "FAKE_XCODEBUILD_LOG")); !reflect.DeepEqual(calls, want) {
+	if calls := fakexcodebuildtest.Calls(t, toolchain.EnvValue(p.runner.env, "FAKE_XCODEBUILD_LOG")); !reflect.DeepEqual(calls, want) {
 		t.Fatalf("xcodebuild ran %q", calls)
 	}
 	if len(arts) != 1 || filepath.Base(arts[0]) != "MyApp.app.tar.gz" {

@@ -1,6 +1,7 @@
 package tart
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -21,6 +22,27 @@ type TemplateInfo struct {
 	// XcodeVersion is the template's `xcodebuild -version` ("16.2"), ""
 	// when it has no Xcode or an older script made the marker.
 	XcodeVersion string `json:"xcode_version,omitempty"`
+	// Tools are the template's build tools by eas.json key, every version
+	// installed (freeagent-vm tools, as the template script ran it in the
+	// guest; toolchain.Probe).
+	Tools map[string][]string `json:"tools,omitempty"`
+}
+
+// TemplateSize is the CPU cores and memory (MB) a clone of the template
+// gets unless the worker sets its own (tart get).
+func (d *Driver) TemplateSize(ctx context.Context) (cpu, memoryMB int, err error) {
+	out, err := d.run(ctx, "get", d.Template, "--format", "json")
+	if err != nil {
+		return 0, 0, err
+	}
+	var got struct {
+		CPU    int `json:"CPU"`
+		Memory int `json:"Memory"`
+	}
+	if err := json.Unmarshal(out, &got); err != nil {
+		return 0, 0, fmt.Errorf("tart get %s: %w", d.Template, err)
+	}
+	return got.CPU, got.Memory, nil
 }
 
 // ErrNoTemplateInfo: the template is an image, or was built by hand or by

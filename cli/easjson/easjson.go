@@ -121,6 +121,14 @@ func (f *File) AppVersionSource() string {
 	return s
 }
 
+// RequireCommit is cli.requireCommit: eas-cli then builds only a clean
+// git working tree.
+func (f *File) RequireCommit() bool {
+	cli, _ := f.doc["cli"].(obj)
+	b, _ := cli["requireCommit"].(bool)
+	return b
+}
+
 // MissingProfileError is a request for a build profile eas.json lacks.
 type MissingProfileError struct {
 	Name      string

@@ -31,6 +31,7 @@ type oracleResult struct {
 	Profile          json.RawMessage `json:"profile"`
 	ProfileNames     []string        `json:"profileNames"`
 	AppVersionSource string          `json:"appVersionSource"`
+	RequireCommit    bool            `json:"requireCommit"`
 }
 
 // installOracle installs testdata/oracle's locked @expo/eas-json.
@@ -108,7 +109,8 @@ func ours(c oracleCase) (oracleResult, error) {
 	if err != nil {
 		return oracleResult{}, err
 	}
-	return oracleResult{Class: "ok", Profile: raw, ProfileNames: f.ProfileNames(), AppVersionSource: f.AppVersionSource()}, nil
+	return oracleResult{Class: "ok", Profile: raw, ProfileNames: f.ProfileNames(), AppVersionSource: f.AppVersionSource(),
+		RequireCommit: f.RequireCommit()}, nil
 }
 
 func sameJSON(a, b json.RawMessage) bool {
@@ -145,6 +147,9 @@ func compareWithOracle(t *testing.T, dir string, cases []oracleCase, names []str
 		}
 		if !reflect.DeepEqual(got.ProfileNames, w.ProfileNames) && !(len(got.ProfileNames) == 0 && len(w.ProfileNames) == 0) {
 			t.Errorf("%s: profile names: ours %q, theirs %q", names[i], got.ProfileNames, w.ProfileNames)
+		}
+		if got.RequireCommit != w.RequireCommit {
+			t.Errorf("%s: requireCommit: ours %v, theirs %v", names[i], got.RequireCommit, w.RequireCommit)
 		}
 		if got.AppVersionSource != w.AppVersionSource {
 			t.Errorf("%s: appVersionSource: ours %q, theirs %q", names[i], got.AppVersionSource, w.AppVersionSource)

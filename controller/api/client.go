@@ -519,6 +519,18 @@ func (c *Client) Limits(ctx context.Context) (Limits, error) {
 	return out, c.call(ctx, http.MethodGet, "/api/limits", nil, &out, nil)
 }
 
+// FarmOffers returns what the online workers offer builds; with a
+// project, only the workers of the pools it may use (developer and admin
+// keys).
+func (c *Client) FarmOffers(ctx context.Context, project string) (FarmOffers, error) {
+	var out FarmOffers
+	path := "/api/farm/offers"
+	if project != "" {
+		path += "?project=" + url.QueryEscape(project)
+	}
+	return out, c.call(ctx, http.MethodGet, path, nil, &out, nil)
+}
+
 // ListWorkers returns the registered workers (admin keys).
 func (c *Client) ListWorkers(ctx context.Context) (WorkerList, error) {
 	var out WorkerList

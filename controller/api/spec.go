@@ -3,6 +3,9 @@ package api
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -66,6 +69,100 @@ type BuildSpec struct {
 	// Versions are the app version and build version the build is made
 	// with (nil in a spec from an older CLI: the project's own files decide).
 	Versions *AppVersions `json:"versions,omitempty"`
+	// Requires is what a worker must offer to run the build, as
+	// expo-build derived it from the profile's resourceClass, image and
+	// tool pins (docs/build-spec.md, "Workers"); nil: any worker of the
+	// platform. The controller's claim routes on it.
+	Requires *Requirements `json:"requires,omitempty"`
+}
+
+// Requirements are the conditions on a worker's Capabilities a build
+// needs. Every field set must hold.
+type Requirements struct {
+	// CPUCores and MemoryGB are minimums (eas.json resourceClass).
+	CPUCores int `json:"cpu_cores,omitempty"`
+	MemoryGB int `json:"memory_gb,omitempty"`
+	// Image is the worker's Capabilities.Image, exactly (an eas.json image
+	// naming a template).
+	Image string `json:"image,omitempty"`
+	// Xcode is the template's Xcode version or its leading components
+	// ("16" takes any 16.x; eas.json image latest, sdk-NN or an EAS image
+	// name).
+	Xcode string `json:"xcode,omitempty"`
+	// Tools maps a tool (a key of Capabilities.Tools) to the version one
+	// of the worker's versions must be, or begin with (eas.json node, ndk,
+	// cocoapods, bundler, fastlane).
+	Tools map[string]string `json:"tools,omitempty"`
+}
+
+// Unmet lists what c lacks of r, each as "what is needed (what c has)";
+// empty: c can run the build. The controller's claim checks the same
+// conditions in SQL (store's requirementsMet).
+func (r *Requirements) Unmet(c Capabilities) []string {
+	if r == nil {
+		return nil
+	}
+	var out []string
+	if c.CPUCores < r.CPUCores {
+		out = append(out, fmt.Sprintf("%d CPU cores (has %d)", r.CPUCores, c.CPUCores))
+	}
+	if c.MemoryGB < r.MemoryGB {
+		out = append(out, fmt.Sprintf("%d GB of memory (has %d)", r.MemoryGB, c.MemoryGB))
+	}
+	if r.Image != "" && c.Image != r.Image {
+		out = append(out, fmt.Sprintf("image %s (has %s)", r.Image, orNone(c.Image)))
+	}
+	if r.Xcode != "" && !VersionMatches(r.Xcode, c.XcodeVersion) {
+		out = append(out, fmt.Sprintf("Xcode %s (has %s)", r.Xcode, orNone(c.XcodeVersion)))
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Tools)) {
+		want := r.Tools[name]
+		if !slices.ContainsFunc(c.Tools[name], func(have string) bool { return VersionMatches(want, have) }) {
+			out = append(out, fmt.Sprintf("%s %s (has %s)", name, want, orNone(strings.Join(c.Tools[name], ", "))))
+		}
+	}
+	return out
+}
+
+// String names what r requires: "8 CPU cores, 16 GB of memory, Xcode 16.4, node 20.19.4".
+func (r *Requirements) String() string {
+	if r == nil {
+		return "nothing"
+	}
+	var out []string
+	if r.CPUCores > 0 {
+		out = append(out, fmt.Sprintf("%d CPU cores", r.CPUCores))
+	}
+	if r.MemoryGB > 0 {
+		out = append(out, fmt.Sprintf("%d GB of memory", r.MemoryGB))
+	}
+	if r.Image != "" {
+		out = append(out, "image "+r.Image)
+	}
+	if r.Xcode != "" {
+		out = append(out, "Xcode "+r.Xcode)
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Tools)) {
+		out = append(out, name+" "+r.Tools[name])
+	}
+	if len(out) == 0 {
+		return "nothing"
+	}
+	return strings.Join(out, ", ")
+}
+
+// VersionMatches says whether an installed version satisfies a wanted
+// one: the same version, or one the wanted version's leading components
+// name ("16" matches "16.4"; "2" does not match "20.1").
+func VersionMatches(want, have string) bool {
+	return have != "" && (have == want || strings.HasPrefix(have, want+"."))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none"
+	}
+	return s
 }
 
 // CacheEntry is one dependency cache of a build: what it holds, under
@@ -149,6 +246,13 @@ type BuildProfile struct {
 	Simulator              *bool  `json:"simulator,omitempty"`
 	Scheme                 string `json:"scheme,omitempty"`
 	BuildConfiguration     string `json:"buildConfiguration,omitempty"`
+}
+
+// WithoutCredentialsSet is eas.json's withoutCredentials: true: the
+// build resolves no credentials (eas-cli's rule) and signs as the project
+// says.
+func (p BuildProfile) WithoutCredentialsSet() bool {
+	return p.WithoutCredentials != nil && *p.WithoutCredentials
 }
 
 // AutoIncrement is eas.json's autoIncrement: true, false, or one of

@@ -113,6 +113,45 @@ type Capabilities struct {
 	VMDriver string `json:"vm_driver,omitempty"`
 	// MacOSVersion is the host's macOS version, when it is a Mac.
 	MacOSVersion string `json:"macos_version,omitempty"`
+	// Image names what builds run in: the Tart VM template or OCI image
+	// (`freeagent run --template`), or "local" for the local driver. An
+	// eas.json image naming it selects this worker (see Requirements).
+	Image string `json:"image,omitempty"`
+	// Tools are the build tools builds find, by eas.json key (node, yarn,
+	// pnpm, bun, cocoapods, bundler, fastlane, ndk), each with every
+	// version installed, newest first: the template's as
+	// scripts/build-vm-template.sh probed them, or the host's for the
+	// local driver. CPUCores, MemoryGB and XcodeVersion are what a build
+	// gets too (the VM's size, the template's Xcode).
+	Tools map[string][]string `json:"tools,omitempty"`
+}
+
+// Offer is what one online worker offers builds (GET /api/farm/offers):
+// its capabilities without its identity.
+type Offer struct {
+	Platforms    []string            `json:"platforms"`
+	CPUCores     int                 `json:"cpu_cores,omitempty"`
+	MemoryGB     int                 `json:"memory_gb,omitempty"`
+	XcodeVersion string              `json:"xcode_version,omitempty"`
+	Image        string              `json:"image,omitempty"`
+	Tools        map[string][]string `json:"tools,omitempty"`
+	// Workers counts the online workers that offer exactly this.
+	Workers int `json:"workers"`
+}
+
+// FarmOffers answers GET /api/farm/offers[?project=P]: what the online
+// workers offer (those of the pools project P may use), so expo-build
+// refuses a resourceClass, image or tool pin no worker can serve before
+// it uploads anything.
+type FarmOffers struct {
+	Offers []Offer `json:"offers"`
+}
+
+// Capabilities is the offer as the capabilities Requirements are
+// checked against.
+func (o Offer) Capabilities() Capabilities {
+	return Capabilities{Platforms: o.Platforms, CPUCores: o.CPUCores, MemoryGB: o.MemoryGB, XcodeVersion: o.XcodeVersion,
+		Image: o.Image, Tools: o.Tools}
 }
 
 // DefaultPool is the pool of a worker that names none.

@@ -24,6 +24,30 @@ func (s *Server) getLimits(w http.ResponseWriter, r *http.Request, _ store.APIKe
 	writeJSON(w, http.StatusOK, api.Limits{MaxSourceBytes: s.limits.Source})
 }
 
+// farmOffers tells a client what the online workers offer builds (those
+// of the pools ?project= may use), so expo-build refuses a profile no
+// worker can run before its upload. Workers are not named: the offers are
+// what a developer may know of the farm.
+func (s *Server) farmOffers(w http.ResponseWriter, r *http.Request, k store.APIKey) {
+	project := r.URL.Query().Get("project")
+	if project != "" {
+		if err := validProject("project", project); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		if err := projectAllowed(k, project); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
+	offers, err := s.store.FarmOffers(r.Context(), project)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, offers)
+}
+
 // sourceTooLarge names the limit a project exceeded and the setting that
 // raises it (blobs.ErrTooLarge alone says neither).
 func sourceTooLarge(err error, limit int64) error {

@@ -235,6 +235,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /api/builds", s.developer(s.listBuilds))
 	m.HandleFunc("GET /api/queue", s.developer(s.queue))
 	m.HandleFunc("GET /api/limits", s.developer(s.getLimits))
+	m.HandleFunc("GET /api/farm/offers", s.developer(s.farmOffers))
 	m.HandleFunc("GET /api/builds/{id}", s.buildReader(s.getBuild))
 	m.HandleFunc("POST /api/builds/{id}/cancel", s.buildReader(s.cancel))
 	m.HandleFunc("POST /api/builds/{id}/retry", s.buildReader(s.retry))

@@ -94,6 +94,9 @@ func checkSpec(spec *api.BuildSpec, platform string) error {
 	if err := checkCachePaths(spec); err != nil {
 		return err
 	}
+	if err := store.CheckRequirements(spec.Requires); err != nil {
+		return err
+	}
 	if c.Source == api.CredentialsRemote && platform == api.PlatformAndroid && (c.Android == nil || c.Android.CertificateSHA256 == "") {
 		return invalid("credentials.source is remote but credentials.android.certificate_sha256 is missing; re-run expo-build submit so it reads the farm's keystore")
 	}

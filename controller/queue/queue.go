@@ -82,6 +82,7 @@ type fleetWorker struct {
 	paused       bool   // by an admin or its owner
 	hostPause    string // the owner's rules hold builds back (api.Worker.HostPauseReason)
 	free         int
+	caps         api.Capabilities // what it offers builds (spec.requires)
 }
 
 // held: w takes no build now, whoever paused it.
@@ -107,7 +108,7 @@ func newFleet(workers []api.Worker, now time.Time, offlineAfter time.Duration) f
 		auth := store.WorkerAuth{Capabilities: w.Capabilities}
 		fw := fleetWorker{name: w.Name, platforms: auth.Platforms(), pool: cmp.Or(w.Capabilities.Pool, api.DefaultPool),
 			driver: w.Capabilities.VMDriver, admitted: w.PoolAdmitted, paused: w.Paused || w.OwnerPaused, hostPause: w.HostPauseReason,
-			free: max(0, auth.MaxConcurrent()-len(w.ActiveBuilds))}
+			free: max(0, auth.MaxConcurrent()-len(w.ActiveBuilds)), caps: w.Capabilities}
 		if fw.held() {
 			f.paused++
 		}
@@ -142,7 +143,7 @@ func (f fleet) trusted(w *fleetWorker) bool {
 
 // routable: w may run the entry at all.
 func (f fleet) routable(w *fleetWorker, e store.QueueEntry) bool {
-	return slices.Contains(w.platforms, e.Platform) && f.inPools(w, e) && (!e.NeedsTrust || f.trusted(w))
+	return slices.Contains(w.platforms, e.Platform) && f.inPools(w, e) && (!e.NeedsTrust || f.trusted(w)) && len(e.Requires.Unmet(w.caps)) == 0
 }
 
 // take gives build e a free slot, if there is one left.
@@ -233,6 +234,8 @@ func (f fleet) reasons(entries []store.QueueEntry, ahead map[string]int, now tim
 		case f.count(inPools) == 0:
 			out[i] = fmt.Sprintf("No online %s worker in pools %s, the pools project %q may use.", e.Platform,
 				strings.Join(f.routes.ProjectPools[e.Project], ", "), e.Project)
+		case f.count(func(w *fleetWorker) bool { return inPools(w) && len(e.Requires.Unmet(w.caps)) == 0 }) == 0:
+			out[i] = fmt.Sprintf("No online %s worker offers what the build's profile requires (%s).", e.Platform, e.Requires)
 		case f.count(routable) == 0:
 			out[i] = fmt.Sprintf("Waiting for a trusted pool: no trusted worker for project %q online (the build carries signing credentials or secrets; trusted pools: %s; a worker there needs a key bound to its pool once any worker key is bound, and a local-driver worker needs its pool to allow it).",
 				e.Project, f.trustedPools())

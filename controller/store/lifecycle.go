@@ -307,19 +307,37 @@ const poolAdmitted = `(NOT EXISTS (SELECT 1 FROM api_key_pools b JOIN api_keys l
 			OR EXISTS (SELECT 1 FROM api_key_pools b WHERE b.key_id = k.id AND b.pool = w.pool))))`
 
 // routable is true when the worker me (pool, vm_driver, trusted,
-// allow_local) may run build c: its pool is one the build's project may use
-// (a project that lists none may use any), and a build that needs trust
-// goes only to a trusted pool, and to a local-driver worker only when the
-// pool allows it.
+// allow_local, caps) may run build c: its pool is one the build's project
+// may use (a project that lists none may use any), a build that needs
+// trust goes only to a trusted pool, and to a local-driver worker only when
+// the pool allows it, and the worker offers what the build requires.
 const routable = `(NOT EXISTS (SELECT 1 FROM project_pools pp WHERE pp.project = c.project)
 		OR EXISTS (SELECT 1 FROM project_pools pp WHERE pp.project = c.project AND pp.pool = me.pool))
-	AND (` + trustedWorker + ` OR NOT ` + needsTrust + `)`
+	AND (` + trustedWorker + ` OR NOT ` + needsTrust + `)
+	AND ` + requirementsMet
+
+// requirementsMet is true when the capabilities of worker me (caps) meet
+// the requirements of build c's spec (api.Requirements.Unmet, the same
+// conditions): at least the CPU cores and memory, the image by name, an
+// Xcode and each tool at the version or one it begins ("16" takes 16.4).
+// checkRequirements let only well-typed requirements in; jsonb compares
+// the numbers, so no cast can fail a claim.
+const requirementsMet = `(c.spec->'requires' IS NULL OR (
+		COALESCE(me.caps->'cpu_cores', '0') >= COALESCE(c.spec->'requires'->'cpu_cores', '0')
+		AND COALESCE(me.caps->'memory_gb', '0') >= COALESCE(c.spec->'requires'->'memory_gb', '0')
+		AND (c.spec->'requires'->>'image' IS NULL OR me.caps->>'image' = c.spec->'requires'->>'image')
+		AND (c.spec->'requires'->>'xcode' IS NULL OR me.caps->>'xcode_version' = c.spec->'requires'->>'xcode'
+			OR starts_with(me.caps->>'xcode_version', (c.spec->'requires'->>'xcode') || '.'))
+		AND NOT EXISTS (SELECT 1 FROM jsonb_each_text(c.spec->'requires'->'tools') r(name, want)
+			WHERE NOT EXISTS (SELECT 1 FROM jsonb_array_elements_text(me.caps->'tools'->r.name) h(have)
+				WHERE h.have = r.want OR starts_with(h.have, r.want || '.')))))`
 
 // workerPool selects a worker (w) with what its pool says of it: pool,
 // vm_driver, trusted (the pool is, and has admitted the worker),
-// allow_local (the names routable and trustedWorker read as me).
+// allow_local, and its capabilities as caps (the names routable and
+// trustedWorker read as me).
 const workerPool = `SELECT w.pool, w.vm_driver, COALESCE(p.trusted, false) AND ` + poolAdmitted + ` AS trusted,
-		COALESCE(p.allow_local, false) AS allow_local
+		COALESCE(p.allow_local, false) AS allow_local, w.capabilities AS caps
 		FROM workers w LEFT JOIN pools p ON p.name = w.pool`
 
 // trustedWorker is true when the worker me (trusted, vm_driver,

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/jackc/pgx/v5"
 )
 
@@ -25,6 +26,8 @@ type QueueEntry struct {
 	// NeedsTrust: the build carries signing credentials or sensitive or
 	// secret variables, so only a trusted pool runs it.
 	NeedsTrust bool
+	// Requires is what a worker must offer to run it (the spec's).
+	Requires *api.Requirements
 }
 
 // QueuePage is a page of pending builds in claim order.
@@ -74,7 +77,7 @@ func (s *Store) Queue(ctx context.Context, cursor string, limit int) (QueuePage,
 			queueCountCap).Scan(&page.Pending); err != nil {
 			return fmt.Errorf("count queue: %w", err)
 		}
-		rows, err := tx.Query(ctx, `SELECT c.id, c.platform, c.profile, c.priority, c.attempts, c.submitted_at, c.run_after, c.project, `+needsTrust+`
+		rows, err := tx.Query(ctx, `SELECT c.id, c.platform, c.profile, c.priority, c.attempts, c.submitted_at, c.run_after, c.project, `+needsTrust+`, c.spec->'requires'
 			FROM builds c WHERE c.status = 'pending' AND ($1::smallint IS NULL OR (c.priority, c.submitted_at, c.id) > ($1, $2, $3))
 			ORDER BY c.priority, c.submitted_at, c.id LIMIT $4`, curPrio, curTime, curID, limit+1)
 		if err != nil {
@@ -84,7 +87,7 @@ func (s *Store) Queue(ctx context.Context, cursor string, limit int) (QueuePage,
 			var e QueueEntry
 			ahead++
 			e.Position = ahead
-			err := r.Scan(&e.ID, &e.Platform, &e.Profile, &e.Priority, &e.Attempts, &e.SubmittedAt, &e.RunAfter, &e.Project, &e.NeedsTrust)
+			err := r.Scan(&e.ID, &e.Platform, &e.Profile, &e.Priority, &e.Attempts, &e.SubmittedAt, &e.RunAfter, &e.Project, &e.NeedsTrust, &e.Requires)
 			return e, err
 		})
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -97,6 +98,42 @@ func ValidateRegistration(req *api.RegisterRequest) error {
 	for field, v := range map[string]string{"capabilities.vm_driver": req.Capabilities.VMDriver, "capabilities.macos_version": req.Capabilities.MacOSVersion} {
 		if len(v) > 100 || checkText(field, v) != nil {
 			return fmt.Errorf("%w: field %q must be UTF-8 text of at most 100 bytes", ErrInvalid, field)
+		}
+	}
+	if v := req.Capabilities.Image; len(v) > 300 || checkText("capabilities.image", v) != nil {
+		return fmt.Errorf("%w: field \"capabilities.image\" must be UTF-8 text of at most 300 bytes", ErrInvalid)
+	}
+	return checkTools(req.Capabilities.Tools)
+}
+
+// Bounds of a worker's capabilities.tools.
+const (
+	maxTools        = 16
+	maxToolVersions = 32
+)
+
+var (
+	toolNameRe    = regexp.MustCompile(`^[a-z][a-z0-9_-]{0,31}$`)
+	toolVersionRe = regexp.MustCompile(`^[0-9A-Za-z][0-9A-Za-z.+_-]{0,63}$`)
+)
+
+// checkTools bounds what a worker says of its tools: they are shown to
+// developers and matched in every claim.
+func checkTools(tools map[string][]string) error {
+	if len(tools) > maxTools {
+		return fmt.Errorf("%w: field \"capabilities.tools\" names %d tools, at most %d are accepted", ErrInvalid, len(tools), maxTools)
+	}
+	for name, versions := range tools {
+		if !toolNameRe.MatchString(name) {
+			return fmt.Errorf("%w: field \"capabilities.tools\": %q is not a tool name (lowercase letters, digits, - and _)", ErrInvalid, name)
+		}
+		if len(versions) > maxToolVersions {
+			return fmt.Errorf("%w: field \"capabilities.tools.%s\" lists %d versions, at most %d are accepted", ErrInvalid, name, len(versions), maxToolVersions)
+		}
+		for _, v := range versions {
+			if !toolVersionRe.MatchString(v) {
+				return fmt.Errorf("%w: field \"capabilities.tools.%s\": %q is not a version (e.g. 20.19.4)", ErrInvalid, name, v)
+			}
 		}
 	}
 	return nil
@@ -416,4 +453,76 @@ func (s *Store) listWorkers(ctx context.Context, id string) ([]api.Worker, error
 		w.Summarize()
 		return w, json.Unmarshal(caps, &w.Capabilities)
 	})
+}
+
+// CheckRequirements validates a spec's requires (api.Requirements) with
+// the bounds of the capabilities it is matched against: the claim reads
+// it in SQL for every build it passes.
+func CheckRequirements(r *api.Requirements) error {
+	if r == nil {
+		return nil
+	}
+	invalid := func(format string, args ...any) error {
+		return fmt.Errorf("%w: field \"spec\": requires."+format, append([]any{ErrInvalid}, args...)...)
+	}
+	switch {
+	case r.CPUCores < 0 || r.CPUCores > 1024:
+		return invalid("cpu_cores must be between 0 and 1024, got %d", r.CPUCores)
+	case r.MemoryGB < 0 || r.MemoryGB > 1<<16:
+		return invalid("memory_gb must be between 0 and 65536, got %d", r.MemoryGB)
+	case len(r.Image) > 300 || checkText("requires.image", r.Image) != nil:
+		return invalid("image must be UTF-8 text of at most 300 bytes")
+	case r.Xcode != "" && !toolVersionRe.MatchString(r.Xcode):
+		return invalid("xcode %q is not a version (e.g. 16.4)", r.Xcode)
+	case len(r.Tools) > maxTools:
+		return invalid("tools names %d tools, at most %d are accepted", len(r.Tools), maxTools)
+	}
+	for name, v := range r.Tools {
+		if !toolNameRe.MatchString(name) || !toolVersionRe.MatchString(v) {
+			return invalid("tools: %s %q is not a tool name and version (e.g. node 20.19.4)", name, v)
+		}
+	}
+	return nil
+}
+
+// FarmOffers sums up what the online workers offer builds, those of the
+// pools project may use when it names a project that lists pools (""
+// any): one api.Offer per distinct offer, counting its workers.
+func (s *Store) FarmOffers(ctx context.Context, project string) (api.FarmOffers, error) {
+	rows, err := s.pool.Query(ctx, `SELECT w.capabilities FROM workers w
+		WHERE w.status = 'online' AND w.last_seen_at > now() - $1::interval
+			AND ($2 = '' OR NOT EXISTS (SELECT 1 FROM project_pools pp WHERE pp.project = $2)
+				OR EXISTS (SELECT 1 FROM project_pools pp WHERE pp.project = $2 AND pp.pool = w.pool))
+		ORDER BY w.name, w.id`, s.cfg.WorkerOfflineAfter, project)
+	if err != nil {
+		return api.FarmOffers{}, fmt.Errorf("list the farm's offers: %w", err)
+	}
+	caps, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Capabilities, error) {
+		var raw []byte
+		var c api.Capabilities
+		if err := r.Scan(&raw); err != nil {
+			return c, err
+		}
+		return c, json.Unmarshal(raw, &c)
+	})
+	if err != nil {
+		return api.FarmOffers{}, fmt.Errorf("list the farm's offers: %w", err)
+	}
+	out := api.FarmOffers{Offers: []api.Offer{}}
+	index := map[string]int{}
+	for _, c := range caps {
+		o := api.Offer{Platforms: WorkerAuth{Capabilities: c}.Platforms(), CPUCores: c.CPUCores, MemoryGB: c.MemoryGB,
+			XcodeVersion: c.XcodeVersion, Image: c.Image, Tools: c.Tools}
+		key, err := json.Marshal(o)
+		if err != nil {
+			return api.FarmOffers{}, fmt.Errorf("list the farm's offers: %w", err)
+		}
+		i, ok := index[string(key)]
+		if !ok {
+			i, index[string(key)] = len(out.Offers), len(out.Offers)
+			out.Offers = append(out.Offers, o)
+		}
+		out.Offers[i].Workers++
+	}
+	return out, nil
 }

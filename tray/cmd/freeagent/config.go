@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -23,6 +24,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/config"
+	"github.com/freeagent-build/freeagent/internal/toolchain"
 	"github.com/freeagent-build/freeagent/launchd/homebrew"
 	"github.com/freeagent-build/freeagent/tray/conffile"
 	"github.com/freeagent-build/freeagent/tray/solo"
@@ -227,18 +229,30 @@ func (c *Config) capabilities(log logrus.FieldLogger) api.Capabilities {
 	case "tart":
 		d := c.tartDriver(log)
 		ps, r = hostcheck.Platforms(d, ps)
-		// The Xcode that builds run with is the template's, as its marker
-		// recorded it; an image without a marker leaves it unknown.
+		// The Xcode and tools that builds run with are the template's, as
+		// its marker recorded them; an image without a marker leaves them
+		// unknown.
+		caps.Image = c.Template
 		if info, err := d.TemplateInfo(); err == nil {
-			caps.XcodeVersion = info.XcodeVersion
+			caps.XcodeVersion, caps.Tools = info.XcodeVersion, info.Tools
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if v, err := d.Version(ctx); err == nil {
 			caps.TartVersion = v
 		}
+		// A VM gets the template's size unless the worker sets its own.
+		if cpu, mem, err := d.TemplateSize(ctx); err == nil {
+			caps.CPUCores, caps.MemoryGB = cmp.Or(caps.CPUCores, cpu), cmp.Or(caps.MemoryGB, mem/1024)
+		}
 	case "local":
 		ps, r = hostcheck.LocalPlatforms(ps, hostcheck.ThisHost())
+		// Builds run on this host, with its tools.
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		host := toolchain.ProbeHost(ctx, os.Environ())
+		caps.Image, caps.XcodeVersion, caps.Tools = api.VMDriverLocal, host.Xcode, host.Tools
+		caps.CPUCores, caps.MemoryGB = cmp.Or(caps.CPUCores, host.CPUCores), cmp.Or(caps.MemoryGB, host.MemoryGB)
 	default:
 		if len(ps) == 0 {
 			ps = hostcheck.DefaultPlatforms

@@ -186,3 +186,43 @@ func TestPullRefreshesOnlyARemoteTemplate(t *testing.T) {
 		t.Fatalf("pull of a missing image: %d\n%s", code, out)
 	}
 }
+
+// TestWorkerAdvertisesWhatBuildsGet: a Tart worker advertises its
+// template's name, size (tart get, unless --cpu/--memory-mb set it) and the
+// tools its marker records; a local-driver worker its host's cores,
+// memory and tools. These select builds by eas.json resourceClass, image
+// and tool pins.
+func TestWorkerAdvertisesWhatBuildsGet(t *testing.T) {
+	tartBin, home := faketarttest.Build(t), faketarttest.Home(t)
+	t.Setenv("TART_HOME", home)
+	faketarttest.Template(t, home, "macos-expo", nil, nil) // 4 CPUs, 4 GiB
+	marker := filepath.Join(home, "vms", "macos-expo", tart.TemplateInfoFile)
+	if err := os.WriteFile(marker, []byte(`{"platforms": ["ios"], "xcode_version": "26.0", "tools": {"node": ["24.1.0", "20.19.4"], "cocoapods": ["1.16.2"]}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	log := logrus.New()
+	log.SetOutput(io.Discard)
+	cfg := &Config{VMDriver: "tart", Tart: tartBin, Template: "macos-expo"}
+	caps := cfg.capabilities(log)
+	if caps.Image != "macos-expo" || caps.CPUCores != 4 || caps.MemoryGB != 4 || caps.XcodeVersion != "26.0" ||
+		!slices.Equal(caps.Tools["node"], []string{"24.1.0", "20.19.4"}) || !slices.Equal(caps.Tools["cocoapods"], []string{"1.16.2"}) {
+		t.Errorf("tart worker advertises %+v", caps)
+	}
+	cfg.CPU, cfg.MemoryMB = 8, 16384
+	if caps := cfg.capabilities(log); caps.CPUCores != 8 || caps.MemoryGB != 16 {
+		t.Errorf("--cpu 8 --memory-mb 16384: advertises %d cores, %d GB", caps.CPUCores, caps.MemoryGB)
+	}
+
+	bin := t.TempDir()
+	if err := os.WriteFile(filepath.Join(bin, "node"), []byte("#!/bin/sh\necho v20.19.4\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("PATH", bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("HOMEBREW_PREFIX", t.TempDir())
+	local := &Config{VMDriver: "local", Platforms: "android"}
+	caps = local.capabilities(log)
+	if caps.Image != "local" || caps.CPUCores < 1 || caps.MemoryGB < 1 || !slices.Contains(caps.Tools["node"], "20.19.4") {
+		t.Errorf("local worker advertises %+v", caps)
+	}
+}

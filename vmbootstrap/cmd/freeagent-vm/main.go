@@ -11,15 +11,19 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
 	"syscall"
+	"time"
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/freeagent-build/freeagent/internal/toolchain"
 	"github.com/freeagent-build/freeagent/vmbootstrap"
 )
 
@@ -32,6 +36,11 @@ func run() int {
 	// command (see vmbootstrap.AsBuildUser).
 	if len(os.Args) > 1 && os.Args[1] == vmbootstrap.AsBuildUserCommand {
 		return vmbootstrap.AsBuildUser(os.Args[2:], os.Stdin, os.Stderr)
+	}
+	// scripts/build-vm-template.sh asks the template's build tools once,
+	// in the guest's login shell, for workers to advertise.
+	if len(os.Args) == 2 && os.Args[1] == toolsCommand {
+		return printTools(os.Stdout)
 	}
 	cfg, err := vmbootstrap.ParseConfig(os.Args[1:], os.Getenv, os.Stderr)
 	if errors.Is(err, vmbootstrap.ErrHelp) {
@@ -94,4 +103,18 @@ func version() string {
 		return "unknown"
 	}
 	return v
+}
+
+// toolsCommand prints the machine's build tools as JSON (tool → versions,
+// newest first): the "tools" of the template's marker.
+const toolsCommand = "tools"
+
+func printTools(w io.Writer) int {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := json.NewEncoder(w).Encode(toolchain.Probe(ctx, os.Environ())); err != nil {
+		fmt.Fprintf(os.Stderr, "freeagent-vm: %v\n", err)
+		return 1
+	}
+	return 0
 }

@@ -38,6 +38,7 @@ async function run(c) {
       profile,
       profileNames,
       appVersionSource: (cli && cli.appVersionSource) || '',
+      requireCommit: !!(cli && cli.requireCommit),
     };
   } catch (err) {
     return { class: classify(err), message: String(err && err.message) };
