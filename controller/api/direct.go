@@ -157,8 +157,8 @@ const partTries = 3
 
 // SendDirect sends the size bytes of f to where up says (one PUT, or its
 // parts with their PartHeaders, directParallel at a time), before the
-// caller names up.Ticket to the controller. A network failure gives an error wrapping
-// ErrStoreUnreachable, a refusal a *StoreError. hc nil is
+// caller names up.Ticket to the controller. A network failure gives an
+// error wrapping ErrStoreUnreachable, a refusal a *StoreError. hc nil is
 // http.DefaultClient; it needs no controller credentials, the URLs carry
 // their own signatures.
 func SendDirect(ctx context.Context, hc *http.Client, up DirectUpload, f io.ReaderAt, size int64) error {

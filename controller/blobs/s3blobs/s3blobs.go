@@ -621,14 +621,15 @@ const partsSuffix = ".parts"
 // CompleteMultipart assembles the upload from exactly the parts 1..parts,
 // each partSize bytes but the last, naming each part's SHA-256 as the
 // service listed it (it verified them as the parts came; an upload begun
-// without checksums, by a previous release, lists none), then copies the assembled object to
-// key asking the service for its SHA-256: a multipart object only has a
-// checksum of its parts' checksums, a copied one the whole object's, so
-// Checksum reports it. (A copy onto itself would do with less room, but
-// some services, versitygw 1.8 among them, then hash nothing.) A repeat
-// after the upload was completed only does what is missing. Parts of other
-// sizes, or missing, abort the upload and give blobs.ErrChecksum; an
-// unknown upload with nothing assembled gives fs.ErrNotExist.
+// without checksums, by a previous release, lists none), then copies the
+// assembled object to key asking the service for its SHA-256: a multipart
+// object only has a checksum of its parts' checksums, a copied one the
+// whole object's, so Checksum reports it. (A copy onto itself would do
+// with less room, but some services, versitygw 1.8 among them, then hash
+// nothing.) A repeat after the upload was completed only does what is
+// missing. Parts of other sizes, or missing, abort the upload and give
+// blobs.ErrChecksum; an unknown upload with nothing assembled gives
+// fs.ErrNotExist.
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, size, partSize int64) error {
 	name, err := s.object(key)
 	if err != nil {
