@@ -88,7 +88,7 @@ func runTransfer(ctx context.Context, e *env) (*TransferResult, error) {
 	}
 	defer os.RemoveAll(dir)
 	src := filepath.Join(dir, "payload")
-	sum, err := writePayload(src, cfg.TransferBytes)
+	decl, err := writePayload(src, cfg.TransferBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -104,7 +104,7 @@ func runTransfer(ctx context.Context, e *env) (*TransferResult, error) {
 			return nil, err
 		}
 		r.HashSeconds = best(r.HashSeconds, d)
-		t, err := e.transferOnce(ctx, e.client(), pid, src, sum, filepath.Join(dir, "download"), false)
+		t, err := e.transferOnce(ctx, e.client(), pid, src, decl, filepath.Join(dir, "download"), false)
 		if err != nil {
 			return nil, fmt.Errorf("file store, round %d: %w", i+1, err)
 		}
@@ -138,7 +138,7 @@ func runTransfer(ctx context.Context, e *env) (*TransferResult, error) {
 	cpu = 0
 	var busy time.Duration
 	for i := range transferRounds {
-		t, err := e.transferOnce(ctx, s3c.client, s3c.pid, src, sum, filepath.Join(dir, "download"), true)
+		t, err := e.transferOnce(ctx, s3c.client, s3c.pid, src, decl, filepath.Join(dir, "download"), true)
 		if err != nil {
 			return nil, fmt.Errorf("S3 store, round %d: %w", i+1, err)
 		}
@@ -173,22 +173,23 @@ func best(cur float64, d time.Duration) float64 {
 }
 
 // writePayload writes n pseudo-random bytes to path and syncs them, and
-// gives their hex SHA-256; reading them back afterwards hits the page
-// cache, for the copy and the upload alike.
-func writePayload(path string, n int64) (string, error) {
+// gives their declaration as the artifact (size, SHA-256, the parts'
+// SHA-256s); reading them back afterwards hits the page cache, for the
+// copy and the upload alike.
+func writePayload(path string, n int64) (api.DirectUploadRequest, error) {
 	f, err := os.Create(path)
 	if err != nil {
-		return "", err
+		return api.DirectUploadRequest{}, err
 	}
 	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(rand.NewChaCha8([32]byte{'x', 'f', 'e', 'r'}), n)); err != nil {
-		return "", fmt.Errorf("write the payload: %w", err)
+	sums := api.NewUploadSums(n)
+	if _, err := io.Copy(io.MultiWriter(f, sums), io.LimitReader(rand.NewChaCha8([32]byte{'x', 'f', 'e', 'r'}), n)); err != nil {
+		return api.DirectUploadRequest{}, fmt.Errorf("write the payload: %w", err)
 	}
 	if err := f.Sync(); err != nil {
-		return "", err
+		return api.DirectUploadRequest{}, err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return sums.Declare(artifactName, f)
 }
 
 // hashFile times SHA-256 of the file, read in 1 MiB blocks.
@@ -257,7 +258,7 @@ type transferTimes struct {
 // fsynced. cpu is the CPU time process pid (the controller) used during
 // the upload and the download. The SHA-256 of what came back is checked
 // after the clock stops.
-func (e *env) transferOnce(ctx context.Context, c *api.Client, pid int, src, sum, dst string, direct bool) (t transferTimes, err error) {
+func (e *env) transferOnce(ctx context.Context, c *api.Client, pid int, src string, decl api.DirectUploadRequest, dst string, direct bool) (t transferTimes, err error) {
 	w, err := registerWorker(ctx, c, "transfer")
 	if err != nil {
 		return t, err
@@ -271,7 +272,7 @@ func (e *env) transferOnce(ctx context.Context, c *api.Client, pid int, src, sum
 		return t, err
 	}
 	defer f.Close()
-	size := e.cfg.TransferBytes
+	size, sum := decl.Size, decl.SHA256
 	auth, err := c.VMAuth(ctx, job.ID, job.OTP)
 	if err != nil {
 		return t, fmt.Errorf("vm auth: %w", err)
@@ -286,7 +287,7 @@ func (e *env) transferOnce(ctx context.Context, c *api.Client, pid int, src, sum
 	}
 	start := time.Now()
 	if direct {
-		d, err := c.StartArtifactUpload(ctx, job.ID, auth.VMToken, api.DirectUploadRequest{Name: artifactName, Size: size, SHA256: sum})
+		d, err := c.StartArtifactUpload(ctx, job.ID, auth.VMToken, decl)
 		if err != nil || !d.Direct {
 			return t, fmt.Errorf("start a direct upload: %+v %v", d, err)
 		}

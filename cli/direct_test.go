@@ -50,6 +50,7 @@ func TestSubmitDirectToS3(t *testing.T) {
 			var toController atomic.Int64
 			var mu sync.Mutex
 			var puts []string
+			unsummed := 0 // PUTs without their part's (or file's) SHA-256
 			var submits atomic.Int64
 			record := &http.Client{Transport: roundTripFunc(func(r *http.Request) (*http.Response, error) {
 				if r.Method == http.MethodPost && r.URL.Path == "/api/builds" && submits.Add(1) == 1 && tc.loseAnswer {
@@ -62,6 +63,9 @@ func TestSubmitDirectToS3(t *testing.T) {
 				if r.URL.Host == bucketHost {
 					mu.Lock()
 					puts = append(puts, r.Method+" "+r.URL.Path)
+					if r.Header.Get("X-Amz-Checksum-Sha256") == "" {
+						unsummed++
+					}
 					mu.Unlock()
 					if tc.unreachable && r.Method == http.MethodPut {
 						return nil, errors.New("dial tcp: connect: no route to host")
@@ -82,8 +86,8 @@ func TestSubmitDirectToS3(t *testing.T) {
 			if list, err := e.admin.ListBuilds(context.Background(), api.ListOptions{Status: "pending"}); err != nil || len(list.Builds) != 1 || list.Builds[0].ID != id {
 				t.Fatalf("pending builds: %+v %v", list.Builds, err)
 			}
-			if len(puts) != tc.puts {
-				t.Fatalf("requests to the bucket: %v, want %d PUTs", puts, tc.puts)
+			if len(puts) != tc.puts || unsummed != 0 {
+				t.Fatalf("requests to the bucket: %v, want %d PUTs; %d without a checksum", puts, tc.puts, unsummed)
 			}
 			for _, p := range puts {
 				if !strings.HasPrefix(p, "PUT /"+bucket.Name+"/farm/uploads/sources/") {

@@ -740,9 +740,13 @@ func (c *countingReader) Read(p []byte) (int, error) {
 
 // packedSource is the project packed into a temporary file.
 type packedSource struct {
-	f           *os.File
-	size        int64
-	sha256      string // of the archive, told to the store before the first byte
+	f    *os.File
+	size int64
+	// sha256 and partSHA256 are the archive's and, when it is sent in
+	// parts, its parts' (api.UploadSums), told to the store before the
+	// first byte.
+	sha256      string
+	partSHA256  []string
 	fingerprint string // of the tree (api.BuildSpec.SourceFingerprint)
 }
 
@@ -759,17 +763,18 @@ func (s *session) packFile(ctx context.Context, plan *pack.Plan) (*packedSource,
 	}
 	src := &packedSource{f: f}
 	bar := s.ui.newProgress("Packing", plan.Bytes)
-	h := sha256.New()
-	src.fingerprint, err = plan.Write(ctx, io.MultiWriter(f, h), func(n int64) { bar.done.Store(n) })
+	sums := api.NewUploadSums(-1)
+	src.fingerprint, err = plan.Write(ctx, io.MultiWriter(f, sums), func(n int64) { bar.done.Store(n) })
 	bar.finish()
+	var decl api.DirectUploadRequest
 	if err == nil {
-		src.size, err = f.Seek(0, io.SeekCurrent)
+		decl, err = sums.Declare("source.tar.gz", f)
 	}
 	if err != nil {
 		src.close()
 		return nil, &packError{err: err}
 	}
-	src.sha256 = hex.EncodeToString(h.Sum(nil))
+	src.size, src.sha256, src.partSHA256 = decl.Size, decl.SHA256, decl.PartSHA256
 	return src, nil
 }
 
@@ -800,7 +805,7 @@ func (s *session) uploadPacked(ctx context.Context, c *api.Client, plan *pack.Pl
 		bar.detail = func() string { return "sent " + bytesize.SI(bar.moved.Load()) }
 		defer bar.finish()
 		if !streamed && ticket == "" {
-			up, err := c.StartSourceUpload(ctx, api.DirectUploadRequest{Name: "source.tar.gz", Size: size, SHA256: sum, Project: project})
+			up, err := c.StartSourceUpload(ctx, api.DirectUploadRequest{Name: "source.tar.gz", Size: size, SHA256: sum, PartSHA256: src.partSHA256, Project: project})
 			switch {
 			case api.Streamed(up, err):
 				streamed = true

@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
-	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
 	"github.com/freeagent-build/freeagent/controller/controllertest"
 )
@@ -155,14 +154,15 @@ func (f roundTrip) RoundTrip(r *http.Request) (*http.Response, error) { return f
 // TestUploadLargeArtifactInParts: an artifact over the multipart threshold
 // goes to the bucket in parts (a part whose connection fails is sent
 // again on its own), and the controller records it with the SHA-256 the
-// store computed. Parts of other bytes are refused at completion, of other
-// sizes by the store itself (each part URL signs its length), and nothing
-// of them stays in the bucket.
+// store computed. Parts of other bytes or sizes are refused by the store
+// itself (each part URL signs its length and its declared SHA-256), the
+// upload is then refused at completion, and nothing of it stays in the
+// bucket. A declaration without part sums gets no part URLs.
 func TestUploadLargeArtifactInParts(t *testing.T) {
 	bucket := s3test.NewBucket(t)
 	c := startControllerOn(t, controllertest.S3(bucket, ""))
 	ctx := context.Background()
-	data := make([]byte, blobs.MultipartThreshold+3)
+	data := make([]byte, api.MultipartThreshold+3)
 	rand.Read(data)
 	sum := sha256.Sum256(data)
 	path := filepath.Join(t.TempDir(), "app.ipa")
@@ -215,39 +215,60 @@ func TestUploadLargeArtifactInParts(t *testing.T) {
 
 	// Refusals, with the parts sent by hand.
 	plain := &api.Client{BaseURL: c.URL}
+	decl, err := declareFile(path)
+	if err != nil || len(decl.PartSHA256) != 5 || decl.SHA256 != hex.EncodeToString(sum[:]) {
+		t.Fatalf("declared %d part sums, sha256 %s: %v", len(decl.PartSHA256), decl.SHA256, err)
+	}
+	decl.Name = "other.ipa"
+	// A freeagent-vm that predates part sums is sent through the
+	// controller: no part URL is signed for undeclared bytes.
+	if up, err := plain.StartArtifactUpload(ctx, j.job.ID, vm, api.DirectUploadRequest{Name: decl.Name, Size: decl.Size, SHA256: decl.SHA256}); err != nil || up.Direct || len(up.Parts) != 0 {
+		t.Fatalf("a declaration without part sums: %+v %v", up, err)
+	}
 	for _, tc := range []struct {
 		name    string
-		refused int // the part the store refuses (403), -1: none
-		change  func(part int, b []byte) []byte
+		refused int // the part the store refuses, -1: none
+		change  func(part int, b []byte, h map[string]string) ([]byte, map[string]string)
 	}{
-		{"a changed byte", -1, func(part int, b []byte) []byte {
+		{"a changed byte", 2, func(part int, b []byte, h map[string]string) ([]byte, map[string]string) {
 			if part == 2 {
 				b = slices.Clone(b)
 				b[7] ^= 1
 			}
-			return b
+			return b, h
 		}},
-		{"a short last part", 4, func(part int, b []byte) []byte {
-			if part == 4 {
-				return b[:len(b)-1]
+		{"a changed byte without the part's checksum header", 1, func(part int, b []byte, h map[string]string) ([]byte, map[string]string) {
+			if part == 1 {
+				b = slices.Clone(b)
+				b[7] ^= 1
+				h = nil
 			}
-			return b
+			return b, h
+		}},
+		{"a short last part", 4, func(part int, b []byte, h map[string]string) ([]byte, map[string]string) {
+			if part == 4 {
+				return b[:len(b)-1], h
+			}
+			return b, h
 		}},
 	} {
-		up, err := plain.StartArtifactUpload(ctx, j.job.ID, vm, api.DirectUploadRequest{Name: "other.ipa", Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])})
-		if err != nil || len(up.Parts) != 5 {
+		up, err := plain.StartArtifactUpload(ctx, j.job.ID, vm, decl)
+		if err != nil || len(up.Parts) != 5 || len(up.PartHeaders) != 5 {
 			t.Fatalf("%s: start: %+v %v", tc.name, up, err)
 		}
 		for i, u := range up.Parts {
-			b := data[int64(i)*up.PartSize : min(int64(i+1)*up.PartSize, int64(len(data)))]
-			req, _ := http.NewRequest(http.MethodPut, u, bytes.NewReader(tc.change(i, b)))
+			body, headers := tc.change(i, data[int64(i)*up.PartSize:min(int64(i+1)*up.PartSize, int64(len(data)))], up.PartHeaders[i])
+			req, _ := http.NewRequest(http.MethodPut, u, bytes.NewReader(body))
+			for k, v := range headers {
+				req.Header.Set(k, v)
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				t.Fatal(err)
 			}
 			resp.Body.Close()
-			if want := map[bool]int{true: http.StatusForbidden, false: http.StatusOK}[i == tc.refused]; resp.StatusCode != want {
-				t.Fatalf("%s: part %d: %s, want %d", tc.name, i+1, resp.Status, want)
+			if refused := resp.StatusCode/100 == 4; refused != (i == tc.refused) || (!refused && resp.StatusCode != http.StatusOK) {
+				t.Fatalf("%s: part %d: %s, want the store to refuse part %d", tc.name, i+1, resp.Status, tc.refused+1)
 			}
 		}
 		if _, err := plain.CompleteArtifactUpload(ctx, j.job.ID, vm, up.Ticket); api.StatusOf(err) != http.StatusUnprocessableEntity {

@@ -68,9 +68,9 @@ func downloadSource(ctx context.Context, c *api.Client, buildID, vmToken, path s
 // a large file, the parts' URLs) the controller signs for it, and has the
 // controller check and record it; ok is false when the controller takes no
 // direct uploads (its file store, or a controller that predates them).
-func uploadDirect(ctx context.Context, c *api.Client, buildID, vmToken, path string, size int64, sum string) (api.Artifact, bool, error) {
-	name := filepath.Base(path)
-	up, err := c.StartArtifactUpload(ctx, buildID, vmToken, api.DirectUploadRequest{Name: name, Size: size, SHA256: sum})
+func uploadDirect(ctx context.Context, c *api.Client, buildID, vmToken, path string, decl api.DirectUploadRequest) (api.Artifact, bool, error) {
+	name, size, sum := decl.Name, decl.Size, decl.SHA256
+	up, err := c.StartArtifactUpload(ctx, buildID, vmToken, decl)
 	if api.Streamed(up, err) {
 		return api.Artifact{}, false, nil
 	}
@@ -132,38 +132,48 @@ func openArtifact(path string) (*os.File, error) {
 	return boundedfile.OpenNoFollow(path, math.MaxInt64)
 }
 
-// hashFile returns the hex SHA-256 and size of a file.
-func hashFile(path string) (string, int64, error) {
+// declareFile reads a file once for its size, its SHA-256 and, when a
+// direct upload sends it in parts, its parts' (api.UploadSums).
+func declareFile(path string) (api.DirectUploadRequest, error) {
 	f, err := openArtifact(path)
 	if err != nil {
-		return "", 0, fmt.Errorf("hash %s: %w", path, err)
+		return api.DirectUploadRequest{}, fmt.Errorf("hash %s: %w", path, err)
 	}
 	defer f.Close()
-	h := sha256.New()
-	n, err := io.Copy(h, f)
-	if err != nil {
-		return "", 0, fmt.Errorf("hash %s: %w", path, err)
+	size := int64(-1)
+	if st, err := f.Stat(); err == nil {
+		size = st.Size()
 	}
-	return hex.EncodeToString(h.Sum(nil)), n, nil
+	sums := api.NewUploadSums(size)
+	if _, err := io.Copy(sums, f); err != nil {
+		return api.DirectUploadRequest{}, fmt.Errorf("hash %s: %w", path, err)
+	}
+	decl, err := sums.Declare(filepath.Base(path), f)
+	if err != nil {
+		return api.DirectUploadRequest{}, fmt.Errorf("hash %s: %w", path, err)
+	}
+	return decl, nil
 }
 
 // uploadArtifact streams one artifact from disk with its SHA-256 (computed
-// first, checked by the controller on the way in), retrying transient
+// first, with its parts' for a direct upload; checked by the controller or
+// the store on the way in), retrying transient
 // failures for up to budget.
 //
 // When the controller's store takes direct uploads (S3), the file is PUT
 // straight to the store with a signed URL the controller hands out, and
 // the controller only checks and records it.
 func uploadArtifact(ctx context.Context, c *api.Client, buildID, vmToken, path string, budget time.Duration, onRetry func(error, time.Duration)) (api.Artifact, error) {
-	sum, size, err := hashFile(path)
+	decl, err := declareFile(path)
 	if err != nil {
 		return api.Artifact{}, err
 	}
+	sum, size := decl.SHA256, decl.Size
 	var out api.Artifact
 	direct, raw := true, true
 	err = retry(ctx, budget, func(ctx context.Context) error {
 		if direct {
-			art, ok, err := uploadDirect(ctx, c, buildID, vmToken, path, size, sum)
+			art, ok, err := uploadDirect(ctx, c, buildID, vmToken, path, decl)
 			if errors.Is(err, api.ErrStoreUnreachable) {
 				direct = false // the next try goes through the controller
 			}

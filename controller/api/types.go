@@ -356,18 +356,28 @@ type Artifact struct {
 }
 
 // DirectUploadRequest declares a file to send straight to the controller's
-// object store: its name, size and hex SHA-256. The VM asks this for an
-// artifact (POST /api/builds/{id}/artifacts/direct, VM token); the CLI for
-// a source archive before it submits (POST /api/builds/uploads, developer
-// key, with the build's Project when it has one). A request with neither
-// Size nor SHA256 only asks the mode: Direct tells whether a declaration
-// would be answered with URLs, so a client that streams its archive as it
-// packs it learns whether to pack it to a file first.
+// object store: its name, size and hex SHA-256, and for a file sent in
+// parts each part's hex SHA-256 (UploadSums computes them). The VM asks
+// this for an artifact (POST /api/builds/{id}/artifacts/direct, VM token);
+// the CLI for a source archive before it submits (POST
+// /api/builds/uploads, developer key, with the build's Project when it has
+// one). A request with neither Size nor SHA256 only asks the mode: Direct
+// tells whether a declaration would be answered with URLs, so a client
+// that streams its archive as it packs it learns whether to pack it to a
+// file first.
 type DirectUploadRequest struct {
-	Name    string `json:"name"`
-	Size    int64  `json:"size"`
-	SHA256  string `json:"sha256"`
-	Project string `json:"project,omitempty"`
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// PartSHA256 holds, for a file of more than MultipartThreshold bytes,
+	// the hex SHA-256 of each of its Parts(Size) parts of PartSize(Size)
+	// bytes (the last one shorter), in order; nothing for a smaller file.
+	// Each part's URL then takes only those bytes. Another number of sums
+	// is refused (400); a file sent in parts declared without them (a
+	// client that predates them) is answered Direct false, and its bytes
+	// go through the controller.
+	PartSHA256 []string `json:"part_sha256,omitempty"`
+	Project    string   `json:"project,omitempty"`
 }
 
 // DirectUpload answers a DirectUploadRequest; it is the one negotiation of
@@ -379,8 +389,9 @@ type DirectUploadRequest struct {
 //   - with URL, one PUT of the whole file with Headers (the store refuses
 //     other bytes);
 //   - with Parts, a multipart upload: PUT bytes [i*PartSize, (i+1)*PartSize)
-//     of the file to Parts[i], each on its own (a failed part is sent
-//     again to the same URL);
+//     of the file to Parts[i] with PartHeaders[i] (the part's checksum:
+//     the store refuses other bytes), each on its own (a failed part is
+//     sent again to the same URL);
 //
 // then name Ticket: DirectUploadComplete{Ticket} to
 // /api/builds/{id}/artifacts/direct/complete for an artifact, the submit's
@@ -388,13 +399,16 @@ type DirectUploadRequest struct {
 // stored object's size and SHA-256 (computed by the store) and records it;
 // a mismatch is refused (422) and the object removed.
 type DirectUpload struct {
-	Direct    bool              `json:"direct"`
-	URL       string            `json:"url,omitempty"`
-	Headers   map[string]string `json:"headers,omitempty"`
-	PartSize  int64             `json:"part_size,omitempty"`
-	Parts     []string          `json:"parts,omitempty"`
-	Ticket    string            `json:"ticket,omitempty"`
-	ExpiresAt time.Time         `json:"expires_at,omitzero"`
+	Direct   bool              `json:"direct"`
+	URL      string            `json:"url,omitempty"`
+	Headers  map[string]string `json:"headers,omitempty"`
+	PartSize int64             `json:"part_size,omitempty"`
+	Parts    []string          `json:"parts,omitempty"`
+	// PartHeaders are the headers to send with each part, as Parts;
+	// none from a controller that predates them.
+	PartHeaders []map[string]string `json:"part_headers,omitempty"`
+	Ticket      string              `json:"ticket,omitempty"`
+	ExpiresAt   time.Time           `json:"expires_at,omitzero"`
 }
 
 // DirectUploadComplete finishes a direct upload.

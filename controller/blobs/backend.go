@@ -87,15 +87,17 @@ type Direct interface {
 	// appears whole or not at all.
 	Copy(ctx context.Context, src, dst string) error
 	// StartMultipart begins an upload of size bytes at key in parts of
-	// partSize bytes (the last one shorter), numbered from 1, and signs a
-	// PUT for each, valid until ttl has passed, that carries exactly its
-	// part's length (the service refuses other lengths); "" when direct
-	// transfers are off.
-	StartMultipart(ctx context.Context, key string, size, partSize int64, ttl time.Duration) (uploadID string, partURLs []string, err error)
+	// partSize bytes (the last one shorter), numbered from 1, whose hex
+	// SHA-256s are partSums, and signs a PUT for each, valid until ttl has
+	// passed, that carries exactly its part's length and bytes (the
+	// service refuses others) when sent with its partHeaders; "" when
+	// direct transfers are off.
+	StartMultipart(ctx context.Context, key string, size, partSize int64, partSums []string, ttl time.Duration) (uploadID string, partURLs []string, partHeaders []map[string]string, err error)
 	// CompleteMultipart assembles the upload from exactly its planned
-	// parts (each partSize bytes but the last, size in all) and makes
-	// Checksum report the whole object's SHA-256. Other parts abort the
-	// upload with ErrChecksum; a repeat after completion only checks.
+	// parts (each partSize bytes but the last, size in all), with the
+	// checksums the service verified as they came, and makes Checksum
+	// report the whole object's SHA-256. Other parts abort the upload with
+	// ErrChecksum; a repeat after completion only checks.
 	CompleteMultipart(ctx context.Context, key, uploadID string, size, partSize int64) error
 	// AbortMultipart abandons an upload and frees its parts.
 	AbortMultipart(ctx context.Context, key, uploadID string) error

@@ -26,6 +26,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/seal"
 )
 
@@ -496,27 +497,6 @@ func (s *Store) DirectURL(ctx context.Context, buildID string, f File, ttl time.
 // into place. Larger files go through the controller.
 const MaxDirectUpload = 5 << 30
 
-// MultipartThreshold is the size above which a direct upload is sent in
-// parts (S3 multipart upload), each retried on its own, rather than as one
-// PUT.
-const MultipartThreshold = 64 << 20
-
-// minPartSize and maxPlannedParts shape a multipart plan: parts of at
-// least 16 MiB, more only when a file would need more than 256 of them.
-const (
-	minPartSize     = 16 << 20
-	maxPlannedParts = 256
-)
-
-// PartSize is the size of every part but the last in a multipart upload
-// of size bytes: 16 MiB, or larger (a whole number of MiB) for files over
-// 4 GiB, so that no plan has more than 256 parts.
-func PartSize(size int64) int64 {
-	ps := (size + maxPlannedParts - 1) / maxPlannedParts
-	ps = (ps + 1<<20 - 1) &^ (1<<20 - 1)
-	return max(ps, minPartSize)
-}
-
 // UploadRef names a direct upload in progress: its staging key and, for a
 // multipart upload, the service's upload id and the plan's part size.
 // Controllers keep it in a sealed ticket between the two calls.
@@ -528,21 +508,25 @@ type UploadRef struct {
 
 // DirectUpload is where a client sends one file, to a staging key of its
 // own: one signed PUT URL (with Headers), or for a multipart upload one
-// signed URL per part. FinishDirectUpload checks it and PromoteUpload
-// moves it to its build.
+// signed URL per part (each with its PartHeaders). FinishDirectUpload
+// checks it and PromoteUpload moves it to its build.
 type DirectUpload struct {
 	UploadRef
-	URL      string
-	Headers  map[string]string
-	PartURLs []string
+	URL         string
+	Headers     map[string]string
+	PartURLs    []string
+	PartHeaders []map[string]string
 }
 
 // StartDirectUpload signs the upload of an artifact of size bytes with
-// SHA-256 sha256hex by an attempt of a build, valid for ttl. ok is false
-// when the store takes no direct uploads (the file store, direct=false, or
-// a file over MaxDirectUpload): the client streams through the controller
-// instead.
-func (s *Store) StartDirectUpload(ctx context.Context, buildID, attemptID string, size int64, sha256hex string, ttl time.Duration) (DirectUpload, bool, error) {
+// SHA-256 sha256hex by an attempt of a build, valid for ttl; a file sent
+// in parts (api.Parts) comes with its parts' hex SHA-256s, partSums, and
+// each part's URL takes only those bytes. ok is false when the store takes
+// no direct uploads (the file store, direct=false, or a file over
+// MaxDirectUpload), or for a file sent in parts declared without partSums
+// (a client that predates them): no part URL is signed for undeclared
+// bytes, and the client streams through the controller instead.
+func (s *Store) StartDirectUpload(ctx context.Context, buildID, attemptID string, size int64, sha256hex string, partSums []string, ttl time.Duration) (DirectUpload, bool, error) {
 	p, err := prefix(buildID)
 	if err != nil {
 		return DirectUpload{}, false, err
@@ -550,7 +534,7 @@ func (s *Store) StartDirectUpload(ctx context.Context, buildID, attemptID string
 	if attemptID == "" || strings.ContainsAny(attemptID, "/\\.") {
 		return DirectUpload{}, false, fmt.Errorf("invalid attempt id %q", attemptID)
 	}
-	return s.startDirect(ctx, "uploads/"+strings.TrimPrefix(p, "builds/")+attemptID+"/", size, sha256hex, ttl)
+	return s.startDirect(ctx, "uploads/"+strings.TrimPrefix(p, "builds/")+attemptID+"/", size, sha256hex, partSums, ttl)
 }
 
 // SourceUploads holds the staging keys of direct source uploads, made
@@ -559,8 +543,8 @@ const SourceUploads = "uploads/sources/"
 
 // StartSourceUpload signs the upload of a build's source archive, before
 // the build exists; see StartDirectUpload.
-func (s *Store) StartSourceUpload(ctx context.Context, size int64, sha256hex string, ttl time.Duration) (DirectUpload, bool, error) {
-	return s.startDirect(ctx, SourceUploads, size, sha256hex, ttl)
+func (s *Store) StartSourceUpload(ctx context.Context, size int64, sha256hex string, partSums []string, ttl time.Duration) (DirectUpload, bool, error) {
+	return s.startDirect(ctx, SourceUploads, size, sha256hex, partSums, ttl)
 }
 
 // DirectUploads reports whether the store takes direct uploads at all.
@@ -569,22 +553,26 @@ func (s *Store) DirectUploads() bool {
 	return ok && d.DirectTransfers()
 }
 
-func (s *Store) startDirect(ctx context.Context, dir string, size int64, sha256hex string, ttl time.Duration) (up DirectUpload, ok bool, err error) {
+func (s *Store) startDirect(ctx context.Context, dir string, size int64, sha256hex string, partSums []string, ttl time.Duration) (up DirectUpload, ok bool, err error) {
 	d, isDirect := s.b.(Direct)
-	if !isDirect || !d.DirectTransfers() || size > MaxDirectUpload {
+	parts := api.Parts(size)
+	if !isDirect || !d.DirectTransfers() || size > MaxDirectUpload || (parts > 0 && len(partSums) == 0) {
 		return DirectUpload{}, false, nil
+	}
+	if len(partSums) != parts {
+		return DirectUpload{}, false, fmt.Errorf("a direct upload of %d bytes has %d parts, not the %d part checksums declared", size, parts, len(partSums))
 	}
 	r := make([]byte, 12)
 	rand.Read(r) //nolint:errcheck // crypto/rand does not fail on supported platforms
 	up.Key = dir + hex.EncodeToString(r)
-	if size <= MultipartThreshold {
+	if parts == 0 {
 		if up.URL, up.Headers, err = d.PresignPut(ctx, up.Key, ttl, sha256hex); err != nil || up.URL == "" {
 			return DirectUpload{}, false, err
 		}
 		return up, true, nil
 	}
-	up.PartSize = PartSize(size)
-	if up.UploadID, up.PartURLs, err = d.StartMultipart(ctx, up.Key, size, up.PartSize, ttl); err != nil || up.UploadID == "" {
+	up.PartSize = api.PartSize(size)
+	if up.UploadID, up.PartURLs, up.PartHeaders, err = d.StartMultipart(ctx, up.Key, size, up.PartSize, partSums, ttl); err != nil || up.UploadID == "" {
 		return DirectUpload{}, false, err
 	}
 	return up, true, nil

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
@@ -308,7 +309,7 @@ var behaviours = []struct {
 	{"direct uploads: checked, then moved to their build", func(t *testing.T, b blobs.Backend) {
 		s, _ := blobs.New(b, bytes.Repeat([]byte{1}, 32))
 		data := []byte("the artifact's bytes")
-		up, ok, err := s.StartDirectUpload(ctx, "b1", "a1", int64(len(data)), sum(string(data)), time.Minute)
+		up, ok, err := s.StartDirectUpload(ctx, "b1", "a1", int64(len(data)), sum(string(data)), nil, time.Minute)
 		if _, direct := b.(blobs.Direct); ok != direct || err != nil {
 			t.Fatalf("direct uploads offered: %v (the store is direct: %v), %v", ok, direct, err)
 		}
@@ -348,7 +349,7 @@ var behaviours = []struct {
 		if keys := list(t, b, "uploads/"); len(keys) != 0 {
 			t.Fatalf("a refused upload was kept: %v", keys)
 		}
-		up, _, _ = s.StartDirectUpload(ctx, "b1", "a1", int64(len(data)), sum(string(data)), time.Minute)
+		up, _, _ = s.StartDirectUpload(ctx, "b1", "a1", int64(len(data)), sum(string(data)), nil, time.Minute)
 		if code := putURL(data, up.Headers); code != http.StatusOK {
 			t.Fatalf("upload: %d", code)
 		}
@@ -365,20 +366,37 @@ var behaviours = []struct {
 			t.Fatalf("promoted: %q", got)
 		}
 	}},
-	{"a multipart upload's part URLs take exactly their part's length", func(t *testing.T, b blobs.Backend) {
+	{"a multipart upload's part URLs take exactly their part's declared bytes", func(t *testing.T, b blobs.Backend) {
 		if _, direct := b.(blobs.Direct); !direct {
 			return // the file store takes no direct uploads
 		}
 		s, _ := blobs.New(b, bytes.Repeat([]byte{1}, 32))
-		data := bytes.Repeat([]byte("part"), blobs.MultipartThreshold/4+1)
-		up, ok, err := s.StartDirectUpload(ctx, "b1", "a1", int64(len(data)), sum(string(data)), time.Minute)
-		if err != nil || !ok || len(up.PartURLs) != 5 {
-			t.Fatalf("multipart plan: %d parts, %v %v", len(up.PartURLs), ok, err)
+		data := random(t, api.MultipartThreshold+1<<20)
+		sums := api.NewUploadSums(int64(len(data)))
+		sums.Write(data)
+		req, err := sums.Declare("app.apk", nil)
+		if err != nil || len(req.PartSHA256) != 5 {
+			t.Fatalf("the parts' sums: %d, %v", len(req.PartSHA256), err)
+		}
+		// A client that declares no part sums gets no part URLs: it
+		// streams through the controller.
+		if up, ok, err := s.StartDirectUpload(ctx, "b1", "a1", req.Size, req.SHA256, nil, time.Minute); ok || err != nil || up.UploadID != "" {
+			t.Fatalf("a multipart upload without part sums: %+v %v %v", up, ok, err)
+		}
+		if _, _, err := s.StartDirectUpload(ctx, "b1", "a1", req.Size, req.SHA256, req.PartSHA256[1:], time.Minute); err == nil {
+			t.Fatal("a multipart upload with a part sum missing was signed")
+		}
+		up, ok, err := s.StartDirectUpload(ctx, "b1", "a1", req.Size, req.SHA256, req.PartSHA256, time.Minute)
+		if err != nil || !ok || len(up.PartURLs) != 5 || len(up.PartHeaders) != 5 {
+			t.Fatalf("multipart plan: %d parts, %d headers, %v %v", len(up.PartURLs), len(up.PartHeaders), ok, err)
 		}
 		// put gives the answer's status, 0 when the service hung up before
 		// taking the whole body (a refusal too).
-		put := func(i int, body []byte) int {
+		put := func(i int, body []byte, headers map[string]string) int {
 			req, _ := http.NewRequest(http.MethodPut, up.PartURLs[i], bytes.NewReader(body))
+			for k, v := range headers {
+				req.Header.Set(k, v)
+			}
 			resp, err := http.DefaultClient.Do(req)
 			if err != nil {
 				return 0
@@ -386,26 +404,39 @@ var behaviours = []struct {
 			resp.Body.Close()
 			return resp.StatusCode
 		}
+		part := func(i int) []byte {
+			off := int64(i) * up.PartSize
+			return data[off : off+min(up.PartSize, int64(len(data))-off)]
+		}
 		last := len(up.PartURLs) - 1
-		lastLen := int64(len(data)) - int64(last)*up.PartSize
-		// A part URL is no way to store more (or other) than the plan says.
-		if code := put(last, make([]byte, up.PartSize)); code/100 == 2 {
+		// A part URL is no way to store more, or other, than the plan says.
+		if code := put(last, make([]byte, up.PartSize), up.PartHeaders[last]); code/100 == 2 {
 			t.Fatalf("a full part's bytes to the short last part's URL: %d", code)
 		}
-		if code := put(0, make([]byte, up.PartSize+1)); code/100 == 2 {
+		if code := put(0, append(slices.Clone(part(0)), 0), up.PartHeaders[0]); code/100 == 2 {
 			t.Fatalf("one byte more than the part: %d", code)
 		}
+		other := slices.Clone(part(1))
+		other[len(other)/2] ^= 1
+		if code := put(1, other, up.PartHeaders[1]); code/100 == 2 {
+			t.Fatalf("other bytes of the part's length: %d", code)
+		}
+		if code := put(1, other, nil); code/100 == 2 {
+			t.Fatalf("other bytes of the part's length, without its checksum header: %d", code)
+		}
+		if code := put(1, part(2), up.PartHeaders[2]); code/100 == 2 {
+			t.Fatalf("another part's bytes and header: %d", code)
+		}
 		for i := range up.PartURLs {
-			off := int64(i) * up.PartSize
-			if code := put(i, data[off:off+min(up.PartSize, int64(len(data))-off)]); code != http.StatusOK {
+			if code := put(i, part(i), up.PartHeaders[i]); code != http.StatusOK {
 				t.Fatalf("part %d of the plan: %d", i+1, code)
 			}
 		}
-		if lastLen >= up.PartSize {
-			t.Fatalf("the plan's last part is %d bytes, not shorter than %d", lastLen, up.PartSize)
-		}
-		if err := s.FinishDirectUpload(ctx, up.UploadRef, int64(len(data)), sum(string(data))); err != nil {
+		if err := s.FinishDirectUpload(ctx, up.UploadRef, req.Size, req.SHA256); err != nil {
 			t.Fatalf("the planned parts: %v", err)
+		}
+		if got := read(t, b, up.Key); !bytes.Equal(got, data) {
+			t.Fatalf("assembled: %d bytes, want %d", len(got), len(data))
 		}
 	}},
 	{"replicas starting together on an empty store agree on one key", func(t *testing.T, b blobs.Backend) {

@@ -7,13 +7,13 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/minio/minio-go/v7"
 	"github.com/sirupsen/logrus"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
@@ -257,12 +257,24 @@ func abandonedUpload(t *testing.T) (st *store.Store, files *blobs.Store, left fu
 	if err != nil {
 		t.Fatal(err)
 	}
-	size := int64(blobs.MultipartThreshold + 1)
-	up, ok, err := files.StartSourceUpload(ctx, size, strings.Repeat("ab", 32), time.Hour)
+	// An upload of zeros, of which one part is sent.
+	size := int64(api.MultipartThreshold + 1)
+	sums := api.NewUploadSums(size)
+	for n := size; n > 0; n -= 1 << 20 {
+		sums.Write(make([]byte, min(n, 1<<20)))
+	}
+	decl, err := sums.Declare("source", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	up, ok, err := files.StartSourceUpload(ctx, size, decl.SHA256, decl.PartSHA256, time.Hour)
 	if err != nil || !ok || len(up.PartURLs) != 5 {
 		t.Fatalf("start: %+v %v %v", up.UploadRef, ok, err)
 	}
 	req, _ := http.NewRequest(http.MethodPut, up.PartURLs[0], bytes.NewReader(make([]byte, up.PartSize)))
+	for k, v := range up.PartHeaders[0] {
+		req.Header.Set(k, v)
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

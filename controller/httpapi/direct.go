@@ -64,11 +64,13 @@ func (s *Server) answerDirectUpload(w http.ResponseWriter, r *http.Request, bind
 		return
 	}
 	writeJSON(w, http.StatusOK, api.DirectUpload{Direct: true, URL: up.URL, Headers: up.Headers, PartSize: up.PartSize, Parts: up.PartURLs,
-		Ticket: ticket, ExpiresAt: expires})
+		PartHeaders: up.PartHeaders, Ticket: ticket, ExpiresAt: expires})
 }
 
-// checkDeclared validates a DirectUploadRequest's size and SHA-256
-// against limit, giving the SHA-256 in lower case.
+// checkDeclared validates a DirectUploadRequest's size, SHA-256 and part
+// SHA-256s against limit and the multipart plan, giving the SHA-256 in
+// lower case. A file sent in parts may come without part SHA-256s (a
+// client that predates them): the store then signs it no part URLs.
 func checkDeclared(req api.DirectUploadRequest, limit int64, what string) (string, error) {
 	if req.Size < 0 {
 		return "", badRequest("size %d is negative", req.Size)
@@ -78,6 +80,15 @@ func checkDeclared(req api.DirectUploadRequest, limit int64, what string) (strin
 	}
 	if b, err := hex.DecodeString(req.SHA256); err != nil || len(b) != 32 {
 		return "", badRequest("sha256 %q is not 64 hex digits", req.SHA256)
+	}
+	if parts := api.Parts(req.Size); len(req.PartSHA256) != 0 && len(req.PartSHA256) != parts {
+		return "", badRequest("part_sha256 has %d sums, but a direct upload of %d bytes is sent in %d parts of %d bytes (api.Parts): hash each part as api.UploadSums does",
+			len(req.PartSHA256), req.Size, parts, api.PartSize(req.Size))
+	}
+	for i, h := range req.PartSHA256 {
+		if b, err := hex.DecodeString(h); err != nil || len(b) != 32 {
+			return "", badRequest("part_sha256[%d] %q is not 64 hex digits", i, h)
+		}
 	}
 	return strings.ToLower(req.SHA256), nil
 }
@@ -106,7 +117,7 @@ func (s *Server) startDirectUpload(w http.ResponseWriter, r *http.Request, build
 			return
 		}
 	}
-	up, ok, err := s.blobs.StartDirectUpload(r.Context(), buildID, attemptID, req.Size, sum, directUploadTTL)
+	up, ok, err := s.blobs.StartDirectUpload(r.Context(), buildID, attemptID, req.Size, sum, req.PartSHA256, directUploadTTL)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -233,7 +244,7 @@ func (s *Server) startSourceUpload(w http.ResponseWriter, r *http.Request, key s
 		s.fail(w, r, err)
 		return
 	}
-	up, ok, err := s.blobs.StartSourceUpload(r.Context(), req.Size, sum, directUploadTTL)
+	up, ok, err := s.blobs.StartSourceUpload(r.Context(), req.Size, sum, req.PartSHA256, directUploadTTL)
 	if err != nil {
 		s.fail(w, r, err)
 		return

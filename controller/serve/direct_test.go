@@ -132,18 +132,31 @@ func TestDirectSourceUpload(t *testing.T) {
 	if err != nil || !mode.Direct || mode.URL != "" || mode.Ticket != "" {
 		t.Fatalf("mode: %+v %v", mode, err)
 	}
-	for _, n := range []int{1 << 20, blobs.MultipartThreshold + 5<<20 + 3} {
+	for _, n := range []int{1 << 20, api.MultipartThreshold + 5<<20 + 3} {
 		src, sum := archive(n)
-		up, err := f.dev.StartSourceUpload(ctx, api.DirectUploadRequest{Name: "source.tar.gz", Size: int64(n), SHA256: sum})
+		sums := api.NewUploadSums(-1)
+		sums.Write(src)
+		decl, err := sums.Declare("source.tar.gz", bytes.NewReader(src))
+		if err != nil || decl.SHA256 != sum {
+			t.Fatalf("%d bytes: declared %+v, %v", n, decl, err)
+		}
+		multipart := n > api.MultipartThreshold
+		if multipart {
+			// A client that predates part sums sends the bytes through
+			// the controller: no part URL is signed for undeclared bytes.
+			if up, err := f.dev.StartSourceUpload(ctx, api.DirectUploadRequest{Name: "source.tar.gz", Size: int64(n), SHA256: sum}); err != nil || up.Direct || len(up.Parts) != 0 {
+				t.Fatalf("%d bytes without part sums: %+v %v", n, up, err)
+			}
+		}
+		up, err := f.dev.StartSourceUpload(ctx, decl)
 		if err != nil || !up.Direct || up.Ticket == "" {
 			t.Fatalf("%d bytes: %+v %v", n, up, err)
 		}
-		multipart := n > blobs.MultipartThreshold
 		if multipart != (len(up.Parts) > 0) || multipart == (up.URL != "") {
 			t.Fatalf("%d bytes: %d parts, URL %q", n, len(up.Parts), up.URL)
 		}
-		if multipart && (up.PartSize != blobs.PartSize(int64(n)) || len(up.Parts) != 5) {
-			t.Fatalf("%d bytes: %d parts of %d", n, len(up.Parts), up.PartSize)
+		if multipart && (up.PartSize != api.PartSize(int64(n)) || len(up.Parts) != 5 || len(up.PartHeaders) != 5) {
+			t.Fatalf("%d bytes: %d parts of %d, %d part headers", n, len(up.Parts), up.PartSize, len(up.PartHeaders))
 		}
 		if err := api.SendDirect(ctx, nil, up, bytes.NewReader(src), int64(n)); err != nil {
 			t.Fatalf("%d bytes: send: %v", n, err)
@@ -216,6 +229,19 @@ func TestDirectSourceRefusals(t *testing.T) {
 			t.Fatalf("declaration %+v: %v", bad, err)
 		}
 	}
+	// Part sums that do not fit the plan: a file sent in one PUT has
+	// none, one sent in 5 parts has 5 sums of 64 hex digits.
+	large := int64(api.MultipartThreshold + 1)
+	for _, bad := range []api.DirectUploadRequest{
+		{Size: int64(len(src)), SHA256: sum, PartSHA256: []string{sum}},
+		{Size: large, SHA256: sum, PartSHA256: slices.Repeat([]string{sum}, 4)},
+		{Size: large, SHA256: sum, PartSHA256: slices.Repeat([]string{sum}, 6)},
+		{Size: large, SHA256: sum, PartSHA256: append(slices.Repeat([]string{sum}, 4), "abc")},
+	} {
+		if _, err := f.dev.StartSourceUpload(ctx, bad); api.StatusOf(err) != http.StatusBadRequest {
+			t.Fatalf("%d bytes declared with %d part sums: %v, want 400", bad.Size, len(bad.PartSHA256), err)
+		}
+	}
 
 	// Other bytes than declared: the store refuses the PUT; the submit
 	// finds nothing.
@@ -268,7 +294,7 @@ func TestDirectSourceRefusals(t *testing.T) {
 
 	// Expiry: a URL signed for a second no longer works after it.
 	files := openBlobs(t, f.bucket)
-	ex, ok, err := files.StartSourceUpload(ctx, int64(len(src)), sum, time.Second)
+	ex, ok, err := files.StartSourceUpload(ctx, int64(len(src)), sum, nil, time.Second)
 	if err != nil || !ok {
 		t.Fatal(ok, err)
 	}

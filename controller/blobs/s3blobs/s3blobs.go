@@ -551,46 +551,65 @@ func (s *Store) AbortStaleMultipart(ctx context.Context, prefix string, age time
 	return n, nil
 }
 
-// StartMultipart begins a multipart upload for key and signs an UploadPart
-// PUT for each of its parts, numbered from 1, with the part's
-// Content-Length among the signed headers: a part URL takes exactly its
-// part's bytes, so an abandoned upload holds no more than was declared. The
-// parts are assembled at key + partsSuffix and carry no checksum of their
-// own: CompleteMultipart has the service hash the assembled object as it
-// copies it to key.
-func (s *Store) StartMultipart(ctx context.Context, key string, size, partSize int64, ttl time.Duration) (string, []string, error) {
+// StartMultipart begins a multipart upload for key with the SHA-256
+// checksum algorithm and signs an UploadPart PUT for each of its parts,
+// numbered from 1, with the part's Content-Length and
+// x-amz-checksum-sha256 (its declared SHA-256, base64 as S3 wants it)
+// among the signed headers: a part URL takes exactly its part's declared
+// bytes (other bytes are a 400 BadDigest, a part without the header is
+// refused), so an abandoned upload holds nothing but what was declared.
+// The parts are assembled at key + partsSuffix; their checksums only vouch
+// for the parts, so CompleteMultipart has the service hash the assembled
+// object as it copies it to key.
+func (s *Store) StartMultipart(ctx context.Context, key string, size, partSize int64, partSums []string, ttl time.Duration) (string, []string, []map[string]string, error) {
 	if s.cfg.NoDirect {
-		return "", nil, nil
+		return "", nil, nil, nil
 	}
 	name, err := s.object(key)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	if size < 1 || partSize < 1 {
-		return "", nil, fmt.Errorf("a multipart upload of %d bytes in parts of %d", size, partSize)
+		return "", nil, nil, fmt.Errorf("a multipart upload of %d bytes in parts of %d", size, partSize)
 	}
 	parts := (size + partSize - 1) / partSize
 	if parts > maxParts {
-		return "", nil, fmt.Errorf("a multipart upload has 1 to %d parts, not %d", maxParts, parts)
+		return "", nil, nil, fmt.Errorf("a multipart upload has 1 to %d parts, not %d", maxParts, parts)
+	}
+	if int64(len(partSums)) != parts {
+		return "", nil, nil, fmt.Errorf("a multipart upload of %d parts with %d part checksums", parts, len(partSums))
+	}
+	headers := make([]map[string]string, parts)
+	for i, h := range partSums {
+		raw, err := hex.DecodeString(h)
+		if err != nil || len(raw) != sha256.Size {
+			return "", nil, nil, fmt.Errorf("part %d's SHA-256 %q is not 64 hex digits", i+1, h)
+		}
+		headers[i] = map[string]string{"X-Amz-Checksum-Sha256": base64.StdEncoding.EncodeToString(raw)}
 	}
 	name += partsSuffix
 	core := minio.Core{Client: s.c}
-	id, err := core.NewMultipartUpload(ctx, s.cfg.Bucket, name, minio.PutObjectOptions{ContentType: "application/octet-stream"})
+	id, err := core.NewMultipartUpload(ctx, s.cfg.Bucket, name, minio.PutObjectOptions{ContentType: "application/octet-stream",
+		UserMetadata: map[string]string{"X-Amz-Checksum-Algorithm": minio.ChecksumSHA256.String()}})
 	if err != nil {
-		return "", nil, s.explain(fmt.Sprintf("start a multipart upload of %s", name), err)
+		return "", nil, nil, s.explain(fmt.Sprintf("start a multipart upload of %s", name), err)
 	}
 	urls := make([]string, parts)
 	for i := range urls {
 		q := url.Values{"partNumber": {strconv.Itoa(i + 1)}, "uploadId": {id}}
 		length := min(partSize, size-int64(i)*partSize)
-		u, err := s.c.PresignHeader(ctx, http.MethodPut, s.cfg.Bucket, name, ttl, q, http.Header{"Content-Length": {strconv.FormatInt(length, 10)}})
+		signed := http.Header{"Content-Length": {strconv.FormatInt(length, 10)}}
+		for k, v := range headers[i] {
+			signed.Set(k, v)
+		}
+		u, err := s.c.PresignHeader(ctx, http.MethodPut, s.cfg.Bucket, name, ttl, q, signed)
 		if err != nil {
 			core.AbortMultipartUpload(context.WithoutCancel(ctx), s.cfg.Bucket, name, id) //nolint:errcheck // best effort: the collector aborts what remains
-			return "", nil, fmt.Errorf("sign part %d of %s: %w", i+1, name, err)
+			return "", nil, nil, fmt.Errorf("sign part %d of %s: %w", i+1, name, err)
 		}
 		urls[i] = u.String()
 	}
-	return id, urls, nil
+	return id, urls, headers, nil
 }
 
 // maxParts is S3's limit on the parts of one upload.
@@ -600,14 +619,17 @@ const maxParts = 10000
 const partsSuffix = ".parts"
 
 // CompleteMultipart assembles the upload from exactly the parts 1..parts,
-// each partSize bytes but the last, then copies the assembled object to
-// key asking the service for its SHA-256: a multipart object only has a
-// checksum of its parts' checksums, a copied one the whole object's, so
-// Checksum reports it. (A copy onto itself would do with less room, but
-// some services, versitygw 1.8 among them, then hash nothing.) A repeat
-// after the upload was completed only does what is missing. Parts of other
-// sizes, or missing, abort the upload and give blobs.ErrChecksum; an
-// unknown upload with nothing assembled gives fs.ErrNotExist.
+// each partSize bytes but the last, naming each part's SHA-256 as the
+// service listed it (it verified them as the parts came; an upload begun
+// without checksums, by a previous release, lists none), then copies the
+// assembled object to key asking the service for its SHA-256: a multipart
+// object only has a checksum of its parts' checksums, a copied one the
+// whole object's, so Checksum reports it. (A copy onto itself would do
+// with less room, but some services, versitygw 1.8 among them, then hash
+// nothing.) A repeat after the upload was completed only does what is
+// missing. Parts of other sizes, or missing, abort the upload and give
+// blobs.ErrChecksum; an unknown upload with nothing assembled gives
+// fs.ErrNotExist.
 func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, size, partSize int64) error {
 	name, err := s.object(key)
 	if err != nil {
@@ -627,7 +649,7 @@ func (s *Store) CompleteMultipart(ctx context.Context, key, uploadID string, siz
 			return fmt.Errorf("list the parts of the upload of %s: %w", name, err)
 		}
 		for _, p := range res.ObjectParts {
-			got = append(got, minio.CompletePart{PartNumber: p.PartNumber, ETag: p.ETag})
+			got = append(got, minio.CompletePart{PartNumber: p.PartNumber, ETag: p.ETag, ChecksumSHA256: p.ChecksumSHA256})
 			want := min(partSize, size-int64(p.PartNumber-1)*partSize)
 			if p.PartNumber != len(got) || p.Size != want {
 				core.AbortMultipartUpload(ctx, s.cfg.Bucket, parts, uploadID) //nolint:errcheck // best effort: the collector aborts what remains

@@ -3,16 +3,22 @@ package s3blobs_test
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/minio/minio-go/v7"
+
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
@@ -203,8 +209,8 @@ func TestPresignedGet(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := strings.Repeat("ab", 32)
-	for _, size := range []int64{10, blobs.MultipartThreshold + 1} {
-		if up, ok, err := files.StartSourceUpload(ctx, size, sum, time.Minute); ok || err != nil || up.URL != "" || up.UploadID != "" {
+	for _, size := range []int64{10, api.MultipartThreshold + 1} {
+		if up, ok, err := files.StartSourceUpload(ctx, size, sum, slices.Repeat([]string{sum}, api.Parts(size)), time.Minute); ok || err != nil || up.URL != "" || up.UploadID != "" {
 			t.Fatalf("direct=false, %d bytes: %+v %v %v", size, up, ok, err)
 		}
 	}
@@ -213,5 +219,37 @@ func TestPresignedGet(t *testing.T) {
 	}
 	for up := range b.Client(t).ListIncompleteUploads(ctx, b.Name, "", true) {
 		t.Fatalf("direct=false began an upload: %+v", up)
+	}
+}
+
+// TestCompleteUploadBegunWithoutChecksums: during an upgrade a replica of
+// the previous release may have begun a multipart upload without part
+// checksums; this release completes it (the service lists no part
+// checksums, and none are named) and checks the whole object as before.
+func TestCompleteUploadBegunWithoutChecksums(t *testing.T) {
+	b := s3test.NewBucket(t)
+	s := open(t, b, t.TempDir())
+	ctx := context.Background()
+	core := minio.Core{Client: b.Client(t)}
+	const key = "uploads/sources/old"
+	// As the previous release began it: no checksum algorithm.
+	id, err := core.NewMultipartUpload(ctx, b.Name, "p/"+key+".parts", minio.PutObjectOptions{ContentType: "application/octet-stream"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("old release "), (api.MultipartThreshold+1<<20)/12)
+	ps := api.PartSize(int64(len(data)))
+	for i := range api.Parts(int64(len(data))) {
+		part := data[int64(i)*ps : min(int64(i+1)*ps, int64(len(data)))]
+		if _, err := core.PutObjectPart(ctx, b.Name, "p/"+key+".parts", id, i+1, bytes.NewReader(part), int64(len(part)), minio.PutObjectPartOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.CompleteMultipart(ctx, key, id, int64(len(data)), ps); err != nil {
+		t.Fatalf("complete an upload begun without checksums: %v", err)
+	}
+	want := sha256.Sum256(data)
+	if info, sum, err := s.Checksum(ctx, key); err != nil || info.Size != int64(len(data)) || sum != hex.EncodeToString(want[:]) {
+		t.Fatalf("the assembled object: %+v %s %v", info, sum, err)
 	}
 }
