@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/freeagent-build/freeagent/internal/config/configtest"
 )
 
@@ -48,3 +50,30 @@ func TestEveryDurationSettingReadsTheSharedSyntax(t *testing.T) {
 }
 
 func noEnv(string) (string, bool) { return "", false }
+
+// Tart's automatic pruning is the owner's choice, off unless asked for, from
+// the flag, its variable or agent.conf, and reaches the Tart driver.
+func TestTartAutoPruneIsOffUnlessAsked(t *testing.T) {
+	dir := t.TempDir()
+	base := []string{"--data-dir", dir, "--controller-url", "https://x"}
+	for _, c := range []struct {
+		args []string
+		env  map[string]string
+		conf string
+		want bool
+	}{
+		{want: false},
+		{args: []string{"--tart-auto-prune"}, want: true},
+		{env: map[string]string{"FREEAGENT_TART_AUTO_PRUNE": "1"}, want: true},
+		{conf: "tart-auto-prune = true\n", want: true},
+	} {
+		os.WriteFile(filepath.Join(dir, confName), []byte(c.conf), 0o600)
+		cfg, _, err := loadConfigEnv("run", append(base, c.args...), func(k string) (string, bool) { v, ok := c.env[k]; return v, ok }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cfg.tartDriver(logrus.New()).AutoPrune; got != c.want {
+			t.Errorf("args %v env %v conf %q: AutoPrune %v, want %v", c.args, c.env, c.conf, got, c.want)
+		}
+	}
+}
