@@ -266,8 +266,8 @@ JS
 		expect "the Mac is kept awake (caffeinate -i) while $vm builds" "$caffeinated" yes
 		# Tart's clone prunes cached images (the template's base among them)
 		# unless TART_NO_AUTO_PRUNE is in its environment; ps -E shows it.
-		local prune=absent
-		ps -E -ww -o command= -p "$(pgrep -f "tart run .*$vm" | head -1)" 2>/dev/null | grep -q "TART_NO_AUTO_PRUNE=1" && prune=set
+		local prune="absent"
+		ps -E -ww -o command= -p "$(pgrep -f "tart run .*$vm" | head -1)" 2>/dev/null | grep -q "TART_NO_AUTO_PRUNE=1" && prune="set"
 		expect "tart runs with TART_NO_AUTO_PRUNE=1 (no pruning of the owner's images)" "$prune" set
 		# A second worker on this Mac (the menu-bar app beside `freeagent
 		# run`) sweeps orphans when it starts: it must leave this VM alone.
