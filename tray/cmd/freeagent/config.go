@@ -375,6 +375,17 @@ func (c *Config) hostGate(log logrus.FieldLogger) *hostsignals.Gate {
 	return &hostsignals.Gate{Reader: hostsignals.ForHost(c.HostSignals, c.DataDir), Rules: rules, Log: log}
 }
 
+// workerGate is what holds the worker's builds back: the owner's rules and,
+// for VMs on Softnet, a softnet that cannot become root (every VM would
+// stop at once, and every build fail and be retried).
+func workerGate(c *Config, driver agent.Driver, log logrus.FieldLogger) agent.HostGate {
+	gate := agent.Gates{c.hostGate(log)}
+	if d, ok := driver.(*tart.Driver); ok && d.Network != tart.NetworkShared {
+		gate = append(gate, &hostcheck.SoftnetGate{Driver: d})
+	}
+	return gate
+}
+
 // hostChecks is what `freeagent doctor` and the menu bar check on this host.
 func (c *Config) hostChecks(store secrets.Store) hostcheck.Config {
 	hc := hostcheck.Config{ControllerURL: c.ControllerURL, APIKey: c.APIKey, KeyStore: store,

@@ -11,6 +11,10 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/freeagent-build/freeagent/agent"
+	"github.com/freeagent-build/freeagent/agent/hostcheck"
+	"github.com/freeagent-build/freeagent/agent/local"
+	"github.com/freeagent-build/freeagent/agent/tart"
 	"github.com/freeagent-build/freeagent/internal/config/configtest"
 )
 
@@ -75,5 +79,30 @@ func TestTartAutoPruneIsOffUnlessAsked(t *testing.T) {
 		if got := cfg.tartDriver(logrus.New()).AutoPrune; got != c.want {
 			t.Errorf("args %v env %v conf %q: AutoPrune %v, want %v", c.args, c.env, c.conf, got, c.want)
 		}
+	}
+}
+
+// A worker whose VMs run on Softnet is held back by softnet's root check as
+// well as by the owner's rules; on the shared network and with the local
+// driver only by the rules.
+func TestWorkerGateChecksSoftnet(t *testing.T) {
+	cfg := &Config{DataDir: t.TempDir(), VMDriver: "tart", VMNetwork: tart.NetworkSoftnet, Softnet: "softnet"}
+	softnetGated := func(d agent.Driver) bool {
+		for _, g := range workerGate(cfg, d, logrus.New()).(agent.Gates) {
+			if _, ok := g.(*hostcheck.SoftnetGate); ok {
+				return true
+			}
+		}
+		return false
+	}
+	if !softnetGated(cfg.tartDriver(logrus.New())) {
+		t.Error("a softnet worker takes builds whatever softnet's root")
+	}
+	cfg.VMNetwork = tart.NetworkShared
+	if softnetGated(cfg.tartDriver(logrus.New())) {
+		t.Error("a shared-network worker is held back by softnet")
+	}
+	if softnetGated(&local.Driver{Root: t.TempDir()}) {
+		t.Error("a local worker is held back by softnet")
 	}
 }
