@@ -90,3 +90,15 @@ func (a *app) reclaimIfPossible(reclaim uint64, initiator string) error {
 	}
 	return nil
 }
+
+// accessTime is the last access time of path (Tart's contentAccessDate).
+func accessTime(path string) time.Time {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return time.Time{}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return statAtime(st)
+	}
+	return fi.ModTime()
+}
