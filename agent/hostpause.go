@@ -14,6 +14,19 @@ type HostGate interface {
 	PauseReason(ctx context.Context) string
 }
 
+// Gates holds a build back for the first of its gates that does.
+type Gates []HostGate
+
+// PauseReason implements HostGate.
+func (gs Gates) PauseReason(ctx context.Context) string {
+	for _, g := range gs {
+		if r := g.PauseReason(ctx); r != "" {
+			return r
+		}
+	}
+	return ""
+}
+
 // watchHost asks cfg.Host every HostCheckInterval and reports the worker's
 // pauses to the controller until the returned stop is called (which waits
 // for both).

@@ -264,6 +264,11 @@ JS
 	if [ -n "$vm" ]; then
 		pgrep -f "caffeinate -i -w $worker_pid" >/dev/null && caffeinated=yes
 		expect "the Mac is kept awake (caffeinate -i) while $vm builds" "$caffeinated" yes
+		# Tart's clone prunes cached images (the template's base among them)
+		# unless TART_NO_AUTO_PRUNE is in its environment; ps -E shows it.
+		local prune="absent"
+		ps -E -ww -o command= -p "$(pgrep -f "tart run .*$vm" | head -1)" 2>/dev/null | grep -q "TART_NO_AUTO_PRUNE=1" && prune="set"
+		expect "tart runs with TART_NO_AUTO_PRUNE=1 (no pruning of the owner's images)" "$prune" set
 		# A second worker on this Mac (the menu-bar app beside `freeagent
 		# run`) sweeps orphans when it starts: it must leave this VM alone.
 		start_worker mac-e2e-second "$work/agent-second"

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -105,7 +104,7 @@ func (d *Driver) networkArgs() []string {
 // only, which under launchd lacks Homebrew's bin; the directory of the
 // softnet the agent found goes first.
 func (d *Driver) runEnv() ([]string, error) {
-	env := append(os.Environ(), d.Env...)
+	env := d.env()
 	if d.Network == NetworkShared {
 		return env, nil
 	}

@@ -60,6 +60,11 @@ type Driver struct {
 	// SoftnetAllow are IPv4 CIDRs a softnet VM may reach beyond Softnet's
 	// defaults (`--net-softnet-allow`): the controller, a LAN registry.
 	SoftnetAllow []string
+	// AutoPrune lets Tart delete OCI-cache images and IPSWs to make room
+	// when it clones or pulls (its "automatic pruning"), the template's own
+	// base image among them. Off by default: every tart command then runs
+	// with TART_NO_AUTO_PRUNE set.
+	AutoPrune bool
 
 	mu    sync.Mutex
 	owned map[string]bool // VMs started by this process
@@ -72,7 +77,7 @@ func (d *Driver) Name() string { return "tart" }
 // run executes one tart command and returns its stdout.
 func (d *Driver) run(ctx context.Context, args ...string) ([]byte, error) {
 	cmd := exec.CommandContext(ctx, d.Tart, args...)
-	cmd.Env = append(os.Environ(), d.Env...)
+	cmd.Env = d.env()
 	// Interrupt rather than kill on cancel, so tart cleans up its temp dir.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 10 * time.Second
@@ -94,6 +99,25 @@ func (d *Driver) run(ctx context.Context, args ...string) ([]byte, error) {
 		return nil, fmt.Errorf("tart %s: %w", strings.Join(args, " "), err)
 	}
 	return stdout.Bytes(), nil
+}
+
+// noAutoPrune is what turns Tart's automatic pruning off: the variable's
+// presence, whatever its value (Prune.reclaimIfNeeded).
+const noAutoPrune = "TART_NO_AUTO_PRUNE"
+
+// env is the environment of every tart command: this process's, then
+// d.Env, then the pruning choice, which overrides both.
+func (d *Driver) env() []string {
+	var env []string
+	for _, kv := range append(os.Environ(), d.Env...) {
+		if !strings.HasPrefix(kv, noAutoPrune+"=") {
+			env = append(env, kv)
+		}
+	}
+	if !d.AutoPrune {
+		env = append(env, noAutoPrune+"=1")
+	}
+	return env
 }
 
 // notInstalled: no tart on PATH, or none at the configured path.
@@ -297,7 +321,7 @@ func (d *Driver) PullTemplate(ctx context.Context) error {
 	// Pulled here rather than implicitly by clone, so the progress reaches the log.
 	d.Log.WithField("image", d.Template).Info("pulling the VM template (this can take a while)")
 	cmd := exec.CommandContext(ctx, d.Tart, "pull", d.Template)
-	cmd.Env = append(os.Environ(), append(d.Env, "CI=1")...) // line-oriented progress
+	cmd.Env = append(d.env(), "CI=1") // line-oriented progress
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {

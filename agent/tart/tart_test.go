@@ -508,3 +508,65 @@ func TestCloneAgainAfterAnotherCommandsGC(t *testing.T) {
 		t.Fatal("the race was not staged")
 	}
 }
+
+// Tart's clone deletes OCI-cache images when the volume looks short of the
+// space the clone may claim, sparing only the image it cloned: a local
+// template's base image goes. The worker turns that off unless the owner
+// asked for it (--tart-auto-prune).
+func TestCloneKeepsCachedImagesUnlessAutoPrune(t *testing.T) {
+	if os.Getenv("FREEAGENT_TEST_REAL_TART") == "1" {
+		t.Skip("needs the fake's free-space knob")
+	}
+	e := newTartEnv(t)
+	d := e.driver
+	home := strings.TrimPrefix(d.Env[0], "TART_HOME=")
+	registry := t.TempDir()
+	const base = "ghcr.io/acme/macos-base:1"
+	faketarttest.RegistryImage(t, registry, base, faketarttest.VM{DiskGB: 1})
+	faketarttest.WriteVM(t, filepath.Join(home, "vms", "small-template"), faketarttest.VM{DiskGB: 1})
+	d.Template = "small-template"
+	// A 1 GB sparse template against 999 MB free: Tart wants about 1 MB back.
+	d.Env = append(d.Env, "FAKETART_REGISTRY="+registry, "FAKETART_PULL_DELAY=0", "FAKETART_FREE_BYTES=999000000")
+	ctx := context.Background()
+	if _, err := d.run(ctx, "pull", base); err != nil {
+		t.Fatal(err)
+	}
+	baseDisk := filepath.Join(home, "cache", "OCIs", "ghcr.io", "acme", "macos-base", "1", "disk.img")
+	f, err := os.OpenFile(baseDisk, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.Write(make([]byte, 4<<20)); err != nil { // blocks to reclaim
+		t.Fatal(err)
+	}
+	f.Close()
+	cached := func() bool {
+		t.Helper()
+		vms, err := d.list(ctx, "--source", "oci")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, vm := range vms {
+			if vm.Name == base {
+				return true
+			}
+		}
+		return false
+	}
+
+	if err := d.clone(ctx, e.vm(t, "fa-prune-1")); err != nil {
+		t.Fatal(err)
+	}
+	if !cached() {
+		t.Fatalf("the worker's clone pruned %s from Tart's cache", base)
+	}
+	// An inherited TART_NO_AUTO_PRUNE does not override the owner's choice.
+	d.AutoPrune = true
+	d.Env = append(d.Env, "TART_NO_AUTO_PRUNE=")
+	if err := d.clone(ctx, e.vm(t, "fa-prune-2")); err != nil {
+		t.Fatal(err)
+	}
+	if cached() {
+		t.Fatalf("with AutoPrune the clone kept %s; Tart would have pruned it", base)
+	}
+}

@@ -313,6 +313,19 @@ func runClone(a *app, p *parsed) error {
 	if err := a.home.moveIntoVMs(dst, tmp); err != nil {
 		return genericErr("%v", err)
 	}
+	global.Close()
+	// The clone shares the source's blocks until the VM writes; Tart
+	// reclaims what it may still claim, at most --prune-limit GB.
+	apparent, allocated := srcVM.sizes()
+	reclaim := uint64(max(apparent-allocated, 0))
+	limit, ok, _ := p.uint("prune-limit", 64)
+	if !ok {
+		limit = 100
+	}
+	reclaim = min(reclaim, limit<<30)
+	if reclaim > 0 {
+		return a.reclaimIfNeeded(reclaim, srcVM.path)
+	}
 	return nil
 }
 
@@ -367,6 +380,10 @@ func (a *app) pullImage(r remoteName) error {
 		st, err := os.Stat(filepath.Join(srcDir, diskFile))
 		if err != nil {
 			return genericErr("%v", err)
+		}
+		// The manifest's uncompressed disk size plus 128 MiB for the other files.
+		if err := a.reclaimIfNeeded(uint64(st.Size())+128<<20, ""); err != nil {
+			return err
 		}
 		a.println("pulling disk (%.1f GB compressed)...", float64(st.Size())/1e9)
 		delay, _ := parseDelay(os.Getenv("FAKETART_PULL_DELAY"))

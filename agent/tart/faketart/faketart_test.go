@@ -1202,3 +1202,68 @@ func TestParseTimeValueErrors(t *testing.T) {
 		t.Errorf("cpuCount %v, want 3", c["cpuCount"])
 	}
 }
+
+// Tart's automatic pruning (Prune.reclaimIfNeeded): a clone short of space
+// deletes cached images, least recently accessed first, sparing the one it
+// cloned; TART_NO_AUTO_PRUNE, even empty, turns it off; a cache too small
+// to cover the shortfall is left alone.
+func TestClonePrunesCachedImagesWhenSpaceIsLow(t *testing.T) {
+	bin := faketarttest.Build(t)
+	registry := t.TempDir()
+	for _, r := range []string{"ghcr.io/a/old:1", "ghcr.io/a/new:1"} {
+		faketarttest.RegistryImage(t, registry, r, faketarttest.VM{DiskGB: 1})
+	}
+	setup := func(t *testing.T) string {
+		home := faketarttest.Home(t)
+		faketarttest.WriteVM(t, filepath.Join(home, "vms", "local"), faketarttest.VM{DiskGB: 1})
+		for i, r := range []string{"ghcr.io/a/old:1", "ghcr.io/a/new:1"} {
+			if res := faketarttest.Run(t, bin, faketarttest.Env(home, "FAKETART_REGISTRY="+registry), "pull", r); res.Code != 0 {
+				t.Fatalf("pull %s: %+v", r, res)
+			}
+			dir := filepath.Join(home, "cache", "OCIs", "ghcr.io", "a", strings.Split(r, "/")[2][:3], "1")
+			if err := os.WriteFile(filepath.Join(dir, "nvram.bin"), make([]byte, 4<<20), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			at := time.Now().Add(time.Duration(i-2) * time.Hour) // old before new
+			real, _ := filepath.EvalSymlinks(dir)
+			if err := os.Chtimes(real, at, at); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return home
+	}
+	cached := func(t *testing.T, home string) string {
+		res := faketarttest.Run(t, bin, faketarttest.Env(home), "list", "--source", "oci", "--quiet")
+		var tags []string
+		for _, n := range strings.Fields(res.Stdout) {
+			if !strings.Contains(n, "@") {
+				tags = append(tags, n)
+			}
+		}
+		return strings.Join(tags, " ")
+	}
+	for _, c := range []struct {
+		name, src string
+		env       []string
+		want      string
+	}{
+		// ~1 MB short: the oldest image goes, and only it.
+		{"local", "local", []string{"FAKETART_FREE_BYTES=999000000"}, "ghcr.io/a/new:1"},
+		{"no auto prune", "local", []string{"FAKETART_FREE_BYTES=999000000", "TART_NO_AUTO_PRUNE="}, "ghcr.io/a/new:1 ghcr.io/a/old:1"},
+		// The image cloned is spared, the next oldest goes.
+		{"initiator", "ghcr.io/a/old:1", []string{"FAKETART_FREE_BYTES=999000000"}, "ghcr.io/a/old:1"},
+		// 500 MB short: the cache cannot cover it, nothing goes.
+		{"too little cache", "local", []string{"FAKETART_FREE_BYTES=500000000"}, "ghcr.io/a/new:1 ghcr.io/a/old:1"},
+		{"enough space", "local", []string{"FAKETART_FREE_BYTES=2000000000"}, "ghcr.io/a/new:1 ghcr.io/a/old:1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			home := setup(t)
+			if res := faketarttest.Run(t, bin, faketarttest.Env(home, c.env...), "clone", c.src, "copy"); res.Code != 0 {
+				t.Fatalf("clone: %+v", res)
+			}
+			if got := cached(t, home); got != c.want {
+				t.Fatalf("cached after clone: %q, want %q", got, c.want)
+			}
+		})
+	}
+}

@@ -53,6 +53,7 @@ type Config struct {
 	VMNetwork     string // softnet or shared (tart.ParseNetwork)
 	Softnet       string
 	SoftnetAllow  string // comma-separated IPv4 CIDRs (tart.ParseAllow)
+	TartAutoPrune bool   // let Tart delete cached images to make room (tart.Driver.AutoPrune)
 	HostAddress   string
 	Bootstrap     string
 	Name          string
@@ -124,6 +125,7 @@ func loadConfigEnv(cmd string, args []string, lookupEnv func(string) (string, bo
 		o.String(&cfg.VMNetwork, "vm-network", "FREEAGENT_VM_NETWORK", tart.NetworkSoftnet, "the VMs' network with tart: softnet (isolated: the internet, the controller and --softnet-allow only; needs softnet) or shared (Tart's NAT: this Mac's LAN too)")
 		o.String(&cfg.Softnet, "softnet", "FREEAGENT_SOFTNET", "softnet", "the softnet binary: a path, or a name looked up on PATH and then in Homebrew's bin")
 		o.String(&cfg.SoftnetAllow, "softnet-allow", "FREEAGENT_SOFTNET_ALLOW", "", "extra IPv4 CIDRs softnet VMs may reach, comma-separated, e.g. a registry on the LAN (10.0.0.5/32); the controller is always allowed")
+		o.Bool(&cfg.TartAutoPrune, "tart-auto-prune", "FREEAGENT_TART_AUTO_PRUNE", false, "let Tart delete cached VM images and IPSWs, least recently used first, when a clone or pull finds the disk short of space; it may delete the template's own base image")
 		o.String(&cfg.HostAddress, "host-address", "FREEAGENT_HOST_ADDRESS", "192.168.64.1", "this host's address on Tart's network (replaces a loopback controller URL inside VMs)")
 		o.String(&cfg.Bootstrap, "bootstrap", "FREEAGENT_BOOTSTRAP", defaultBootstrap(), "the freeagent-vm binary copied into every build")
 		o.String(&cfg.Name, "name", "FREEAGENT_WORKER_NAME", "", "worker name shown on the controller (default: host name)")
@@ -284,7 +286,7 @@ func (c *Config) tartDriver(log logrus.FieldLogger) *tart.Driver {
 	if err != nil {
 		softnet = c.Softnet // a missing softnet is the Softnet check's finding
 	}
-	return &tart.Driver{Tart: path, Template: c.Template, Log: log, Network: c.VMNetwork, Softnet: softnet}
+	return &tart.Driver{Tart: path, Template: c.Template, Log: log, Network: c.VMNetwork, Softnet: softnet, AutoPrune: c.TartAutoPrune}
 }
 
 // softnetAllow is what softnet VMs may reach beyond Softnet's defaults:
@@ -371,6 +373,17 @@ func (c *Config) hostRules() (hostsignals.Rules, error) {
 func (c *Config) hostGate(log logrus.FieldLogger) *hostsignals.Gate {
 	rules, _ := c.hostRules() // checked by loadConfig
 	return &hostsignals.Gate{Reader: hostsignals.ForHost(c.HostSignals, c.DataDir), Rules: rules, Log: log}
+}
+
+// workerGate is what holds the worker's builds back: the owner's rules and,
+// for VMs on Softnet, a softnet that cannot become root (every VM would
+// stop at once, and every build fail and be retried).
+func workerGate(c *Config, driver agent.Driver, log logrus.FieldLogger) agent.HostGate {
+	gate := agent.Gates{c.hostGate(log)}
+	if d, ok := driver.(*tart.Driver); ok && d.Network != tart.NetworkShared {
+		gate = append(gate, &hostcheck.SoftnetGate{Driver: d})
+	}
+	return gate
 }
 
 // hostChecks is what `freeagent doctor` and the menu bar check on this host.

@@ -266,7 +266,7 @@ func newAgent(cfg *Config, store secrets.Store, log logrus.FieldLogger) (*agent.
 		BackoffMin:         cfg.BackoffMin,
 		MaxBuildTimeout:    cfg.BuildTimeout,
 		Awake:              power.ForHost(), // the Mac must not sleep mid-build
-		Host:               cfg.hostGate(log),
+		Host:               workerGate(cfg, driver, log),
 		HostCheckInterval:  cfg.HostCheck,
 		CacheDir:           cfg.cacheDir(),
 		CacheMaxBytes:      int64(cfg.CacheGB) << 30,
