@@ -289,6 +289,9 @@ autologin=$(guest 'defaults read /Library/Preferences/com.apple.loginwindow auto
 # auto-login file /etc/kcpassword), and sshd refuses passwords.
 echo "--- locking the template down and shutting down"
 guest "$brewenv && brew cleanup -s >/dev/null; rm -f /tmp/freeagent-vm.log" || true
+# The image's well-known password, which must stop working (base64: any
+# character survives the quoting below).
+known_b64=$(printf '%s' "${FREEAGENT_TEMPLATE_SSH_PASSWORD:-admin}" | base64 | tr -d '\n')
 guest "sudo -n sh -c '
 	set -e
 	for f in /etc/sudoers /etc/sudoers.d/*; do
@@ -306,11 +309,25 @@ guest "sudo -n sh -c '
 	printf \"%s\\n\" \"# Free Agent: no password logins (the farm uses tart exec)\" \
 		\"PasswordAuthentication no\" \"KbdInteractiveAuthentication no\" >/etc/ssh/sshd_config.d/000-freeagent.conf
 	launchctl disable system/com.openssh.sshd 2>/dev/null || true
+	launchctl print-disabled system | grep -Eq \"\\\"com.openssh.sshd\\\" => (disabled|true)\" ||
+		{ echo \"sshd is not disabled\" >&2; exit 1; }
 	pw=\$(openssl rand -base64 24)
-	dscl . -passwd /Users/$user \"\$pw\"
+	# dscl -passwd asks for the old password on macOS 26, even as root.
+	sysadminctl -resetPasswordFor $user -newPassword \"\$pw\" >/dev/null 2>&1 || true
+	dscl . -authonly $user \"\$pw\" >/dev/null 2>&1 || { echo \"the new password of $user was not set\" >&2; exit 1; }
+	known=\$(echo $known_b64 | base64 -D)
+	if dscl . -authonly $user \"\$known\" >/dev/null 2>&1; then echo \"the well-known password of $user still works\" >&2; exit 1; fi
 	sysadminctl -autologin set -userName $user -password \"\$pw\" >/dev/null 2>&1
+	[ \"\$(defaults read /Library/Preferences/com.apple.loginwindow autoLoginUser 2>/dev/null)\" = $user ] ||
+		{ echo \"$user no longer logs in automatically\" >&2; exit 1; }
 	shutdown -h now
-'" || die "locking the template down failed: it may still allow passwordless sudo; rebuild it"
+'" || {
+	# Half locked down is worse than not built: it may still take the
+	# well-known password or give passwordless sudo.
+	tart stop "$name" >/dev/null 2>&1 || true
+	tart delete "$name" >/dev/null 2>&1 || true
+	die "locking the template down failed (above), so $name was deleted: no worker can use a template that is half locked down"
+}
 wait "$run_pid" || true
 run_pid=""
 

@@ -269,6 +269,15 @@ JS
 		local prune="absent"
 		ps -E -ww -o command= -p "$(pgrep -f "tart run .*$vm" | head -1)" 2>/dev/null | grep -q "TART_NO_AUTO_PRUNE=1" && prune="set"
 		expect "tart runs with TART_NO_AUTO_PRUNE=1 (no pruning of the owner's images)" "$prune" set
+		# The template's lockdown: the image's well-known password no
+		# longer works, its user has no passwordless sudo, sshd is off.
+		local known="works" sudo_ok="yes" sshd="on"
+		tart exec "$vm" dscl . -authonly admin "${FREEAGENT_TEMPLATE_SSH_PASSWORD:-admin}" >/dev/null 2>&1 || known="refused"
+		tart exec "$vm" sudo -n true >/dev/null 2>&1 || sudo_ok="no"
+		tart exec "$vm" launchctl print-disabled system 2>/dev/null | grep -Eq '"com.openssh.sshd" => (disabled|true)' && sshd="off"
+		expect "the build VM refuses the image's well-known password" "$known" refused
+		expect "the build VM's user has no passwordless sudo" "$sudo_ok" no
+		expect "the build VM's sshd is disabled" "$sshd" off
 		# A second worker on this Mac (the menu-bar app beside `freeagent
 		# run`) sweeps orphans when it starts: it must leave this VM alone.
 		start_worker mac-e2e-second "$work/agent-second"
