@@ -239,7 +239,6 @@ func easBuildFlags() []*easBuildFlag {
 		{names: []string{"auto-submit", "s", "submit"}, refused: noStores},
 		{names: []string{"auto-submit-with-profile"}, value: true, refused: noStores},
 		{names: []string{"what-to-test"}, value: true, refused: "it goes with --auto-submit: " + noStores},
-		{names: []string{"resource-class"}, value: true, refused: "EAS deprecated this flag: set resourceClass in the eas.json build profile, which selects the worker"},
 		{names: []string{"refresh-ad-hoc-provisioning-profile"}, refused: "the farm keeps no App Store Connect session; put a fresh ad-hoc profile in credentials.json or pass it with --provisioning-profile"},
 		{names: []string{"freeze-credentials"}, noop: "the farm never changes credentials"},
 		{names: []string{"verbose-logs"}, noop: "the farm's build log is always the build tools' whole output"},

@@ -104,13 +104,22 @@ func TestBuildNoWaitAndEASFlags(t *testing.T) {
 		t.Errorf("--wait=false: %s", r)
 	}
 	for flag, want := range map[string]string{"--local": "freeagent run --vm-driver local", "--auto-submit": "eas submit",
-		"-s": "eas submit", "--resource-class=large": "resourceClass in the eas.json", "--refresh-ad-hoc-provisioning-profile": "credentials.json"} {
+		"-s": "eas submit", "--refresh-ad-hoc-provisioning-profile": "credentials.json"} {
 		r := e.mustRun(ExitUsage, nil, "build", dir, "-p", "android", "--no-wait", flag)
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("build %s: want %q in the message\n%s", flag, want, r)
 		}
 	}
 	e.mustRun(ExitUsage, nil, "build", dir, "-p", "android", "--wait", "--no-wait")
+	// --resource-class, deprecated in EAS, overrides the profile's
+	// resourceClass as eas build does: here no online worker has a large
+	// one's 8 cores, so the build is refused before the upload.
+	r = e.mustRun(ExitUsage, nil, "build", dir, "-p", "android", "--no-wait", "--resource-class", "large")
+	for _, want := range []string{"--resource-class flag has been deprecated", `resourceClass "large"`, "8 CPU cores"} {
+		if !strings.Contains(r.stderr, want) {
+			t.Errorf("build --resource-class large: want %q\n%s", want, r)
+		}
+	}
 }
 
 // build:list --json prints builds as eas build:list --json does, and

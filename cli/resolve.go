@@ -56,11 +56,18 @@ type farm struct {
 // one place that decides, recorded as the spec's ProjectName), the layout
 // and package manager, the credentials. Every problem is an error before
 // anything is uploaded.
-func resolveBuild(ctx context.Context, appRoot, platform, profileName, projectName string, farm farm) (*resolved, error) {
+func resolveBuild(ctx context.Context, appRoot, platform, profileName, projectName, resourceClass string, farm farm) (*resolved, error) {
 	r := &resolved{}
 	profile, versionSource, err := resolveProfile(appRoot, platform, profileName, &r.warnings)
 	if err != nil {
 		return nil, err
+	}
+	if resourceClass != "" { // eas build's deprecated --resource-class, with eas-cli's words
+		if profile.ResourceClass != "" && profile.ResourceClass != resourceClass {
+			r.warnings = append(r.warnings, fmt.Sprintf("Build profile specifies the %q resource class but you passed %q to --resource-class. Using %q as the override.",
+				profile.ResourceClass, resourceClass, resourceClass))
+		}
+		profile.ResourceClass = resourceClass
 	}
 	if profileName == "" {
 		profileName = "production"

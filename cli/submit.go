@@ -57,6 +57,9 @@ type submitOpts struct {
 	timeout                                                   time.Duration
 	wait, noWait, logs, force, nonInteractive                 bool
 	reuse, clearCache                                         bool
+	// resourceClass (--resource-class, deprecated in EAS) overrides the
+	// profile's resourceClass, as eas build does.
+	resourceClass string
 	sign                                                      signing
 	limits                                                    api.Limits // the controller's, learnt before packing
 	// eas: the build command, with eas build's defaults (wait), flags and
@@ -86,6 +89,7 @@ func (o *submitOpts) flags(inv *invocation) *flag.FlagSet {
 		fs.BoolVar(&o.wait, "wait", true, "follow the build and download the artifacts when it completes (the default, as in EAS)")
 		fs.BoolVar(&o.noWait, "no-wait", false, "return once the build is queued")
 		fs.BoolVar(&o.clearCache, "clear-cache", false, "build without restoring the dependency caches; a success saves them afresh")
+		fs.StringVar(&o.resourceClass, "resource-class", "", "deprecated in EAS (set resourceClass in eas.json): overrides the profile's resourceClass, which selects the worker")
 		o.easFlags = easBuildFlags()
 		for _, f := range o.easFlags {
 			for _, name := range f.names {
@@ -134,6 +138,9 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 		o.nonInteractive = o.nonInteractive || inv.json
 		if err := checkEASBuildFlags(inv.ui, o.easFlags); err != nil {
 			return err
+		}
+		if o.resourceClass != "" { // eas-cli's words
+			inv.ui.warn("The --resource-class flag has been deprecated. Define the resource class in eas.json.")
 		}
 	}
 	dir := "."
@@ -210,7 +217,7 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 	builds := make([]*resolved, len(platforms))
 	lookups := s.farm(c)
 	for i, platform := range platforms {
-		r, err := resolveBuild(ctx, root, platform, o.profileName, o.project, lookups)
+		r, err := resolveBuild(ctx, root, platform, o.profileName, o.project, o.resourceClass, lookups)
 		if err != nil {
 			return err
 		}

@@ -76,7 +76,7 @@ func (a *App) versionTargets(ctx context.Context, inv *invocation, s *session, c
 	}
 	var out []versionTarget
 	for _, p := range platforms {
-		r, err := resolveBuild(ctx, root, p, o.profile, o.project, s.farm(c))
+		r, err := resolveBuild(ctx, root, p, o.profile, o.project, "", s.farm(c))
 		if err != nil {
 			return nil, err
 		}
