@@ -60,8 +60,8 @@ type submitOpts struct {
 	// resourceClass (--resource-class, deprecated in EAS) overrides the
 	// profile's resourceClass, as eas build does.
 	resourceClass string
-	sign                                                      signing
-	limits                                                    api.Limits // the controller's, learnt before packing
+	sign          signing
+	limits        api.Limits // the controller's, learnt before packing
 	// eas: the build command, with eas build's defaults (wait), flags and
 	// --json (an array of builds as eas-cli prints them).
 	eas bool
