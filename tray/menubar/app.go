@@ -312,6 +312,12 @@ func (a *App) handle(ctx context.Context, wg *sync.WaitGroup, id string) {
 		a.mu.Unlock()
 		if err = a.cfg.LoginItem.SetEnabled(!on); err == nil {
 			a.refreshLogin()
+		} else {
+			// Shown on the item: the refusal says what to do (move the
+			// app out of a disk image into /Applications).
+			a.mu.Lock()
+			a.loginErr = err
+			a.mu.Unlock()
 		}
 	case menu.IDDiagnostics:
 		a.runChecks(ctx, wg, true)

@@ -112,9 +112,10 @@ func (w *fakeWorker) CancelBuilds() {
 }
 
 type fakeLogin struct {
-	mu  sync.Mutex
-	on  bool
-	err error
+	mu     sync.Mutex
+	on     bool
+	err    error
+	setErr error // what SetEnabled refuses with
 }
 
 func (l *fakeLogin) Enabled() (bool, error) {
@@ -128,6 +129,9 @@ func (l *fakeLogin) SetEnabled(on bool) error {
 	defer l.mu.Unlock()
 	if l.err != nil {
 		return l.err
+	}
+	if l.setErr != nil {
+		return l.setErr
 	}
 	l.on = on
 	return nil
@@ -336,6 +340,16 @@ func TestStartAtLogin(t *testing.T) {
 	eventually(t, "broken login item disabled", func() bool {
 		it := h2.item(menu.IDLogin)
 		return !it.Enabled && it.Tooltip == "launchctl: permission denied"
+	})
+
+	// Turning it on from a disk image is refused; the menu says why.
+	refusing := &fakeLogin{setErr: errors.New("Free Agent runs from /Volumes/x: move FreeAgent.app to /Applications")}
+	h3 := newHarness(t, refusing, func() *fakeWorker { return newFakeWorker(0) })
+	eventually(t, "login item shown off", func() bool { return h3.item(menu.IDLogin).Enabled })
+	h3.app.Click(menu.IDLogin)
+	eventually(t, "refusal shown on the item", func() bool {
+		it := h3.item(menu.IDLogin)
+		return !it.Checked && strings.Contains(it.Tooltip, "move FreeAgent.app to /Applications")
 	})
 }
 
