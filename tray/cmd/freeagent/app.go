@@ -23,9 +23,10 @@ import (
 )
 
 // cmdApp runs the menu-bar app with the worker in-process. It is what the
-// app bundle launches (see inAppBundle). Quit, or SIGTERM, drains the
+// app bundle launches (see inAppBundle). Quit, or Ctrl-C, drains the
 // worker; the app exits 0 once the running builds have finished or been
-// handed back.
+// handed back. SIGTERM (launchd at logout, restart or shutdown) hands the
+// running builds back at once (menubar.App.End).
 func cmdApp(args []string, stderr io.Writer) error {
 	cfg, err := loadConfig("app", args, stderr)
 	if err != nil {
@@ -107,11 +108,21 @@ func cmdApp(args []string, stderr io.Writer) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	go func() {
-		// Like choosing Quit: drain first, hand builds back on the second.
 		for {
 			select {
-			case <-sigs:
-				app.Click(menu.IDQuit)
+			case sig := <-sigs:
+				if sig != syscall.SIGTERM {
+					// Ctrl-C: like choosing Quit, drain first, hand the
+					// builds back on the second.
+					app.Click(menu.IDQuit)
+					continue
+				}
+				// launchd at logout, restart or shutdown: no time for the
+				// builds to finish; hand them back, then end the app even
+				// if that did not finish in time.
+				app.EndNow()
+				cancel()
+				return
 			case <-ctx.Done():
 				return
 			}
