@@ -37,6 +37,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/store"
 	"github.com/freeagent-build/freeagent/controller/webhooks"
 	"github.com/freeagent-build/freeagent/internal/config"
+	"github.com/freeagent-build/freeagent/internal/datadirlock"
 )
 
 // Config is everything `serve` can be told. Every zero field takes its
@@ -146,7 +147,7 @@ type Controller struct {
 	hooks      *webhooks.Dispatcher
 	metrics    *metrics.Metrics
 	cluster    *pgcluster.Cluster
-	dirLock    *dataDirLock // held while the built-in database is ours
+	dirLock    *datadirlock.Lock // held while the built-in database is ours
 	serveErr   chan error
 	registered bool
 }
@@ -264,7 +265,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 		c.URL = "https://" + ln.Addr().String()
 	}
 	if c.dirLock != nil {
-		if err := c.dirLock.write(c.URL); err != nil {
+		if err := c.dirLock.Note(c.URL); err != nil {
 			ln.Close()
 			return nil, err
 		}
@@ -477,7 +478,7 @@ func (c *Controller) closeResources() {
 			c.log.WithError(err).Warn("stopping the built-in PostgreSQL")
 		}
 	}
-	c.dirLock.release() // last: the database is down before another may start it
+	c.dirLock.Release() // last: the database is down before another may start it
 }
 
 // OpenBlobStore opens the store cfg.BlobStore names, checking that it can

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -32,6 +33,17 @@ func cmdApp(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	lock, err := lockWorker(cfg.DataDir, "the menu-bar app")
+	if errors.Is(err, errWorkerRunning) {
+		// The app is already in the menu bar: this start quits, with exit
+		// 0 so the login item's launchd does not start it again.
+		fmt.Fprintln(stderr, err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	log, closeLog, err := newLogger(cfg, stderr)
 	if err != nil {
 		return err
