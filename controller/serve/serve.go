@@ -47,10 +47,13 @@ import (
 // says how (httpapi.Off, store.Off).
 type Config struct {
 	Listen string // host:port; port 0 picks a free one; zero: 127.0.0.1:8080
+	// Listener, when set, is served instead of listening on Listen (solo
+	// mode: loopback and the VM bridge, bound once it exists); the
+	// controller closes it.
+	Listener net.Listener
 	// AllowClients, when set, are the only addresses whose connections are
 	// served: any other connection is closed as it is accepted, before a
-	// byte is read (solo mode: this Mac and its VMs, on a wildcard
-	// listener because the VM bridge exists only while a VM runs).
+	// byte is read (solo mode: this Mac and its VMs).
 	AllowClients []netip.Prefix
 	// TLSCert and TLSKey are PEM files (the certificate chain, leaf first,
 	// and its private key): when both are set the controller serves HTTPS
@@ -253,9 +256,11 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	}
 	c.hooks = hooks
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w (is another controller running? choose another with --listen)", cfg.Listen, err)
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w (is another controller running? choose another with --listen)", cfg.Listen, err)
+		}
 	}
 	if len(cfg.AllowClients) > 0 {
 		ln = AllowOnly(ln, cfg.AllowClients, log)

@@ -89,7 +89,7 @@ func cmdApp(args []string, stderr io.Writer) error {
 			store := secrets.Open(c.DataDir)
 			switch {
 			case c.Solo && soloCtl == nil:
-				if soloCtl, err = solo.Start(ctx, solo.Config{DataDir: c.DataDir, Listen: c.SoloListen, VMNetwork: c.SoloVMNetwork, Secrets: store}, log); err != nil {
+				if soloCtl, err = solo.Start(ctx, solo.Config{DataDir: c.DataDir, Listen: c.SoloListen, VMNetwork: c.SoloVMNetwork, Bridge: c.HostAddress, Secrets: store}, log); err != nil {
 					return menubar.Setup{}, err
 				}
 			case !c.Solo && soloCtl != nil:
