@@ -66,6 +66,9 @@ func (h HostAgent) Job() (Job, error) {
 			return Job{}, fmt.Errorf("LaunchAgent path or argument %q contains \"{{\": move the app to a plain path", s)
 		}
 	}
+	if err := checkLasting(h.Executable); err != nil {
+		return Job{}, err
+	}
 	return Job{
 		Label:                       HostLabel,
 		ProgramArguments:            append([]string{h.Executable}, h.Args...),
@@ -81,6 +84,19 @@ func (h HostAgent) Job() (Job, error) {
 		// Finder, which gives it the same short PATH.
 		EnvironmentVariables: map[string]string{"PATH": AgentPATH},
 	}, nil
+}
+
+// checkLasting refuses an executable that will not be there after a
+// restart: an app opened from a mounted disk image (/Volumes/…) or one
+// macOS runs from a random read-only copy because it was opened where it
+// was downloaded (App Translocation, …/AppTranslocation/…). A LaunchAgent
+// pointing there fails at every login.
+func checkLasting(exe string) error {
+	if strings.HasPrefix(exe, "/Volumes/") || strings.Contains(exe, "/AppTranslocation/") {
+		return fmt.Errorf("Free Agent runs from %s, which is gone after a restart (a disk image or a temporary copy macOS made): "+
+			"move FreeAgent.app to /Applications (or ~/Applications), open it from there and turn on Start at login again", exe)
+	}
+	return nil
 }
 
 // Enabled reports whether the app starts at login: our plist is in

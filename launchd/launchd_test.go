@@ -94,6 +94,10 @@ func TestHostJobRefusesBadPaths(t *testing.T) {
 		{Executable: "freeagent", Home: "/Users/ann"},
 		{Executable: "/a/freeagent", Home: "~"},
 		{Executable: "/Apps/{{.Name}}/freeagent", Home: "/Users/ann"},
+		// Opened from the mounted disk image, or from the read-only copy
+		// macOS runs a downloaded app from: both gone after a restart.
+		{Executable: "/Volumes/Free Agent/FreeAgent.app/Contents/MacOS/freeagent", Home: "/Users/ann"},
+		{Executable: "/private/var/folders/xy/abc/T/AppTranslocation/1A2B/d/FreeAgent.app/Contents/MacOS/freeagent", Home: "/Users/ann"},
 	} {
 		if _, err := h.Job(); err == nil {
 			t.Errorf("%+v: no error", h)

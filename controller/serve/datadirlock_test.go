@@ -23,17 +23,17 @@ func TestDataDirLock(t *testing.T) {
 	if !errors.Is(err, ErrDataDirInUse) || !strings.Contains(err.Error(), fmt.Sprintf("(pid %d)", os.Getpid())) || !strings.Contains(err.Error(), "is starting") {
 		t.Fatalf("second lock while starting: %v", err)
 	}
-	if err := l.write("http://127.0.0.1:8080"); err != nil {
+	if err := l.Note("http://127.0.0.1:8080"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = lockDataDir(dir)
 	if !errors.Is(err, ErrDataDirInUse) || !strings.Contains(err.Error(), "listens on http://127.0.0.1:8080") || !strings.Contains(err.Error(), "--data-dir") {
 		t.Fatalf("second lock while serving: %v", err)
 	}
-	l.release()
+	l.Release()
 	l2, err := lockDataDir(dir)
 	if err != nil {
 		t.Fatalf("lock after release: %v", err)
 	}
-	l2.release()
+	l2.Release()
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/store"
 	"github.com/freeagent-build/freeagent/controller/webhooks"
 	"github.com/freeagent-build/freeagent/internal/config"
+	"github.com/freeagent-build/freeagent/internal/datadirlock"
 )
 
 // Config is everything `serve` can be told. Every zero field takes its
@@ -46,10 +47,13 @@ import (
 // says how (httpapi.Off, store.Off).
 type Config struct {
 	Listen string // host:port; port 0 picks a free one; zero: 127.0.0.1:8080
+	// Listener, when set, is served instead of listening on Listen (solo
+	// mode: loopback and the VM bridge, bound once it exists); the
+	// controller closes it.
+	Listener net.Listener
 	// AllowClients, when set, are the only addresses whose connections are
 	// served: any other connection is closed as it is accepted, before a
-	// byte is read (solo mode: this Mac and its VMs, on a wildcard
-	// listener because the VM bridge exists only while a VM runs).
+	// byte is read (solo mode: this Mac and its VMs).
 	AllowClients []netip.Prefix
 	// TLSCert and TLSKey are PEM files (the certificate chain, leaf first,
 	// and its private key): when both are set the controller serves HTTPS
@@ -146,7 +150,7 @@ type Controller struct {
 	hooks      *webhooks.Dispatcher
 	metrics    *metrics.Metrics
 	cluster    *pgcluster.Cluster
-	dirLock    *dataDirLock // held while the built-in database is ours
+	dirLock    *datadirlock.Lock // held while the built-in database is ours
 	serveErr   chan error
 	registered bool
 }
@@ -252,9 +256,11 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	}
 	c.hooks = hooks
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen on %s: %w (is another controller running? choose another with --listen)", cfg.Listen, err)
+	ln := cfg.Listener
+	if ln == nil {
+		if ln, err = net.Listen("tcp", cfg.Listen); err != nil {
+			return nil, fmt.Errorf("listen on %s: %w (is another controller running? choose another with --listen)", cfg.Listen, err)
+		}
 	}
 	if len(cfg.AllowClients) > 0 {
 		ln = AllowOnly(ln, cfg.AllowClients, log)
@@ -264,7 +270,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 		c.URL = "https://" + ln.Addr().String()
 	}
 	if c.dirLock != nil {
-		if err := c.dirLock.write(c.URL); err != nil {
+		if err := c.dirLock.Note(c.URL); err != nil {
 			ln.Close()
 			return nil, err
 		}
@@ -477,7 +483,7 @@ func (c *Controller) closeResources() {
 			c.log.WithError(err).Warn("stopping the built-in PostgreSQL")
 		}
 	}
-	c.dirLock.release() // last: the database is down before another may start it
+	c.dirLock.Release() // last: the database is down before another may start it
 }
 
 // OpenBlobStore opens the store cfg.BlobStore names, checking that it can

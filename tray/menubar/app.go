@@ -68,6 +68,9 @@ type App struct {
 	reload  chan struct{}
 	checked chan checkResult
 	changed chan struct{}
+	ending  chan struct{} // closed by End
+	endOnce sync.Once
+	ended   chan struct{} // closed when Run returns
 
 	mu        sync.Mutex
 	setup     Setup
@@ -91,7 +94,28 @@ func New(cfg Config) *App {
 		cfg.CheckEvery = time.Minute
 	}
 	return &App{cfg: cfg, clicks: make(chan string, 16), reload: make(chan struct{}, 1),
-		checked: make(chan checkResult, 1), changed: make(chan struct{}, 1)}
+		checked: make(chan checkResult, 1), changed: make(chan struct{}, 1),
+		ending: make(chan struct{}), ended: make(chan struct{})}
+}
+
+// EndWithin bounds End when macOS ends the app: a logout, restart or
+// shutdown waits about 5–20 seconds before it kills what is left.
+const EndWithin = 10 * time.Second
+
+// End is how the app ends when macOS ends it (SIGTERM from launchd at
+// logout, restart or shutdown; the power-off notification; the app being
+// terminated): there is no time for running builds to finish, so they are
+// handed back to the controller at once, for another worker, instead of
+// waiting out their lease; then Run returns. End waits for that until ctx
+// ends, and may be called from several of those paths.
+func (a *App) End(ctx context.Context) error {
+	a.endOnce.Do(func() { close(a.ending) })
+	select {
+	case <-a.ended:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("hand the running builds back before the app ends: %w", ctx.Err())
+	}
 }
 
 // Click reports a click on the item with id; it never blocks.
@@ -151,6 +175,7 @@ func (a *App) Menu() []menu.Item {
 
 // Run runs the worker and the checks until Quit has drained the worker.
 func (a *App) Run(ctx context.Context) error {
+	defer close(a.ended)
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { // stop the checks still running, then wait for them
@@ -163,8 +188,14 @@ func (a *App) Run(ctx context.Context) error {
 	tick := time.NewTicker(a.cfg.CheckEvery)
 	defer tick.Stop()
 	reloading := false
+	ending := a.ending
 	for {
 		select {
+		case <-ending:
+			ending = nil
+			if a.handBack(workerDone == nil) {
+				return nil
+			}
 		case <-ctx.Done():
 			a.drain()
 			if workerDone != nil {
@@ -272,6 +303,31 @@ func (a *App) quit(noWorker bool) bool {
 	return false
 }
 
+// EndNow is End bounded by EndWithin, for each of the ways macOS ends the
+// app; a failure is logged, since the process ends regardless.
+func (a *App) EndNow() {
+	ctx, cancel := context.WithTimeout(context.Background(), EndWithin)
+	defer cancel()
+	if err := a.End(ctx); err != nil {
+		a.cfg.Log.WithError(err).Error("the app ends with builds not handed back: they return to the queue when their lease expires")
+	}
+}
+
+// handBack ends the app now: running builds are handed back. It returns
+// true when the app can exit at once (no worker running).
+func (a *App) handBack(noWorker bool) bool {
+	a.mu.Lock()
+	a.quitting = true
+	w := a.setup.Worker
+	a.mu.Unlock()
+	if noWorker || w == nil {
+		return true
+	}
+	a.cfg.Log.Warn("macOS is ending the app (logout, restart or shutdown): handing the running builds back")
+	w.CancelBuilds()
+	return false
+}
+
 func (a *App) handle(ctx context.Context, wg *sync.WaitGroup, id string) {
 	a.mu.Lock()
 	s := a.setup
@@ -312,6 +368,12 @@ func (a *App) handle(ctx context.Context, wg *sync.WaitGroup, id string) {
 		a.mu.Unlock()
 		if err = a.cfg.LoginItem.SetEnabled(!on); err == nil {
 			a.refreshLogin()
+		} else {
+			// Shown on the item: the refusal says what to do (move the
+			// app out of a disk image into /Applications).
+			a.mu.Lock()
+			a.loginErr = err
+			a.mu.Unlock()
 		}
 	case menu.IDDiagnostics:
 		a.runChecks(ctx, wg, true)

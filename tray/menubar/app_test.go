@@ -34,6 +34,7 @@ type fakeWorker struct {
 	paused    []bool
 	stopped   int           // StopBuilds calls
 	finish    chan struct{} // closing it finishes the running builds
+	holdOn    bool          // CancelBuilds does nothing: the builds never let go
 }
 
 func newFakeWorker(builds int) *fakeWorker {
@@ -104,6 +105,9 @@ func (w *fakeWorker) StopBuilds() {
 }
 
 func (w *fakeWorker) CancelBuilds() {
+	if w.holdOn {
+		return
+	}
 	w.Drain()
 	w.mu.Lock()
 	w.cancelled = true
@@ -112,9 +116,10 @@ func (w *fakeWorker) CancelBuilds() {
 }
 
 type fakeLogin struct {
-	mu  sync.Mutex
-	on  bool
-	err error
+	mu     sync.Mutex
+	on     bool
+	err    error
+	setErr error // what SetEnabled refuses with
 }
 
 func (l *fakeLogin) Enabled() (bool, error) {
@@ -128,6 +133,9 @@ func (l *fakeLogin) SetEnabled(on bool) error {
 	defer l.mu.Unlock()
 	if l.err != nil {
 		return l.err
+	}
+	if l.setErr != nil {
+		return l.setErr
 	}
 	l.on = on
 	return nil
@@ -206,6 +214,12 @@ func eventually(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+func (h *harness) workerCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.workers)
 }
 
 func (h *harness) worker(i int) *fakeWorker {
@@ -337,6 +351,16 @@ func TestStartAtLogin(t *testing.T) {
 		it := h2.item(menu.IDLogin)
 		return !it.Enabled && it.Tooltip == "launchctl: permission denied"
 	})
+
+	// Turning it on from a disk image is refused; the menu says why.
+	refusing := &fakeLogin{setErr: errors.New("Free Agent runs from /Volumes/x: move FreeAgent.app to /Applications")}
+	h3 := newHarness(t, refusing, func() *fakeWorker { return newFakeWorker(0) })
+	eventually(t, "login item shown off", func() bool { return h3.item(menu.IDLogin).Enabled })
+	h3.app.Click(menu.IDLogin)
+	eventually(t, "refusal shown on the item", func() bool {
+		it := h3.item(menu.IDLogin)
+		return !it.Checked && strings.Contains(it.Tooltip, "move FreeAgent.app to /Applications")
+	})
 }
 
 func TestRunDiagnosticsWritesAndOpensTheReport(t *testing.T) {
@@ -360,4 +384,45 @@ func TestRunDiagnosticsWritesAndOpensTheReport(t *testing.T) {
 		defer h.mu.Unlock()
 		return len(h.opened) == 3 && h.opened[1] == "https://builds.example.com/" && h.opened[2] == filepath.Join(h.dir, "agent.log")
 	})
+}
+
+// macOS ending the app (logout, restart, shutdown) hands the running builds
+// back at once instead of letting them finish: there is no time for that,
+// and a build not handed back waits out its lease.
+func TestEndHandsRunningBuildsBack(t *testing.T) {
+	h := newHarness(t, nil, func() *fakeWorker { return newFakeWorker(1) })
+	eventually(t, "worker running", func() bool { return h.workerCount() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := h.app.End(ctx); err != nil {
+		t.Fatalf("End: %v", err)
+	}
+	w := h.worker(0)
+	w.mu.Lock()
+	cancelled := w.cancelled
+	w.mu.Unlock()
+	if !cancelled {
+		t.Fatal("End returned without handing the running build back")
+	}
+	if err := <-h.done; err != nil {
+		t.Fatalf("Run after End: %v", err)
+	}
+	h.done <- nil
+	// Another path ending the app too (SIGTERM after the power-off
+	// notification) returns at once.
+	if err := h.app.End(ctx); err != nil {
+		t.Fatalf("second End: %v", err)
+	}
+}
+
+// End is bounded: a worker that does not let go does not hold up the
+// logout past the caller's deadline.
+func TestEndIsBounded(t *testing.T) {
+	h := newHarness(t, nil, func() *fakeWorker { w := newFakeWorker(1); w.holdOn = true; return w })
+	eventually(t, "worker running", func() bool { return h.workerCount() == 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if err := h.app.End(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("End with a worker that does not let go: %v, want the deadline", err)
+	}
 }

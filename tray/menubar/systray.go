@@ -28,6 +28,9 @@ func Show(ctx context.Context, app *App) error {
 	}
 	errc := make(chan error, 1)
 	systray.Run(func() {
+		// A logout, restart or shutdown: start handing the running builds
+		// back now; applicationWillTerminate (below) waits for it.
+		observePowerOff(func() { go app.EndNow() })
 		systray.SetTemplateIcon(icon, icon)
 		systray.SetTooltip("Free Agent")
 		b := &binding{app: app, stop: make(chan struct{})}
@@ -40,7 +43,13 @@ func Show(ctx context.Context, app *App) error {
 			errc <- err
 			systray.Quit()
 		}()
-	}, nil)
+	}, func() {
+		// applicationWillTerminate: macOS is ending the app (Quit from the
+		// Dock or Activity Monitor, a logout) and the process exits as soon
+		// as this returns. After our own Quit, Run has ended and this
+		// returns at once.
+		app.EndNow()
+	})
 	return <-errc
 }
 

@@ -3,10 +3,10 @@
 // binaries) and files under the app's data folder, a worker key kept in the
 // secret store for the embedded worker, and a developer key in a file for
 // `expo-build`. Build VMs reach it through the host's address on Tart's
-// network (agent.GuestURL). That bridge exists only while a VM runs, so it
-// cannot be bound at start: the controller listens on every interface and
-// serves only this Mac (loopback) and the VM network, closing any other
-// connection as it is accepted.
+// network (agent.GuestURL). The controller listens on loopback and on that
+// address, bound once the bridge exists (it does only while a VM runs), and
+// serves only this Mac and the VM network, closing any other connection as
+// it is accepted.
 package solo
 
 import (
@@ -33,10 +33,15 @@ import (
 // KeyWorker is the secret-store entry of the embedded worker's API key.
 const KeyWorker = "solo-worker-key"
 
-// DefaultListen is where the solo controller listens: every interface, so
-// that VMs on Tart's network reach it once its bridge comes up; only this
-// Mac and the VM network are served (Config.VMNetwork).
-const DefaultListen = "0.0.0.0:8420"
+// DefaultListen is where the solo controller listens: this Mac's loopback
+// and, at the same port, its address on Tart's VM network (Config.Bridge),
+// bound once that bridge exists. Not every interface: the LAN does not
+// reach it, and macOS's firewall has nothing to ask about.
+const DefaultListen = "127.0.0.1:8420"
+
+// DefaultBridge is this Mac's address on Tart's shared (vmnet) network, the
+// address the VMs reach the host by (the worker's --host-address).
+const DefaultBridge = "192.168.64.1"
 
 // DefaultVMNetwork is Tart's shared (vmnet) network on macOS.
 const DefaultVMNetwork = "192.168.64.0/24"
@@ -51,7 +56,32 @@ type Config struct {
 	// VMNetwork is the CIDR prefix of the build VMs' network, the only
 	// addresses served beside loopback; "" is DefaultVMNetwork.
 	VMNetwork string
-	Secrets   secrets.Store
+	// Bridge is this Mac's address on the VM network, served beside
+	// loopback when Listen is a loopback address; "" is DefaultBridge.
+	Bridge  string
+	Secrets secrets.Store
+}
+
+// listener is what the controller serves: loopback plus the VM bridge for a
+// loopback Listen, else (an owner's explicit choice) Listen alone.
+func (cfg Config) listener(log logrus.FieldLogger) (net.Listener, error) {
+	listen := cmp.Or(cfg.Listen, DefaultListen)
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return nil, fmt.Errorf("--solo-listen %q is not host:port: %w", listen, err)
+	}
+	if ip, err := netip.ParseAddr(host); err != nil || !ip.IsLoopback() {
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen on %s: %w", listen, err)
+		}
+		return ln, nil
+	}
+	ln, err := listenLoopbackAndBridge(port, cmp.Or(cfg.Bridge, DefaultBridge), log)
+	if err != nil {
+		return nil, fmt.Errorf("listen on %s (choose another port with --solo-listen): %w", listen, err)
+	}
+	return ln, nil
 }
 
 // allowedClients is loopback and the VM network.
@@ -82,17 +112,18 @@ func DeveloperKeyFile(dataDir string) string { return filepath.Join(Dir(dataDir)
 // Start starts the controller (creating its database on first use) and
 // makes sure both keys exist and are valid.
 func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (*Controller, error) {
-	listen := cfg.Listen
-	if listen == "" {
-		listen = DefaultListen
-	}
 	allowed, err := cfg.allowedClients()
 	if err != nil {
 		return nil, err
 	}
-	ctl, err := serve.Start(ctx, serve.Config{Listen: listen, AllowClients: allowed, DataDir: Dir(cfg.DataDir), ReaperInterval: 30 * time.Second,
+	ln, err := cfg.listener(log)
+	if err != nil {
+		return nil, fmt.Errorf("start the controller on this Mac: %w", err)
+	}
+	ctl, err := serve.Start(ctx, serve.Config{Listener: ln, AllowClients: allowed, DataDir: Dir(cfg.DataDir), ReaperInterval: 30 * time.Second,
 		Store: store.DefaultConfig(), Limits: httpapi.DefaultLimits()}, log.WithField("component", "controller"))
 	if err != nil {
+		ln.Close() // serve.Start may fail before it serves ln
 		return nil, fmt.Errorf("start the controller on this Mac: %w", err)
 	}
 	c := &Controller{ctl: ctl, URL: loopbackURL(ctl.URL), DeveloperKeyFile: DeveloperKeyFile(cfg.DataDir)}

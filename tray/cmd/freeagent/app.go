@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -23,14 +24,26 @@ import (
 )
 
 // cmdApp runs the menu-bar app with the worker in-process. It is what the
-// app bundle launches (see inAppBundle). Quit, or SIGTERM, drains the
+// app bundle launches (see inAppBundle). Quit, or Ctrl-C, drains the
 // worker; the app exits 0 once the running builds have finished or been
-// handed back.
+// handed back. SIGTERM (launchd at logout, restart or shutdown) hands the
+// running builds back at once (menubar.App.End).
 func cmdApp(args []string, stderr io.Writer) error {
 	cfg, err := loadConfig("app", args, stderr)
 	if err != nil {
 		return err
 	}
+	lock, err := lockWorker(cfg.DataDir, "the menu-bar app")
+	if errors.Is(err, errWorkerRunning) {
+		// The app is already in the menu bar: this start quits, with exit
+		// 0 so the login item's launchd does not start it again.
+		fmt.Fprintln(stderr, err)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	log, closeLog, err := newLogger(cfg, stderr)
 	if err != nil {
 		return err
@@ -76,7 +89,7 @@ func cmdApp(args []string, stderr io.Writer) error {
 			store := secrets.Open(c.DataDir)
 			switch {
 			case c.Solo && soloCtl == nil:
-				if soloCtl, err = solo.Start(ctx, solo.Config{DataDir: c.DataDir, Listen: c.SoloListen, VMNetwork: c.SoloVMNetwork, Secrets: store}, log); err != nil {
+				if soloCtl, err = solo.Start(ctx, solo.Config{DataDir: c.DataDir, Listen: c.SoloListen, VMNetwork: c.SoloVMNetwork, Bridge: c.HostAddress, Secrets: store}, log); err != nil {
 					return menubar.Setup{}, err
 				}
 			case !c.Solo && soloCtl != nil:
@@ -107,11 +120,21 @@ func cmdApp(args []string, stderr io.Writer) error {
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
 	go func() {
-		// Like choosing Quit: drain first, hand builds back on the second.
 		for {
 			select {
-			case <-sigs:
-				app.Click(menu.IDQuit)
+			case sig := <-sigs:
+				if sig != syscall.SIGTERM {
+					// Ctrl-C: like choosing Quit, drain first, hand the
+					// builds back on the second.
+					app.Click(menu.IDQuit)
+					continue
+				}
+				// launchd at logout, restart or shutdown: no time for the
+				// builds to finish; hand them back, then end the app even
+				// if that did not finish in time.
+				app.EndNow()
+				cancel()
+				return
 			case <-ctx.Done():
 				return
 			}

@@ -152,7 +152,7 @@ func loadConfigEnv(cmd string, args []string, lookupEnv func(string) (string, bo
 	if cmd == "app" || cmd == "doctor" {
 		// The app runs the solo controller; doctor checks it.
 		o.Bool(&cfg.Solo, "solo", "FREEAGENT_SOLO", false, "run the controller on this Mac too (one Mac, no server); ignores --controller-url")
-		o.String(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens (the VMs reach it through the host's address); it serves only this Mac and --solo-vm-network")
+		o.String(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens; a loopback address also binds --host-address (the VMs' way to this Mac) at the same port once Tart's network is up; it serves only this Mac and --solo-vm-network")
 		o.String(&cfg.SoloVMNetwork, "solo-vm-network", "FREEAGENT_SOLO_VM_NETWORK", solo.DefaultVMNetwork, "the build VMs' network (CIDR): the only addresses beside this Mac the solo controller serves")
 	}
 	if cmd == "app" {

@@ -173,6 +173,11 @@ func cmdRun(args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	lock, err := lockWorker(cfg.DataDir, "freeagent run")
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	log, closeLog, err := newLogger(cfg, stderr)
 	if err != nil {
 		return err

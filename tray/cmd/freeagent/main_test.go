@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -161,4 +162,33 @@ func TestPlainHTTPControllerRefused(t *testing.T) {
 			t.Fatalf("the VMs' plain-http hop to a loopback controller changed: %s", cfg.guestURL())
 		}
 	}
+}
+
+// One worker per data directory: a second start, whichever way it comes
+// (the login item, Finder, `freeagent run`), names the one running and
+// stops; the app quits with 0 so launchd does not start it again.
+func TestOneWorkerPerDataDir(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("FREEAGENT_API_KEY", "fak_test")
+	lock, err := lockWorker(dir, "the menu-bar app")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("Free Agent is already running on %s (the menu-bar app, pid %d)", dir, os.Getpid())
+	var stderr bytes.Buffer
+	if code := run([]string{"run", "--data-dir", dir, "--controller-url", "http://127.0.0.1:1", "--vm-driver", "local"},
+		strings.NewReader(""), &bytes.Buffer{}, &stderr); code != 1 || !strings.Contains(stderr.String(), want) {
+		t.Fatalf("second worker: %d %q, want 1 and %q", code, stderr.String(), want)
+	}
+	stderr.Reset()
+	if code := run([]string{"app", "--data-dir", dir}, strings.NewReader(""), &bytes.Buffer{}, &stderr); code != 0 ||
+		!strings.Contains(stderr.String(), want) {
+		t.Fatalf("second app: %d %q, want 0 and %q", code, stderr.String(), want)
+	}
+	lock.Release()
+	again, err := lockWorker(dir, "freeagent run")
+	if err != nil {
+		t.Fatalf("after the first worker ended: %v", err)
+	}
+	again.Release()
 }
