@@ -1,8 +1,6 @@
 package vmbootstrap
 
 import (
-	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -24,11 +22,7 @@ func TestTemplateReleaseSignedThroughRealWrapper(t *testing.T) {
 	testtool.Need(t, "node")
 	gradleHome := fakegradletest.Install(t)
 	project := expoapp.Project(t)
-	prebuild := exec.Command("npx", "expo", "prebuild", "--platform", "android", "--no-install")
-	prebuild.Dir, prebuild.Env = project, append(os.Environ(), "CI=1")
-	if out, err := prebuild.CombinedOutput(); err != nil {
-		t.Fatalf("expo prebuild: %v\n%s", err, out)
-	}
+	expoapp.Prebuild(t, project, "android")
 	team := newTeamKey(t, t.TempDir(), "JKS", "upload", "team-store-pw", "team-key-pw", "CN=Team Upload, O=Acme, C=US")
 	script, err := writeGradleSigning(filepath.Join(t.TempDir(), "credentials"), team.ks)
 	if err != nil {
