@@ -1,7 +1,9 @@
 package vmbootstrap
 
 import (
+	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -12,79 +14,127 @@ import (
 	"github.com/freeagent-build/freeagent/vmbootstrap/apksig"
 )
 
-// How the team's upload keystore reaches Gradle: through the Android
-// Gradle Plugin's injected signing properties (android.injected.signing.*,
-// what Android Studio's "Generate Signed Bundle / APK" passes), which AGP
-// reads as Gradle properties (its ProjectOptions) and applies to the
-// variants it builds instead of the build types' signingConfig. Gradle
-// sets a property from an environment variable named
-// ORG_GRADLE_PROJECT_<name> (docs.gradle.org "Project properties"; the
-// ProviderFactory.gradleProperty reference lists "environment variables
-// with the ORG_GRADLE_PROJECT_ prefix" among its sources, after -P and
-// org.gradle.project.* system properties), so the properties travel in the
-// environment of the gradle step only: never on a command line (visible
-// in ps and echoed in the log), never in a file inside the project (which
-// the build's scripts and artifact globs can read). The variable names
-// contain dots, which execve and Java's System.getenv accept though a
-// shell cannot export them.
+// How the team's upload keystore reaches Gradle: a Gradle init script,
+// given to the wrapper as --init-script PATH (a path, no secret), that
+// reads the keystore's passwords from a JSON file and, through the
+// Android Gradle Plugin's finalizeDsl hook, gives every build type of the
+// app a signing config made from them: EAS Build's way (a Gradle script
+// reading a credentials file), without editing the project. Both files,
+// and the keystore, are 0600 in the build's work directory: outside the
+// project (its scripts and artifact globs read it) and outside
+// GRADLE_USER_HOME (which may be a saved cache).
+//
+// Not ORG_GRADLE_PROJECT_android.injected.signing.* variables: gradlew is
+// a /bin/sh script, and dash (Debian's sh) drops variables whose names are
+// not shell names, so Gradle never saw them and AGP signed with the
+// project's own key. Not -P arguments either: the passwords would be in
+// the process list.
 //
 // The integrator must register the two passwords with the log redactor:
-// the gradle step's children (the JS bundler, plugins) inherit them.
-const gradleSigningPrefix = "ORG_GRADLE_PROJECT_android.injected.signing."
+// the Gradle daemon holds them and a project's script could print them.
 
-// writeKeystore writes the keystore to a new file, readable by this user
-// only, in dir: a work directory outside the project, created if needed.
-// The caller removes it after the build.
-func writeKeystore(dir string, ks api.AndroidKeystore) (string, error) {
+// gradleSigning is the JSON file the init script reads.
+type gradleSigning struct {
+	StoreFile     string `json:"storeFile"`
+	StorePassword string `json:"storePassword"`
+	KeyAlias      string `json:"keyAlias"`
+	KeyPassword   string `json:"keyPassword"`
+	StoreType     string `json:"storeType"`
+}
+
+// signingInitScript is the init script; %s is the JSON file's path as a
+// Groovy string literal. The config's name is also what the stand-in
+// Gradle reports (internal/standins/fakegradle reads this form).
+const signingInitScript = `// Written by freeagent-vm: every build type of the app is signed with the
+// build's upload keystore. The passwords are in the file this reads (0600,
+// outside the project), never in this script, the environment or argv.
+def freeagentSigning = new groovy.json.JsonSlurper().parse(new File(%s))
+gradle.allprojects { project ->
+    project.pluginManager.withPlugin('com.android.application') {
+        project.extensions.getByName('androidComponents').finalizeDsl { android ->
+            def upload = android.signingConfigs.maybeCreate('freeagentUpload')
+            upload.storeFile = new File(freeagentSigning.storeFile)
+            upload.storePassword = freeagentSigning.storePassword
+            upload.keyAlias = freeagentSigning.keyAlias
+            upload.keyPassword = freeagentSigning.keyPassword
+            upload.storeType = freeagentSigning.storeType
+            android.buildTypes.all { it.signingConfig = upload }
+        }
+    }
+}
+`
+
+// writeGradleSigning writes the keystore, its passwords and the init
+// script that applies them into dir (created 0700 if needed), each file
+// 0600, and returns the init script's path. An empty key password means
+// the store password, as EAS treats a credentials.json without one. The
+// caller removes dir after the build.
+func writeGradleSigning(dir string, ks api.AndroidKeystore) (initScript string, err error) {
 	if len(ks.Keystore) == 0 {
 		return "", errors.New("the build's Android credentials hold no keystore: set them again with `expo-build credentials set`")
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return "", fmt.Errorf("creating the keystore's directory: %w", err)
+		return "", fmt.Errorf("creating the signing directory: %w", err)
 	}
-	f, err := os.CreateTemp(dir, "upload-*.keystore") // 0600
+	keystore, err := writePrivate(dir, "upload-*.keystore", ks.Keystore)
 	if err != nil {
 		return "", fmt.Errorf("writing the keystore: %w", err)
 	}
-	if _, err := f.Write(ks.Keystore); err != nil {
-		f.Close()
-		os.Remove(f.Name())
-		return "", fmt.Errorf("writing the keystore: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(f.Name())
-		return "", fmt.Errorf("writing the keystore: %w", err)
-	}
-	return f.Name(), nil
-}
-
-// gradleSigningEnv are the environment entries (NAME=value) that make AGP
-// sign with the keystore at keystorePath. An empty key password means the
-// store password, as EAS treats a credentials.json without one.
-func gradleSigningEnv(keystorePath string, ks api.AndroidKeystore) []string {
-	keyPassword := ks.KeyPassword
-	if keyPassword == "" {
-		keyPassword = ks.KeystorePassword
-	}
-	env := []string{
-		gradleSigningPrefix + "store.file=" + keystorePath,
-		gradleSigningPrefix + "store.password=" + ks.KeystorePassword,
-		gradleSigningPrefix + "key.alias=" + ks.KeyAlias,
-		gradleSigningPrefix + "key.password=" + keyPassword,
+	s := gradleSigning{StoreFile: keystore, StorePassword: ks.KeystorePassword, KeyAlias: ks.KeyAlias, KeyPassword: ks.KeyPassword, StoreType: "pkcs12"}
+	if s.KeyPassword == "" {
+		s.KeyPassword = ks.KeystorePassword
 	}
 	// Java's default keystore type (PKCS12) reads JKS too, but naming
 	// the type spares AGP the guess.
 	if len(ks.Keystore) >= 4 && binary.BigEndian.Uint32(ks.Keystore) == 0xFEEDFEED {
-		env = append(env, gradleSigningPrefix+"store.type=jks")
-	} else {
-		env = append(env, gradleSigningPrefix+"store.type=pkcs12")
+		s.StoreType = "jks"
 	}
-	return env
+	var js bytes.Buffer
+	enc := json.NewEncoder(&js)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(s); err != nil {
+		return "", fmt.Errorf("encoding the signing file: %w", err)
+	}
+	secrets, err := writePrivate(dir, "signing-*.json", js.Bytes())
+	if err != nil {
+		return "", fmt.Errorf("writing the signing file: %w", err)
+	}
+	script, err := writePrivate(dir, "signing-*.gradle", fmt.Appendf(nil, signingInitScript, groovyString(secrets)))
+	if err != nil {
+		return "", fmt.Errorf("writing the signing init script: %w", err)
+	}
+	return script, nil
 }
 
-// debugSubject is the subject of the debug keystores the Android SDK and
-// Expo's template generate.
-const debugSubject = "CN=Android Debug,O=Android,C=US"
+// writePrivate writes data to a new file in dir named after pattern,
+// readable by this user only (os.CreateTemp's 0600), and returns its path.
+func writePrivate(dir, pattern string, data []byte) (string, error) {
+	f, err := os.CreateTemp(dir, pattern)
+	if err != nil {
+		return "", err
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		os.Remove(f.Name())
+		return "", err
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// groovyString is s as a single-quoted Groovy string literal (no
+// interpolation in that form).
+func groovyString(s string) string {
+	return "'" + strings.NewReplacer(`\`, `\\`, `'`, `\'`, "\n", `\n`, "\r", `\r`).Replace(s) + "'"
+}
+
+// debugCN opens the subject of every Android debug key: the Android SDK's
+// (CN=Android Debug,O=Android,C=US) and the one Expo's template carries
+// (CN=Android Debug,OU=Android,O=Unknown,…).
+const debugCN = "CN=Android Debug,"
 
 // SigningMismatchError is an artifact not signed (only) with the build's
 // keystore: the project's fault, not the farm's.
@@ -107,7 +157,7 @@ func (e *SigningMismatchError) Error() string {
 	debug, teamToo := false, false
 	for _, s := range e.Got {
 		got = append(got, fmt.Sprintf("%s (SHA-256 %s)", s.Subject, s.SHA256))
-		debug = debug || s.Subject == debugSubject
+		debug = debug || strings.HasPrefix(s.Subject, debugCN)
 		teamToo = teamToo || strings.EqualFold(s.SHA256, e.Want.CertificateSHA256)
 	}
 	not := "not by"

@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,38 +88,55 @@ func gradle(t *testing.T, project string, env []string, tasks ...string) (string
 	return out.String(), err
 }
 
-func TestWriteKeystoreAndEnv(t *testing.T) {
-	work := filepath.Join(t.TempDir(), "work", "signing")
-	ks := api.AndroidKeystore{Keystore: []byte{0xFE, 0xED, 0xFE, 0xED, 1, 2, 3}, KeystorePassword: "store pw", KeyAlias: "upload"}
-	path, err := writeKeystore(work, ks)
+// TestWriteGradleSigning: the keystore, its passwords and the init script
+// are private files in the signing directory; only the JSON file holds the
+// passwords, and the init script names it as a Groovy literal.
+func TestWriteGradleSigning(t *testing.T) {
+	work := filepath.Join(t.TempDir(), "work", "it's \\ here")
+	ks := api.AndroidKeystore{Keystore: []byte{0xFE, 0xED, 0xFE, 0xED, 1, 2, 3}, KeystorePassword: `store "pw"`, KeyAlias: "upload"}
+	script, err := writeGradleSigning(work, ks)
 	if err != nil {
 		t.Fatal(err)
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Mode().Perm() != 0o600 || filepath.Dir(path) != work {
-		t.Errorf("keystore at %s with mode %v, want 0600 in %s", path, st.Mode().Perm(), work)
-	}
-	if b, _ := os.ReadFile(path); string(b) != string(ks.Keystore) {
-		t.Errorf("keystore content %x", b)
 	}
 	if dst, _ := os.Stat(work); dst.Mode().Perm() != 0o700 {
 		t.Errorf("work dir mode %v, want 0700", dst.Mode().Perm())
 	}
-	want := []string{
-		"ORG_GRADLE_PROJECT_android.injected.signing.store.file=" + path,
-		"ORG_GRADLE_PROJECT_android.injected.signing.store.password=store pw",
-		"ORG_GRADLE_PROJECT_android.injected.signing.key.alias=upload",
-		"ORG_GRADLE_PROJECT_android.injected.signing.key.password=store pw", // absent: the store password
-		"ORG_GRADLE_PROJECT_android.injected.signing.store.type=jks",
+	entries, err := os.ReadDir(work)
+	if err != nil || len(entries) != 3 {
+		t.Fatalf("files in the signing directory: %v %v", entries, err)
 	}
-	if got := gradleSigningEnv(path, ks); strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("gradleSigningEnv =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	var keystore, secrets string
+	for _, e := range entries {
+		f := filepath.Join(work, e.Name())
+		if st, err := os.Stat(f); err != nil || st.Mode().Perm() != 0o600 {
+			t.Errorf("%s: mode %v, want 0600 (%v)", f, st.Mode().Perm(), err)
+		}
+		switch filepath.Ext(f) {
+		case ".keystore":
+			keystore = f
+		case ".json":
+			secrets = f
+		}
 	}
-	if _, err := writeKeystore(work, api.AndroidKeystore{}); err == nil {
-		t.Error("writeKeystore accepted an empty keystore")
+	if b, _ := os.ReadFile(keystore); string(b) != string(ks.Keystore) {
+		t.Errorf("keystore content %x", b)
+	}
+	var got gradleSigning
+	readJSONFile(t, secrets, &got)
+	want := gradleSigning{StoreFile: keystore, StorePassword: `store "pw"`, KeyAlias: "upload", KeyPassword: `store "pw"`, StoreType: "jks"} // no key password: the store's
+	if got != want {
+		t.Errorf("signing file = %+v, want %+v", got, want)
+	}
+	src, err := os.ReadFile(script)
+	if err != nil {
+		t.Fatal(err)
+	}
+	literal := "'" + strings.ReplaceAll(strings.ReplaceAll(secrets, `\`, `\\`), `'`, `\'`) + "'"
+	if !strings.Contains(string(src), "parse(new File("+literal+"))") || strings.Contains(string(src), "pw") {
+		t.Errorf("init script:\n%s", src)
+	}
+	if _, err := writeGradleSigning(work, api.AndroidKeystore{}); err == nil {
+		t.Error("writeGradleSigning accepted an empty keystore")
 	}
 }
 
@@ -137,12 +153,13 @@ func TestAndroidSigning(t *testing.T) {
 	own := newTeamKey(t, keys, "JKS", "own", "own-store-pw", "own-store-pw", "CN=Someone Else")
 	const debugSHA256 = "bf53d1080b02563010eeaf175b58e3c76298b9d1b0879a3d89bc94276af24fdb" // testdata/android-app/android/app/debug.keystore
 
+	// The arguments the pipeline adds to the gradle step.
 	inject := func(t *testing.T, k teamKey) []string {
-		path, err := writeKeystore(filepath.Join(t.TempDir(), "signing"), k.ks)
+		script, err := writeGradleSigning(filepath.Join(t.TempDir(), "signing"), k.ks)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return gradleSigningEnv(path, k.ks)
+		return []string{"--init-script", script}
 	}
 	noSecrets := func(t *testing.T, log string, k teamKey) {
 		t.Helper()
@@ -156,7 +173,7 @@ func TestAndroidSigning(t *testing.T) {
 	t.Run("injected keystore signs every output", func(t *testing.T) {
 		project := androidApp(t)
 		for _, k := range []teamKey{team, teamP12} {
-			log, err := gradle(t, project, inject(t, k), "clean", ":app:assembleRelease", ":app:bundleRelease", "assembleFreeRelease")
+			log, err := gradle(t, project, nil, append(inject(t, k), "clean", ":app:assembleRelease", ":app:bundleRelease", "assembleFreeRelease")...)
 			if err != nil {
 				t.Fatalf("%v\n%s", err, log)
 			}
@@ -206,19 +223,6 @@ func TestAndroidSigning(t *testing.T) {
 		}
 	})
 
-	t.Run("three of the four injected properties keep the build type's signing, as AGP does", func(t *testing.T) {
-		project := androidApp(t)
-		env := slices.DeleteFunc(inject(t, team), func(kv string) bool { return strings.Contains(kv, "signing.key.password=") })
-		log, err := gradle(t, project, env, ":app:assembleRelease")
-		if err != nil {
-			t.Fatalf("%v\n%s", err, log)
-		}
-		err = verifyAndroidArtifact(filepath.Join(project, "android/app/build/outputs/apk/release/app-release.apk"), team.info)
-		if err == nil || !strings.Contains(err.Error(), debugSHA256) {
-			t.Fatalf("want the debug key's signature, got %v", err)
-		}
-	})
-
 	t.Run("run outside android/ there is no Gradle build", func(t *testing.T) {
 		project := androidApp(t)
 		var out syncbuf.Buffer
@@ -232,7 +236,7 @@ func TestAndroidSigning(t *testing.T) {
 	t.Run("a project that re-signs with its own key", func(t *testing.T) {
 		ownFile := filepath.Join(keys, "own.keystore")
 		project := androidApp(t, "releaseResign.storeFile="+ownFile, "releaseResign.storePassword=own-store-pw", "releaseResign.keyAlias=own")
-		log, err := gradle(t, project, inject(t, team), ":app:assembleRelease", ":app:bundleRelease", ":app:assembleDebug")
+		log, err := gradle(t, project, nil, append(inject(t, team), ":app:assembleRelease", ":app:bundleRelease", ":app:assembleDebug")...)
 		if err != nil {
 			t.Fatalf("%v\n%s", err, log)
 		}
@@ -265,7 +269,7 @@ func TestAndroidSigning(t *testing.T) {
 			t.Log(err)
 		}
 		// With the injection the same project is signed by the team's key.
-		if log, err := gradle(t, project, inject(t, team), "assembleRelease"); err != nil {
+		if log, err := gradle(t, project, nil, append(inject(t, team), "assembleRelease")...); err != nil {
 			t.Fatalf("%v\n%s", err, log)
 		}
 		if err := verifyAndroidArtifact(filepath.Join(project, "android/app/build/outputs/apk/release/app-release.apk"), team.info); err != nil {
@@ -292,7 +296,7 @@ func TestAndroidSigning(t *testing.T) {
 		project := androidApp(t)
 		bad := team
 		bad.ks.KeyPassword = "not-the-key-password"
-		log, err := gradle(t, project, inject(t, bad), ":app:assembleRelease")
+		log, err := gradle(t, project, nil, append(inject(t, bad), ":app:assembleRelease")...)
 		var stepErr *StepError
 		if !errors.As(err, &stepErr) || stepErr.Code != 1 {
 			t.Fatalf("err = %v\n%s", err, log)

@@ -235,23 +235,23 @@ func (p *pipeline) android(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: gradleCommand %q: %v", errConfig, ab.GradleCommand, err)
 	}
-	step := Step{Argv: append([]string{gradlew}, args...), Dir: dir, Shown: "cd " + shellJoin([]string{relDir(p.tree, dir)}) + " && ./gradlew " + shellJoin(args)}
 	if p.keystore != nil {
-		path, err := writeKeystore(filepath.Join(p.workDir, "credentials"), *p.keystore)
+		initScript, err := writeGradleSigning(filepath.Join(p.workDir, "credentials"), *p.keystore)
 		if err != nil {
 			return nil, err
 		}
-		if p.runner.user != nil { // Gradle reads it as the build user
-			if err := p.runner.user.shareTree(filepath.Dir(path)); err != nil {
+		if p.runner.user != nil { // Gradle reads them as the build user
+			if err := p.runner.user.shareTree(filepath.Dir(initScript)); err != nil {
 				return nil, err
 			}
 		}
-		step.Env = gradleSigningEnv(path, *p.keystore)
+		args = append(args, "--init-script", initScript)
 		fmt.Fprintf(p.runner.out, "\n▸ signing with the %s upload keystore (key %q, certificate SHA-256 %s)\n",
 			p.spec.Credentials.Source, p.keystore.KeyAlias, keystoreFingerprint(p.spec))
 	} else {
 		fmt.Fprintf(p.runner.out, "\n▸ warning: no Android credentials: the app is signed as the project's Gradle files say (the debug key in Expo's template); add credentials.json or run `expo-build credentials set --platform android` for a store build\n")
 	}
+	step := Step{Argv: append([]string{gradlew}, args...), Dir: dir, Shown: "cd " + shellJoin([]string{relDir(p.tree, dir)}) + " && ./gradlew " + shellJoin(args)}
 	p.phase(vmshare.PhaseBuild, 50, "gradlew "+ab.GradleCommand)
 	if err := p.runner.run(ctx, step); err != nil {
 		return nil, err

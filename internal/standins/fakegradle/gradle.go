@@ -16,12 +16,13 @@ func (f gradleFailure) Error() string { return string(f) }
 
 // build is one invocation: the project and what it was asked.
 type build struct {
-	dir     string // the root project's directory (android/)
-	name    string // rootProject.name
-	tasks   []string
-	props   map[string]string // -P, then ORG_GRADLE_PROJECT_*, then gradle.properties
-	app     *appProject
-	started time.Time
+	dir         string // the root project's directory (android/)
+	name        string // rootProject.name
+	tasks       []string
+	props       map[string]string // -P, then ORG_GRADLE_PROJECT_*, then gradle.properties
+	initSigning *signingConfig    // set by an init script (--init-script) for every build type
+	app         *appProject
+	started     time.Time
 }
 
 // runGradle runs a Gradle command line and returns the exit status.
@@ -40,6 +41,7 @@ func (b *build) elapsed() string {
 
 func (b *build) run(args []string) error {
 	cli := map[string]string{}
+	var initScripts []string
 	for i := 0; i < len(args); i++ {
 		a := args[i]
 		switch {
@@ -53,6 +55,14 @@ func (b *build) run(args []string) error {
 		case strings.HasPrefix(a, "-P"):
 			k, v, _ := strings.Cut(strings.TrimPrefix(a, "-P"), "=")
 			cli[k] = v
+		case a == "-I" || a == "--init-script":
+			if i+1 >= len(args) {
+				return gradleFailure("Option '" + a + "' requires an argument.")
+			}
+			i++
+			initScripts = append(initScripts, args[i])
+		case strings.HasPrefix(a, "--init-script="):
+			initScripts = append(initScripts, strings.TrimPrefix(a, "--init-script="))
 		case a == "-p" || a == "--project-dir":
 			if i+1 >= len(args) {
 				return gradleFailure("Option '" + a + "' requires an argument.")
@@ -71,6 +81,12 @@ func (b *build) run(args []string) error {
 			return err
 		}
 		b.dir = wd
+	}
+	// Init scripts run first, before settings.
+	for _, path := range initScripts {
+		if err := b.initScript(path); err != nil {
+			return err
+		}
 	}
 	settings, err := readFirst(b.dir, "settings.gradle", "settings.gradle.kts")
 	if err != nil {

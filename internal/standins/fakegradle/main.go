@@ -14,7 +14,9 @@
 //
 // `fakegradle run` is the build: on the real project prebuild wrote, it
 // reads settings.gradle, gradle.properties, -P properties and
-// ORG_GRADLE_PROJECT_* variables, and app/build.gradle (application id,
+// ORG_GRADLE_PROJECT_* variables (those the wrapper's /bin/sh passes on:
+// dash drops dotted names), freeagent-vm's signing init script
+// (--init-script; no other), and app/build.gradle (application id,
 // versions, signing configs, the react {} block), runs the React Native
 // plugin's bundle task as the plugin runs it (the real `expo export:embed`
 // and the real hermesc), and writes AGP's outputs: an APK (zipaligned,

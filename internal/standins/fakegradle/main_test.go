@@ -36,11 +36,7 @@ func TestWrapperRunsStandIn(t *testing.T) {
 	testtool.Need(t, "node", "aapt", "keytool")
 	gradleHome := fakegradletest.Install(t)
 	dir := expoapp.Project(t)
-	prebuild := exec.Command("npx", "expo", "prebuild", "--platform", "android", "--no-install")
-	prebuild.Dir, prebuild.Env = dir, append(os.Environ(), "CI=1")
-	if out, err := prebuild.CombinedOutput(); err != nil {
-		t.Fatalf("expo prebuild: %v\n%s", err, out)
-	}
+	expoapp.Prebuild(t, dir, "android")
 	android := filepath.Join(dir, "android")
 	gradlew := func(args ...string) (string, int) {
 		cmd := exec.Command("./gradlew", args...)

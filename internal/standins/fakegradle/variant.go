@@ -81,8 +81,8 @@ func (b *build) variant(action, buildType string) error {
 }
 
 // signingFor is the signing config AGP applies to buildType: the four
-// injected properties (EAS's way) when all are set, else the build type's
-// signingConfig. signed is false when there is none: AGP leaves the
+// injected properties when all are set, else the build type's
+// signingConfig (an init script's when one set it for every build type). signed is false when there is none: AGP leaves the
 // output unsigned.
 func (b *build) signingFor(buildType string) (c signingConfig, signed bool, err error) {
 	const p = "android.injected.signing."
@@ -90,6 +90,9 @@ func (b *build) signingFor(buildType string) (c signingConfig, signed bool, err 
 		keyAlias: b.props[p+"key.alias"], keyPassword: b.props[p+"key.password"], storeType: b.props[p+"store.type"]}
 	if inj.storeFile != "" && inj.storePassword != "" && inj.keyAlias != "" && inj.keyPassword != "" {
 		return inj, true, nil
+	}
+	if b.initSigning != nil {
+		return *b.initSigning, true, nil
 	}
 	name, ok := b.app.buildTypeSign[buildType]
 	if !ok {

@@ -154,3 +154,14 @@ func Project(t testing.TB) string {
 	}
 	return dir
 }
+
+// Prebuild runs the real `expo prebuild --platform PLATFORM --no-install`
+// in a Project, as the farm's pipeline does, writing its native project.
+func Prebuild(t testing.TB, dir, platform string) {
+	t.Helper()
+	cmd := exec.Command("npx", "expo", "prebuild", "--platform", platform, "--no-install")
+	cmd.Dir, cmd.Env = dir, append(os.Environ(), "CI=1")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("expo prebuild: %v\n%s", err, out)
+	}
+}
