@@ -75,11 +75,11 @@ type farm struct {
 	workerKey string
 	// softnet is the agents' stand-in softnet, setuid root as the owner's
 	// fix leaves it when the test runs as root.
-	softnet string
-	tart      string
-	tartHome  string
-	agentBin  string
-	vmBin     string
+	softnet  string
+	tart     string
+	tartHome string
+	agentBin string
+	vmBin    string
 	// vmEnv is the guest's freeagent-vm.env (the template's toolchain).
 	vmEnv string
 	// vmnet: guests run on the fake's emulation of Tart's network and reach
