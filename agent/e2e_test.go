@@ -71,11 +71,15 @@ type farm struct {
 	dsn       string
 	url       string
 	dev       *api.Client
+	admin     *api.Client
 	workerKey string
-	tart      string
-	tartHome  string
-	agentBin  string
-	vmBin     string
+	// softnet is the agents' stand-in softnet, setuid root as the owner's
+	// fix leaves it when the test runs as root.
+	softnet  string
+	tart     string
+	tartHome string
+	agentBin string
+	vmBin    string
 	// vmEnv is the guest's freeagent-vm.env (the template's toolchain).
 	vmEnv string
 	// vmnet: guests run on the fake's emulation of Tart's network and reach
@@ -86,7 +90,7 @@ type farm struct {
 func newFarm(t testing.TB, mod func(*store.Config)) *farm {
 	t.Helper()
 	testtool.Need(t, "npm") // the fixture project builds with `npm run freeagent:build`
-	f := &farm{t: t, tart: faketarttest.Build(t), tartHome: faketarttest.Home(t)}
+	f := &farm{t: t, tart: faketarttest.Build(t), tartHome: faketarttest.Home(t), softnet: faketarttest.Softnet(t)}
 	f.agentBin, f.vmBin = binaries(t)
 	cfg := store.DefaultConfig()
 	cfg.LeaseTTL = 3 * time.Second
@@ -121,6 +125,7 @@ func newFarm(t testing.TB, mod func(*store.Config)) *farm {
 	f.dsn, f.url = c.DSN, "http://"+net.JoinHostPort("127.0.0.1", u.Port())
 	f.workerKey = c.WorkerKey
 	f.dev = &api.Client{BaseURL: f.url, APIKey: c.DeveloperKey}
+	f.admin = &api.Client{BaseURL: f.url, APIKey: c.AdminKey}
 	// The template's launcher prefers the freeagent-vm in the shared folder,
 	// as the real VM template's LaunchAgent does.
 	// Agents are SIGKILLed at the end of a test; like real Tart VMs, theirs
@@ -187,7 +192,7 @@ type agentProc struct {
 func (f *farm) startAgent(extraEnv ...string) *agentProc {
 	f.t.Helper()
 	dir := f.t.TempDir()
-	args := []string{"run", "--controller-url", f.url, "--vm-driver", "tart", "--tart", f.tart, "--softnet", faketarttest.Softnet(f.t),
+	args := []string{"run", "--controller-url", f.url, "--vm-driver", "tart", "--tart", f.tart, "--softnet", f.softnet,
 		"--template", "macos-expo", "--data-dir", dir, "--bootstrap", f.vmBin,
 		"--backoff-min", "200ms", "--boot-timeout", "20s", "--max-builds", "2", "--name", "e2e-mac"}
 	tartEnv := []string{"FAKETART_BOOT_DELAY=50ms"}
@@ -398,6 +403,46 @@ func TestEndToEndBuild(t *testing.T) {
 	a.stop(t)
 	if entries, _ := os.ReadDir(filepath.Join(a.dir, "builds")); len(entries) != 0 {
 		t.Fatalf("shared dirs left behind: %v", entries)
+	}
+}
+
+// A worker whose softnet cannot become root (a fresh brew install: no
+// setuid bit, no passwordless sudo, tart run as an ordinary user) takes no
+// build, which would fail vm_exited as softnet exits and Tart stops the
+// VM; the owner's fix lets the build through.
+func TestEndToEndSoftnetWithoutRootTakesNoBuilds(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a softnet owned by root needs a test running as root")
+	}
+	f := newFarm(t, nil)
+	if err := os.Chmod(f.softnet, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sudoDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(sudoDir, "sudo"), []byte("#!/bin/sh\necho 'sudo: a password is required' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	id := f.submit(`mkdir -p "$FREEAGENT_ARTIFACTS_DIR" && echo APK > "$FREEAGENT_ARTIFACTS_DIR/app-release.apk"`)
+	f.startAgent("FAKETART_SOFTNET_NO_ROOT=1", "PATH="+sudoDir+":"+os.Getenv("PATH"), "FREEAGENT_HOST_CHECK_INTERVAL=200ms")
+	ctx := context.Background()
+	var paused bool
+	for deadline := time.Now().Add(30 * time.Second); !paused && time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ws, err := f.admin.ListWorkers(ctx)
+		paused = err == nil && len(ws.Workers) == 1 && strings.Contains(ws.Workers[0].HostPauseReason, "cannot become root")
+	}
+	if !paused {
+		t.Fatal("the worker never reported that softnet cannot become root")
+	}
+	// The gate answers before the first poll: the build was never offered.
+	if b, err := f.dev.GetBuild(ctx, id); err != nil || b.Status != api.StatusPending || b.Attempts != 0 {
+		t.Fatalf("build while softnet cannot become root: %+v %v; want pending, never attempted", b, err)
+	}
+	if err := os.Chmod(f.softnet, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	b := f.waitFor(id, 60*time.Second, "completed", func(b api.Build) bool { return b.Status.Terminal() })
+	if b.Status != api.StatusCompleted || b.Attempts != 1 {
+		t.Fatalf("build after the fix: %+v\nlog:\n%s", b, f.logs(id))
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/freeagent-build/freeagent/controller/api"
 )
@@ -111,7 +112,7 @@ func (a *Agent) reportPauses(ctx context.Context) {
 	retry := a.cfg.backoff().Sequence()
 	for {
 		a.mu.Lock()
-		cur, gen := api.WorkerPauseReport{OwnerPaused: a.paused, HostReason: a.hostPause}, a.pauseGen
+		cur, gen := api.WorkerPauseReport{OwnerPaused: a.paused, HostReason: reportedReason(a.hostPause)}, a.pauseGen
 		a.mu.Unlock()
 		paused := cur.OwnerPaused || cur.HostReason != ""
 		wait := api.WorkerPauseReportEvery
@@ -136,4 +137,19 @@ func (a *Agent) reportPauses(ctx context.Context) {
 		case <-time.After(wait):
 		}
 	}
+}
+
+// reportedReason is reason cut, on a character boundary, to what the
+// controller stores: a longer one (softnet's names its path twice) would be
+// refused at every report. The log and the menu keep the whole reason.
+func reportedReason(reason string) string {
+	if len(reason) <= api.MaxHostPauseReason {
+		return reason
+	}
+	const more = "…"
+	n := api.MaxHostPauseReason - len(more)
+	for n > 0 && !utf8.RuneStart(reason[n]) {
+		n--
+	}
+	return reason[:n] + more
 }

@@ -431,6 +431,9 @@ func runRun(a *app, p *parsed) error {
 		}); err != nil {
 			return rs.exit(err)
 		}
+		if err := softnetBecomesRoot(); err != nil {
+			return rs.exit(err)
+		}
 	}
 
 	if vmnetEnabled() {

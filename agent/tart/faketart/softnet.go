@@ -4,9 +4,13 @@ import (
 	"cmp"
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 )
 
 // Softnet (github.com/cirruslabs/softnet, lib/proxy) as `tart run
@@ -172,4 +176,36 @@ func rustQuote(s string) string {
 	}
 	b.WriteByte('"')
 	return b.String()
+}
+
+// softnetBecomesRoot is softnet's start (src/main.rs, try_main) after its
+// arguments parsed: it needs root, so an unprivileged softnet re-executes
+// itself through `sudo -n` if a probe that way succeeds, and otherwise
+// exits. The fake runs as root in tests, so FAKETART_SOFTNET_NO_ROOT=1
+// stands for "tart runs as an ordinary user": then softnet is root only
+// when its binary (symlinks resolved) is owned by root with the setuid
+// bit, or `sudo -n <softnet> --sudo-escalation-probing` exits 0.
+func softnetBecomesRoot() *exitError {
+	if os.Getenv("FAKETART_SOFTNET_NO_ROOT") != "1" {
+		return nil
+	}
+	bin, err := exec.LookPath("softnet")
+	if err != nil {
+		return genericErr(`InitializationFailed(why: "softnet not found in PATH")`)
+	}
+	if real, err := filepath.EvalSymlinks(bin); err == nil {
+		bin = real
+	}
+	if st, err := os.Stat(bin); err == nil {
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok && sys.Uid == 0 && st.Mode()&os.ModeSetuid != 0 {
+			return nil
+		}
+	}
+	if exec.Command("sudo", "-n", bin, "--sudo-escalation-probing").Run() == nil {
+		return nil
+	}
+	// softnet's anyhow error on the stderr it shares with Tart, then Tart's
+	// RuntimeFailed once the child is gone (as in softnetFailed).
+	return &exitError{code: 1, msg: "root privileges are required to run and passwordless sudo was not available\n" +
+		`RuntimeFailed(why: "Softnet process terminated prematurely")`}
 }

@@ -299,3 +299,62 @@ func TestNetHostIsolation(t *testing.T) {
 		run.wait(t, 10*time.Second)
 	}
 }
+
+// TestSoftnetWithoutRoot: when tart runs as an ordinary user
+// (FAKETART_SOFTNET_NO_ROOT=1) and softnet is neither setuid root nor
+// allowed by sudo without a password, softnet exits with its error and
+// Tart stops the VM with RuntimeFailed, exit 1 (Softnet.stop in
+// Sources/tart/Network/Softnet.swift; softnet's src/main.rs). Tart's own
+// fix, chown root and chmod u+s, lets the VM run.
+func TestSoftnetWithoutRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("a softnet owned by root needs a test running as root")
+	}
+	f := newFixture(t, "FAKETART_SOFTNET_NO_ROOT=1")
+	faketarttest.Template(t, f.home, "vm", []string{"/bin/sh", "-c", "sleep 60"}, nil)
+	softnet := faketarttest.Softnet(t)
+	// No passwordless sudo: a sudo that refuses, as `sudo -n` does when it
+	// would need a password.
+	sudoDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(sudoDir, "sudo"), []byte("#!/bin/sh\necho 'sudo: a password is required' >&2\nexit 1\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f = f.with("PATH=" + filepath.Dir(softnet) + ":" + sudoDir + ":" + os.Getenv("PATH"))
+	if err := os.Chmod(softnet, 0o755); err != nil { // a fresh brew install
+		t.Fatal(err)
+	}
+	const want = "root privileges are required to run and passwordless sudo was not available\n" +
+		`RuntimeFailed(why: "Softnet process terminated prematurely")` + "\n"
+	for _, mode := range []string{"--net-softnet", "--net-host"} {
+		// Started, not run to the end: on a fake without the check the VM
+		// would run on, and the wait fails the test.
+		r := f.start("--no-graphics", mode, "vm")
+		if code := r.wait(t, 10*time.Second); code != 1 || r.err.String() != want {
+			t.Fatalf("run %s without root: exit %d stderr %q; want 1 and %q", mode, code, r.err.String(), want)
+		}
+	}
+	// softnet parses its arguments before it asks for root.
+	r := f.tart("run", "--no-graphics", "--net-softnet-allow", "x", "vm")
+	if r.Code != 1 || !strings.HasPrefix(r.Stderr, "error: invalid value 'x' for '--allow") {
+		t.Fatalf("a bad list without root: exit %d stderr %q; want softnet's argument error", r.Code, r.Stderr)
+	}
+	// Tart's shared network needs no softnet.
+	run := f.start("--no-graphics", "vm")
+	faketarttest.WaitFor(5*time.Second, func() bool { return f.state("vm") == "running" || run.exited() })
+	if run.exited() {
+		t.Fatalf("shared network: %q", run.err.String())
+	}
+	f.ok("stop", "vm")
+	run.wait(t, 5*time.Second)
+	// The fix Tart runs through sudo when it has a terminal.
+	if err := os.Chmod(softnet, 0o755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	run = f.start("--no-graphics", "--net-softnet", "vm")
+	faketarttest.WaitFor(5*time.Second, func() bool { return f.state("vm") == "running" || run.exited() })
+	if run.exited() {
+		t.Fatalf("setuid root softnet: %q", run.err.String())
+	}
+	f.ok("stop", "vm")
+	run.wait(t, 5*time.Second)
+}
