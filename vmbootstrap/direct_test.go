@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -262,13 +263,18 @@ func TestUploadLargeArtifactInParts(t *testing.T) {
 			for k, v := range headers {
 				req.Header.Set(k, v)
 			}
+			// The store may refuse before it has read the body (a signature
+			// that does not hold): it answers and hangs up while the part is
+			// still being sent, and the client sees the connection reset.
 			resp, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Fatal(err)
+			status := "hung up: " + fmt.Sprint(err)
+			refused := err != nil
+			if err == nil {
+				resp.Body.Close()
+				status, refused = resp.Status, resp.StatusCode/100 == 4
 			}
-			resp.Body.Close()
-			if refused := resp.StatusCode/100 == 4; refused != (i == tc.refused) || (!refused && resp.StatusCode != http.StatusOK) {
-				t.Fatalf("%s: part %d: %s, want the store to refuse part %d", tc.name, i+1, resp.Status, tc.refused+1)
+			if refused != (i == tc.refused) || (!refused && resp.StatusCode != http.StatusOK) {
+				t.Fatalf("%s: part %d: %s, want the store to refuse part %d", tc.name, i+1, status, tc.refused+1)
 			}
 		}
 		if _, err := plain.CompleteArtifactUpload(ctx, j.job.ID, vm, up.Ticket); api.StatusOf(err) != http.StatusUnprocessableEntity {
