@@ -212,7 +212,7 @@ func (f *farm) startAgent(extraEnv ...string) *agentProc {
 	// Later entries win: extraEnv can override these.
 	cmd.Env = append(append(faketarttest.BaseEnv(), faketarttest.Env(f.tartHome, tartEnv...)...),
 		append([]string{"FREEAGENT_API_KEY=" + f.workerKey, "FREEAGENT_POLL_WAIT=2s",
-			// The host's disk floor holds builds back (issue 19); a CI disk may be small.
+			// The host's disk floor holds builds back; a CI disk may be small.
 			"FREEAGENT_MIN_FREE_GB=1"}, extraEnv...)...)
 	p := &agentProc{cmd: cmd, log: &syncbuf.Buffer{}, done: make(chan error, 1), dir: dir}
 	cmd.Stdout, cmd.Stderr = p.log, p.log

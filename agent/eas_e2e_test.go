@@ -54,7 +54,7 @@ console.log('SECRET_PLAIN ' + s);
 console.log('SECRET_B64 ' + Buffer.from(s).toString('base64'));
 `
 
-// TestExpoTeamAndroidBuilds is issue 12's "done when", through the real
+// TestExpoTeamAndroidBuilds is an Expo team's Android build, through the real
 // parts: expo-build resolves a JSON5 eas.json whose production profile
 // extends a base and reads credentials.json; the controller keeps a secret
 // set with `expo-build env set`; the agent runs the build in a (fake Tart)

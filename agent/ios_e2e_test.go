@@ -25,7 +25,7 @@ const easIOSJSON = `{
   }
 }`
 
-// TestExpoTeamIOSBuilds is issue 13's "done when", through the real parts
+// TestExpoTeamIOSBuilds is an Expo team's iOS build, through the real parts
 // on Linux: expo-build decides the build from the app's Xcode project (the
 // app and its widget extension) and validates a two-entry credentials.json;
 // the agent runs the build in a (fake Tart) VM whose freeagent-vm runs the

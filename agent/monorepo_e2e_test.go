@@ -23,7 +23,7 @@ const (
 	postInstallPrint = "MONOREPO_MARKER shared works is-number=true"
 )
 
-// TestMonorepoWorkspaceBuilds is issue 12's "a Yarn workspace and a pnpm
+// TestMonorepoWorkspaceBuilds is "a Yarn workspace and a pnpm
 // workspace build from their roots with frozen installs", through the real
 // parts: expo-build submits apps/mobile of a monorepo whose lockfile the
 // real manager wrote; the spec says where the app is and which manager and

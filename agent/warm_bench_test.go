@@ -21,7 +21,7 @@ import (
 var benchDependencies = map[string]string{"express": "4.21.2", "typescript": "5.7.3", "lodash": "4.17.21", "axios": "1.7.9",
 	"moment": "2.30.1", "uuid": "11.0.5", "chalk": "4.1.2", "commander": "13.1.0", "yargs": "17.7.2", "debug": "4.4.0"}
 
-// BenchmarkWarmBuild measures issue 18's two figures on one worker (the
+// BenchmarkWarmBuild measures the warm build's two figures on one worker (the
 // local driver, so the default pipeline runs with nothing between it and
 // this host's disk and network):
 //   - the install: `npm ci` with an empty cache against what a warm build

@@ -56,7 +56,7 @@ func npmApp(tb testing.TB, slug string, scripts, deps map[string]string) string 
 	return dir
 }
 
-// TestWarmBuilds is issue 18's dependency caches through the real parts:
+// TestWarmBuilds is the dependency caches through the real parts:
 // expo-build decides the npm and node_modules caches and their keys, the
 // agent shares the project's archives read-only with the fake Tart VM,
 // freeagent-vm runs the real `npm ci` and saves both after a success, and

@@ -20,16 +20,16 @@ type SummaryRow struct {
 // Targets. Where the seeds or the design give a number it is used; the
 // empty-poll budget is ours (see the Source of its row).
 const (
-	targetLifecyclesPerSecond = 500.0  // the foundation issue: five times seed 001's "100+ builds/sec"
-	targetPickupP50MS         = 50.0   // the foundation issue
-	targetPickupP99MS         = 250.0  // the foundation issue (the seeds wait up to 30 s)
-	targetCancelP99MS         = 2000.0 // issue 17: a cancel ends a running build within 2 s
+	targetLifecyclesPerSecond = 500.0  // five times the seeds' "100+ builds/sec"
+	targetPickupP50MS         = 50.0   // the design's pickup target
+	targetPickupP99MS         = 250.0  // the design's pickup target (the seeds wait up to 30 s)
+	targetCancelP99MS         = 2000.0 // a cancel ends a running build within 2 s
 	targetEmptyPollCPUPer1000 = 1.0    // ≤ 1 ms of controller + Postgres CPU per empty poll
 	targetClaimRatio          = 2.0
 	targetRSSGrowthMiB        = 64.0
 	targetPgbenchRatio        = 0.70
-	targetTransferRatio       = 0.80 // issue 16: ≥ 0.8 × a copy + fsync on the same disk
-	targetS3CPUPerGiB         = 0.05 // issue 16: "near zero" CPU per GiB with S3; ours: 50 ms
+	targetTransferRatio       = 0.80 // ≥ 0.8 × a copy + fsync on the same disk
+	targetS3CPUPerGiB         = 0.05 // "near zero" CPU per GiB with S3; ours: 50 ms
 )
 
 func summarize(r *Report) []SummaryRow {
@@ -37,18 +37,18 @@ func summarize(r *Report) []SummaryRow {
 	if l := r.Lifecycle; l != nil {
 		rows = append(rows, SummaryRow{Name: "HTTP lifecycles/s (" + l.Shape.String() + ")", Value: l.PerSecond,
 			Shown: fmt.Sprintf("%.0f /s", l.PerSecond), Target: fmt.Sprintf("≥ %.0f /s", targetLifecyclesPerSecond),
-			Pass: l.PerSecond >= targetLifecyclesPerSecond, Source: "issue: ≥ 500 lifecycles/s on the 2-core CI machine"})
+			Pass: l.PerSecond >= targetLifecyclesPerSecond, Source: "target: ≥ 500 lifecycles/s on the 2-core CI machine"})
 	}
 	if c := r.Cancel; c != nil {
 		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Cancel → cancelled p99 (p50 %s)", ms(c.Latency.P50)), Value: c.Latency.P99,
 			Shown: ms(c.Latency.P99), Target: fmt.Sprintf("p99 < %.0f ms", targetCancelP99MS), Pass: c.Latency.P99 < targetCancelP99MS,
-			Source: "issue 17: cancel within 2 s"})
+			Source: "target: a cancel ends a running build within 2 s"})
 	}
 	if p := r.Pickup; p != nil {
 		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Pickup latency p99 (p50 %s)", ms(p.FromSubmit.P50)), Value: p.FromSubmit.P99,
 			Shown: ms(p.FromSubmit.P99), Target: fmt.Sprintf("p50 < %.0f, p99 < %.0f ms", targetPickupP50MS, targetPickupP99MS),
 			Pass:   p.FromSubmit.P99 < targetPickupP99MS && p.FromSubmit.P50 < targetPickupP50MS,
-			Source: "issue: pickup p50 < 50 ms, p99 < 250 ms"})
+			Source: "target: pickup p50 < 50 ms, p99 < 250 ms"})
 	}
 	if p := r.EmptyPoll; p != nil {
 		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Empty poll CPU per 1000 (%.0f polls/s)", p.PerSecond), Value: p.CPUPer1000,
@@ -58,7 +58,7 @@ func summarize(r *Report) []SummaryRow {
 	if a := r.Artifact; a != nil {
 		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Controller RSS growth, %s artifact", size(a.Bytes)), Value: a.Growth,
 			Shown: fmt.Sprintf("%.1f MiB", a.Growth), Target: fmt.Sprintf("< %.0f MiB", targetRSSGrowthMiB),
-			Pass: a.Growth < targetRSSGrowthMiB, Source: "issue"})
+			Pass: a.Growth < targetRSSGrowthMiB, Source: "target"})
 	}
 	if x := r.Transfer; x != nil {
 		shown := fmt.Sprintf("%.2f", x.UploadRatio)
@@ -67,10 +67,10 @@ func summarize(r *Report) []SummaryRow {
 		}
 		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Upload through the controller ÷ copy+fsync, %s", size(x.Bytes)), Value: x.UploadRatio,
 			Shown: shown, Target: fmt.Sprintf("≥ %.2f", targetTransferRatio),
-			Pass: x.UploadRatio >= targetTransferRatio, Source: "issue 16"})
+			Pass: x.UploadRatio >= targetTransferRatio, Source: "target: ≥ 0.8 × a copy + fsync on the same disk"})
 		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Download through the controller ÷ copy+fsync, %s", size(x.Bytes)), Value: x.DownloadRatio,
 			Shown: fmt.Sprintf("%.2f", x.DownloadRatio), Target: fmt.Sprintf("≥ %.2f", targetTransferRatio),
-			Pass: x.DownloadRatio >= targetTransferRatio, Source: "issue 16"})
+			Pass: x.DownloadRatio >= targetTransferRatio, Source: "target: ≥ 0.8 × a copy + fsync on the same disk"})
 		if s3 := x.S3; s3 != nil {
 			// What the transfers cost, without what the controller's
 			// background loops use in the same time anyway.
@@ -78,18 +78,18 @@ func summarize(r *Report) []SummaryRow {
 			rows = append(rows, SummaryRow{Name: fmt.Sprintf("Controller CPU per GiB moved with S3, direct (file store: %.2f)", x.StreamCPUPerGiB), Value: net,
 				Shown:  fmt.Sprintf("%.3f CPU-s (%.3f with idle loops)", net, s3.ControllerCPUPerGiB),
 				Target: fmt.Sprintf("≤ %.2f CPU-s", targetS3CPUPerGiB),
-				Pass:   net <= targetS3CPUPerGiB, Source: "issue 16: near zero, the controller only signs"})
+				Pass:   net <= targetS3CPUPerGiB, Source: "target: near zero, the controller only signs"})
 		}
 	}
 	if p := r.Pgbench; p != nil && p.Skipped == "" && p.Ratio > 0 {
 		rows = append(rows, SummaryRow{Name: fmt.Sprintf("HTTP ÷ pgbench lifecycles/s (ceiling %.0f /s)", p.BestPerSecond), Value: p.Ratio,
 			Shown: fmt.Sprintf("%.2f", p.Ratio), Target: fmt.Sprintf("≥ %.2f", targetPgbenchRatio),
-			Pass: p.Ratio >= targetPgbenchRatio, Source: "issue"})
+			Pass: p.Ratio >= targetPgbenchRatio, Source: "target"})
 	}
 	if c := r.Claim; c != nil {
 		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Claim p50 at %s ÷ at %s pending", count(c.Large.Pending), count(c.Small.Pending)),
 			Value: c.Ratio, Shown: fmt.Sprintf("%.2f×", c.Ratio), Target: fmt.Sprintf("≤ %.0f×", targetClaimRatio),
-			Pass: c.Ratio <= targetClaimRatio, Source: "issue"})
+			Pass: c.Ratio <= targetClaimRatio, Source: "target"})
 	}
 	return rows
 }

@@ -24,7 +24,7 @@ import (
 )
 
 // TransferResult compares moving a file through the controller with
-// copying it on the same disk, in the same run (issue 16, item 5).
+// copying it on the same disk, in the same run.
 type TransferResult struct {
 	Bytes  int64 `json:"bytes"`
 	Rounds int   `json:"rounds"` // each figure is the best of this many

@@ -8,7 +8,7 @@ import (
 	"testing"
 )
 
-// TestToolchainEnvReachesTheBuild is defect 4 of issue 14 on a fake guest
+// TestToolchainEnvReachesTheBuild runs on a fake guest
 // laid out like the Cirrus Labs Xcode image: PATH (with the JDK) and
 // ANDROID_HOME are set only in the login profile, which a LaunchAgent never
 // reads. The template script records them with freeagent-toolchain-env in

@@ -130,7 +130,7 @@ func buildBinaries(t *testing.T) string {
 	return dir
 }
 
-// TestMakeRunTwiceAndCtrlC is issue 17's `make run`: a second start on the
+// TestMakeRunTwiceAndCtrlC is `make run`: a second start on the
 // same .run directory refuses with the running farm's URL and pid; Ctrl-C
 // stops the controller, the worker and the database; a pid file left by a
 // killed run does not block the next; the logs are appended to. On the way:

@@ -66,7 +66,7 @@ func hexKey() string {
 	return hex.EncodeToString(b)
 }
 
-// TestReplicasShareAnS3Store is issue 16's first "done when": two replicas
+// TestReplicasShareAnS3Store: two replicas
 // on different data directories, one Postgres and one S3 store. A build
 // submitted to A is claimed by a worker polling B, completes (after the
 // store was unreachable for a while: the build does not complete without

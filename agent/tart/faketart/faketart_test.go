@@ -403,7 +403,7 @@ func TestRunBootsGuestListStopDelete(t *testing.T) {
 	if bytes.Contains(procEnv, []byte("TART_HOME=")) {
 		t.Error("guest inherited the host's TART_HOME")
 	}
-	// A LaunchAgent gets launchd's PATH, never the host's (issue 14).
+	// A LaunchAgent gets launchd's PATH, never the host's.
 	if !bytes.Contains(append([]byte{0}, procEnv...), []byte("\x00PATH=/usr/bin:/bin:/usr/sbin:/sbin\x00")) {
 		t.Errorf("guest PATH is not launchd's: %q", procEnv)
 	}

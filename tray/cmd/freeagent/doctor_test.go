@@ -101,8 +101,8 @@ func TestDoctor(t *testing.T) {
 	}
 }
 
-// TestPlatformsComeFromTheTemplate is defect 4 of issue 14: a template built
-// without Android (its marker says ios) must not make the worker advertise
+// TestPlatformsComeFromTheTemplate: a template built without Android
+// (its marker says ios) must not make the worker advertise
 // android, whatever the setting, and doctor says so.
 func TestPlatformsComeFromTheTemplate(t *testing.T) {
 	tartBin, home := faketarttest.Build(t), faketarttest.Home(t)
@@ -142,7 +142,7 @@ func TestPlatformsComeFromTheTemplate(t *testing.T) {
 }
 
 // Builds never pull a template that is on this Mac; `freeagent pull` is how
-// the owner follows a moved tag (issue 14, defect 3).
+// the owner follows a moved tag.
 func TestPullRefreshesOnlyARemoteTemplate(t *testing.T) {
 	tartBin := faketarttest.Build(t)
 	home, registry := faketarttest.Home(t), t.TempDir()

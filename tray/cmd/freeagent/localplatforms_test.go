@@ -32,8 +32,8 @@ func toolchainHost(t *testing.T, sdk bool, tools ...string) {
 	}
 }
 
-// A worker with the local driver advertises only what this host builds
-// (issue 17): never ios without macOS and xcodebuild, android only with a
+// A worker with the local driver advertises only what this host builds:
+// never ios without macOS and xcodebuild, android only with a
 // JDK and an Android SDK unless --platforms names it; the log says why.
 func TestLocalWorkerAdvertisesWhatTheHostBuilds(t *testing.T) {
 	advertised := func(set string) ([]string, string) {
