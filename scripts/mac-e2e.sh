@@ -278,6 +278,12 @@ JS
 		expect "the build VM refuses the image's well-known password" "$known" refused
 		expect "the build VM's user has no passwordless sudo" "$sudo_ok" no
 		expect "the build VM's sshd is disabled" "$sshd" off
+		# The lockdown re-keyed the login keychain to the new password, so
+		# the auto-login unlocked it (a locked one means a dialog on every
+		# clone's screen); show-keychain-info fails on a locked keychain.
+		local keychain="locked"
+		tart exec "$vm" security show-keychain-info login.keychain-db >/dev/null 2>&1 && keychain="unlocked"
+		expect "the auto-login unlocked the login keychain" "$keychain" unlocked
 		# A second worker on this Mac (the menu-bar app beside `freeagent
 		# run`) sweeps orphans when it starts: it must leave this VM alone.
 		start_worker mac-e2e-second "$work/agent-second"
