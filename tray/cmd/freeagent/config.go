@@ -84,6 +84,9 @@ type Config struct {
 	// Insecure allows a plain http:// controller on another machine
 	// (--insecure, FREEAGENT_INSECURE=1); refused otherwise.
 	Insecure bool
+	// OnSIGTERM is what `run` does with its first SIGTERM: onTermDrain or
+	// onTermHandBack.
+	OnSIGTERM string
 
 	apiKeyStdin bool
 	jsonOut     bool
@@ -155,6 +158,9 @@ func loadConfigEnv(cmd string, args []string, lookupEnv func(string) (string, bo
 		o.String(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens; a loopback address also binds --host-address (the VMs' way to this Mac) at the same port once Tart's network is up; it serves only this Mac and --solo-vm-network")
 		o.String(&cfg.SoloVMNetwork, "solo-vm-network", "FREEAGENT_SOLO_VM_NETWORK", solo.DefaultVMNetwork, "the build VMs' network (CIDR): the only addresses beside this Mac the solo controller serves")
 	}
+	if cmd == "run" {
+		o.String(&cfg.OnSIGTERM, "on-sigterm", "FREEAGENT_ON_SIGTERM", onTermDrain, "what the first SIGTERM does: drain (running builds finish, then the worker exits) or hand-back (running builds go back to the queue now: what launchd's logout, restart or shutdown leaves time for); the next signal hands back, a third exits")
+	}
 	if cmd == "app" {
 		o.String(&cfg.OpenCommand, "open-command", "FREEAGENT_OPEN_COMMAND", defaultOpener, "command that shows the dashboard, logs and preferences")
 	}
@@ -183,6 +189,9 @@ func loadConfigEnv(cmd string, args []string, lookupEnv func(string) (string, bo
 		if _, err := cfg.hostRules(); err != nil {
 			return nil, nil, usageError{err}
 		}
+	}
+	if cmd == "run" && cfg.OnSIGTERM != onTermDrain && cfg.OnSIGTERM != onTermHandBack {
+		return nil, nil, usageError{fmt.Errorf("--on-sigterm %q: use %s or %s", cfg.OnSIGTERM, onTermDrain, onTermHandBack)}
 	}
 	if cmd == "run" && cfg.ControllerURL == "" {
 		return nil, nil, usageError{errors.New("no controller: pass --controller-url, set FREEAGENT_CONTROLLER_URL, or run `freeagent setup --controller-url URL`")}
