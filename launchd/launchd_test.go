@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"howett.net/plist"
+	"github.com/freeagent-build/freeagent/internal/plist"
 )
 
 var update = flag.Bool("update", false, "rewrite the checked-in guest plist from GuestJob")
@@ -26,7 +26,7 @@ func parseGeneric(t *testing.T, b []byte) map[string]any {
 	if err != nil {
 		t.Fatalf("plist does not parse: %v\n%s", err, b)
 	}
-	if format != plist.XMLFormat {
+	if format != plist.XML {
 		t.Fatalf("plist format %d, want XML", format)
 	}
 	return m

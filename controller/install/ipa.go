@@ -10,7 +10,7 @@ import (
 	"path"
 	"strings"
 
-	"howett.net/plist"
+	"github.com/freeagent-build/freeagent/internal/plist"
 )
 
 // AppInfo is what an iOS manifest says about the app.

@@ -6,15 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"howett.net/plist"
-
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/plist"
 )
 
 // Xcode writes Info.plist in the binary format; the manifest must still
 // carry the app's real bundle id.
 func TestReadAppInfoBinaryPlist(t *testing.T) {
-	info, err := plist.Marshal(map[string]string{"CFBundleIdentifier": "com.example.bin", "CFBundleVersion": "7", "CFBundleName": "Bin"}, plist.BinaryFormat)
+	info, err := plist.MarshalBinary(map[string]string{"CFBundleIdentifier": "com.example.bin", "CFBundleVersion": "7", "CFBundleName": "Bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
