@@ -178,9 +178,10 @@ func CertificateError(err error) bool {
 	return errors.As(err, &ve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
 }
 
-// retryAfter reads a Retry-After header: seconds or an HTTP date; 0 when
-// absent or unreadable.
-func retryAfter(h http.Header, now time.Time) time.Duration {
+// ParseRetryAfter reads a Retry-After header: seconds or an HTTP date; 0
+// when absent or unreadable. Clients of other services (the stores) read
+// theirs with it, so api.Retry honours them alike.
+func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0
