@@ -33,9 +33,14 @@ func (e *Error) Error() string {
 		b.WriteString(" " + e.Code)
 	}
 	b.WriteString(")")
+	sep := ": "
 	for _, s := range []string{e.Title, e.Detail} {
 		if s != "" {
-			b.WriteString(": " + s)
+			b.WriteString(sep + s)
+			sep = ": "
+			if strings.HasSuffix(s, ".") {
+				sep = " "
+			}
 		}
 	}
 	if fix := e.fix(); fix != "" {
