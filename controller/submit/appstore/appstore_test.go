@@ -316,7 +316,10 @@ func TestBadInputIsRefusedUpFront(t *testing.T) {
 		opts Options
 		want string
 	}{
-		{"a key that is not a .p8", func(k Key) Key { k.PrivateKey = []byte("-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n"); return k }, good, Options{}, "not a PEM \"PRIVATE KEY\""},
+		{"a key that is not a .p8", func(k Key) Key {
+			k.PrivateKey = []byte("-----BEGIN RSA PRIVATE KEY-----\nAAAA\n-----END RSA PRIVATE KEY-----\n")
+			return k
+		}, good, Options{}, "not a PEM \"PRIVATE KEY\""},
 		{"no issuer", func(k Key) Key { k.IssuerID = ""; return k }, good, Options{}, "ascApiKeyIssuerId"},
 		{"a key id of the wrong form", func(k Key) Key { k.KeyID = "abc"; return k }, good, Options{}, "(ascApiKeyId) \"abc\""},
 		{"an app id of the wrong form", nil, good, Options{AppID: "hello"}, "ascAppId \"hello\""},
