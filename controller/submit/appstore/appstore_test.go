@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -571,5 +572,23 @@ func TestCheckProfile(t *testing.T) {
 		if (tc.name == "Apple ID" || tc.name == "app-specific password") && !errors.Is(err, ErrPasswordLogin) {
 			t.Errorf("%s: not ErrPasswordLogin: %v", tc.name, err)
 		}
+	}
+}
+
+// An answer larger than any App Store Connect gives is not read whole:
+// the submission stops with an error saying so.
+func TestAnswersAreBounded(t *testing.T) {
+	key, _ := newKey(t)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"data":{"id":"`+testApp+`","attributes":{"bundleId":"`+testBundle+`","name":"`)
+		io.WriteString(w, strings.Repeat("0", 2*maxResponse))
+		io.WriteString(w, `"}}}`)
+	}))
+	defer srv.Close()
+	c := &Client{BaseURL: srv.URL, Retry: api.RetryPolicy{Backoff: api.Backoff{Initial: time.Millisecond}, Attempts: 1}}
+	_, err := c.Submit(context.Background(), key, writeIPA(t, testBundle, "1.0", "1"), Options{AppID: testApp}, io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "larger than 1024 KiB") {
+		t.Fatalf("an oversized answer: %v", err)
 	}
 }
