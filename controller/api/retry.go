@@ -139,6 +139,19 @@ func Retry(ctx context.Context, p RetryPolicy, fn func(context.Context) error) e
 	}
 }
 
+// Sleep waits d or until ctx ends, then returns ctx's cause: the one wait
+// of the loops that poll on a schedule of their own.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
 // Transient reports whether a call to the controller that failed with err
 // may succeed when repeated: network trouble (refused, reset, timed out,
 // cut short) and the answers that say "later" — 5xx except 501 Not

@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
 	"github.com/freeagent-build/freeagent/internal/config"
@@ -445,7 +446,7 @@ func (s *session) awaitUpload(ctx context.Context, uploadID string) (string, err
 				return b.ID, nil
 			}
 		}
-		if err := sleep(ctx, config.OrDefault(s.c.PollInterval, DefaultPollInterval)); err != nil {
+		if err := api.Sleep(ctx, config.OrDefault(s.c.PollInterval, DefaultPollInterval)); err != nil {
 			return "", err
 		}
 	}
@@ -471,7 +472,7 @@ func (s *session) awaitBuild(ctx context.Context, buildID string) (string, error
 		case buildFailed, buildInvalid:
 			return "", &ProcessingError{What: "the build", State: st}
 		}
-		if err := sleep(ctx, config.OrDefault(s.c.PollInterval, DefaultPollInterval)); err != nil {
+		if err := api.Sleep(ctx, config.OrDefault(s.c.PollInterval, DefaultPollInterval)); err != nil {
 			return "", err
 		}
 	}
