@@ -41,9 +41,8 @@ const (
 
 // defaultRetry is the schedule of repeated requests: a second at first,
 // doubling to a minute, at most six tries in a row.
-var defaultRetry = api.RetryPolicy{
-	Backoff:  api.Backoff{Initial: time.Second, Max: time.Minute, Jitter: 0.5},
-	Attempts: 6,
+func defaultRetry() api.RetryPolicy {
+	return api.RetryPolicy{Backoff: api.Backoff{Initial: time.Second, Max: time.Minute, Jitter: 0.5}, Attempts: 6}
 }
 
 // maxResponse bounds an API answer: a build upload with its files and
@@ -122,7 +121,7 @@ func (s *session) logf(format string, args ...any) {
 func (s *session) retry(ctx context.Context, op string, f func(context.Context) error) error {
 	p := s.c.Retry
 	if p.Backoff == (api.Backoff{}) {
-		p = defaultRetry
+		p = defaultRetry()
 	}
 	p.Retryable = api.Transient
 	p.OnRetry = func(err error, attempt int, wait time.Duration) {

@@ -106,10 +106,10 @@ func (c *Client) Submit(ctx context.Context, key Key, ipaPath string, opts Optio
 	wait, cancel := context.WithTimeoutCause(ctx, config.OrDefault(opts.ProcessingTimeout, DefaultProcessingTimeout), errProcessingTimeout)
 	defer cancel()
 	if res.BuildID, err = s.awaitUpload(wait, up.ID); err != nil {
-		return res, s.processingTimeout(ctx, wait, err, "the build upload", up.ID)
+		return res, processingTimeout(ctx, wait, err, "the build upload", up.ID)
 	}
 	if res.State, err = s.awaitBuild(wait, res.BuildID); err != nil {
-		return res, s.processingTimeout(ctx, wait, err, "the build", res.BuildID)
+		return res, processingTimeout(ctx, wait, err, "the build", res.BuildID)
 	}
 	s.logf("build %s (%s, %s) is ready for TestFlight", res.BuildID, res.ShortVersion, res.BuildNumber)
 	if res.Groups, err = s.addToGroups(ctx, res.AppID, res.BuildID, opts.Groups); err != nil {
@@ -125,7 +125,7 @@ var errProcessingTimeout = fmt.Errorf("processing timeout: %w", context.Deadline
 
 // processingTimeout says so when the processing wait, not the caller,
 // ended err.
-func (s *session) processingTimeout(ctx, wait context.Context, err error, what, id string) error {
+func processingTimeout(ctx, wait context.Context, err error, what, id string) error {
 	if ctx.Err() == nil && errors.Is(context.Cause(wait), errProcessingTimeout) {
 		return fmt.Errorf("App Store Connect was still processing %s %s when the processing timeout passed; "+
 			"submitting again resumes following it (or raise the processing timeout): %w", what, id, errProcessingTimeout)
@@ -392,7 +392,7 @@ func (s *session) putPart(ctx context.Context, f *os.File, op uploadOperation, n
 	}
 	req.ContentLength = op.Length
 	for _, h := range op.RequestHeaders {
-		if !strings.EqualFold(h.Name, "Content-Length") && !strings.EqualFold(h.Name, "Authorization") {
+		if !strings.EqualFold(h.Name, "Content-Length") { // req.ContentLength says it
 			req.Header.Set(h.Name, h.Value)
 		}
 	}
