@@ -281,7 +281,7 @@ func (s *LogStream) flush(ctx context.Context) error {
 				if err = s.classify(ctx, err); err != nil {
 					return err
 				}
-				if err := sleep(ctx, b.Next()); err != nil {
+				if err := api.Sleep(ctx, b.Next()); err != nil {
 					return err
 				}
 				continue
@@ -329,7 +329,7 @@ func (s *LogStream) flush(ctx context.Context) error {
 			s.resyncs++
 			s.mu.Unlock()
 			if s.resyncs%10 == 0 { // never spin against a confused server
-				if err := sleep(ctx, b.Next()); err != nil {
+				if err := api.Sleep(ctx, b.Next()); err != nil {
 					return err
 				}
 			}
@@ -339,7 +339,7 @@ func (s *LogStream) flush(ctx context.Context) error {
 			}
 			d := b.Next()
 			s.log.WithError(err).WithField("retry_in", d.Round(time.Millisecond)).Debug("build log append failed; resending")
-			if err := sleep(ctx, d); err != nil {
+			if err := api.Sleep(ctx, d); err != nil {
 				return err
 			}
 		}

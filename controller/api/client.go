@@ -151,7 +151,7 @@ func sameOrigin(a, b *url.URL) bool {
 }
 
 func decodeError(resp *http.Response) error {
-	e := &Error{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now())}
+	e := &Error{Status: resp.StatusCode, RetryAfter: ParseRetryAfter(resp.Header, time.Now())}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var body ErrorResponse
 	if json.Unmarshal(b, &body) == nil && (body.Error != "" || body.Code != "") {

@@ -139,6 +139,19 @@ func Retry(ctx context.Context, p RetryPolicy, fn func(context.Context) error) e
 	}
 }
 
+// Sleep waits d or until ctx ends, then returns ctx's cause: the one wait
+// of the loops that poll on a schedule of their own.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
+	}
+}
+
 // Transient reports whether a call to the controller that failed with err
 // may succeed when repeated: network trouble (refused, reset, timed out,
 // cut short) and the answers that say "later" — 5xx except 501 Not
@@ -178,9 +191,10 @@ func CertificateError(err error) bool {
 	return errors.As(err, &ve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
 }
 
-// retryAfter reads a Retry-After header: seconds or an HTTP date; 0 when
-// absent or unreadable.
-func retryAfter(h http.Header, now time.Time) time.Duration {
+// ParseRetryAfter reads a Retry-After header: seconds or an HTTP date; 0
+// when absent or unreadable. Clients of other services (the stores) read
+// theirs with it, so api.Retry honours them alike.
+func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0

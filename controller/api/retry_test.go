@@ -161,7 +161,7 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 	for v, want := range map[string]time.Duration{"": 0, "0": 0, "120": 2 * time.Minute, "soon": 0, "-5": 0,
 		now.Add(90 * time.Second).Format(http.TimeFormat): 90 * time.Second, now.Add(-time.Hour).Format(http.TimeFormat): 0, "999999999": 24 * time.Hour} {
 		h.Set("Retry-After", v)
-		if got := retryAfter(h, now); got != want {
+		if got := ParseRetryAfter(h, now); got != want {
 			t.Errorf("Retry-After %q = %v, want %v", v, got, want)
 		}
 	}

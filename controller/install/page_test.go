@@ -28,7 +28,7 @@ func TestReadAppInfoBinaryPlist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != (AppInfo{BundleID: "com.example.bin", Version: "7", Title: "Bin"}) {
+	if got != (AppInfo{BundleID: "com.example.bin", Version: "7", Title: "Bin", BuildNumber: "7"}) {
 		t.Fatalf("app info: %+v", got)
 	}
 	if _, err := ReadAppInfo(bytes.NewReader([]byte("PK nope")), 7); err == nil || !strings.Contains(err.Error(), "IPA") {
