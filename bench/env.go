@@ -204,12 +204,14 @@ func (e *env) startPostgres(ctx context.Context) error {
 
 func (e *env) startController(ctx context.Context) error {
 	var err error
-	// One key drives every simulated worker: no per-key budget. Warm
+	// Simulated workers go as fast as the controller lets them (real ones
+	// make a request every few seconds): no budgets, so the phases measure
+	// the controller, not its limits (the storm phase compares both). Warm
 	// placement never gives up (the claim phase's queue is older than its
 	// default 30 s), so the claims of workers holding caches always pay
 	// for its look-ahead.
 	e.ctrl, err = startChild(e.bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", e.dataDir, "--database-url", e.dsn,
-		"--rate-per-key", "0", "--warm-placement-wait", "1000h"}, e.logf)
+		"--rate-per-key", "0", "--rate-per-worker", "0", "--warm-placement-wait", "1000h"}, e.logf)
 	if err != nil {
 		return err
 	}
