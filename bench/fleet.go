@@ -42,7 +42,7 @@ type FleetSettings struct {
 
 // FleetPoint is one worker count's window.
 type FleetPoint struct {
-	Workers int `json:"workers"`
+	Workers    int     `json:"workers"`
 	HeartbeatS float64 `json:"heartbeat_s"` // the interval the workers renewed their leases at
 	// Busy is the average share of workers holding a build in the window.
 	Busy     float64 `json:"busy"`
