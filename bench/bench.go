@@ -203,7 +203,7 @@ func SmokeConfig() Config {
 	c.PickupWorkers, c.PickupSamples, c.PickupSpacing = 4, 20, 20*time.Millisecond
 	c.CancelSamples = 10
 	c.EmptyPollClients, c.EmptyPollDuration = 4, time.Second
-	c.StormWorkers, c.StormBuilds, c.StormRounds, c.StormTimeout = 8, 80, 1, time.Minute
+	c.StormWorkers, c.StormBuilds, c.StormRounds, c.StormTimeout = 20, 300, 1, time.Minute // beyond a shared key's burst of 400
 	c.FleetWorkers, c.FleetWindow, c.FleetWarmup = []int{20}, 3*time.Second, 2*time.Second
 	c.FleetPollWait, c.FleetCancelWatch, c.FleetHeartbeat, c.FleetBuildTime = 2*time.Second, 2*time.Second, 500*time.Millisecond, 1500*time.Millisecond
 	c.FleetLogEvery, c.FleetArtifactBytes, c.FleetBusyShare, c.FleetCancelShare = 200*time.Millisecond, 16<<10, 0.5, 0.2
