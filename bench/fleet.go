@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -174,21 +173,14 @@ func fleetOnce(ctx context.Context, e *env, n int) (*FleetPoint, error) {
 	defer cancel()
 	f.fe = &firstError{cancel: cancel}
 
-	ws := make([]*simWorker, n)
-	errs := make([]error, n)
-	var reg sync.WaitGroup
-	for i := range n {
-		reg.Add(1)
-		go func() {
-			defer reg.Done()
-			errs[i] = f.timed(ctx, callRegistering, func(ctx context.Context) (err error) {
-				ws[i], err = registerWorkerFor(ctx, workers, fmt.Sprintf("fleet-%d-%d", n, i), 1)
-				return err
-			})
-		}()
-	}
-	reg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	ws, err := registerEach(ctx, n, func(ctx context.Context, i int) (w *simWorker, err error) {
+		err = f.timed(ctx, callRegistering, func(ctx context.Context) (err error) {
+			w, err = registerWorkerFor(ctx, workers, fmt.Sprintf("fleet-%d-%d", n, i), 1)
+			return err
+		})
+		return w, err
+	})
+	if err != nil {
 		return nil, err
 	}
 	heartbeat := cfg.FleetHeartbeat

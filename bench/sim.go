@@ -48,6 +48,13 @@ func registerWorkerFor(ctx context.Context, c *api.Client, name string, maxBuild
 
 // registerWorkers registers n workers concurrently.
 func registerWorkers(ctx context.Context, c *api.Client, prefix string, n int) ([]*simWorker, error) {
+	return registerEach(ctx, n, func(ctx context.Context, i int) (*simWorker, error) {
+		return registerWorker(ctx, c, fmt.Sprintf("%s-%d", prefix, i))
+	})
+}
+
+// registerEach registers n workers concurrently, the i-th with register(i).
+func registerEach(ctx context.Context, n int, register func(ctx context.Context, i int) (*simWorker, error)) ([]*simWorker, error) {
 	ws := make([]*simWorker, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -55,7 +62,7 @@ func registerWorkers(ctx context.Context, c *api.Client, prefix string, n int) (
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ws[i], errs[i] = registerWorker(ctx, c, fmt.Sprintf("%s-%d", prefix, i))
+			ws[i], errs[i] = register(ctx, i)
 		}()
 	}
 	wg.Wait()

@@ -159,15 +159,15 @@ func stormOnce(ctx context.Context, e *env, c *api.Client, prefix string) (Storm
 		return StormRun{}, err
 	}
 	var counts answerCounter
-	ws := make([]*simWorker, cfg.StormWorkers)
-	for i := range ws {
-		err := counts.retry(ctx, func(ctx context.Context) (err error) {
-			ws[i], err = registerWorker(ctx, c, fmt.Sprintf("%s-%d", prefix, i))
+	ws, err := registerEach(ctx, cfg.StormWorkers, func(ctx context.Context, i int) (w *simWorker, err error) {
+		err = counts.retry(ctx, func(ctx context.Context) (err error) {
+			w, err = registerWorker(ctx, c, fmt.Sprintf("%s-%d", prefix, i))
 			return err
 		})
-		if err != nil {
-			return StormRun{}, err
-		}
+		return w, err
+	})
+	if err != nil {
+		return StormRun{}, err
 	}
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)

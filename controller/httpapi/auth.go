@@ -97,12 +97,7 @@ func (s *Server) workerKey(h func(http.ResponseWriter, *http.Request, store.APIK
 // usually shares).
 func (s *Server) worker(h func(http.ResponseWriter, *http.Request, store.WorkerAuth)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		wa, err := s.workerAuth(r)
-		if err == nil {
-			if over := s.rates.worker(wa.WorkerID); over != nil {
-				err = over
-			}
-		}
+		wa, err := s.budgetedWorker(r)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -139,6 +134,18 @@ func (s *Server) spareLease(ctx context.Context, wa store.WorkerAuth, over *errR
 		return over
 	}
 	return nil
+}
+
+// budgetedWorker is workerAuth, then the charge to the worker's budget.
+func (s *Server) budgetedWorker(r *http.Request) (store.WorkerAuth, error) {
+	wa, err := s.workerAuth(r)
+	if err != nil {
+		return wa, err
+	}
+	if over := s.rates.worker(wa.WorkerID); over != nil {
+		return wa, over
+	}
+	return wa, nil
 }
 
 // workerAuth authenticates a worker request: its API key (a worker or
@@ -332,12 +339,7 @@ func (s *Server) sourceReader(h func(w http.ResponseWriter, r *http.Request, bui
 			h(w, r, id)
 			return
 		}
-		wa, err := s.workerAuth(r)
-		if err == nil {
-			if over := s.rates.worker(wa.WorkerID); over != nil {
-				err = over
-			}
-		}
+		wa, err := s.budgetedWorker(r)
 		if err != nil {
 			s.fail(w, r, err)
 			return
