@@ -1,6 +1,8 @@
 // Package bench measures the controller end to end on the machine it runs on:
 // full build lifecycles per second over HTTP, pickup latency of parked long
-// polls, the cost of empty polls, claim latency against a huge queue, the
+// polls, the cost of empty polls, a storm of workers sharing one key with
+// and without request budgets, what a fleet of hundreds of workers costs
+// the controller, claim latency against a huge queue, the
 // controller's memory while a 2 GiB artifact streams through it, transfers
 // through the controller and with S3 against a copy + fsync of the same
 // bytes, and the Postgres ceiling of the same SQL driven by pgbench.
