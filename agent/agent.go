@@ -271,7 +271,7 @@ func (a *Agent) recover(ctx context.Context, err error, b *api.BackoffSequence) 
 		a.log.WithError(err).Error("the API key is not a worker key")
 		return sleepCtx(ctx, b.Next(), a.draining)
 	default:
-		d := b.Next()
+		d := b.After(err)
 		a.setState(StateOffline, fmt.Sprintf("controller unreachable: %v (retrying in %s)", err, d.Round(time.Second)))
 		a.log.WithError(err).WithField("retry_in", d.Round(time.Millisecond)).Warn("poll failed")
 		return sleepCtx(ctx, d, a.draining)
@@ -319,7 +319,7 @@ func (a *Agent) register(ctx context.Context) error {
 			a.setState(StateNeedsAttention, fmt.Sprintf("the controller refused the registration: %v; check the controller URL with `freeagent setup`", err))
 			return fmt.Errorf("registration refused: %w", err)
 		}
-		d := b.Next()
+		d := b.After(err)
 		a.setState(StateOffline, fmt.Sprintf("controller unreachable: %v", err))
 		a.log.WithError(err).WithField("retry_in", d.Round(time.Millisecond)).Warn("registration failed")
 		if !sleepCtx(ctx, d, nil) {

@@ -202,7 +202,7 @@ func (b *build) watchCancel(ctx context.Context, stop context.CancelCauseFunc) {
 			return
 		}
 		b.log.WithError(err).Debug("cancel watch failed; retrying")
-		if !sleepCtx(ctx, bo.Next(), nil) {
+		if !sleepCtx(ctx, bo.After(err), nil) {
 			return
 		}
 	}

@@ -69,6 +69,20 @@ func (s *BackoffSequence) Next() time.Duration {
 	return s.b.Delay(s.n)
 }
 
+// After is the wait before repeating a call that failed with err: the
+// next wait, or longer when the controller asked for longer (a 429's or a
+// 503's Retry-After).
+func (s *BackoffSequence) After(err error) time.Duration { return atLeastAsked(err, s.Next()) }
+
+// atLeastAsked is wait, or err's Retry-After when that is longer.
+func atLeastAsked(err error, wait time.Duration) time.Duration {
+	var e *Error
+	if errors.As(err, &e) && e.RetryAfter > wait {
+		return e.RetryAfter
+	}
+	return wait
+}
+
 // Reset makes the next wait the first one again.
 func (s *BackoffSequence) Reset() { s.n = 0 }
 
@@ -118,11 +132,7 @@ func Retry(ctx context.Context, p RetryPolicy, fn func(context.Context) error) e
 		if p.Attempts > 0 && attempt >= p.Attempts {
 			return err
 		}
-		wait := p.Delay(attempt)
-		var e *Error
-		if errors.As(err, &e) && e.RetryAfter > wait {
-			wait = e.RetryAfter
-		}
+		wait := atLeastAsked(err, p.Delay(attempt))
 		if p.Budget > 0 && time.Since(start)+wait > p.Budget {
 			return err
 		}
