@@ -32,6 +32,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 // Phase names, for Config.Skip.
@@ -381,7 +383,7 @@ func busyCores(ctx context.Context, d time.Duration) (float64, error) {
 		return 0, err
 	}
 	start := time.Now()
-	if err := sleep(ctx, d); err != nil {
+	if err := api.Sleep(ctx, d); err != nil {
 		return 0, err
 	}
 	b, bs, err := machineCPU()

@@ -319,7 +319,7 @@ func (e *env) truncate(ctx context.Context) error {
 		if err == nil || i == tries || !errors.As(err, &pgErr) || pgErr.Code != "40P01" { // deadlock_detected
 			return err
 		}
-		if err := sleep(ctx, time.Duration(i)*50*time.Millisecond); err != nil {
+		if err := api.Sleep(ctx, time.Duration(i)*50*time.Millisecond); err != nil {
 			return err
 		}
 	}

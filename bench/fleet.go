@@ -212,7 +212,7 @@ func fleetOnce(ctx context.Context, e *env, n int) (*FleetPoint, error) {
 
 	p := &FleetPoint{Workers: n, HeartbeatS: heartbeat.Seconds()}
 	measureErr := func() error {
-		if err := sleep(ctx, cfg.FleetWarmup); err != nil {
+		if err := api.Sleep(ctx, cfg.FleetWarmup); err != nil {
 			return err
 		}
 		before, err := e.cpuOf(prodCtrl)
@@ -222,7 +222,7 @@ func fleetOnce(ctx context.Context, e *env, n int) (*FleetPoint, error) {
 		req0, fin0, can0, empty0, watch0 := f.requests.Load(), f.finished.Load(), f.cancelled.Load(), f.empty.Load(), f.watches.Load()
 		t0 := time.Now()
 		f.inWindow.Store(true)
-		if err := sleep(ctx, cfg.FleetWindow); err != nil {
+		if err := api.Sleep(ctx, cfg.FleetWindow); err != nil {
 			return err
 		}
 		f.inWindow.Store(false)
@@ -263,7 +263,7 @@ func fleetOnce(ctx context.Context, e *env, n int) (*FleetPoint, error) {
 // work is one simulated worker: the agent's loop with the agent's timings.
 func (f *fleet) work(ctx context.Context, w *simWorker, heartbeat time.Duration) {
 	cfg := f.e.cfg
-	if sleep(ctx, rand.N(cfg.FleetPollWait)) != nil {
+	if api.Sleep(ctx, rand.N(cfg.FleetPollWait)) != nil {
 		return
 	}
 	for ctx.Err() == nil {
@@ -352,7 +352,7 @@ func (f *fleet) build(ctx context.Context, w *simWorker, job *api.Job, heartbeat
 		return nil
 	})
 	run(func() error { // the lease
-		for sleep(bctx, heartbeat) == nil {
+		for api.Sleep(bctx, heartbeat) == nil {
 			if err := f.timed(bctx, callHeartbeat, func(ctx context.Context) error { return w.heartbeat(ctx, job) }); err != nil {
 				return err
 			}
@@ -362,7 +362,7 @@ func (f *fleet) build(ctx context.Context, w *simWorker, job *api.Job, heartbeat
 	run(func() error { // the VM's live log
 		line := bytes.Repeat([]byte("> Task :app:compileReleaseKotlin UP-TO-DATE ........................................\n"), max(1, cfg.FleetLogBytes/86))
 		var offset int64
-		for sleep(bctx, cfg.FleetLogEvery) == nil {
+		for api.Sleep(bctx, cfg.FleetLogEvery) == nil {
 			if err := f.timed(bctx, callLog, func(ctx context.Context) (err error) {
 				offset, err = f.vm.AppendLog(ctx, job.ID, vmToken, offset, line)
 				return err
@@ -429,7 +429,7 @@ func (f *fleet) build(ctx context.Context, w *simWorker, job *api.Job, heartbeat
 func (f *fleet) submit(ctx context.Context, perSecond float64) {
 	cfg := f.e.cfg
 	for {
-		if sleep(ctx, time.Duration(rand.ExpFloat64()/perSecond*float64(time.Second))) != nil {
+		if api.Sleep(ctx, time.Duration(rand.ExpFloat64()/perSecond*float64(time.Second))) != nil {
 			return
 		}
 		var sub api.SubmitResponse
@@ -446,7 +446,7 @@ func (f *fleet) submit(ctx context.Context, perSecond float64) {
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
-			if sleep(ctx, rand.N(cfg.FleetBuildTime)) != nil {
+			if api.Sleep(ctx, rand.N(cfg.FleetBuildTime)) != nil {
 				return
 			}
 			err := f.timed(ctx, callCancel, func(ctx context.Context) error { _, err := f.dev.Cancel(ctx, sub.ID); return err })
@@ -461,7 +461,7 @@ func (f *fleet) submit(ctx context.Context, perSecond float64) {
 // sampleBusy counts busy workers ten times a second, for the window's
 // average busy share.
 func (f *fleet) sampleBusy(ctx context.Context) {
-	for sleep(ctx, 100*time.Millisecond) == nil {
+	for api.Sleep(ctx, 100*time.Millisecond) == nil {
 		if f.inWindow.Load() {
 			f.busySum.Add(f.busy.Load())
 			f.samples.Add(1)

@@ -151,7 +151,7 @@ func runTransfer(ctx context.Context, e *env) (*TransferResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sleep(ctx, busy); err != nil {
+	if err := api.Sleep(ctx, busy); err != nil {
 		return nil, err
 	}
 	idle1, err := cpuSeconds(s3c.pid)
