@@ -20,11 +20,15 @@ import (
 // others, each atomically (temp file in the same directory, fsync, rename,
 // fsync of the directory), because `tart stop` is a power-off.
 const (
-	BuildConfigFile   = "build-config.json" // host → VM: BuildConfig
-	ReadyFile         = "vm-ready"          // VM → host: Ready, once the OTP was exchanged
-	ProgressFile      = "progress.json"     // VM → host: Progress, rewritten at every phase
-	BuildCompleteFile = "build-complete"    // VM → host: Complete, the last file of a successful build
-	BuildErrorFile    = "build-error"       // VM → host: BuildError, the last file of a failed build
+	BuildConfigFile = "build-config.json" // host → VM: BuildConfig
+	ReadyFile       = "vm-ready"          // VM → host: Ready, once the OTP was exchanged
+	// WaitingFile (VM → host, empty) is the launcher's word that a warm
+	// spare logged in, found its share mounted and empty, and waits for a
+	// build (launchd/guest/freeagent-vm-launcher).
+	WaitingFile       = "vm-waiting"
+	ProgressFile      = "progress.json"  // VM → host: Progress, rewritten at every phase
+	BuildCompleteFile = "build-complete" // VM → host: Complete, the last file of a successful build
+	BuildErrorFile    = "build-error"    // VM → host: BuildError, the last file of a failed build
 	// CacheOutDir holds the dependency-cache archives a successful build
 	// wrote (VM → host: <name>.tar, each listed in Complete.Caches), for
 	// the agent to validate and keep. See docs/build-spec.md, "Warm builds".
