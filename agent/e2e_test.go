@@ -211,7 +211,9 @@ func (f *farm) startAgent(extraEnv ...string) *agentProc {
 	cmd := exec.Command(f.agentBin, args...)
 	// Later entries win: extraEnv can override these.
 	cmd.Env = append(append(faketarttest.BaseEnv(), faketarttest.Env(f.tartHome, tartEnv...)...),
-		append([]string{"FREEAGENT_API_KEY=" + f.workerKey, "FREEAGENT_POLL_WAIT=2s",
+		// Warm spares are off unless a test turns them on (spare_e2e_test.go):
+		// the tests that count VMs and VM slots start each build's VM cold.
+		append([]string{"FREEAGENT_API_KEY=" + f.workerKey, "FREEAGENT_POLL_WAIT=2s", "FREEAGENT_WARM_SPARE=0",
 			// The host's disk floor holds builds back; a CI disk may be small.
 			"FREEAGENT_MIN_FREE_GB=1"}, extraEnv...)...)
 	p := &agentProc{cmd: cmd, log: &syncbuf.Buffer{}, done: make(chan error, 1), dir: dir}

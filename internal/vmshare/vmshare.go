@@ -78,6 +78,19 @@ type BuildConfig struct {
 	// Caches are the dependency-cache archives the host shares read-only
 	// with this build (in Config.CacheShare), one per cache name.
 	Caches []CacheMount `json:"caches,omitempty"`
+	// VM says what the build runs on, for its log; nil from an older agent.
+	VM *VMInfo `json:"vm,omitempty"`
+}
+
+// VMInfo is the environment a build runs on, as the host made it.
+type VMInfo struct {
+	// WarmSpare: the VM was booted before the build was claimed.
+	WarmSpare bool `json:"warm_spare"`
+	// ClaimedAt is when the host received the build, on the host's clock.
+	// The guest measures the VM phase against a file it creates in the
+	// shared folder, whose time the host's file system sets: a guest's own
+	// clock (resumed from a snapshot, not yet synchronised) is not used.
+	ClaimedAt time.Time `json:"claimed_at"`
 }
 
 // CacheMount is one cache archive shared with the build: the cache's name,
