@@ -371,4 +371,7 @@ func (a *Agent) setSpareState(state, reason string) {
 		return
 	}
 	s.State, s.Reason, s.Since = state, reason, time.Now()
+	if state == "" && reason != "" {
+		a.log.Info("no warm spare: " + reason)
+	}
 }
