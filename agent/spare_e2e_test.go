@@ -35,7 +35,7 @@ func writeSignals(t *testing.T, path, js string) {
 }
 
 // waitLog waits until the agent's log holds what at least n times.
-func (p *agentProc) waitLog(t *testing.T, what string, n int, within time.Duration) {
+func (p *agentProc) waitLog(t testing.TB, what string, n int, within time.Duration) {
 	t.Helper()
 	if !faketarttest.WaitFor(within, func() bool { return strings.Count(p.output(), what) >= n }) {
 		t.Fatalf("the agent's log did not say %q %d times within %s:\n%s", what, n, within, p.output())
