@@ -42,7 +42,6 @@ type build struct {
 	started  time.Time
 	ranVM    bool                    // its VM started (and so held one of the host's VM slots)
 	warm     bool                    // it runs on a warm spare
-	vmPhase  time.Duration           // from the claim to vm-ready; 0 before
 	stop     context.CancelCauseFunc // stops the build (StopBuilds); nil until it runs
 }
 
@@ -303,12 +302,18 @@ func (b *build) onSpare(ctx context.Context, sp *spare) (out outcome, ran bool) 
 		return outcome{retryable: true, code: "worker_disk", message: err.Error()}, true
 	}
 	log.Info("the build's files are in the warm spare's shared folder")
-	out, answered := b.runIn(ctx, sp.dir, sp.inst, b.a.cfg.SpareAnswerTimeout)
+	// A spare still booting has the rest of its boot on top: it is never
+	// slower than the fresh VM that would replace it.
+	within := b.a.cfg.SpareAnswerTimeout
+	if !sp.ready {
+		within += max(0, b.a.cfg.BootTimeout-time.Since(sp.started))
+	}
+	out, answered := b.runIn(ctx, sp.dir, sp.inst, within)
 	if !answered && ctx.Err() == nil {
 		b.mu.Lock()
 		b.warm = false
 		b.mu.Unlock()
-		log.WithField("within", b.a.cfg.SpareAnswerTimeout).Warn("the warm spare's bootstrap did not answer; it was destroyed and the build boots a fresh VM")
+		log.WithField("within", within.Round(time.Second)).Warn("the warm spare's bootstrap did not answer; it was destroyed and the build boots a fresh VM")
 		return outcome{}, false
 	}
 	return out, true
@@ -468,8 +473,7 @@ func (b *build) watch(ctx context.Context, dir string, inst Instance, answerWith
 // and on what VM, in the log and, at once, to the controller.
 func (b *build) vmReady() {
 	b.mu.Lock()
-	b.vmPhase = time.Since(b.started)
-	warm, took := b.warm, b.vmPhase
+	warm, took := b.warm, time.Since(b.started)
 	b.mu.Unlock()
 	kind := "a fresh VM"
 	if warm {

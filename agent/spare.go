@@ -55,7 +55,7 @@ type spare struct {
 	suspended bool
 }
 
-// spareKeeping reports whether this worker keeps warm spares.
+// spareDriver is the driver when this worker keeps warm spares.
 func (a *Agent) spareDriver() (SpareDriver, bool) {
 	d, ok := a.driver.(SpareDriver)
 	return d, ok && a.cfg.WarmSpare
@@ -159,7 +159,13 @@ func (a *Agent) tendSpare(ctx context.Context, d SpareDriver) {
 		return
 	}
 	if !sp.ready && isSignalled(sp.dir, vmshare.WaitingFile) {
-		sp.ready = true
+		a.mu.Lock()
+		claimed := a.spare != sp
+		sp.ready = !claimed
+		a.mu.Unlock()
+		if claimed {
+			return
+		}
 		a.log.WithFields(logrus.Fields{"vm": sp.name, "boot": time.Since(sp.started).Round(time.Millisecond)}).Info("warm spare ready: its launcher waits for a build")
 		a.setSpareState(SpareReady, "")
 		a.suspendSpare(ctx, sp)

@@ -35,12 +35,13 @@ func BenchmarkWarmSpare(b *testing.B) {
 	ctx := context.Background()
 	measure := func(b *testing.B, spares bool, n int) ([]time.Duration, int) {
 		f := newFarm(b, nil)
+		f.bootTimeout = "3m"
 		conn, err := pgx.Connect(ctx, f.dsn)
 		if err != nil {
 			b.Fatal(err)
 		}
 		defer conn.Close(ctx)
-		env := []string{"FAKETART_BOOT_DELAY=25s", "FAKETART_LOGIN_DELAY=15s", "FREEAGENT_BOOT_TIMEOUT=3m"}
+		env := []string{"FAKETART_BOOT_DELAY=25s", "FAKETART_LOGIN_DELAY=15s"}
 		if spares {
 			env = append(env, "FREEAGENT_WARM_SPARE=1")
 		}
