@@ -42,6 +42,7 @@ type build struct {
 	started  time.Time
 	ranVM    bool                    // its VM started (and so held one of the host's VM slots)
 	warm     bool                    // it runs on a warm spare
+	vmSlot   bool                    // it holds, or is getting, one of the host's VM slots
 	stop     context.CancelCauseFunc // stops the build (StopBuilds); nil until it runs
 }
 
@@ -217,7 +218,7 @@ func (b *build) execute(ctx context.Context) outcome {
 	if len(b.job.Caches) > 0 {
 		defer b.a.reportCache(ctx)
 	}
-	if sp := b.a.takeSpare(); sp != nil {
+	if sp := b.a.takeSpare(b); sp != nil {
 		out, ran := b.onSpare(ctx, sp)
 		if ran || ctx.Err() != nil {
 			b.a.countSpare(ran)
@@ -243,6 +244,8 @@ func (b *build) onFreshVM(ctx context.Context) outcome {
 		return outcome{retryable: true, code: "worker_disk", message: err.Error()}
 	}
 	b.setPhase("booting", 0)
+	b.holdVMSlot()
+	b.a.kickSpare() // a spare may have to make room
 	name := "fa-" + b.job.ID + "-" + b.job.AttemptID
 	res := b.a.cfg.Resources
 	if len(mounted) > 0 {
@@ -264,6 +267,14 @@ func (b *build) onFreshVM(ctx context.Context) outcome {
 	}
 	out, _ := b.runIn(ctx, dir, inst, 0)
 	return out
+}
+
+// holdVMSlot marks the build as holding (or getting) a VM slot, until it
+// ends: the warm spare keeper counts it.
+func (b *build) holdVMSlot() {
+	b.mu.Lock()
+	b.vmSlot = true
+	b.mu.Unlock()
 }
 
 // onSpare runs the build on the warm spare sp: it resumes a suspended one,

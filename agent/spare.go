@@ -130,9 +130,21 @@ func (a *Agent) spareUnwantedLocked() string {
 		return "the worker is paused: " + a.hostPause
 	case time.Now().Before(a.hostFullUntil):
 		return "macOS refused another VM; waiting"
-	case len(a.running) >= MaxMacOSVMs:
+	}
+	// A build just claimed takes the spare: it counts once it holds (or
+	// is getting) its VM, and a build whose VM is being torn down still does.
+	vms := 0
+	for _, b := range a.running {
+		b.mu.Lock()
+		if b.vmSlot {
+			vms++
+		}
+		b.mu.Unlock()
+	}
+	switch {
+	case vms >= MaxMacOSVMs:
 		return "two builds run: both VM slots are in use"
-	case len(a.running)+a.foreignVMs >= MaxMacOSVMs:
+	case vms+a.foreignVMs >= MaxMacOSVMs:
 		return "other VMs run on this Mac: their slot is theirs"
 	}
 	return ""
@@ -334,15 +346,18 @@ func removeSpareDirs(sp *spare) {
 	os.RemoveAll(sp.cacheDir)
 }
 
-// takeSpare hands the spare to a claimed build (nil when there is none),
-// once any start or suspension of it is over, and has another made.
-func (a *Agent) takeSpare() *spare {
+// takeSpare hands the spare to the claimed build b (nil when there is
+// none), once any start or suspension of it is over, and has another made.
+func (a *Agent) takeSpare(b *build) *spare {
 	if _, ok := a.spareDriver(); !ok {
 		return nil
 	}
 	a.mu.Lock()
 	sp := a.spare
 	a.spare = nil
+	if sp != nil {
+		b.holdVMSlot()
+	}
 	a.mu.Unlock()
 	if sp == nil {
 		return nil
