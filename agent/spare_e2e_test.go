@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -42,21 +43,21 @@ func (p *agentProc) waitLog(t testing.TB, what string, n int, within time.Durati
 	}
 }
 
-// buildVMs lists the farm's fa-* VMs that run.
+// runningVMs lists the farm's fa-* VMs that run.
 func (f *farm) runningVMs() []string {
 	f.t.Helper()
-	var out []string
 	res := faketarttest.Run(f.t, f.tart, faketarttest.Env(f.tartHome), "list", "--source", "local", "--format", "json")
-	for _, line := range strings.Split(res.Stdout, "\n") {
-		if strings.Contains(line, `"Name" : "fa-`) {
-			out = append(out, strings.Trim(strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), `"Name" :`)), `",`))
-		}
+	var list []struct {
+		Name    string
+		Running bool
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &list); err != nil {
+		f.t.Fatalf("tart list: %v: %s", err, res.Stdout)
 	}
 	var running []string
-	for _, n := range out {
-		r := faketarttest.Run(f.t, f.tart, faketarttest.Env(f.tartHome), "get", n, "--format", "json")
-		if strings.Contains(r.Stdout, `"Running" : true`) {
-			running = append(running, n)
+	for _, vm := range list {
+		if vm.Running && strings.HasPrefix(vm.Name, "fa-") {
+			running = append(running, vm.Name)
 		}
 	}
 	return running
