@@ -88,6 +88,7 @@ func (a *Agent) setHostPause(reason string) {
 		a.setOnline()
 	}
 	a.pauseChanged()
+	a.kickSpare()
 }
 
 // pauseChanged wakes the pause reporter.

@@ -308,6 +308,9 @@ func newAgent(cfg *Config, store secrets.Store, log logrus.FieldLogger) (*agent.
 		HostCheckInterval:  cfg.HostCheck,
 		CacheDir:           cfg.cacheDir(),
 		CacheMaxBytes:      int64(cfg.CacheGB) << 30,
+		WarmSpare:          cfg.WarmSpare,
+		SuspendSpares:      cfg.SuspendSpare,
+		SpareAnswerTimeout: cfg.SpareAnswerTimeout,
 		OnWorkerID: func(id string) {
 			if err := store.Set(secrets.KeyWorkerID, id); err != nil {
 				log.WithError(err).Warn("could not remember the worker id")
