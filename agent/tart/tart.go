@@ -69,6 +69,9 @@ type Driver struct {
 	mu    sync.Mutex
 	owned map[string]bool // VMs started by this process
 	self  *owner          // this process's claim on its VMs (owner.go)
+	// slotLeak says why the host refuses every VM though none runs (see
+	// noteRefusal); "" until that is seen.
+	slotLeak string
 }
 
 // Name implements agent.Driver.
@@ -593,9 +596,46 @@ func (v *vm) explain(err error) error {
 	}
 	err = fmt.Errorf("%w: %s", err, lastLine(string(out)))
 	if bytes.Contains(out, []byte(limitMessage)) {
+		v.d.noteRefusal(v.name)
 		return &agent.StartError{Retryable: true, Code: agent.CodeVMLimit, Err: err}
 	}
 	return err
+}
+
+// noteRefusal looks at the host after it refused VM refused: if no VM runs,
+// neither one of Tart's (`tart list`) nor another app's (a process of
+// Virtualization.framework), nothing holds the two slots and the refusal
+// is Virtualization.framework's own fault, seen on macOS 26.3 after VMs
+// stop: it refuses every VM until the Mac restarts. SlotLeak then says so.
+func (d *Driver) noteRefusal(refused string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	vms, err := d.List(ctx)
+	if err != nil {
+		return
+	}
+	for _, vm := range vms {
+		if vm.Name != refused && (vm.Running || vm.State == "running") {
+			return
+		}
+	}
+	if n, err := virtualizationVMs(ctx); err != nil || n > 0 {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.slotLeak == "" {
+		d.slotLeak = "macOS refuses to start a VM though none is running (Virtualization.framework keeps counting VMs that stopped)"
+		d.Log.Error(d.slotLeak + ": no build can start until the Mac restarts")
+	}
+}
+
+// SlotLeak is why no VM can start until the Mac restarts, or "" (see
+// noteRefusal).
+func (d *Driver) SlotLeak() string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.slotLeak
 }
 
 // destroy stops (if running) and deletes a VM; a VM already gone is fine.

@@ -476,6 +476,45 @@ func TestVMLimitAfterStartIsClassified(t *testing.T) {
 	if _, ok := e.names(t)[e.vm(t, "fa-limit-1")]; ok {
 		t.Fatal("the refused VM was not deleted")
 	}
+	// Refused with nothing running: Virtualization.framework's own leak,
+	// which only a restart clears (hostcheck.VMSlotGate pauses the worker).
+	if why := d.SlotLeak(); !strings.Contains(why, "though none is running") {
+		t.Fatalf("a refusal with no VM running: %q", why)
+	}
+}
+
+// TestVMLimitWithVMsRunningIsNoLeak: a refusal while another VM holds the
+// slots is the ordinary limit, not the leak: the worker keeps building.
+func TestVMLimitWithVMsRunningIsNoLeak(t *testing.T) {
+	if os.Getenv("FREEAGENT_TEST_REAL_TART") == "1" {
+		t.Skip("needs the fake's one-VM host")
+	}
+	e := newTartEnv(t)
+	d := e.driver
+	d.Env = append(d.Env, "FAKETART_MAX_MACOS_VMS=1")
+	ctx := context.Background()
+	first, err := d.Start(ctx, "fa-holds-1", t.TempDir(), agent.Resources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer first.Destroy(ctx)
+	second, err := d.Start(ctx, "fa-refused-2", t.TempDir(), agent.Resources{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer second.Destroy(ctx)
+	select {
+	case <-second.Exited():
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second VM was not refused")
+	}
+	var se *agent.StartError
+	if err := second.Err(); !errors.As(err, &se) || se.Code != agent.CodeVMLimit {
+		t.Fatalf("the second VM: %v", err)
+	}
+	if why := d.SlotLeak(); why != "" {
+		t.Fatalf("a refusal while a VM runs taken for the leak: %q", why)
+	}
 }
 
 // TestCloneAgainAfterAnotherCommandsGC: a clone whose temporary directory

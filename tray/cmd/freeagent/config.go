@@ -392,13 +392,17 @@ func (c *Config) hostGate(log logrus.FieldLogger) *hostsignals.Gate {
 	return &hostsignals.Gate{Reader: hostsignals.ForHost(c.HostSignals, c.DataDir), Rules: rules, Log: log}
 }
 
-// workerGate is what holds the worker's builds back: the owner's rules and,
-// for VMs on Softnet, a softnet that cannot become root (every VM would
-// stop at once, and every build fail and be retried).
+// workerGate is what holds the worker's builds back: the owner's rules, a
+// host that refuses every VM until it restarts and, for VMs on Softnet, a
+// softnet that cannot become root (every VM would stop at once, and every
+// build fail and be retried).
 func workerGate(c *Config, driver agent.Driver, log logrus.FieldLogger) agent.HostGate {
 	gate := agent.Gates{c.hostGate(log)}
-	if d, ok := driver.(*tart.Driver); ok && d.Network != tart.NetworkShared {
-		gate = append(gate, &hostcheck.SoftnetGate{Driver: d})
+	if d, ok := driver.(*tart.Driver); ok {
+		gate = append(gate, hostcheck.VMSlotGate{Driver: d})
+		if d.Network != tart.NetworkShared {
+			gate = append(gate, &hostcheck.SoftnetGate{Driver: d})
+		}
 	}
 	return gate
 }
