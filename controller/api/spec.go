@@ -300,8 +300,14 @@ type App struct {
 	Slug    string `json:"slug"`
 	Version string `json:"version,omitempty"`
 	Owner   string `json:"owner,omitempty"`
-	// SDKVersion is expo.sdkVersion when the config states it.
-	SDKVersion         string `json:"sdk_version,omitempty"`
+	// SDKVersion is expo.sdkVersion as @expo/config gives it: the config's
+	// own, else the installed expo package's major version as "NN.0.0";
+	// "" when neither is known.
+	SDKVersion string `json:"sdk_version,omitempty"`
+	// ReactNativeVersion is the version of the react-native package
+	// installed for the app on the developer's machine, as eas-cli's build
+	// metadata reports it; "" when none is installed.
+	ReactNativeVersion string `json:"react_native_version,omitempty"`
 	AndroidPackage     string `json:"android_package,omitempty"`
 	AndroidVersionCode int    `json:"android_version_code,omitempty"`
 	IOSBundleID        string `json:"ios_bundle_identifier,omitempty"`
