@@ -515,6 +515,21 @@ const (
 // where the log was blanked would spell it out.
 const MinSecretLength = 8
 
+// PublicPrefix marks the variables Metro inlines into the app's
+// JavaScript bundle wherever the code reads them.
+const PublicPrefix = "EXPO_PUBLIC_"
+
+// CheckPublicSecret refuses a secret variable named EXPO_PUBLIC_…: the
+// app's bundle, which anyone with the app can read, would carry its value.
+// The controller and expo-build give the same answer.
+func CheckPublicSecret(name, visibility string) error {
+	if visibility != VisibilitySecret || !strings.HasPrefix(name, PublicPrefix) {
+		return nil
+	}
+	return fmt.Errorf("%s cannot be secret: Metro inlines every %s variable the app's code reads into its JavaScript bundle, which anyone with the app can read; use --visibility sensitive (masked in build logs) or plaintext, or a name without %s if the app must not see it",
+		name, PublicPrefix, PublicPrefix)
+}
+
 // CheckSecretLength refuses a sensitive or secret variable value (a file
 // variable's content) shorter than MinSecretLength, saying why and what
 // to do; the controller and expo-build give the same answer.
