@@ -68,12 +68,13 @@ func TestExpoTemplateAndroidProfiles(t *testing.T) {
 	// A screen Metro cannot parse.
 	syntax := expoapp.Copy(t)
 	editScreen(t, syntax, "{'unclosed}")
-	// A dependency package-lock.json does not have.
+	// A dependency package-lock.json does not have (not even deeper
+	// down: npm ci would take one it locks for another package).
 	unsynced := expoapp.Copy(t)
 	pkgPath := filepath.Join(unsynced, "package.json")
 	var pkg map[string]any
 	readJSON(t, pkgPath, &pkg)
-	pkg["dependencies"].(map[string]any)["is-number"] = "7.0.0"
+	pkg["dependencies"].(map[string]any)["left-pad"] = "1.3.0"
 	writeJSON(t, pkgPath, pkg)
 
 	f := newFarm(t, nil)
@@ -168,8 +169,8 @@ func TestExpoTemplateAndroidProfiles(t *testing.T) {
 		tool     []string // the tool's own words, in the log
 		step     string   // the command that failed, in the build's error
 	}{
-		{"syntax error in a screen", syntaxID, []string{"SyntaxError", "src/app/index.tsx", "> Task :app:createBundleReleaseJsAndAssets FAILED"}, "./gradlew :app:assembleRelease"},
-		{"lockfile out of sync", unsyncedID, []string{"`npm ci` can only install packages when your package.json and package-lock.json", "Missing: is-number@7.0.0 from lock file"}, "npm ci --include=dev"},
+		{"syntax error in a screen", syntaxID, []string{"SyntaxError", "src/app/index.tsx", "Execution failed for task ':app:createBundleReleaseJsAndAssets'"}, "./gradlew :app:assembleRelease"},
+		{"lockfile out of sync", unsyncedID, []string{"`npm ci` can only install packages when your package.json and package-lock.json", "Missing: left-pad@1.3.0 from lock file"}, "npm ci --include=dev"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, stdout, stderr := expoBuild("", "build:download", c.id, "--wait", "-o", t.TempDir())
