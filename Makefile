@@ -43,7 +43,7 @@ SHELL_SCRIPTS := .ci/run scripts/*.sh packaging/*.sh launchd/guest/freeagent-vm-
 # Every test, including the fuzz targets' seed corpora, against real Postgres
 # clusters started by the tests themselves.
 test: test-tools vet package-check
-	$(GO) test -count=1 ./...
+	$(GO) test -count=1 -timeout 60m ./...
 
 # Installs the stand-in Gradle distribution into $GRADLE_USER_HOME (default
 # ~/.gradle) for the wrapper versions of testdata/expo-default: a real

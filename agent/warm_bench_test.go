@@ -138,7 +138,13 @@ func BenchmarkWarmBuild(b *testing.B) {
 // plain processes of this host running the real freeagent-vm.
 func (f *farm) startLocalAgent(tb testing.TB, env ...string) *agentProc {
 	tb.Helper()
-	dir := tb.TempDir()
+	return f.startLocalAgentIn(tb, tb.TempDir(), env...)
+}
+
+// startLocalAgentIn is startLocalAgent with the data directory dir, which
+// a test may fill first (its caches, say).
+func (f *farm) startLocalAgentIn(tb testing.TB, dir string, env ...string) *agentProc {
+	tb.Helper()
 	cmd := exec.Command(f.agentBin, "run", "--controller-url", f.url, "--vm-driver", "local", "--data-dir", dir,
 		"--bootstrap", f.vmBin, "--backoff-min", "200ms", "--max-builds", "1", "--name", "bench-local", "--platforms", "android")
 	cmd.Env = append(append(os.Environ(), "FREEAGENT_API_KEY="+f.workerKey, "FREEAGENT_POLL_WAIT=2s"), env...)

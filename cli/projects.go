@@ -139,6 +139,9 @@ func (a *App) cmdEnv(ctx context.Context, inv *invocation, args []string) error 
 	default:
 		return usageErr("--visibility must be plaintext, sensitive or secret, got %q", *visibility)
 	}
+	if err := api.CheckPublicSecret(name, *visibility); err != nil {
+		return usageErr("%v", err)
+	}
 	if *typ != api.VariableString && *typ != api.VariableFile {
 		return usageErr("--type must be string or file, got %q", *typ)
 	}

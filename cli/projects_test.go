@@ -159,6 +159,7 @@ func TestEnvVariables(t *testing.T) {
 		{"oversized value", strings.Repeat("x", 32<<10+1), []string{"env", "set", "BIG", "--visibility", "secret", "--project", proj}, "larger than"},
 		{"oversized file", "", []string{"env", "set", "BIG_FILE", "--type", "file", "--value-file", bigFile(t, 256<<10+1), "--visibility", "sensitive", "--project", proj}, "larger than"},
 		{"short secret", "abc1234", []string{"env", "set", "SHORT", "--visibility", "secret", "--project", proj}, "needs at least 8"},
+		{"secret EXPO_PUBLIC_", "long-enough-value", []string{"env", "set", "EXPO_PUBLIC_KEY", "--visibility", "secret", "--project", proj}, "EXPO_PUBLIC_KEY cannot be secret: Metro inlines"},
 		{"short sensitive file", "", []string{"env", "set", "SHORT_FILE", "--type", "file", "--value-file", bigFile(t, 7), "--visibility", "sensitive", "--project", proj}, "needs at least 8"},
 	}
 	for _, c := range bad {

@@ -233,6 +233,9 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 	for _, name := range be.short {
 		r.logs.Printf("▸ warning: variable %s is shorter than %d bytes, which the farm no longer accepts: this log masks it only partly (under %d bytes, not at all); set a longer value (expo-build env set %s)", name, api.MinSecretLength, minSecretLen, name)
 	}
+	for _, name := range be.withheld {
+		r.logs.Printf("▸ warning: variable %s is secret, so the build does not get it: Metro would inline it into the app's JavaScript bundle; make it sensitive or plaintext, or rename it without EXPO_PUBLIC_ (expo-build env set)", name)
+	}
 	env := mergeEnv(buildEnv(r.b.Env, r.logs),
 		"FREEAGENT_PLATFORM="+r.bc.Platform,
 		"FREEAGENT_PROFILE="+r.bc.Profile,

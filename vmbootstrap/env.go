@@ -24,6 +24,9 @@ type buildEnvironment struct {
 	// short names the masked variables whose values are too short to be
 	// masked everywhere (set before the farm refused them).
 	short []string
+	// withheld names the secret EXPO_PUBLIC_ variables left out (set
+	// before the farm refused them): Metro would inline them into the app.
+	withheld []string
 }
 
 // newBuildEnvironment applies job to a build whose source tree (the archive
@@ -33,6 +36,10 @@ func newBuildEnvironment(job api.BuildJob, buildID, tree, filesDir string) (buil
 	var e buildEnvironment
 	spec := job.Spec
 	for _, v := range job.Variables {
+		if api.CheckPublicSecret(v.Name, v.Visibility) != nil {
+			e.withheld = append(e.withheld, v.Name)
+			continue
+		}
 		value := v.Value
 		if v.Type == api.VariableFile {
 			content, err := base64.StdEncoding.DecodeString(v.Value)

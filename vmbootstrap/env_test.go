@@ -33,6 +33,10 @@ func TestBuildEnvironmentPrecedenceAndFiles(t *testing.T) {
 			{Name: "EAS_BUILD_PROFILE", Value: "spoofed", Visibility: api.VisibilityPlaintext, Type: api.VariableString},
 			// Set before short values were refused: still given to the build.
 			{Name: "OLD_PIN", Value: "1234", Visibility: api.VisibilitySecret, Type: api.VariableString},
+			// Set before secret EXPO_PUBLIC_ variables were refused: Metro
+			// would inline it into the app, so the build never gets it.
+			{Name: "EXPO_PUBLIC_OLD_KEY", Value: "public-secret-value", Visibility: api.VisibilitySecret, Type: api.VariableString},
+			{Name: "EXPO_PUBLIC_SENSITIVE", Value: "sensitive-public-value", Visibility: api.VisibilitySensitive, Type: api.VariableString},
 		},
 	}
 	e, err := newBuildEnvironment(job, "b1", "/work/src", files)
@@ -53,6 +57,7 @@ func TestBuildEnvironmentPrecedenceAndFiles(t *testing.T) {
 		"EAS_BUILD": "true", "EAS_BUILD_PROFILE": "production", "EAS_BUILD_PLATFORM": "android", "EAS_BUILD_ID": "b1",
 		"EAS_BUILD_WORKINGDIR": "/work/src", "EAS_BUILD_GIT_COMMIT_HASH": "abc123", "CI": "1",
 		"GOOGLE_SERVICES_JSON": filepath.Join(files, "GOOGLE_SERVICES_JSON"),
+		"EXPO_PUBLIC_OLD_KEY":  "<unset>", "EXPO_PUBLIC_SENSITIVE": "sensitive-public-value",
 	} {
 		if got := get(k); got != want {
 			t.Errorf("%s = %q, want %q", k, got, want)
@@ -70,6 +75,9 @@ func TestBuildEnvironmentPrecedenceAndFiles(t *testing.T) {
 	}
 	if slices.Contains(e.secrets, "https://farm.example") {
 		t.Error("a plaintext variable is masked")
+	}
+	if !slices.Equal(e.withheld, []string{"EXPO_PUBLIC_OLD_KEY"}) {
+		t.Errorf("withheld %q: want EXPO_PUBLIC_OLD_KEY named for the log's warning", e.withheld)
 	}
 	if !slices.Equal(e.short, []string{"OLD_PIN"}) || get("OLD_PIN") != "1234" {
 		t.Errorf("short secrets %q, OLD_PIN=%q: want it named for the log's warning, and set", e.short, get("OLD_PIN"))

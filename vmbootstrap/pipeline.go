@@ -137,10 +137,19 @@ func (p *pipeline) install(ctx context.Context) error {
 	}
 	pm := p.spec.Project.PackageManager
 	p.phase(vmshare.PhaseInstall, 20, "installing dependencies with "+pm)
-	if p.spec.Project.Lockfile == "" {
-		fmt.Fprintf(p.runner.out, "\n▸ warning: no lockfile: the install cannot be frozen, dependency versions may differ from the developer's\n")
+	// Read again: the pre-install hook may have changed package.json.
+	pkg, err := readPackageJSON(p.root)
+	if err != nil {
+		return err
 	}
-	cmds := InstallCommands(p.spec.Project, true)
+	frozen, why := frozenInstall(p.runner.env, p.spec.App, pkg)
+	switch {
+	case p.spec.Project.Lockfile == "":
+		fmt.Fprintf(p.runner.out, "\n▸ warning: no lockfile: the install cannot be frozen, dependency versions may differ from the developer's\n")
+	case !frozen:
+		fmt.Fprintf(p.runner.out, "\n▸ the install is not frozen, as on EAS: %s\n", why)
+	}
+	cmds := InstallCommands(p.spec.Project, frozen)
 	for _, c := range cmds[:len(cmds)-1] { // corepack, the manager's version
 		if err := p.runner.run(ctx, p.command(c)); err != nil {
 			return err

@@ -77,6 +77,29 @@ func FindProjectRoot(tree string) (string, error) {
 
 type packageJSON struct {
 	Scripts map[string]string `json:"scripts"`
+	// Raw: a malformed dependency list must not stop the scripts' use.
+	Dependencies    json.RawMessage `json:"dependencies"`
+	DevDependencies json.RawMessage `json:"devDependencies"`
+}
+
+// dependencyVersion is the version of a dependency (devDependencies
+// second) with its range stripped, as EAS Build reads package.json: ""
+// when it is not there or either list is not an object of strings.
+func (p packageJSON) dependencyVersion(name string) string {
+	var deps, dev map[string]string
+	for _, l := range []struct {
+		raw json.RawMessage
+		m   *map[string]string
+	}{{p.Dependencies, &deps}, {p.DevDependencies, &dev}} {
+		if string(l.raw) == "null" || len(l.raw) > 0 && json.Unmarshal(l.raw, l.m) != nil {
+			return ""
+		}
+	}
+	v, ok := deps[name]
+	if !ok {
+		v = dev[name]
+	}
+	return coerceVersion(v)
 }
 
 // customBuild reports whether the project defines the script that

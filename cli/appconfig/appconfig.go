@@ -52,6 +52,52 @@ var staticConfigs = []string{"app.config.json", "app.json"}
 // build profile's env on top of the process environment so that
 // app.config.js reads what the build will.
 func Read(ctx context.Context, appDir string, env []string) (api.App, error) {
+	app, err := readConfig(ctx, appDir, env)
+	if err != nil {
+		return app, err
+	}
+	// What eas-cli sends as the build's metadata: @expo/config's
+	// sdkVersion (the installed expo's major when the config states none)
+	// and the installed react-native's version. The VM's frozen-install
+	// rule reads them.
+	if app.SDKVersion == "" {
+		if v := installedVersion(appDir, "expo"); v != "" {
+			major, _, _ := strings.Cut(v, ".")
+			app.SDKVersion = major + ".0.0"
+		}
+	}
+	app.ReactNativeVersion = installedVersion(appDir, "react-native")
+	return app, nil
+}
+
+// installedVersion is the version in node_modules/<name>/package.json as
+// Node resolves it from appDir (the nearest node_modules up the tree);
+// "" when it is not installed or has no version.
+func installedVersion(appDir, name string) string {
+	dir, err := filepath.Abs(appDir)
+	if err != nil {
+		return ""
+	}
+	for {
+		data, err := boundedfile.Read(filepath.Join(dir, "node_modules", name, "package.json"), maxConfigSize)
+		if err == nil {
+			var pkg struct {
+				Version string `json:"version"`
+			}
+			if json.Unmarshal(data, &pkg) != nil {
+				return ""
+			}
+			return pkg.Version
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+func readConfig(ctx context.Context, appDir string, env []string) (api.App, error) {
 	for _, name := range dynamicConfigs {
 		if _, err := os.Stat(filepath.Join(appDir, name)); err == nil {
 			return readDynamic(ctx, appDir, name, env)

@@ -265,3 +265,34 @@ func TestDynamicConfigLimits(t *testing.T) {
 		t.Error("Read with a cancelled context succeeded")
 	}
 }
+
+// TestInstalledVersions: the app's SDK version and React Native version
+// are what eas-cli sends as build metadata: the config's sdkVersion, else
+// the installed expo's major as "NN.0.0", and the installed
+// react-native's version, each resolved as Node does (a workspace hoists
+// them to the root's node_modules).
+func TestInstalledVersions(t *testing.T) {
+	root := t.TempDir()
+	app := filepath.Join(root, "apps", "mobile")
+	write(t, filepath.Join(app, "app.json"), `{"expo":{"name":"A","slug":"a"}}`)
+	got, err := Read(context.Background(), app, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SDKVersion != "" || got.ReactNativeVersion != "" {
+		t.Fatalf("nothing installed: SDK %q, React Native %q", got.SDKVersion, got.ReactNativeVersion)
+	}
+	write(t, filepath.Join(root, "node_modules", "expo", "package.json"), `{"name":"expo","version":"55.0.31"}`)
+	write(t, filepath.Join(root, "node_modules", "react-native", "package.json"), `{"name":"react-native","version":"0.83.10"}`)
+	write(t, filepath.Join(app, "node_modules", "react-native", "package.json"), `{"name":"react-native","version":"0.79.0-rc.1"}`)
+	if got, err = Read(context.Background(), app, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got.SDKVersion != "55.0.0" || got.ReactNativeVersion != "0.79.0-rc.1" {
+		t.Fatalf("SDK %q, React Native %q; want 55.0.0 (the hoisted expo's major) and 0.79.0-rc.1 (the app's own)", got.SDKVersion, got.ReactNativeVersion)
+	}
+	write(t, filepath.Join(app, "app.json"), `{"expo":{"name":"A","slug":"a","sdkVersion":"54.0.0"}}`)
+	if got, err = Read(context.Background(), app, nil); err != nil || got.SDKVersion != "54.0.0" {
+		t.Fatalf("a stated sdkVersion: %q (%v), want 54.0.0", got.SDKVersion, err)
+	}
+}

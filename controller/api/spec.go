@@ -300,8 +300,14 @@ type App struct {
 	Slug    string `json:"slug"`
 	Version string `json:"version,omitempty"`
 	Owner   string `json:"owner,omitempty"`
-	// SDKVersion is expo.sdkVersion when the config states it.
-	SDKVersion         string `json:"sdk_version,omitempty"`
+	// SDKVersion is expo.sdkVersion as @expo/config gives it: the config's
+	// own, else the installed expo package's major version as "NN.0.0";
+	// "" when neither is known.
+	SDKVersion string `json:"sdk_version,omitempty"`
+	// ReactNativeVersion is the version of the react-native package
+	// installed for the app on the developer's machine, as eas-cli's build
+	// metadata reports it; "" when none is installed.
+	ReactNativeVersion string `json:"react_native_version,omitempty"`
 	AndroidPackage     string `json:"android_package,omitempty"`
 	AndroidVersionCode int    `json:"android_version_code,omitempty"`
 	IOSBundleID        string `json:"ios_bundle_identifier,omitempty"`
@@ -508,6 +514,21 @@ const (
 // masks such values, and a shorter one would match ordinary text, so that
 // where the log was blanked would spell it out.
 const MinSecretLength = 8
+
+// PublicPrefix marks the variables Metro inlines into the app's
+// JavaScript bundle wherever the code reads them.
+const PublicPrefix = "EXPO_PUBLIC_"
+
+// CheckPublicSecret refuses a secret variable named EXPO_PUBLIC_…: the
+// app's bundle, which anyone with the app can read, would carry its value.
+// The controller and expo-build give the same answer.
+func CheckPublicSecret(name, visibility string) error {
+	if visibility != VisibilitySecret || !strings.HasPrefix(name, PublicPrefix) {
+		return nil
+	}
+	return fmt.Errorf("%s cannot be secret: Metro inlines every %s variable the app's code reads into its JavaScript bundle, which anyone with the app can read; use --visibility sensitive (masked in build logs) or plaintext, or a name without %s if the app must not see it",
+		name, PublicPrefix, PublicPrefix)
+}
 
 // CheckSecretLength refuses a sensitive or secret variable value (a file
 // variable's content) shorter than MinSecretLength, saying why and what

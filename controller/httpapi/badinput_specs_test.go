@@ -197,6 +197,9 @@ func TestBadProjectRequests(t *testing.T) {
 		{"file not base64", "POST", "app/env", edit(func(r *api.SetVariableRequest) { r.Type, r.Value = "file", "not base64!" }), 422, "value"},
 		{"large file", "POST", "app/env", edit(func(r *api.SetVariableRequest) { r.Type, r.Value = "file", file(256<<10+1) }), 422, "value"},
 		{"short secret", "POST", "app/env", edit(func(r *api.SetVariableRequest) { r.Visibility, r.Value = "secret", "1234567" }), 422, "needs at least 8"},
+		{"secret EXPO_PUBLIC_", "POST", "app/env", edit(func(r *api.SetVariableRequest) {
+			r.Name, r.Visibility, r.Value = "EXPO_PUBLIC_KEY", "secret", "long-enough-value"
+		}), 422, "EXPO_PUBLIC_KEY cannot be secret"},
 		{"short sensitive file", "POST", "app/env", edit(func(r *api.SetVariableRequest) { r.Visibility, r.Type, r.Value = "sensitive", "file", file(7) }), 422, "needs at least 8"},
 		{"bad environment", "POST", "app/env", edit(func(r *api.SetVariableRequest) { r.Environments = []string{"preview", "Prod"} }), 422, "environments"},
 		{"short environment", "POST", "app/env", edit(func(r *api.SetVariableRequest) { r.Environments = []string{"qa"} }), 422, "environments"},

@@ -161,6 +161,9 @@ func validateVariable(req *api.SetVariableRequest) error {
 	default:
 		return fmt.Errorf("%w: field \"visibility\" must be plaintext, sensitive or secret, got %q", store.ErrInvalid, req.Visibility)
 	}
+	if err := api.CheckPublicSecret(req.Name, req.Visibility); err != nil {
+		return fmt.Errorf("%w: field \"visibility\": %v", store.ErrInvalid, err)
+	}
 	switch req.Type {
 	case "":
 		req.Type = api.VariableString
