@@ -41,7 +41,9 @@ vet: test-tools
 SHELL_SCRIPTS := .ci/run scripts/*.sh packaging/*.sh launchd/guest/freeagent-vm-launcher launchd/guest/freeagent-toolchain-env agent/secrets/testdata/security vmbootstrap/testdata/android-app/android/gradlew
 
 # Every test, including the fuzz targets' seed corpora, against real Postgres
-# clusters started by the tests themselves.
+# clusters started by the tests themselves. The agent package builds the real
+# Expo template through Metro on several profiles, minutes each on two cores:
+# more than go test's default 10 minutes a package.
 test: test-tools vet package-check
 	$(GO) test -count=1 -timeout 60m ./...
 
