@@ -38,42 +38,9 @@ func TestExpoTemplateAndroidPreview(t *testing.T) {
 	expoapp.NodeModules(t) // fills the npm cache the build's npm ci reads
 	t.Logf("stand-in Gradle and npm cache ready after %s", time.Since(started).Round(time.Second))
 
-	dir := expoapp.Copy(t)
 	const marker = "freeagent-e2e-marker-5c1f"
 	const apiURL = "https://api.preview.example.test/v1"
-	screen := filepath.Join(dir, "src", "app", "index.tsx")
-	src, err := os.ReadFile(screen)
-	if err != nil {
-		t.Fatal(err)
-	}
-	edited := strings.Replace(string(src), "get started", "{'"+marker+"'} {process.env.EXPO_PUBLIC_API_URL}", 1)
-	if edited == string(src) {
-		t.Fatal("the template's home screen no longer says \"get started\": update this test")
-	}
-	if err := os.WriteFile(screen, []byte(edited), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	var eas map[string]any
-	b, err := os.ReadFile(filepath.Join(dir, "eas.json"))
-	if err == nil {
-		err = json.Unmarshal(b, &eas)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	preview := eas["build"].(map[string]any)["preview"].(map[string]any)
-	preview["env"] = map[string]string{"EXPO_PUBLIC_API_URL": apiURL}
-	// The farm's caches would point GRADLE_USER_HOME (and npm's cache) at
-	// the build's cache directories, where the real wrapper would download
-	// Gradle: without them the build uses the agent's, which hold the
-	// stand-in and the machine's npm cache.
-	preview["cache"] = map[string]bool{"disabled": true}
-	if b, err = json.MarshalIndent(eas, "", "  "); err == nil {
-		err = os.WriteFile(filepath.Join(dir, "eas.json"), b, 0o644)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := expoTemplateApp(t, marker, apiURL, nil)
 
 	f := newFarm(t, nil)
 	f.startLocalAgent(t, "GRADLE_USER_HOME="+gradleHome, "npm_config_cache="+expoapp.NPMCache(t), "npm_config_prefer_offline=true")
@@ -121,4 +88,55 @@ func TestExpoTemplateAndroidPreview(t *testing.T) {
 			t.Errorf("%q is not in the APK's Hermes bundle", want)
 		}
 	}
+}
+
+// expoTemplateApp copies Expo's template (expoapp) and makes it the
+// app of a team's test: the home screen shows marker and
+// EXPO_PUBLIC_API_URL, which the preview profile sets to apiURL. Every
+// profile's caches are off: the farm's would point GRADLE_USER_HOME and
+// npm's cache at the build's cache directories, where the real wrapper
+// would download Gradle and npm would fetch every package; without them
+// the build uses the agent's (or the guest's), which hold the stand-in
+// Gradle and the machine's npm cache. Each of set's keys is set on every
+// profile.
+func expoTemplateApp(t *testing.T, marker, apiURL string, set map[string]any) string {
+	t.Helper()
+	dir := expoapp.Copy(t)
+	screen := filepath.Join(dir, "src", "app", "index.tsx")
+	src, err := os.ReadFile(screen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edited := strings.Replace(string(src), "get started", "{'"+marker+"'} {process.env.EXPO_PUBLIC_API_URL}", 1)
+	if edited == string(src) {
+		t.Fatal("the template's home screen no longer says \"get started\": update this test")
+	}
+	if err := os.WriteFile(screen, []byte(edited), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var eas map[string]any
+	b, err := os.ReadFile(filepath.Join(dir, "eas.json"))
+	if err == nil {
+		err = json.Unmarshal(b, &eas)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, profile := range eas["build"].(map[string]any) {
+		profile := profile.(map[string]any)
+		profile["cache"] = map[string]bool{"disabled": true}
+		for k, v := range set {
+			profile[k] = v
+		}
+		if name == "preview" {
+			profile["env"] = map[string]string{"EXPO_PUBLIC_API_URL": apiURL}
+		}
+	}
+	if b, err = json.MarshalIndent(eas, "", "  "); err == nil {
+		err = os.WriteFile(filepath.Join(dir, "eas.json"), b, 0o644)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
