@@ -1,8 +1,11 @@
 package agent_test
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,19 +19,20 @@ import (
 )
 
 // TestExpoTemplateIOS builds Expo's default template (SDK 55,
-// testdata/expo-default) for iOS on the stock preview and production
-// profiles through every real part but native compilation: expo-build
-// resolves eas.json (the remote version source), the controller queues,
-// the agent runs the build in a fake Tart VM whose freeagent-vm runs the
-// real `npm ci` and `expo prebuild`, the stand-in pod install (it reads
-// the real Podfile and integrates the real project) and the strict
-// stand-in xcodebuild, which runs the project's own "Bundle React Native
-// code and images" phase: React Native's react-native-xcode.sh through
-// Expo's wrapper, Metro and hermesc over the app's own source. Each .ipa
-// carries a screen's marker (and, on preview, the profile's
-// EXPO_PUBLIC_API_URL) in its Hermes bytecode, and an Info.plist with the
-// bundle id, the app's version and the build number the farm gave it
-// (production's autoIncrement bumps it).
+// testdata/expo-default) for iOS on the three stock profiles through
+// every real part but native compilation: expo-build resolves eas.json
+// (the remote version source), the controller queues, the agent runs each
+// build in a fake Tart VM whose freeagent-vm runs the real `npm ci` and
+// `expo prebuild`, the stand-in pod install (it reads the real Podfile and
+// integrates the real project) and the strict stand-in xcodebuild, which
+// runs the project's own "Bundle React Native code and images" phase:
+// React Native's react-native-xcode.sh through Expo's wrapper, Metro and
+// hermesc over the app's own source. The preview and production .ipa
+// carry a screen's marker (and, on preview only, the profile's
+// EXPO_PUBLIC_API_URL) in their Hermes bytecode; development's (Debug)
+// carries no bundle, as React Native's script skips it in Debug. Each
+// has the bundle id, the app's version and the build number the farm
+// gave it (production's autoIncrement bumps it), and its own profile.
 func TestExpoTemplateIOS(t *testing.T) {
 	testtool.Need(t, "node", "bash")
 	started := time.Now()
@@ -59,7 +63,7 @@ func TestExpoTemplateIOS(t *testing.T) {
 		profile      string
 		adHoc        bool
 		buildVersion string
-		inlined      []string
+		inlined      []string // nil: no bundle (a Debug build loads its JavaScript from Metro)
 		kit          provisioningtest.Kit
 		id           string
 	}
@@ -68,6 +72,9 @@ func TestExpoTemplateIOS(t *testing.T) {
 		// production's autoIncrement bumps it.
 		{profile: "preview", adHoc: true, buildVersion: "1", inlined: []string{marker, apiURL}},
 		{profile: "production", adHoc: false, buildVersion: "2", inlined: []string{marker}},
+		// developmentClient: the Debug configuration, whose bundle phase
+		// skips bundling as React Native's script does in Debug.
+		{profile: "development", adHoc: true, buildVersion: "2"},
 	}
 	// Submitted one after the other (the farm decides build numbers at
 	// the submit), built side by side (the agent takes two builds).
@@ -100,8 +107,14 @@ func TestExpoTemplateIOS(t *testing.T) {
 			t.Fatalf("the %s build: exit %d\n%s\n%s\n%s", c.profile, code, stdout, stderr, log)
 		}
 		t.Logf("the %s build was done %s after the submits", c.profile, time.Since(submitted).Round(time.Second))
-		for _, want := range []string{"npm ci", "expo prebuild", "cd ios && pod install", "Pod installation complete!",
-			"PhaseScriptExecution Bundle\\ React\\ Native\\ code\\ and\\ images", "export:embed", "hermesc", "** ARCHIVE SUCCEEDED **", "** EXPORT SUCCEEDED **"} {
+		wants := []string{"npm ci", "expo prebuild", "cd ios && pod install", "Pod installation complete!",
+			"PhaseScriptExecution Bundle\\ React\\ Native\\ code\\ and\\ images", "** ARCHIVE SUCCEEDED **", "** EXPORT SUCCEEDED **"}
+		if c.inlined != nil {
+			wants = append(wants, "export:embed", "hermesc")
+		} else {
+			wants = append(wants, "-configuration Debug", "SKIP_BUNDLING enabled; skipping.")
+		}
+		for _, want := range wants {
 			if !strings.Contains(log, want) {
 				t.Errorf("%s: the build log lacks %q:\n%s", c.profile, want, log)
 			}
@@ -114,7 +127,8 @@ func TestExpoTemplateIOS(t *testing.T) {
 			t.Errorf("%s: the farm recorded build number %q, want %q", c.profile, b.BuildVersion, c.buildVersion)
 		}
 
-		entries := zipFiles(t, filepath.Join(out, "ExpoDefault.ipa"), "Payload/ExpoDefault.app/Info.plist", "Payload/ExpoDefault.app/main.jsbundle", "Payload/ExpoDefault.app/embedded.mobileprovision")
+		ipa := filepath.Join(out, "ExpoDefault.ipa")
+		entries := zipFiles(t, ipa, "Payload/ExpoDefault.app/Info.plist", "Payload/ExpoDefault.app/embedded.mobileprovision")
 		var info struct {
 			ID           string `plist:"CFBundleIdentifier"`
 			ShortVersion string `plist:"CFBundleShortVersionString"`
@@ -126,7 +140,21 @@ func TestExpoTemplateIOS(t *testing.T) {
 		if info.ID != bundleID || info.ShortVersion != "1.0.0" || info.Version != c.buildVersion {
 			t.Errorf("%s: the .ipa's Info.plist has %+v, want %s 1.0.0 (%s)", c.profile, info, bundleID, c.buildVersion)
 		}
-		bundle := entries[1]
+		if !bytes.Equal(entries[1], c.kit.Profiles[bundleID]) {
+			t.Errorf("%s: the .ipa does not embed the build's profile", c.profile)
+		}
+		if c.inlined == nil {
+			zr, err := zip.OpenReader(ipa)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := zr.Open("Payload/ExpoDefault.app/main.jsbundle"); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("%s: a Debug build has a JavaScript bundle (%v)", c.profile, err)
+			}
+			zr.Close()
+			continue
+		}
+		bundle := zipFiles(t, ipa, "Payload/ExpoDefault.app/main.jsbundle")[0]
 		if !bytes.HasPrefix(bundle, hermesMagic) {
 			t.Errorf("%s: main.jsbundle is not Hermes bytecode: % x", c.profile, bundle[:min(len(bundle), 8)])
 		}
@@ -137,9 +165,6 @@ func TestExpoTemplateIOS(t *testing.T) {
 		}
 		if c.profile != "preview" && bytes.Contains(bundle, []byte(apiURL)) {
 			t.Errorf("%s: the preview profile's EXPO_PUBLIC_API_URL is in the bundle", c.profile)
-		}
-		if !bytes.Equal(entries[2], c.kit.Profiles[bundleID]) {
-			t.Errorf("%s: the .ipa does not embed the build's profile", c.profile)
 		}
 	}
 	t.Logf("in all %s", time.Since(started).Round(time.Second))

@@ -84,9 +84,7 @@ func (p *Project) fileRefPath(id string) string {
 			if path != "" {
 				parts = append([]string{path}, parts...)
 			}
-		case "<absolute>":
-			return filepath.Join(append([]string{path}, parts...)...)
-		case "SOURCE_ROOT":
+		case "<absolute>", "SOURCE_ROOT": // SOURCE_ROOT: relative to the project's directory already
 			return filepath.Join(append([]string{path}, parts...)...)
 		default: // SDKROOT, BUILT_PRODUCTS_DIR…: nothing in the source tree
 			return ""
