@@ -50,7 +50,7 @@ func binaries(t testing.TB) (agentBin, vmBin string) {
 		if binErr != nil {
 			return
 		}
-		for _, pkg := range []string{"../tray/cmd/freeagent", "../vmbootstrap/cmd/freeagent-vm", "../internal/xcode/fakexcodebuild", "../internal/standins/fakepod"} {
+		for _, pkg := range []string{"../tray/cmd/freeagent", "../vmbootstrap/cmd/freeagent-vm", "../internal/standins/fakexcodebuild", "../internal/standins/fakepod"} {
 			out, err := exec.Command("go", "build", "-o", binDir+"/", pkg).CombinedOutput()
 			if err != nil {
 				binErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)

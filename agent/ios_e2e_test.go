@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
-	"github.com/freeagent-build/freeagent/internal/xcode/fakexcodebuild/fakexcodebuildtest"
+	"github.com/freeagent-build/freeagent/internal/standins/fakexcodebuild/fakexcodebuildtest"
 )
 
 // The eas.json of the iOS end-to-end project: an ad hoc build signed from

@@ -1,7 +1,7 @@
 // Command fakepod stands in for CocoaPods' `pod install`, which needs
 // Ruby, the CocoaPods gem and the pods' downloads, for tests that build
 // the real `expo prebuild` Xcode project with the stand-in xcodebuild
-// (internal/xcode/fakexcodebuild).
+// (internal/standins/fakexcodebuild).
 //
 // It reads the real ios/Podfile: its `require` lines run their
 // backtick commands as Ruby would (so a missing node_modules fails as

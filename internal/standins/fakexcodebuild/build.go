@@ -72,7 +72,7 @@ func (bc buildContext) buildProducts(p *xcode.Project, targets []xcode.Target, s
 }
 
 // standInExecutable is what stands for the compiled Mach-O binary.
-const standInExecutable = "Free Agent's stand-in xcodebuild (internal/xcode/fakexcodebuild) compiles nothing: this is not a Mach-O executable, and this bundle does not run on a device. Its JavaScript bundle, resources and Info.plist are real.\n"
+const standInExecutable = "Free Agent's stand-in xcodebuild (internal/standins/fakexcodebuild) compiles nothing: this is not a Mach-O executable, and this bundle does not run on a device. Its JavaScript bundle, resources and Info.plist are real.\n"
 
 // writeBundle makes a product's bundle: the processed Info.plist and the
 // stand-in executable.

@@ -116,7 +116,7 @@ func newEnv(t *testing.T) env {
 		filepath.Join(e.project, "xcshareddata", "xcschemes", "Shop.xcscheme"): scheme,
 		filepath.Join(e.ios, "Pods", "Pods.xcodeproj", "project.pbxproj"):      podsProject,
 	}
-	fixture, err := os.ReadFile(filepath.Join("..", "testdata", "app-with-extensions.pbxproj"))
+	fixture, err := os.ReadFile(filepath.Join("..", "..", "xcode", "testdata", "app-with-extensions.pbxproj"))
 	if err != nil {
 		t.Fatal(err)
 	}
