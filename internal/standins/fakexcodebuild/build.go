@@ -98,20 +98,24 @@ func writeBundle(pr product) error {
 const maxInfoPlistSize = 8 << 20
 
 // processedInfoPlist is the target's INFOPLIST_FILE with its build
-// setting references expanded, as Xcode's ProcessInfoPlistFile does. A
-// target with none (GENERATE_INFOPLIST_FILE, or a hand-written test
-// project that lacks the file) gets the generated keys: the bundle id,
-// name, executable, package type, MARKETING_VERSION and
-// CURRENT_PROJECT_VERSION.
+// setting references expanded, as Xcode's ProcessInfoPlistFile does. With
+// GENERATE_INFOPLIST_FILE, or without the file (where Xcode would fail:
+// the hand-written test projects have none), the generated keys it lacks
+// are added: the bundle id, name, executable, package type,
+// MARKETING_VERSION and CURRENT_PROJECT_VERSION.
 func processedInfoPlist(settings map[string]string) (map[string]any, error) {
 	info := map[string]any{}
-	if name := settings["INFOPLIST_FILE"]; name != "" {
+	generate := settings["GENERATE_INFOPLIST_FILE"] == "YES"
+	if name := settings["INFOPLIST_FILE"]; name == "" {
+		generate = true
+	} else {
 		if !filepath.IsAbs(name) {
 			name = filepath.Join(settings["SRCROOT"], name)
 		}
 		data, err := boundedfile.Read(name, maxInfoPlistSize)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
+			generate = true
 		case err != nil:
 			return nil, err
 		default:
@@ -128,7 +132,7 @@ func processedInfoPlist(settings map[string]string) (map[string]any, error) {
 		"CFBundleShortVersionString": settings["MARKETING_VERSION"], "CFBundleVersion": settings["CURRENT_PROJECT_VERSION"],
 	}
 	for k, v := range generated {
-		if _, ok := info[k]; !ok && v != "" {
+		if _, ok := info[k]; generate && !ok && v != "" {
 			info[k] = v
 		}
 	}
