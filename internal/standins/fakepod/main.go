@@ -93,11 +93,13 @@ func readPodfile(dir string) (podfile, error) {
 	}
 	pf := podfile{text: string(b), hermes: true}
 	for _, m := range reRequire.FindAllStringSubmatch(pf.text, -1) {
-		out, err := shell(dir, m[1])
-		if err != nil {
-			return pf, podError(fmt.Sprintf("Invalid `Podfile` file: `%s` failed: %v.", m[1], err))
+		// A failing backtick command gives Ruby its output, "" (no
+		// exception): File.dirname("") is ".", and the require fails.
+		out, _ := shell(dir, m[1])
+		file := filepath.Dir(out) + "/" + m[2]
+		if !filepath.IsAbs(file) {
+			file = filepath.Join(dir, file)
 		}
-		file := filepath.Join(filepath.Dir(out), m[2])
 		if _, err := os.Stat(file + ".rb"); err != nil {
 			return pf, podError(fmt.Sprintf("Invalid `Podfile` file: cannot load such file -- %s.", file))
 		}
@@ -121,7 +123,8 @@ func readPodfile(dir string) (podfile, error) {
 }
 
 // shell runs a Podfile's backtick command as Ruby does (with /bin/sh in
-// the Podfile's directory) and returns its output, trimmed.
+// the Podfile's directory, its standard error passed through) and
+// returns its output, trimmed.
 func shell(dir, command string) (string, error) {
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Dir, cmd.Stderr = dir, os.Stderr

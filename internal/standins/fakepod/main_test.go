@@ -92,7 +92,7 @@ func TestInstallFailsAsCocoaPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	for ios, want := range map[string]string{
-		filepath.Join(dir, "ios"): "Invalid `Podfile` file: `node --print \"require.resolve('expo/package.json')\"` failed",
+		filepath.Join(dir, "ios"): "Invalid `Podfile` file: cannot load such file -- " + filepath.Join(dir, "ios", "scripts", "autolinking") + ".",
 		noTargets:                 "The Podfile does not contain any targets",
 		t.TempDir():               "No `Podfile' found in the project directory.",
 	} {
