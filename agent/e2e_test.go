@@ -43,7 +43,7 @@ var (
 )
 
 // binaries builds freeagent, freeagent-vm and the stand-in xcodebuild
-// (fakexcodebuild, next to them) once per test binary.
+// and pod (fakexcodebuild and fakepod, next to them) once per test binary.
 func binaries(t testing.TB) (agentBin, vmBin string) {
 	t.Helper()
 	binOnce.Do(func() {
@@ -51,7 +51,7 @@ func binaries(t testing.TB) (agentBin, vmBin string) {
 		if binErr != nil {
 			return
 		}
-		for _, pkg := range []string{"../tray/cmd/freeagent", "../vmbootstrap/cmd/freeagent-vm", "../internal/xcode/fakexcodebuild"} {
+		for _, pkg := range []string{"../tray/cmd/freeagent", "../vmbootstrap/cmd/freeagent-vm", "../internal/standins/fakexcodebuild", "../internal/standins/fakepod"} {
 			out, err := exec.Command("go", "build", "-o", binDir+"/", pkg).CombinedOutput()
 			if err != nil {
 				binErr = fmt.Errorf("go build %s: %v\n%s", pkg, err, out)

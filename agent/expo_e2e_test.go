@@ -381,3 +381,31 @@ func zipEntry(t *testing.T, path, suffix string) []byte {
 	}
 	return nil
 }
+
+// expoTemplateApp copies Expo's template (expoapp) and makes it the
+// app of a team's test: the home screen shows marker and
+// EXPO_PUBLIC_API_URL, which the preview profile sets to apiURL. Every
+// profile's caches are off: the farm's would point GRADLE_USER_HOME and
+// npm's cache at the build's cache directories, where the real wrapper
+// would download Gradle and npm would fetch every package; without them
+// the build uses the agent's (or the guest's), which hold the stand-in
+// Gradle and the machine's npm cache. Each of set's keys is set on every
+// profile.
+func expoTemplateApp(t *testing.T, marker, apiURL string, set map[string]any) string {
+	t.Helper()
+	dir := expoapp.Copy(t)
+	editScreen(t, dir, "{'"+marker+"'} {process.env.EXPO_PUBLIC_API_URL}")
+	editEASJSON(t, dir, func(build map[string]any) {
+		for name, profile := range build {
+			profile := profile.(map[string]any)
+			profile["cache"] = map[string]bool{"disabled": true}
+			for k, v := range set {
+				profile[k] = v
+			}
+			if name == "preview" {
+				profile["env"] = map[string]string{"EXPO_PUBLIC_API_URL": apiURL}
+			}
+		}
+	})
+	return dir
+}

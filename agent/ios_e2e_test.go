@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
-	"github.com/freeagent-build/freeagent/internal/xcode/fakexcodebuild/fakexcodebuildtest"
+	"github.com/freeagent-build/freeagent/internal/standins/fakexcodebuild/fakexcodebuildtest"
 )
 
 // The eas.json of the iOS end-to-end project: an ad hoc build signed from
@@ -35,27 +35,14 @@ const easIOSJSON = `{
 // or profiles do not fit.
 func TestExpoTeamIOSBuilds(t *testing.T) {
 	f := newFarm(t, nil)
-	agentBin, _ := binaries(t)
-	tools := t.TempDir()
-	if err := os.Symlink(filepath.Join(filepath.Dir(agentBin), "fakexcodebuild"), filepath.Join(tools, "xcodebuild")); err != nil {
-		t.Fatal(err)
-	}
 	pods, err := filepath.Abs("../vmbootstrap/testdata/ios-pods")
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeScript(t, filepath.Join(tools, "pod"), "#!/bin/sh\necho \"Pod installation complete! (stand-in pod $*)\"\ncp -R '"+pods+"'/. .\n")
-	// security as the VM calls it: find-identity answers with one identity.
-	writeScript(t, filepath.Join(tools, "security"), `#!/bin/sh
-case "$1" in
-find-identity) printf '  1) 0123456789ABCDEF0123456789ABCDEF01234567 "Apple Distribution: Example Ltd (TEAM123456)"\n     1 valid identities found\n' ;;
-list-keychains) [ "$#" -eq 3 ] && printf '    "/Users/admin/Library/Keychains/login.keychain-db"\n' ;;
-esac
-exit 0
-`)
-	home, xlog := t.TempDir(), filepath.Join(t.TempDir(), "xcodebuild.log")
-	f.guestEnv(map[string]string{"PATH": tools + ":" + os.Getenv("PATH"), "FREEAGENT_SECURITY": filepath.Join(tools, "security"),
-		"HOME": home, "FAKE_XCODEBUILD_LOG": xlog})
+	xlog := f.iosGuest(t, "#!/bin/sh\necho \"Pod installation complete! (stand-in pod $*)\"\ncp -R '"+pods+"'/. .\n")
+	// One HOME for the VMs, to see that no profile stays installed.
+	home := t.TempDir()
+	f.guestEnv(map[string]string{"HOME": home})
 	f.startAgent()
 	expoBuild := f.expoBuild(t)
 
@@ -136,6 +123,39 @@ exit 0
 	if calls := fakexcodebuildtest.Calls(t, xlog); len(calls) != 3 || calls[2][1] != "build" || !slices.Contains(calls[2], "generic/platform=iOS Simulator") {
 		t.Errorf("the simulator build ran %q", calls[len(calls)-1])
 	}
+}
+
+// iosGuest gives the guest VMs the stand-in Xcode tools on PATH: the
+// strict fake xcodebuild (logging its command lines to xlog), `security`
+// answering as a keychain with one distribution identity, and `pod`: the
+// given script, or the stand-in pod install (fakepod) when "". It
+// returns xlog. Each VM has its own HOME, where profiles are installed.
+func (f *farm) iosGuest(t *testing.T, podScript string) (xlog string) {
+	t.Helper()
+	agentBin, _ := binaries(t)
+	tools := t.TempDir()
+	links := map[string]string{"xcodebuild": "fakexcodebuild"}
+	if podScript == "" {
+		links["pod"] = "fakepod"
+	} else {
+		writeScript(t, filepath.Join(tools, "pod"), podScript)
+	}
+	for name, bin := range links {
+		if err := os.Symlink(filepath.Join(filepath.Dir(agentBin), bin), filepath.Join(tools, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeScript(t, filepath.Join(tools, "security"), `#!/bin/sh
+case "$1" in
+find-identity) printf '  1) 0123456789ABCDEF0123456789ABCDEF01234567 "Apple Distribution: Example Ltd (TEAM123456)"\n     1 valid identities found\n' ;;
+list-keychains) [ "$#" -eq 3 ] && printf '    "/Users/admin/Library/Keychains/login.keychain-db"\n' ;;
+esac
+exit 0
+`)
+	xlog = filepath.Join(t.TempDir(), "xcodebuild.log")
+	f.guestEnv(map[string]string{"PATH": tools + ":" + os.Getenv("PATH"), "FREEAGENT_SECURITY": filepath.Join(tools, "security"),
+		"FAKE_XCODEBUILD_LOG": xlog})
+	return xlog
 }
 
 func writeScript(t *testing.T, path, body string) {

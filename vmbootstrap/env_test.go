@@ -228,6 +228,27 @@ func TestHooksRunAtEASPoints(t *testing.T) {
 	assertInOrder(t, out3.String(), "hook eas-build-on-cancel status=canceled\n", "hook eas-build-on-complete status=canceled\n")
 }
 
+// TestIOSHooksRunAtEASPoints: on iOS, as EAS's iOS builder runs them,
+// eas-build-post-install runs after `pod install` (a hook may edit the
+// Pods or read the workspace), and eas-build-pre-upload-artifacts runs
+// after xcodebuild, before the artifacts are collected.
+func TestIOSHooksRunAtEASPoints(t *testing.T) {
+	t.Parallel()
+	scripts := `{"scripts":{"eas-build-pre-install":"a","eas-build-post-install":"b","eas-build-pre-upload-artifacts":"c",
+		"eas-build-on-success":"d","eas-build-on-complete":"f"}}`
+	p, out, _ := newTestPipeline(t, api.PlatformIOS, map[string]string{"package.json": scripts, "package-lock.json": "{}", "app.json": "{}"}, nil)
+	p.runner.env = mergeEnv(p.runner.env, "PATH="+hookTools(t)+":"+toolchain.EnvValue(p.runner.env, "PATH"))
+	p.spec.IOS = &api.IOSBuild{Scheme: "MyApp", BuildConfiguration: "Release", Simulator: true, ApplicationArchivePaths: []string{api.IOSSimulatorArchivePath}}
+	if _, err := p.run(context.Background()); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	assertInOrder(t, out.String(),
+		"hook eas-build-pre-install status=\n", "fake npm ci", "fake npx expo prebuild", "fake pod install in ios\n",
+		"hook eas-build-post-install status=\n", "** BUILD SUCCEEDED **", "hook eas-build-pre-upload-artifacts status=\n",
+		"▸ packed ios/build/Build/Products/Release-iphonesimulator/MyApp.app as MyApp.app.tar.gz",
+		"hook eas-build-on-success status=finished\n", "hook eas-build-on-complete status=finished\n")
+}
+
 // hookTools puts an npm first on PATH whose "run" prints the hook and
 // EAS_BUILD_STATUS, and whose other commands behave as fakeTools' npm.
 func hookTools(t *testing.T) string {

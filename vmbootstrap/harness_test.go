@@ -62,7 +62,7 @@ func buildBinaries() {
 	}
 	binDir.vm = filepath.Join(binDir.dir, "freeagent-vm")
 	binDir.xcode = filepath.Join(binDir.dir, "xcode", "xcodebuild")
-	for out, pkg := range map[string]string{binDir.vm: "./cmd/freeagent-vm", binDir.xcode: "../internal/xcode/fakexcodebuild"} {
+	for out, pkg := range map[string]string{binDir.vm: "./cmd/freeagent-vm", binDir.xcode: "../internal/standins/fakexcodebuild"} {
 		if log, err := exec.Command(gobin, "build", "-o", out, pkg).CombinedOutput(); err != nil {
 			binDir.err = &buildError{out: string(log), err: err}
 			return
@@ -81,7 +81,7 @@ func vmBinary(t *testing.T) string {
 }
 
 // xcodebuildDir is a directory holding only the stand-in xcodebuild
-// (internal/xcode/fakexcodebuild), built once per test binary.
+// (internal/standins/fakexcodebuild), built once per test binary.
 func xcodebuildDir(t *testing.T) string {
 	t.Helper()
 	binDir.once.Do(buildBinaries)

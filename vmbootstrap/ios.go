@@ -40,18 +40,20 @@ func (p *pipeline) ios(ctx context.Context) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := p.hook(ctx, HookPostInstall); err != nil {
-		return nil, err
-	}
 	dir := filepath.Join(p.root, "ios")
-	if ch := p.spec.Profile.Channel; ch != "" {
-		if err := p.iosChannel(dir, ch); err != nil {
-			return nil, err
-		}
-	}
 	if fileExists(filepath.Join(dir, "Podfile")) {
 		p.phase(vmshare.PhasePrebuild, 45, "pod install")
 		if err := p.runner.run(ctx, p.step(dir, "pod", "install")); err != nil {
+			return nil, err
+		}
+	}
+	// EAS's iOS order: the hook sees the installed Pods, and the
+	// expo-updates configuration comes after it.
+	if err := p.hook(ctx, HookPostInstall); err != nil {
+		return nil, err
+	}
+	if ch := p.spec.Profile.Channel; ch != "" {
+		if err := p.iosChannel(dir, ch); err != nil {
 			return nil, err
 		}
 	}
@@ -75,23 +77,29 @@ func (p *pipeline) ios(ctx context.Context) ([]string, error) {
 			return nil, err
 		}
 	}
+	build := p.iosDevice
 	if b.Simulator {
-		return p.iosSimulator(ctx, dir, workspace, scheme, config)
+		build = p.iosSimulator
 	}
-	return p.iosDevice(ctx, dir, workspace, scheme, config)
+	if err := build(ctx, dir, workspace, scheme, config); err != nil {
+		return nil, err
+	}
+	if err := p.hook(ctx, HookPreUploadArtifacts); err != nil {
+		return nil, err
+	}
+	return p.iosArtifacts()
 }
 
-// iosSimulator builds the .app for the simulator, as EAS does, and packs
-// each application archive it finds as .tar.gz.
-func (p *pipeline) iosSimulator(ctx context.Context, dir, workspace, scheme, config string) ([]string, error) {
+// iosSimulator builds the .app for the simulator, as EAS does.
+func (p *pipeline) iosSimulator(ctx context.Context, dir, workspace, scheme, config string) error {
 	p.phase(vmshare.PhaseBuild, 50, "xcodebuild build (simulator)")
 	if err := p.runner.run(ctx, p.step(dir, "xcodebuild", "build",
 		"-workspace", workspace, "-scheme", scheme, "-configuration", config,
 		"-destination", "generic/platform=iOS Simulator",
 		"-derivedDataPath", filepath.Join(p.root, filepath.FromSlash(iosBuildDir)))); err != nil {
-		return nil, err
+		return err
 	}
-	return p.iosArtifacts()
+	return nil
 }
 
 // iosDevice signs each target in the project, archives and exports.
@@ -100,7 +108,7 @@ func (p *pipeline) iosSimulator(ctx context.Context, dir, workspace, scheme, con
 // by the farm, as eas-cli then resolves no credentials: the archive and its
 // export keep the project's own signing settings (what its hooks set up),
 // exported for the distribution (app-store, or ad-hoc for internal).
-func (p *pipeline) iosDevice(ctx context.Context, dir, workspace, scheme, config string) ([]string, error) {
+func (p *pipeline) iosDevice(ctx context.Context, dir, workspace, scheme, config string) error {
 	var targets []signedTarget
 	method, team := api.ExportAppStore, ""
 	if p.spec.Profile.Distribution == "internal" {
@@ -109,7 +117,7 @@ func (p *pipeline) iosDevice(ctx context.Context, dir, workspace, scheme, config
 	if p.signing != nil {
 		var err error
 		if targets, err = p.configureSigning(dir, scheme, config); err != nil {
-			return nil, err
+			return err
 		}
 		method, team = targets[0].profile.Type, targets[0].profile.TeamID
 	} else {
@@ -123,7 +131,7 @@ func (p *pipeline) iosDevice(ctx context.Context, dir, workspace, scheme, config
 	if err := p.runner.run(ctx, p.step(dir, "xcodebuild", "archive",
 		"-workspace", workspace, "-scheme", scheme, "-configuration", config,
 		"-destination", "generic/platform=iOS", "-archivePath", archive)); err != nil {
-		return nil, err
+		return err
 	}
 	profiles := map[string]string{}
 	for _, t := range targets {
@@ -131,14 +139,14 @@ func (p *pipeline) iosDevice(ctx context.Context, dir, workspace, scheme, config
 	}
 	options := filepath.Join(p.workDir, "ExportOptions.plist")
 	if err := os.WriteFile(options, exportOptionsPlist(method, team, profiles), 0o644); err != nil {
-		return nil, fmt.Errorf("write ExportOptions.plist: %w", err)
+		return fmt.Errorf("write ExportOptions.plist: %w", err)
 	}
 	p.phase(vmshare.PhaseBuild, 80, "xcodebuild -exportArchive")
 	if err := p.runner.run(ctx, p.step(dir, "xcodebuild", "-exportArchive", "-archivePath", archive,
 		"-exportPath", filepath.Join(p.root, filepath.FromSlash(iosBuildDir)), "-exportOptionsPlist", options)); err != nil {
-		return nil, err
+		return err
 	}
-	return p.iosArtifacts()
+	return nil
 }
 
 // signedTarget is a target of the Xcode project with the profile that signs it.

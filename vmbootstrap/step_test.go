@@ -20,10 +20,10 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/plist"
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
+	"github.com/freeagent-build/freeagent/internal/standins/fakexcodebuild/fakexcodebuildtest"
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/internal/toolchain"
 	"github.com/freeagent-build/freeagent/internal/xcode"
-	"github.com/freeagent-build/freeagent/internal/xcode/fakexcodebuild/fakexcodebuildtest"
 )
 
 func testRunner(out *syncbuf.Buffer, grace time.Duration) *stepRunner {

@@ -7,10 +7,10 @@
 // because EAS Build is the specification of what a build signs; the
 // differential tests in this package compare the two on many projects.
 //
-// The stand-in xcodebuild in fakexcodebuild reads projects with this
-// same package, so a parser bug could hide in both the code under test
-// and the fake: the differential tests against @expo/config-plugins and
-// its `xcode` parser are what guard the parser.
+// The stand-in xcodebuild (internal/standins/fakexcodebuild) reads
+// projects with this same package, so a parser bug could hide in both the
+// code under test and the fake: the differential tests against
+// @expo/config-plugins and its `xcode` parser are what guard the parser.
 package xcode
 
 import (

@@ -5,6 +5,14 @@
 // and writes its outputs in Xcode's layout: an .xcarchive, an exported
 // .ipa, a simulator .app.
 //
+// Nothing is compiled, but what a build does beyond compiling is real:
+// each target's settings are resolved as Xcode resolves them (xcconfig
+// base configurations included), its Info.plist is processed, and its
+// run script phases run with those settings in the environment. On the
+// project `expo prebuild` writes, that runs React Native's bundle phase
+// (Metro, then hermesc) into the .app. The executable is a text file
+// saying that the bundle does not run on a device.
+//
 // It reads projects with internal/xcode, the package under test: a
 // parser bug could hide in both. The differential tests of internal/xcode
 // against @expo/config-plugins are what guard the parser.

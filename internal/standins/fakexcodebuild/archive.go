@@ -17,12 +17,16 @@ import (
 
 // workspace is what the fake needs of an .xcworkspace.
 type workspace struct {
+	path     string
 	name     string
 	appProj  string // path of the app's .xcodeproj
 	podsProj string // path of Pods.xcodeproj, "" when absent
 }
 
 func loadWorkspace(path string) (workspace, error) {
+	if abs, err := filepath.Abs(path); err == nil {
+		path = abs // Xcode gives the build absolute paths
+	}
 	data, err := os.ReadFile(filepath.Join(path, "contents.xcworkspacedata"))
 	if err != nil {
 		return workspace{}, fmt.Errorf("'%s' does not exist.", path)
@@ -35,7 +39,7 @@ func loadWorkspace(path string) (workspace, error) {
 	if err := xml.Unmarshal(data, &x); err != nil {
 		return workspace{}, fmt.Errorf("the workspace file at '%s' is corrupted: %v", path, err)
 	}
-	w := workspace{name: strings.TrimSuffix(filepath.Base(path), ".xcworkspace")}
+	w := workspace{path: path, name: strings.TrimSuffix(filepath.Base(path), ".xcworkspace")}
 	base := filepath.Dir(path)
 	for _, ref := range x.FileRefs {
 		kind, loc, _ := strings.Cut(ref.Location, ":")
@@ -63,29 +67,6 @@ type signedTarget struct {
 	bundleID string
 	settings map[string]string
 	profile  profile
-}
-
-// effectiveSettings layers the project level, the target and the
-// command line, as Xcode resolves them (xcconfig files aside). Within a
-// level, a setting conditional on the device SDK ("KEY[sdk=iphoneos*]")
-// wins over the plain one, as it does in a device archive.
-func effectiveSettings(p *xcode.Project, target, configuration string, overrides map[string]string) (map[string]string, error) {
-	own, err := p.BuildSettings(target, configuration)
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]string{}
-	for _, level := range []map[string]string{p.ProjectBuildSettings(configuration), own, overrides} {
-		for k, v := range level {
-			out[k] = v
-		}
-		for k, v := range level {
-			if base, ok := strings.CutSuffix(k, "[sdk=iphoneos*]"); ok {
-				out[base] = v
-			}
-		}
-	}
-	return out, nil
 }
 
 // loadBuild reads the workspace, scheme and project of an archive or a
@@ -167,19 +148,20 @@ func archive(inv invocation, stdout, stderr io.Writer) int {
 		}
 	}
 	project := strings.TrimSuffix(filepath.Base(ws.appProj), ".xcodeproj")
+	bc := newBuildContext(inv, ws, scheme.Name, configuration, "iphoneos", "install")
 	installed := installedProfiles()
 	var signed []signedTarget
 	var msgs []string
 	for _, t := range targets {
 		in := fmt.Sprintf("(in target '%s' from project '%s')", t.Name, project)
-		settings, err := effectiveSettings(p, t.Name, configuration, inv.overrides)
+		settings, err := bc.targetSettings(p, t)
 		if err != nil {
 			msgs = append(msgs, fmt.Sprintf("%v %s", err, in))
 			continue
 		}
-		bundleID, err := p.BundleID(t.Name, configuration)
-		if err != nil {
-			msgs = append(msgs, fmt.Sprintf("%v %s", err, in))
+		bundleID := settings["PRODUCT_BUNDLE_IDENTIFIER"]
+		if bundleID == "" {
+			msgs = append(msgs, fmt.Sprintf("target %q has no PRODUCT_BUNDLE_IDENTIFIER in its %q configuration; set the bundle identifier in Xcode %s", t.Name, configuration, in))
 			continue
 		}
 		if settings["CODE_SIGN_STYLE"] != "Manual" {
@@ -228,73 +210,65 @@ func archive(inv invocation, stdout, stderr io.Writer) int {
 	if len(msgs) > 0 {
 		return fail(msgs...)
 	}
-	if err := writeArchive(archivePath, scheme.Name, signed); err != nil {
+	products, err := bc.buildProducts(p, targets, stdout)
+	if err != nil {
+		return reportFailure(stdout, stderr, "ARCHIVE", err)
+	}
+	if err := writeArchive(archivePath, scheme.Name, products, signed); err != nil {
 		return fail(err.Error())
 	}
 	fmt.Fprintln(stdout, "** ARCHIVE SUCCEEDED **")
 	return 0
 }
 
-// writeBundle writes an .app or .appex: Info.plist, a stand-in
-// executable and, when signed, embedded.mobileprovision.
-func writeBundle(dir, name, bundleID, packageType, profilePath string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	info, err := plist.MarshalIndent(map[string]any{
-		"CFBundleIdentifier":         bundleID,
-		"CFBundleName":               name,
-		"CFBundleExecutable":         name,
-		"CFBundlePackageType":        packageType,
-		"CFBundleShortVersionString": "1.0",
-		"CFBundleVersion":            "1",
-	}, plist.XMLFormat, "\t")
-	if err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, "Info.plist"), info, 0o644); err != nil {
-		return err
-	}
-	if err := os.WriteFile(filepath.Join(dir, name), []byte("fake Mach-O executable of "+name+"\n"), 0o755); err != nil {
-		return err
-	}
-	if profilePath == "" {
-		return nil
-	}
-	data, err := os.ReadFile(profilePath)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(filepath.Join(dir, "embedded.mobileprovision"), data, 0o644)
-}
-
-func writeArchive(path, scheme string, targets []signedTarget) error {
+// writeArchive lays out an .xcarchive of the built products: the app
+// (its extensions inside) with each signed bundle's profile embedded, an
+// empty dSYMs and the archive's Info.plist.
+func writeArchive(path, scheme string, products []product, signed []signedTarget) error {
 	if err := os.RemoveAll(path); err != nil {
 		return err
 	}
-	app := targets[0]
-	appDir := filepath.Join(path, "Products", "Applications", scheme+".app")
-	if err := writeBundle(appDir, scheme, app.bundleID, "APPL", app.profile.Path); err != nil {
+	app := products[0]
+	appDir := filepath.Join(path, "Products", "Applications", filepath.Base(app.dir))
+	if err := os.CopyFS(appDir, os.DirFS(app.dir)); err != nil {
 		return err
 	}
-	for _, ext := range targets[1:] {
-		dir := filepath.Join(appDir, "PlugIns", ext.target.Name+".appex")
-		if err := writeBundle(dir, ext.target.Name, ext.bundleID, "XPC!", ext.profile.Path); err != nil {
+	for _, st := range signed {
+		dir := appDir
+		if st.target.Name != app.target.Name {
+			dir = filepath.Join(appDir, "PlugIns", st.settings["WRAPPER_NAME"])
+		}
+		data, err := os.ReadFile(st.profile.Path)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, "embedded.mobileprovision"), data, 0o644); err != nil {
 			return err
 		}
 	}
 	if err := os.MkdirAll(filepath.Join(path, "dSYMs"), 0o755); err != nil {
 		return err
 	}
-	identity := app.settings["CODE_SIGN_IDENTITY"]
+	var appInfo struct {
+		ShortVersion string `plist:"CFBundleShortVersionString"`
+		Version      string `plist:"CFBundleVersion"`
+	}
+	data, err := os.ReadFile(filepath.Join(appDir, "Info.plist"))
+	if err != nil {
+		return err
+	}
+	if _, err := plist.Unmarshal(data, &appInfo); err != nil {
+		return err
+	}
+	identity := signed[0].settings["CODE_SIGN_IDENTITY"]
 	info, err := plist.MarshalIndent(map[string]any{
 		"ApplicationProperties": map[string]any{
-			"ApplicationPath":            "Applications/" + scheme + ".app",
-			"CFBundleIdentifier":         app.bundleID,
-			"CFBundleShortVersionString": "1.0",
-			"CFBundleVersion":            "1",
+			"ApplicationPath":            "Applications/" + filepath.Base(app.dir),
+			"CFBundleIdentifier":         signed[0].bundleID,
+			"CFBundleShortVersionString": appInfo.ShortVersion,
+			"CFBundleVersion":            appInfo.Version,
 			"SigningIdentity":            identity,
-			"Team":                       app.profile.TeamID,
+			"Team":                       signed[0].profile.TeamID,
 		},
 		"ArchiveVersion": 2,
 		"CreationDate":   time.Now().UTC(),
@@ -314,28 +288,18 @@ func buildSimulator(inv invocation, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "xcodebuild: error: the fake xcodebuild builds only for the simulator (-destination 'generic/platform=iOS Simulator' or -sdk iphonesimulator)\n")
 		return exitUsage
 	}
-	_, p, scheme, targets, configuration, err := loadBuild(inv)
+	ws, p, scheme, targets, configuration, err := loadBuild(inv)
 	if err != nil {
 		fmt.Fprintf(stderr, "xcodebuild: error: %v\n", err)
 		return exitFailed
 	}
-	derived := inv.flags["-derivedDataPath"]
-	if derived == "" {
+	if inv.flags["-derivedDataPath"] == "" {
 		fmt.Fprintln(stderr, "xcodebuild: error: the fake xcodebuild needs -derivedDataPath")
 		return exitUsage
 	}
-	bundleID, err := p.BundleID(targets[0].Name, configuration)
-	if err != nil {
-		fmt.Fprintf(stderr, "error: %v\n\n** BUILD FAILED **\n", err)
-		return exitFailed
-	}
-	dir := filepath.Join(derived, "Build", "Products", configuration+"-iphonesimulator", scheme.Name+".app")
-	if err := os.RemoveAll(dir); err == nil {
-		err = writeBundle(dir, scheme.Name, bundleID, "APPL", "")
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "error: %v\n\n** BUILD FAILED **\n", err)
-		return exitFailed
+	bc := newBuildContext(inv, ws, scheme.Name, configuration, "iphonesimulator", "build")
+	if _, err := bc.buildProducts(p, targets, stdout); err != nil {
+		return reportFailure(stdout, stderr, "BUILD", err)
 	}
 	fmt.Fprintln(stdout, "** BUILD SUCCEEDED **")
 	return 0

@@ -1,5 +1,5 @@
 // Package fakexcodebuildtest reads what the stand-in xcodebuild
-// (internal/xcode/fakexcodebuild) records, for the tests that run it.
+// (internal/standins/fakexcodebuild) records, for the tests that run it.
 package fakexcodebuildtest
 
 import (

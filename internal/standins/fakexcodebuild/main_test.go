@@ -116,7 +116,7 @@ func newEnv(t *testing.T) env {
 		filepath.Join(e.project, "xcshareddata", "xcschemes", "Shop.xcscheme"): scheme,
 		filepath.Join(e.ios, "Pods", "Pods.xcodeproj", "project.pbxproj"):      podsProject,
 	}
-	fixture, err := os.ReadFile(filepath.Join("..", "testdata", "app-with-extensions.pbxproj"))
+	fixture, err := os.ReadFile(filepath.Join("..", "..", "xcode", "testdata", "app-with-extensions.pbxproj"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -508,5 +508,126 @@ func TestBadCommandLinesAndTheLog(t *testing.T) {
 	}
 	if len(lines) != 3 || strings.Join(lines[0], " ") != "xcodebuild archive -x" || lines[2][5] != "Nope" {
 		t.Fatalf("log: %q", lines)
+	}
+}
+
+// addScriptPhase gives the Shop target a run script phase (after its
+// other phases) whose output path is $(DERIVED_FILE_DIR)/phase-result.txt.
+func (e env) addScriptPhase(t *testing.T, name, script string) {
+	t.Helper()
+	path := filepath.Join(e.project, "project.pbxproj")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "FA11FA11FA11FA11FA11FA11"
+	text := strings.Replace(string(b), "\t\t\t\tF60718293041526374859607 /* Embed Frameworks */,\n", "\t\t\t\tF60718293041526374859607 /* Embed Frameworks */,\n\t\t\t\t"+id+",\n", 1)
+	phase := fmt.Sprintf("\t\t%s = {isa = PBXShellScriptBuildPhase; buildActionMask = 2147483647; files = (); inputPaths = (\"$(SRCROOT)/.xcode.env\"); name = %q; outputPaths = (\"$(DERIVED_FILE_DIR)/phase-result.txt\"); runOnlyForDeploymentPostprocessing = 0; shellPath = /bin/sh; shellScript = %q; };\n", id, name, script)
+	text = strings.Replace(text, "/* End PBXNativeTarget section */", phase+"/* End PBXNativeTarget section */", 1)
+	if text == string(b) || !strings.Contains(text, id+",") {
+		t.Fatal("the fixture changed: cannot add a script phase to Shop")
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestScriptPhasesRunAsXcodeRunsThem: a target's run script phase runs
+// with bash (macOS's /bin/sh) from the project's directory, with the
+// build settings Xcode gives it (its xcconfig's among them) and its
+// output path's directory made; what it writes into the bundle is in the
+// archive and the .ipa; the Info.plist's references are expanded, the
+// command line's settings winning.
+func TestScriptPhasesRunAsXcodeRunsThem(t *testing.T) {
+	e := newEnv(t)
+	e.installStoreProfiles(t)
+	e.sign(t, allSigned())
+	e.addScriptPhase(t, "Bundle JS", `[[ -n "$SRCROOT" ]] || exit 9
+echo "phase ran in $PWD"
+printf '%s\n' "$CONFIGURATION" "$PRODUCT_NAME" "$PODS_ROOT" "$SCRIPT_INPUT_FILE_0" "$SCRIPT_OUTPUT_FILE_0" > "$CONFIGURATION_BUILD_DIR/$UNLOCALIZED_RESOURCES_FOLDER_PATH/main.jsbundle"
+echo ok > "$SCRIPT_OUTPUT_FILE_0"`)
+	files := map[string]string{
+		"Pods/Target Support Files/Pods-Shop/Pods-Shop.release.xcconfig": "PODS_ROOT = ${SRCROOT}/Pods // as CocoaPods writes it\n#include? \"absent.xcconfig\"\n",
+		"Shop/Info.plist": `<?xml version="1.0" encoding="UTF-8"?>
+<plist version="1.0"><dict>
+<key>CFBundleIdentifier</key><string>$(PRODUCT_BUNDLE_IDENTIFIER)</string>
+<key>CFBundleShortVersionString</key><string>$(MARKETING_VERSION)</string>
+<key>CFBundleVersion</key><string>$(CURRENT_PROJECT_VERSION)</string>
+</dict></plist>`,
+	}
+	for name, body := range files {
+		p := filepath.Join(e.ios, filepath.FromSlash(name))
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	p, err := xcode.LoadProject(e.project)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := p.SetBaseConfiguration("Shop", "Release", "Pods/Target Support Files/Pods-Shop/Pods-Shop.release.xcconfig"); !ok || err != nil {
+		t.Fatal(ok, err)
+	}
+	if err := p.Save(e.project); err != nil {
+		t.Fatal(err)
+	}
+
+	out, errs, code, archivePath := e.archive(t, "MARKETING_VERSION=2.3.4", "CURRENT_PROJECT_VERSION=42")
+	if code != 0 || !strings.Contains(out, "** ARCHIVE SUCCEEDED **") {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	if !strings.Contains(out, "PhaseScriptExecution Bundle\\ JS ") || !strings.Contains(out, "phase ran in "+e.ios+"\n") {
+		t.Errorf("the phase's run is not in the output:\n%s", out)
+	}
+	app := filepath.Join(archivePath, "Products", "Applications", "Shop.app")
+	got, err := os.ReadFile(filepath.Join(app, "main.jsbundle"))
+	if err != nil {
+		t.Fatalf("the phase's output is not in the archived app: %v\n%s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(got)), "\n")
+	if len(lines) != 5 || lines[0] != "Release" || lines[1] != "Shop" || lines[2] != filepath.Join(e.ios, "Pods") ||
+		lines[3] != filepath.Join(e.ios, ".xcode.env") || !strings.HasSuffix(lines[4], "/Shop.build/DerivedSources/phase-result.txt") {
+		t.Errorf("the phase saw CONFIGURATION, PRODUCT_NAME, PODS_ROOT, SCRIPT_INPUT_FILE_0, SCRIPT_OUTPUT_FILE_0 = %q", lines)
+	}
+	var info struct{ CFBundleIdentifier, CFBundleShortVersionString, CFBundleVersion string }
+	data, _ := os.ReadFile(filepath.Join(app, "Info.plist"))
+	readPlist(t, data, &info)
+	if info.CFBundleIdentifier != "com.example.shop" || info.CFBundleShortVersionString != "2.3.4" || info.CFBundleVersion != "42" {
+		t.Errorf("the app's Info.plist: %+v", info)
+	}
+	var archived struct {
+		ApplicationProperties struct{ CFBundleShortVersionString, CFBundleVersion string }
+	}
+	data, _ = os.ReadFile(filepath.Join(archivePath, "Info.plist"))
+	readPlist(t, data, &archived)
+	if ap := archived.ApplicationProperties; ap.CFBundleShortVersionString != "2.3.4" || ap.CFBundleVersion != "42" {
+		t.Errorf("the archive's Info.plist: %+v", ap)
+	}
+}
+
+// TestAFailingScriptPhaseFailsTheArchive: a phase's nonzero exit fails
+// the archive as Xcode does: its output, ** ARCHIVE FAILED **, the
+// phase under "The following build commands failed:", exit 65, and no
+// archive.
+func TestAFailingScriptPhaseFailsTheArchive(t *testing.T) {
+	e := newEnv(t)
+	e.installStoreProfiles(t)
+	e.sign(t, allSigned())
+	e.addScriptPhase(t, "Bundle JS", "echo 'SyntaxError: src/app/index.tsx: Unexpected token (3:7)'\nexit 3")
+	out, errs, code, archivePath := e.archive(t)
+	if code != 65 {
+		t.Fatalf("exit %d\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"SyntaxError: src/app/index.tsx: Unexpected token (3:7)\n", "** ARCHIVE FAILED **", "The following build commands failed:\n\tPhaseScriptExecution Bundle\\ JS "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errs, "error: Command PhaseScriptExecution failed with a nonzero exit code") {
+		t.Errorf("stderr:\n%s", errs)
+	}
+	if _, err := os.Stat(archivePath); err == nil {
+		t.Error("a failed archive left an .xcarchive")
 	}
 }
