@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/internal/plist"
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
 	"github.com/freeagent-build/freeagent/internal/testsupport/expoapp"
 	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
-	"howett.net/plist"
 )
 
 // TestExpoTemplateIOS builds Expo's default template (SDK 55,

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/freeagent-build/freeagent/internal/plist"
 	"github.com/freeagent-build/freeagent/internal/xcode"
-	"howett.net/plist"
 )
 
 // workspace is what the fake needs of an .xcworkspace.
@@ -261,7 +261,7 @@ func writeArchive(path, scheme string, products []product, signed []signedTarget
 		return err
 	}
 	identity := signed[0].settings["CODE_SIGN_IDENTITY"]
-	info, err := plist.MarshalIndent(map[string]any{
+	info, err := plist.Marshal(map[string]any{
 		"ApplicationProperties": map[string]any{
 			"ApplicationPath":            "Applications/" + filepath.Base(app.dir),
 			"CFBundleIdentifier":         signed[0].bundleID,
@@ -274,7 +274,7 @@ func writeArchive(path, scheme string, products []product, signed []signedTarget
 		"CreationDate":   time.Now().UTC(),
 		"Name":           scheme,
 		"SchemeName":     scheme,
-	}, plist.XMLFormat, "\t")
+	})
 	if err != nil {
 		return err
 	}

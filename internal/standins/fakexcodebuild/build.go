@@ -11,8 +11,8 @@ import (
 	"strings"
 
 	"github.com/freeagent-build/freeagent/internal/boundedfile"
+	"github.com/freeagent-build/freeagent/internal/plist"
 	"github.com/freeagent-build/freeagent/internal/xcode"
-	"howett.net/plist"
 )
 
 // product is a target built into its bundle under TARGET_BUILD_DIR.
@@ -84,7 +84,7 @@ func writeBundle(pr product) error {
 	if err != nil {
 		return err
 	}
-	data, err := plist.MarshalIndent(info, plist.XMLFormat, "\t")
+	data, err := plist.Marshal(info)
 	if err != nil {
 		return err
 	}

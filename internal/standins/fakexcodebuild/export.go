@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"howett.net/plist"
+	"github.com/freeagent-build/freeagent/internal/plist"
 )
 
 // exportOptions is what the fake reads of -exportOptionsPlist.
@@ -149,7 +149,7 @@ func writeExport(archivePath, exportPath string, optionsData []byte, appName str
 			"bundleIdentifier": id,
 		})
 	}
-	data, err := plist.MarshalIndent(map[string]any{name + ".ipa": summary}, plist.XMLFormat, "\t")
+	data, err := plist.Marshal(map[string]any{name + ".ipa": summary})
 	if err != nil {
 		return err
 	}

@@ -16,9 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/internal/plist"
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
 	"github.com/freeagent-build/freeagent/internal/xcode"
-	"howett.net/plist"
 )
 
 var fakeBin string
@@ -398,7 +398,7 @@ func TestArchiveAndExport(t *testing.T) {
 	}
 
 	options := func(method string, profiles map[string]string) string {
-		data, err := plist.MarshalIndent(map[string]any{"method": method, "teamID": team, "signingStyle": "manual", "provisioningProfiles": profiles}, plist.XMLFormat, "\t")
+		data, err := plist.Marshal(map[string]any{"method": method, "teamID": team, "signingStyle": "manual", "provisioningProfiles": profiles})
 		if err != nil {
 			t.Fatal(err)
 		}
