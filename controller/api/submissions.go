@@ -4,7 +4,6 @@ import (
 	"context"
 	"net/http"
 	"net/url"
-	"strconv"
 	"time"
 )
 
@@ -148,7 +147,8 @@ type SubmitCredentialList struct {
 	Credentials []SubmitCredentialInfo `json:"credentials"`
 }
 
-// Submit queues a submission of a completed build to its store (developer).
+// SubmitToStore queues a submission of a build to its store (developer);
+// a build still running is submitted once it completes.
 func (c *Client) SubmitToStore(ctx context.Context, req SubmissionRequest) (Submission, error) {
 	var out Submission
 	return out, c.call(ctx, http.MethodPost, "/api/submissions", req, &out, nil)
@@ -160,18 +160,10 @@ func (c *Client) GetSubmission(ctx context.Context, id string) (Submission, erro
 	return out, c.call(ctx, http.MethodGet, "/api/submissions/"+url.PathEscape(id), nil, &out, nil)
 }
 
-// ListSubmissions lists the submissions of a build, or the newest ones the
-// key may see when buildID is "".
-func (c *Client) ListSubmissions(ctx context.Context, buildID string, limit int) (SubmissionList, error) {
-	q := url.Values{}
-	if buildID != "" {
-		q.Set("build_id", buildID)
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
+// ListSubmissions lists a build's submissions, newest first.
+func (c *Client) ListSubmissions(ctx context.Context, buildID string) (SubmissionList, error) {
 	var out SubmissionList
-	return out, c.call(ctx, http.MethodGet, "/api/submissions?"+q.Encode(), nil, &out, nil)
+	return out, c.call(ctx, http.MethodGet, "/api/builds/"+url.PathEscape(buildID)+"/submissions", nil, &out, nil)
 }
 
 func submitCredentialPath(project, platform, name string) string {

@@ -65,6 +65,8 @@ type Release struct {
 // State is what an interrupted submission resumes from.
 type State struct {
 	EditID string `json:"edit_id,omitempty"`
+	// VersionCode is the uploaded archive's, once Play took it.
+	VersionCode int64 `json:"version_code,omitempty"`
 }
 
 // Result is what Play accepted.
@@ -93,6 +95,9 @@ func (c *Client) Submit(ctx context.Context, key []byte, path string, rel Releas
 	svc, account, err := c.service(ctx, key)
 	if err != nil {
 		return Result{}, err
+	}
+	if rel.VersionCode == 0 {
+		rel.VersionCode = state.VersionCode
 	}
 	p := &play{c: c, svc: svc, rel: rel, account: account, log: log}
 	fmt.Fprintf(log, "Signing in to Google Play as %s for %s\n", account, rel.PackageName)
@@ -135,10 +140,14 @@ func (c *Client) Submit(ctx context.Context, key []byte, path string, rel Releas
 			return Result{}, err
 		}
 	}
-	vc := rel.VersionCode
+	vc := p.rel.VersionCode
 	if !uploaded {
 		if vc, err = p.upload(ctx, state.EditID, path, ext); err != nil {
 			return Result{}, err
+		}
+		state.VersionCode = vc
+		if err := save(ctx, state); err != nil {
+			return Result{}, fmt.Errorf("record the upload: %w", err)
 		}
 	}
 	r := &androidpublisher.TrackRelease{VersionCodes: []int64{vc}, Status: rel.ReleaseStatus}
@@ -249,11 +258,10 @@ func (p *play) resumeEdit(ctx context.Context, id string) (live, uploaded bool, 
 	return true, uploaded, err
 }
 
-// inEdit reports whether the release's version code is uploaded into the edit.
+// inEdit reports whether the archive is uploaded into the edit: its
+// version code, or, when that is unknown, any (the runner puts one archive
+// in each edit it opens).
 func (p *play) inEdit(ctx context.Context, id string) (bool, error) {
-	if p.rel.VersionCode == 0 {
-		return false, nil
-	}
 	var codes []int64
 	err := p.call(ctx, "list the edit's bundles", func(ctx context.Context) error {
 		codes = codes[:0]
@@ -277,7 +285,13 @@ func (p *play) inEdit(ctx context.Context, id string) (bool, error) {
 		}
 		return nil
 	})
-	return slices.Contains(codes, p.rel.VersionCode), err
+	if err != nil {
+		return false, err
+	}
+	if p.rel.VersionCode == 0 && len(codes) > 0 {
+		p.rel.VersionCode = codes[0]
+	}
+	return slices.Contains(codes, p.rel.VersionCode), nil
 }
 
 // tracksWith returns the tracks of edit id that hold the release's version code.
@@ -360,7 +374,8 @@ func (p *play) upload(ctx context.Context, editID, path, ext string) (int64, err
 	err = p.try(ctx, what, false, func(ctx context.Context) error {
 		tries++
 		if tries > 1 {
-			if there, err := p.inEdit(ctx, editID); err != nil || there {
+			there, err := p.inEdit(ctx, editID)
+			if err != nil || there {
 				vc = p.rel.VersionCode
 				return err
 			}

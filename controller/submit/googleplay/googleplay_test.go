@@ -80,7 +80,7 @@ func TestSubmitToInternalTrack(t *testing.T) {
 				t.Fatalf("submit: %v\n%s", err, log)
 			}
 			commits := f.play.Commits()
-			if len(commits) != 1 || len(saved) != 1 || saved[0].EditID != res.EditID || commits[0].EditID != res.EditID {
+			if len(commits) != 1 || len(saved) != 2 || saved[0].EditID != res.EditID || saved[1].VersionCode != 7 || commits[0].EditID != res.EditID {
 				t.Fatalf("commits %+v, saved %+v, result %+v", commits, saved, res)
 			}
 			rels := commits[0].Tracks["internal"]
@@ -236,14 +236,15 @@ func TestResume(t *testing.T) {
 	// after its upload.
 	f.play.Fail("tracks.update", fakeplay.Fault{Status: 503}, fakeplay.Fault{Status: 503}, fakeplay.Fault{Status: 503})
 	_, saved, _, err := f.submit(context.Background(), f.key, path, internal(21), googleplay.State{})
-	if err == nil || len(saved) != 1 {
+	if err == nil || len(saved) != 2 {
 		t.Fatalf("first try: %v, saved %+v", err, saved)
 	}
-	edit := saved[0].EditID
+	last := saved[1]
+	edit := last.EditID
 	if f.play.Uploads(edit) != 1 {
 		t.Fatalf("first try uploaded %d times", f.play.Uploads(edit))
 	}
-	res, _, log, err := f.submit(context.Background(), f.key, path, internal(21), saved[0])
+	res, _, log, err := f.submit(context.Background(), f.key, path, internal(0), last)
 	if err != nil {
 		t.Fatalf("resumed try: %v\n%s", err, log)
 	}
@@ -252,7 +253,7 @@ func TestResume(t *testing.T) {
 	}
 	// Again from the same state: the edit is committed, the version code
 	// is in the track, so the earlier try's commit is taken as the result.
-	res, _, log, err = f.submit(context.Background(), f.key, path, internal(21), saved[0])
+	res, _, log, err = f.submit(context.Background(), f.key, path, internal(0), last)
 	if err != nil || !res.Resumed || len(f.play.Commits()) != 1 || f.play.Requests("bundles.upload") != 1 {
 		t.Fatalf("after the commit: %+v, %v, commits %d\n%s", res, err, len(f.play.Commits()), log)
 	}
