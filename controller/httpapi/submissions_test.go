@@ -3,7 +3,6 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -139,33 +138,10 @@ func TestAutoSubmitToInternalTrack(t *testing.T) {
 		everything.Write(b)
 	}
 	everything.WriteString(sub.Log)
-	assertNoSecret(t, everything.Bytes(), e.key)
+	fakeplay.AssertNoKey(t, everything.Bytes(), e.key)
 	var left []byte
 	if err := e.store.Pool().QueryRow(context.Background(), `SELECT credentials_sealed FROM submissions WHERE id = $1`, sub.ID).Scan(&left); err != nil || left != nil {
 		t.Errorf("the submission's sealed key after it ended: %d bytes (%v)", len(left), err)
-	}
-}
-
-// assertNoSecret fails if the key file's private key, or any line of it,
-// shows in data as it is or base64-encoded.
-func assertNoSecret(t *testing.T, data, keyFile []byte) {
-	t.Helper()
-	var f struct {
-		PrivateKey string `json:"private_key"`
-	}
-	if err := json.Unmarshal(keyFile, &f); err != nil {
-		t.Fatal(err)
-	}
-	needles := []string{string(keyFile), base64.StdEncoding.EncodeToString(keyFile)}
-	for _, line := range strings.Split(f.PrivateKey, "\n") {
-		if len(line) > 40 {
-			needles = append(needles, line, base64.StdEncoding.EncodeToString([]byte(line))[:40])
-		}
-	}
-	for _, n := range needles {
-		if bytes.Contains(data, []byte(n)) {
-			t.Fatalf("the service account key shows in an answer, an event or a log (%.30q…)", n)
-		}
 	}
 }
 
@@ -193,7 +169,7 @@ func TestSubmitWithProjectCredential(t *testing.T) {
 	if err != nil || len(list.Credentials) != 1 {
 		t.Fatalf("list: %s, %v", b, err)
 	}
-	assertNoSecret(t, b, e.key)
+	fakeplay.AssertNoKey(t, b, e.key)
 	sub, err = e.developer.SubmitToStore(ctx, api.SubmissionRequest{Platform: api.PlatformAndroid, BuildID: id, Profile: internalTrack()})
 	if err != nil {
 		t.Fatal(err)
