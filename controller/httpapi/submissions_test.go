@@ -177,6 +177,11 @@ func TestSubmitWithProjectCredential(t *testing.T) {
 	if s := e.ended(sub.ID); s.Status != api.SubmissionSucceeded {
 		t.Fatalf("with the kept key: %+v\n%s", s, s.Log)
 	}
+	// A key of another project does not see it.
+	_, other := e.c.ProjectKey("other", "elsewhere")
+	if _, err := other.GetSubmission(ctx, sub.ID); api.StatusOf(err) != 404 {
+		t.Fatalf("another project's key reading the submission: %v", err)
+	}
 }
 
 // TestSubmissionBadRequests: what the API refuses before queueing.

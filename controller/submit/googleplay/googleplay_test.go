@@ -5,9 +5,13 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -191,6 +195,32 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("%d bundle uploads, want %d", n, c.uploads)
 			}
 		})
+	}
+}
+
+// TestTokenURLIsConfigured: the key file's token_uri is not followed;
+// the signed JWT goes to the configured token URL only.
+func TestTokenURLIsConfigured(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, googleplay.Options{})
+	var decoyHits atomic.Int32
+	decoy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		decoyHits.Add(1)
+		http.Error(w, "no", http.StatusTeapot)
+	}))
+	defer decoy.Close()
+	var m map[string]any
+	if err := json.Unmarshal(f.key, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["token_uri"] = decoy.URL + "/token"
+	key, _ := json.Marshal(m)
+	path := f.archive(t, "app.aab", fakeplay.Bundle(pkg, 12, 10))
+	if _, _, log, err := f.submit(context.Background(), key, path, internal(12), googleplay.State{}); err != nil {
+		t.Fatalf("submit: %v\n%s", err, log)
+	}
+	if n := decoyHits.Load(); n != 0 {
+		t.Fatalf("the key file's token_uri got %d requests", n)
 	}
 }
 
