@@ -131,3 +131,38 @@ func TestStoreSubmitRefusals(t *testing.T) {
 		t.Fatalf("--auto-submit with a missing key file:\n%s", r)
 	}
 }
+
+// TestStoreSubmitWithKeptKey: the project's key kept on the farm with
+// `credentials set --service-account-key` submits a build whose eas.json
+// names no key file; `credentials list` shows it by its account only.
+// (t.Chdir: not parallel.)
+func TestStoreSubmitWithKeptKey(t *testing.T) {
+	e, play, key := newPlayEnv(t)
+	dir := project(t, map[string]string{
+		"package.json": `{"name":"shop"}`,
+		"app.json":     `{"expo":{"name":"Shop","slug":"shop","version":"1.0.0","android":{"package":"` + shopPackage + `","versionCode":5}}}`,
+		"eas.json":     `{"build":{"production":{}},"submit":{"production":{"android":{"track":"beta"}}}}`,
+	})
+	keyFile := filepath.Join(t.TempDir(), "play.json")
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	out := e.mustRun(0, nil, "credentials", "set", "--platform", "android", "--service-account-key", keyFile)
+	list := e.mustRun(0, nil, "credentials", "list")
+	if !strings.Contains(list.stdout, "publisher@farm-tests.iam.gserviceaccount.com") {
+		t.Fatalf("credentials list:\n%s", list)
+	}
+	r := e.mustRun(0, nil, "build", ".", "--platform", "android", "--no-wait", "--json")
+	id := jsonOf[[]map[string]any](t, r)[0]["id"].(string)
+	w := e.worker("android")
+	w.finish(w.claim(), true, "app-release.aab", fakeplay.Bundle(shopPackage, 5, 100))
+	sub := e.mustRun(0, nil, "submit:store", "--platform", "android", "--id", id)
+	if !strings.Contains(sub.stdout, "version code 5 is in track beta") || !strings.Contains(sub.stdout, "Committed edit") {
+		t.Fatalf("submit:store:\n%s", sub)
+	}
+	if c := play.Commits(); len(c) != 1 || len(c[0].Tracks["beta"]) != 1 {
+		t.Fatalf("Play's record: %+v", c)
+	}
+	fakeplay.AssertNoKey(t, []byte(out.stdout+out.stderr+list.stdout+list.stderr+sub.stdout+sub.stderr), key)
+}
