@@ -236,9 +236,10 @@ func (s *Store) ClaimSubmission(ctx context.Context, owner string, lease time.Du
 			return t.finishSubmission(ctx, sub.ID, owner, nil, msg)
 		}
 		// The archive the build shows: the artifact of the attempt that
-		// completed it, preferring an app archive.
+		// completed it, preferring an app archive; none once the collector
+		// deleted the build's artifacts.
 		err = t.QueryRow(ctx, `SELECT a.name, a.attempt_id, a.sha256, a.size, `+versionColumns+`
-			FROM builds b LEFT JOIN artifacts a ON a.build_id = b.id AND a.attempt_id = b.attempt_id
+			FROM builds b LEFT JOIN artifacts a ON a.build_id = b.id AND a.attempt_id = b.attempt_id AND b.artifacts_deleted_at IS NULL
 			WHERE b.id = $1
 			ORDER BY (a.name ~ '\.(aab|apk|ipa)$') DESC, a.name LIMIT 1`, sub.BuildID).Scan(&artName, &artAttempt, &artSHA, &artSize, new(string), &buildVersion)
 		if err != nil {
