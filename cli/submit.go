@@ -366,6 +366,16 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 			return submission{}, err
 		}
 		if b != nil {
+			if r.autoSubmit != nil { // the reused build is submitted as a new one would be
+				auto := *r.autoSubmit
+				auto.BuildID = b.ID
+				if err := s.retry(ctx, "queue the reused build's submission", false, func(ctx context.Context) error {
+					_, err := c.SubmitToStore(ctx, auto)
+					return err
+				}); err != nil {
+					return submission{}, wrapOp("queue the reused build's submission", err)
+				}
+			}
 			if !inv.json && !o.wait {
 				printReused(inv.ui, *b)
 			}
