@@ -110,8 +110,7 @@ type Submission struct {
 	ID             string            `json:"id"`
 	Project        string            `json:"project"`
 	Platform       string            `json:"platform"`
-	BuildID        string            `json:"build_id,omitempty"`
-	ArchiveName    string            `json:"archive_name,omitempty"`
+	BuildID        string            `json:"build_id"`
 	Status         SubmissionStatus  `json:"status"`
 	Profile        SubmitProfile     `json:"profile"`
 	CredentialName string            `json:"credential_name,omitempty"` // "" when keys came with the submission

@@ -149,13 +149,13 @@ func submissionChange(sub api.Submission, extra map[string]any) Change {
 }
 
 // submissionColumns are read from submissions aliased s.
-const submissionColumns = `s.id, s.project, s.platform, COALESCE(s.build_id, ''), s.archive_name, s.status, s.profile, s.credential_name,
+const submissionColumns = `s.id, s.project, s.platform, s.build_id, s.status, s.profile, s.credential_name,
 	s.attempts, s.error_message, s.result, s.created_at, s.started_at, s.completed_at`
 
 func scanSubmission(r pgx.Row, extra ...any) (api.Submission, error) {
 	var s api.Submission
 	var profile, result []byte
-	err := r.Scan(append([]any{&s.ID, &s.Project, &s.Platform, &s.BuildID, &s.ArchiveName, &s.Status, &profile, &s.CredentialName,
+	err := r.Scan(append([]any{&s.ID, &s.Project, &s.Platform, &s.BuildID, &s.Status, &profile, &s.CredentialName,
 		&s.Attempts, &s.ErrorMessage, &result, &s.CreatedAt, &s.StartedAt, &s.CompletedAt}, extra...)...)
 	if err != nil {
 		return s, err
@@ -215,7 +215,7 @@ func (s *Store) ClaimSubmission(ctx context.Context, owner string, lease time.Du
 		sub, err := scanSubmission(t.QueryRow(ctx, `
 			WITH next AS (
 				SELECT q.id FROM submissions q JOIN builds b ON b.id = q.build_id
-				WHERE q.run_after <= now() AND b.status = 'completed'
+				WHERE b.status = 'completed'
 					AND (q.status = 'queued' OR (q.status = 'in_progress' AND q.lease_expires_at < now()))
 				ORDER BY q.created_at, q.id LIMIT 1 FOR UPDATE OF q SKIP LOCKED
 			)

@@ -1,5 +1,5 @@
 -- Submissions to the stores (Google Play, App Store Connect): one row per
--- submission of a build's archive (or of an archive uploaded for it), with
+-- submission of a build's archive, with
 -- its status, the store's own error text and a bounded log. The runner
 -- claims queued rows with a lease (SKIP LOCKED), as workers claim builds,
 -- so one replica submits each; store_state keeps what a resumed try needs
@@ -8,16 +8,13 @@ CREATE TABLE submissions (
     id                 text PRIMARY KEY,
     project            text NOT NULL DEFAULT '',
     platform           text NOT NULL CHECK (platform IN ('android', 'ios')),
-    build_id           text REFERENCES builds(id) ON DELETE CASCADE,
-    archive_name       text NOT NULL DEFAULT '',  -- an uploaded archive (no build): its file name
-    archive_sha256     text NOT NULL DEFAULT '',
+    build_id           text NOT NULL REFERENCES builds(id) ON DELETE CASCADE,
     status             text NOT NULL DEFAULT 'queued' CHECK (status IN ('queued', 'in_progress', 'succeeded', 'failed')),
     profile            jsonb NOT NULL,            -- api.SubmitProfile
     credential_name    text NOT NULL DEFAULT '',  -- a project submit credential, when none came with the submission
     credentials_sealed bytea,                     -- given with this submission only; dropped when it ends
     submitted_by       text REFERENCES api_keys(id) ON DELETE SET NULL,
     attempts           integer NOT NULL DEFAULT 0,
-    run_after          timestamptz NOT NULL DEFAULT now(),
     lease_owner        text,
     lease_expires_at   timestamptz,
     store_state        jsonb NOT NULL DEFAULT '{}',
@@ -26,12 +23,10 @@ CREATE TABLE submissions (
     result             jsonb,                     -- api.SubmissionResult
     created_at         timestamptz NOT NULL DEFAULT now(),
     started_at         timestamptz,
-    completed_at       timestamptz,
-    CHECK ((build_id IS NULL) <> (archive_name = ''))
+    completed_at       timestamptz
 );
-CREATE INDEX submissions_claim ON submissions (run_after, created_at) WHERE status IN ('queued', 'in_progress');
-CREATE INDEX submissions_build ON submissions (build_id, created_at DESC) WHERE build_id IS NOT NULL;
-CREATE INDEX submissions_list ON submissions (created_at DESC, id DESC);
+CREATE INDEX submissions_claim ON submissions (created_at, id) WHERE status IN ('queued', 'in_progress');
+CREATE INDEX submissions_build ON submissions (build_id, created_at DESC);
 
 -- Credentials for submitting (a Google service account key, an App Store
 -- Connect API key), per project, sealed like the farm's keystores.
