@@ -60,6 +60,14 @@ type Config struct {
 	// CacheMaxBytes in all; either unset: builds run without caches.
 	CacheDir      string
 	CacheMaxBytes int64
+	// WarmSpare keeps a warm spare (spare.go) when the driver can; with
+	// SuspendSpares a ready spare is suspended where the host allows it.
+	// SpareAnswerTimeout bounds the wait, after a build's files reached a
+	// spare, for its bootstrap's first sign; without one the spare is
+	// destroyed and the build boots a fresh VM (default 30 s).
+	WarmSpare          bool
+	SuspendSpares      bool
+	SpareAnswerTimeout time.Duration
 }
 
 // Agent is one worker process.
@@ -95,6 +103,14 @@ type Agent struct {
 	// reports owns the cache reports sent after a registration; Run waits
 	// for them before it returns.
 	reports sync.WaitGroup
+	// The warm spare (spare.go): the keeper's, until a build takes it.
+	spare         *spare
+	spareKick     chan struct{}
+	spareSeq      int
+	spareRetryAt  time.Time // after a failed start
+	spareBackoff  *api.BackoffSequence
+	suspendBroken bool // a suspension failed: spares stay running
+	foreignVMs    int  // running VMs of the host this agent did not start
 }
 
 // New returns an agent; Run starts it.
@@ -116,7 +132,7 @@ func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
 	}
 	defaults := map[*time.Duration]time.Duration{&cfg.PollWait: 25 * time.Second, &cfg.BootTimeout: 5 * time.Minute,
 		&cfg.BackoffMin: 5 * time.Second, &cfg.BackoffMax: 2 * time.Minute, &cfg.FileWatchInterval: 100 * time.Millisecond,
-		&cfg.HostCheckInterval: 5 * time.Second}
+		&cfg.HostCheckInterval: 5 * time.Second, &cfg.SpareAnswerTimeout: 30 * time.Second}
 	for p, d := range defaults {
 		if *p <= 0 {
 			*p = d
@@ -130,20 +146,22 @@ func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
 	transport := http.DefaultTransport.(*http.Transport).Clone()
 	transport.MaxIdleConnsPerHost = 8
 	return &Agent{
-		cfg:         cfg,
-		driver:      driver,
-		client:      &api.Client{BaseURL: cfg.ControllerURL, APIKey: cfg.APIKey, HTTP: &http.Client{Transport: transport}, UserAgent: "freeagent-agent"},
-		log:         log,
-		caches:      caches,
-		workerID:    cfg.WorkerID,
-		heartbeat:   30 * time.Second,
-		running:     map[string]*build{},
-		slotFreed:   make(chan struct{}, 1),
-		pauseSent:   make(chan struct{}, 1),
-		draining:    make(chan struct{}),
-		cancelBuild: make(chan struct{}),
-		status:      Status{State: StateConnecting},
-		vmLimit:     cfg.backoff().Sequence(),
+		cfg:          cfg,
+		driver:       driver,
+		client:       &api.Client{BaseURL: cfg.ControllerURL, APIKey: cfg.APIKey, HTTP: &http.Client{Transport: transport}, UserAgent: "freeagent-agent"},
+		log:          log,
+		caches:       caches,
+		workerID:     cfg.WorkerID,
+		heartbeat:    30 * time.Second,
+		running:      map[string]*build{},
+		slotFreed:    make(chan struct{}, 1),
+		pauseSent:    make(chan struct{}, 1),
+		draining:     make(chan struct{}),
+		cancelBuild:  make(chan struct{}),
+		status:       Status{State: StateConnecting},
+		vmLimit:      cfg.backoff().Sequence(),
+		spareKick:    make(chan struct{}, 1),
+		spareBackoff: cfg.backoff().Sequence(),
 	}, nil
 }
 
@@ -154,6 +172,7 @@ func (a *Agent) Drain() {
 		a.log.Info("draining: no new builds; running builds finish, then the worker unregisters")
 		close(a.draining)
 		a.setState(StateDraining, "")
+		a.kickSpare()
 	})
 }
 
@@ -180,6 +199,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer wg.Wait()
 	stopWatch := a.watchHost(ctx)
 	defer stopWatch()
+	if d, ok := a.spareDriver(); ok {
+		spareCtx, stopSpare := context.WithCancel(ctx)
+		var keeper sync.WaitGroup
+		keeper.Go(func() { a.keepSpare(spareCtx, d) })
+		defer func() {
+			stopSpare()
+			keeper.Wait()
+		}()
+	}
 	backoff := a.cfg.backoff().Sequence()
 	for {
 		if a.isDraining() || ctx.Err() != nil {
@@ -230,6 +258,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	wg.Wait()
 	stopWatch()
+	a.dropSpare(ctx, "the worker stopped")
 	a.unregister()
 	return ctx.Err()
 }
@@ -271,7 +300,7 @@ func (a *Agent) recover(ctx context.Context, err error, b *api.BackoffSequence) 
 		a.log.WithError(err).Error("the API key is not a worker key")
 		return sleepCtx(ctx, b.Next(), a.draining)
 	default:
-		d := b.Next()
+		d := b.After(err)
 		a.setState(StateOffline, fmt.Sprintf("controller unreachable: %v (retrying in %s)", err, d.Round(time.Second)))
 		a.log.WithError(err).WithField("retry_in", d.Round(time.Millisecond)).Warn("poll failed")
 		return sleepCtx(ctx, d, a.draining)
@@ -319,7 +348,7 @@ func (a *Agent) register(ctx context.Context) error {
 			a.setState(StateNeedsAttention, fmt.Sprintf("the controller refused the registration: %v; check the controller URL with `freeagent setup`", err))
 			return fmt.Errorf("registration refused: %w", err)
 		}
-		d := b.Next()
+		d := b.After(err)
 		a.setState(StateOffline, fmt.Sprintf("controller unreachable: %v", err))
 		a.log.WithError(err).WithField("retry_in", d.Round(time.Millisecond)).Warn("registration failed")
 		if !sleepCtx(ctx, d, nil) {
@@ -417,6 +446,7 @@ func (a *Agent) finishBuild(b *build) {
 	case a.slotFreed <- struct{}{}:
 	default:
 	}
+	a.kickSpare()
 	a.setOnline()
 	a.reportBusy()
 }

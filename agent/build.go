@@ -41,6 +41,8 @@ type build struct {
 	progress int
 	started  time.Time
 	ranVM    bool                    // its VM started (and so held one of the host's VM slots)
+	warm     bool                    // it runs on a warm spare
+	vmSlot   bool                    // it holds, or is getting, one of the host's VM slots
 	stop     context.CancelCauseFunc // stops the build (StopBuilds); nil until it runs
 }
 
@@ -60,6 +62,7 @@ func (a *Agent) startBuild(ctx context.Context, job *api.Job) *build {
 	a.mu.Lock()
 	a.running[job.ID] = b
 	a.mu.Unlock()
+	a.kickSpare()
 	b.log.WithField("platform", job.Platform).Info("build received")
 	return b
 }
@@ -202,41 +205,52 @@ func (b *build) watchCancel(ctx context.Context, stop context.CancelCauseFunc) {
 			return
 		}
 		b.log.WithError(err).Debug("cancel watch failed; retrying")
-		if !sleepCtx(ctx, bo.Next(), nil) {
+		if !sleepCtx(ctx, bo.After(err), nil) {
 			return
 		}
 	}
 }
 
-// execute prepares the shared directory, starts the environment and waits
-// for the bootstrap's signal files. The environment is always destroyed.
-func (b *build) execute(ctx context.Context) (out outcome) {
+// execute runs the build on the warm spare when there is one, else (or
+// when the spare does not answer) on a fresh VM. The environment is always
+// destroyed.
+func (b *build) execute(ctx context.Context) outcome {
+	if len(b.job.Caches) > 0 {
+		defer b.a.reportCache(ctx)
+	}
+	if sp := b.a.takeSpare(b); sp != nil {
+		out, ran := b.onSpare(ctx, sp)
+		if ran || ctx.Err() != nil {
+			b.a.countSpare(ran)
+			return out
+		}
+	}
+	b.a.countSpare(false)
+	return b.onFreshVM(ctx)
+}
+
+// onFreshVM prepares a shared directory, clones and boots a VM for the
+// build and runs it there.
+func (b *build) onFreshVM(ctx context.Context) outcome {
 	dir, err := os.MkdirTemp(b.a.cfg.WorkDir, "build-"+b.job.ID+"-")
 	if err != nil {
 		return outcome{retryable: true, code: "worker_disk", message: fmt.Sprintf("create the build's shared directory: %v", err)}
 	}
 	defer os.RemoveAll(dir)
-	cacheDir, mounted := b.stageCaches(dir)
-	if cacheDir != "" {
-		defer os.RemoveAll(cacheDir)
-	}
-	// After the environment is gone (deferred below, so run first): only a
-	// successful build's archives are kept, then the controller hears.
-	defer func() {
-		if out.success {
-			b.keepCaches(dir, out.saved)
-		}
-		if len(b.job.Caches) > 0 {
-			b.a.reportCache(ctx)
-		}
-	}()
+	cacheDir := dir + "-caches"
+	defer os.RemoveAll(cacheDir)
+	mounted := b.stageCaches(cacheDir)
 	if err := b.writeSharedDir(dir, mounted); err != nil {
 		return outcome{retryable: true, code: "worker_disk", message: err.Error()}
 	}
 	b.setPhase("booting", 0)
+	b.holdVMSlot()
+	b.a.kickSpare() // a spare may have to make room
 	name := "fa-" + b.job.ID + "-" + b.job.AttemptID
 	res := b.a.cfg.Resources
-	res.CacheDir = cacheDir
+	if len(mounted) > 0 {
+		res.CacheDir = cacheDir
+	}
 	inst, err := b.a.driver.Start(ctx, name, dir, res)
 	if err != nil {
 		if ctx.Err() != nil { // stopped while starting: the cause decides
@@ -251,17 +265,81 @@ func (b *build) execute(ctx context.Context) (out outcome) {
 		}
 		return outcome{retryable: true, code: "vm_start_failed", message: err.Error()}
 	}
+	out, _ := b.runIn(ctx, dir, inst, 0)
+	return out
+}
+
+// holdVMSlot marks the build as holding (or getting) a VM slot, until it
+// ends: the warm spare keeper counts it.
+func (b *build) holdVMSlot() {
+	b.mu.Lock()
+	b.vmSlot = true
+	b.mu.Unlock()
+}
+
+// onSpare runs the build on the warm spare sp: it resumes a suspended one,
+// gives it the build's caches and files, and waits, up to
+// SpareAnswerTimeout, for its bootstrap's first sign. ran is false when
+// the spare was dead or did not answer: it is destroyed, nothing was
+// reported, and the build goes to a fresh VM without losing an attempt.
+func (b *build) onSpare(ctx context.Context, sp *spare) (out outcome, ran bool) {
+	defer removeSpareDirs(sp)
+	log := b.log.WithField("vm", sp.name)
+	fallBack := func(why string, err error) (outcome, bool) {
+		log.WithError(err).Warn("the warm spare is unusable (" + why + "); booting a fresh VM for the build")
+		destroySpare(ctx, b.log, sp)
+		return outcome{}, false
+	}
+	if sp.inst == nil {
+		return fallBack("it did not start", nil)
+	}
+	b.setPhase("booting", 0)
+	if sp.suspended {
+		if err := sp.inst.(Suspender).Resume(ctx); err != nil {
+			return fallBack("it did not resume", err)
+		}
+	}
+	select {
+	case <-sp.inst.Exited():
+		return fallBack("its VM stopped", sp.inst.Err())
+	default:
+	}
+	b.mu.Lock()
+	b.warm = true
+	b.mu.Unlock()
+	mounted := b.stageCaches(sp.cacheDir)
+	if err := b.writeSharedDir(sp.dir, mounted); err != nil {
+		destroySpare(ctx, b.log, sp)
+		return outcome{retryable: true, code: "worker_disk", message: err.Error()}, true
+	}
+	log.Info("the build's files are in the warm spare's shared folder")
+	// A spare still booting has the rest of its boot on top: it is never
+	// slower than the fresh VM that would replace it.
+	within := b.a.cfg.SpareAnswerTimeout
+	if !sp.ready {
+		within += max(0, b.a.cfg.BootTimeout-time.Since(sp.started))
+	}
+	out, answered := b.runIn(ctx, sp.dir, sp.inst, within)
+	if !answered && ctx.Err() == nil {
+		b.mu.Lock()
+		b.warm = false
+		b.mu.Unlock()
+		log.WithField("within", within.Round(time.Second)).Warn("the warm spare's bootstrap did not answer; it was destroyed and the build boots a fresh VM")
+		return outcome{}, false
+	}
+	return out, true
+}
+
+// runIn runs the build in the started environment inst, whose shared
+// folder is dir: it watches it, reports a success before tearing it down,
+// destroys it, then keeps the caches the build saved. With answerWithin
+// set, an environment that gives no sign (progress, vm-ready, an end) in
+// that time is destroyed with nothing reported, and answered is false.
+func (b *build) runIn(ctx context.Context, dir string, inst Instance, answerWithin time.Duration) (out outcome, answered bool) {
 	b.mu.Lock()
 	b.ranVM = true
 	b.mu.Unlock()
-	defer func() {
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
-		defer cancel()
-		if err := inst.Destroy(dctx); err != nil {
-			b.log.WithError(err).Error("could not destroy the build environment")
-		}
-	}()
-	out = b.watch(ctx, dir, inst)
+	out, answered = b.watch(ctx, dir, inst, answerWithin)
 	if out.success {
 		// The artifacts are uploaded: tell the developer now, and tear the
 		// VM down after (a crash in between leaves an fa-* VM that the next
@@ -269,7 +347,21 @@ func (b *build) execute(ctx context.Context) (out outcome) {
 		b.report(ctx, out)
 		out.reported = true
 	}
-	return out
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Minute)
+	defer cancel()
+	if err := inst.Destroy(dctx); err != nil {
+		b.log.WithError(err).Error("could not destroy the build environment")
+	}
+	if !answered {
+		b.mu.Lock()
+		b.ranVM = false
+		b.mu.Unlock()
+		return out, false
+	}
+	if out.success {
+		b.keepCaches(dir, out.saved)
+	}
+	return out, true
 }
 
 // Modes of the shared folder and of what the agent puts in it. The guest's
@@ -286,75 +378,119 @@ const (
 	sharedExecMode os.FileMode = 0o755
 )
 
+// writeSharedDir puts the bootstrap, then the build's config, into the
+// shared folder, each renamed into place whole: a warm spare's launcher,
+// already polling the folder, must see the binary before the config (a
+// config alone runs the image's copy) and never half of either.
 func (b *build) writeSharedDir(dir string, caches []vmshare.CacheMount) error {
 	// os.MkdirTemp made it 0700; chmod is not subject to the umask.
 	if err := os.Chmod(dir, sharedDirMode); err != nil {
 		return fmt.Errorf("open the shared folder to the VM's user: %w", err)
 	}
+	if b.a.cfg.BootstrapBinary != "" {
+		// The VM runs the bootstrap of the agent's own version, so the two never drift apart.
+		tmp := filepath.Join(dir, ".freeagent-vm.tmp")
+		if err := copyFile(b.a.cfg.BootstrapBinary, tmp, sharedExecMode); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, "freeagent-vm")); err != nil {
+			return fmt.Errorf("copy the bootstrap binary: %w", err)
+		}
+	}
+	b.mu.Lock()
+	warm := b.warm
+	b.mu.Unlock()
 	cfg := vmshare.BuildConfig{BuildID: b.job.ID, AttemptID: b.job.AttemptID, ControllerURL: b.a.cfg.GuestControllerURL,
-		OTP: b.job.OTP, Platform: b.job.Platform, Profile: b.job.Profile, Caches: caches}
+		OTP: b.job.OTP, Platform: b.job.Platform, Profile: b.job.Profile, Caches: caches,
+		VM: &vmshare.VMInfo{WarmSpare: warm, ClaimedAt: b.started}}
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
 		return err
 	}
-	configPath := filepath.Join(dir, vmshare.BuildConfigFile)
-	if err := os.WriteFile(configPath, data, sharedFileMode); err != nil {
+	tmp := filepath.Join(dir, "."+vmshare.BuildConfigFile+".tmp")
+	if err := os.WriteFile(tmp, data, sharedFileMode); err != nil {
 		return fmt.Errorf("write %s: %w", vmshare.BuildConfigFile, err)
 	}
-	if err := os.Chmod(configPath, sharedFileMode); err != nil {
+	if err := os.Chmod(tmp, sharedFileMode); err != nil {
 		return fmt.Errorf("write %s: %w", vmshare.BuildConfigFile, err)
 	}
-	if b.a.cfg.BootstrapBinary == "" {
-		return nil
+	if err := os.Rename(tmp, filepath.Join(dir, vmshare.BuildConfigFile)); err != nil {
+		return fmt.Errorf("write %s: %w", vmshare.BuildConfigFile, err)
 	}
-	// The VM runs the bootstrap of the agent's own version, so the two never drift apart.
-	return copyFile(b.a.cfg.BootstrapBinary, filepath.Join(dir, "freeagent-vm"), sharedExecMode)
+	return nil
 }
 
 // watch waits for vm-ready (within the boot timeout), then for
 // build-complete or build-error, while watching the environment's process.
-func (b *build) watch(ctx context.Context, dir string, inst Instance) outcome {
+// With answerWithin set, answered is false when the bootstrap gave no
+// sign (progress, vm-ready, an end) within it, or the environment ended
+// before one: the caller then reports nothing.
+func (b *build) watch(ctx context.Context, dir string, inst Instance, answerWithin time.Duration) (out outcome, answered bool) {
 	tick := time.NewTicker(b.a.cfg.FileWatchInterval)
 	defer tick.Stop()
 	boot := time.NewTimer(b.a.cfg.BootTimeout)
 	defer boot.Stop()
+	var answer <-chan time.Time // nil: no bound
+	if answerWithin > 0 {
+		t := time.NewTimer(answerWithin)
+		defer t.Stop()
+		answer = t.C
+	} else {
+		answered = true
+	}
 	ready := false
 	var lastProgress time.Time
 	for {
 		if out, ended := b.ended(dir); ended {
-			return out
+			return out, true
 		}
 		if !ready && isSignalled(dir, vmshare.ReadyFile) {
-			ready = true
+			ready, answered, answer = true, true, nil
 			boot.Stop()
 			b.a.vmStarted()
-			b.log.Info("environment ready")
+			b.vmReady()
 		}
 		var p vmshare.Progress
 		if readVMFile(dir, vmshare.ProgressFile, maxProgressBytes, &p) == nil && p.UpdatedAt.After(lastProgress) {
 			lastProgress = p.UpdatedAt
+			answered, answer = true, nil
 			b.setPhase(p.Phase, p.Progress)
 		}
 		select {
 		case <-ctx.Done():
-			return b.interrupted(ctx)
+			return b.interrupted(ctx), answered
 		case <-inst.Exited():
 			// A last look: the bootstrap may have signalled just before power-off.
 			if out, ended := b.ended(dir); ended {
-				return out
+				return out, true
 			}
 			err := inst.Err()
 			var se *StartError
 			if errors.As(err, &se) && se.Code == CodeVMLimit {
-				return b.hostFull(err)
+				return b.hostFull(err), answered
 			}
-			return outcome{retryable: true, code: "vm_exited", message: fmt.Sprintf("the build environment stopped before the build finished: %v", err)}
+			return outcome{retryable: true, code: "vm_exited", message: fmt.Sprintf("the build environment stopped before the build finished: %v", err)}, answered
 		case <-boot.C:
 			return outcome{retryable: true, code: "vm_boot_timeout",
-				message: fmt.Sprintf("the build environment did not signal ready within %s", b.a.cfg.BootTimeout)}
+				message: fmt.Sprintf("the build environment did not signal ready within %s", b.a.cfg.BootTimeout)}, answered
+		case <-answer:
+			return outcome{}, false
 		case <-tick.C:
 		}
 	}
+}
+
+// vmReady notes how long the VM phase took (from the claim to vm-ready)
+// and on what VM, in the log and, at once, to the controller.
+func (b *build) vmReady() {
+	b.mu.Lock()
+	warm, took := b.warm, time.Since(b.started)
+	b.mu.Unlock()
+	kind := "a fresh VM"
+	if warm {
+		kind = "a warm spare"
+	}
+	b.log.WithFields(logrus.Fields{"warm_spare": warm, "vm_phase": took.Round(time.Millisecond)}).Info("environment ready: " + kind)
 }
 
 // hostFull is the outcome of a VM the host refused (macOS's limit of two

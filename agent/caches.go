@@ -15,35 +15,29 @@ import (
 
 // stageCaches gives the build its dependency caches: links to the archives
 // the worker holds for its project and cache domain (the job's: the
-// controller's word), in a directory of their own that the
-// driver shares read-only. It returns the directory ("" when there is
-// nothing to share) and what the build config lists. A failure is a
-// warning: the build runs cold.
-func (b *build) stageCaches(dir string) (string, []vmshare.CacheMount) {
+// controller's word), in the directory staged that the driver shares
+// read-only (the caller removes it). It returns what the build config
+// lists, nil for nothing to share. A failure is a warning: the build runs
+// cold.
+func (b *build) stageCaches(staged string) []vmshare.CacheMount {
 	store := b.a.caches
 	if store == nil || len(b.job.Caches) == 0 {
-		return "", nil
+		return nil
 	}
-	staged := dir + "-caches"
 	mounted, err := store.Stage(b.job.Project, b.job.CacheDomain, b.job.Caches, staged)
 	if err == nil && len(mounted) > 0 {
 		err = os.Chmod(staged, sharedExecMode) // the VM's user reads it (see sharedDirMode)
 	}
 	if err != nil {
 		b.log.WithError(err).Warn("could not give the build its dependency caches; it runs cold")
-		os.RemoveAll(staged)
-		return "", nil
-	}
-	if len(mounted) == 0 {
-		os.RemoveAll(staged)
-		return "", nil
+		return nil
 	}
 	out := make([]vmshare.CacheMount, len(mounted))
 	for i, m := range mounted {
 		out[i] = vmshare.CacheMount{Name: m.Name, Key: m.Key, File: m.File}
 		b.log.WithFields(logrus.Fields{"cache": m.Name, "key": m.Key, "bytes": m.Bytes}).Info("dependency cache shared with the build")
 	}
-	return staged, out
+	return out
 }
 
 // keepCaches takes in the archives a successful build saved: only those of

@@ -28,6 +28,32 @@ type Resources struct {
 	// CacheDir is shared read-only with the environment as the "caches"
 	// share (vmbootstrap.DefaultCacheShare in a VM); "" for none.
 	CacheDir string
+	// Suspendable boots the environment so that it can be suspended
+	// (Suspender): a warm spare on a host that can suspend VMs.
+	Suspendable bool
+}
+
+// SpareDriver is a Driver that can keep a warm spare: an environment
+// booted before any build came, with empty shares that the build's files
+// reach when one is claimed (Start's shares are seen live by the guest).
+type SpareDriver interface {
+	Driver
+	// TemplateVersion identifies what a new environment is made from now;
+	// a spare made from another version is stale. An error says the
+	// template is gone or unreadable, in words for the owner.
+	TemplateVersion(ctx context.Context) (string, error)
+	// ForeignVMs counts the VMs running on this host that this agent did
+	// not start (the owner's, another agent's): a spare must not hold a
+	// slot of the host's VM limit that they may need.
+	ForeignVMs(ctx context.Context) (int, error)
+}
+
+// Suspender is an Instance started Suspendable: Suspend parks it (no CPU,
+// and no slot of the host's VM limit) until Resume. Exited is not closed by
+// a suspension; a failed Suspend or Resume leaves the environment ended.
+type Suspender interface {
+	Suspend(ctx context.Context) error
+	Resume(ctx context.Context) error
 }
 
 // Instance is one running environment.

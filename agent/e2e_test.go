@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -85,6 +86,9 @@ type farm struct {
 	// vmnet: guests run on the fake's emulation of Tart's network and reach
 	// the host at 192.168.64.1, not at 127.0.0.1.
 	vmnet bool
+	// bootTimeout is the agents' --boot-timeout (20s unless a test that
+	// boots like a Mac sets more).
+	bootTimeout string
 }
 
 func newFarm(t testing.TB, mod func(*store.Config)) *farm {
@@ -194,7 +198,7 @@ func (f *farm) startAgent(extraEnv ...string) *agentProc {
 	dir := f.t.TempDir()
 	args := []string{"run", "--controller-url", f.url, "--vm-driver", "tart", "--tart", f.tart, "--softnet", f.softnet,
 		"--template", "macos-expo", "--data-dir", dir, "--bootstrap", f.vmBin,
-		"--backoff-min", "200ms", "--boot-timeout", "20s", "--max-builds", "2", "--name", "e2e-mac"}
+		"--backoff-min", "200ms", "--boot-timeout", cmp.Or(f.bootTimeout, "20s"), "--max-builds", "2", "--name", "e2e-mac"}
 	tartEnv := []string{"FAKETART_BOOT_DELAY=50ms"}
 	if f.vmnet {
 		tartEnv = append(tartEnv, "FAKETART_NET=vmnet")
@@ -211,7 +215,9 @@ func (f *farm) startAgent(extraEnv ...string) *agentProc {
 	cmd := exec.Command(f.agentBin, args...)
 	// Later entries win: extraEnv can override these.
 	cmd.Env = append(append(faketarttest.BaseEnv(), faketarttest.Env(f.tartHome, tartEnv...)...),
-		append([]string{"FREEAGENT_API_KEY=" + f.workerKey, "FREEAGENT_POLL_WAIT=2s",
+		// Warm spares are off unless a test turns them on (spare_e2e_test.go):
+		// the tests that count VMs and VM slots start each build's VM cold.
+		append([]string{"FREEAGENT_API_KEY=" + f.workerKey, "FREEAGENT_POLL_WAIT=2s", "FREEAGENT_WARM_SPARE=0",
 			// The host's disk floor holds builds back; a CI disk may be small.
 			"FREEAGENT_MIN_FREE_GB=1"}, extraEnv...)...)
 	p := &agentProc{cmd: cmd, log: &syncbuf.Buffer{}, done: make(chan error, 1), dir: dir}

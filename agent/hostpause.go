@@ -88,6 +88,7 @@ func (a *Agent) setHostPause(reason string) {
 		a.setOnline()
 	}
 	a.pauseChanged()
+	a.kickSpare()
 }
 
 // pauseChanged wakes the pause reporter.
@@ -126,7 +127,7 @@ func (a *Agent) reportPauses(ctx context.Context) {
 			case ctx.Err() != nil:
 				return
 			default:
-				wait = retry.Next()
+				wait = retry.After(err)
 				a.log.WithError(err).WithField("retry_in", wait.Round(time.Millisecond)).Warn("could not tell the controller why the worker is paused")
 			}
 		}

@@ -110,7 +110,7 @@ func TestWatchSurvivesHostileSharedDir(t *testing.T) {
 			b := &build{a: a, job: &api.Job{ID: "b1", AttemptID: "a1"}, log: logrus.New(), phase: "booting"}
 			vm := exitedVM{done: make(chan struct{})}
 			close(vm.done)
-			out := b.watch(context.Background(), dir, vm)
+			out, _ := b.watch(context.Background(), dir, vm, 0)
 			if out.success || !strings.Contains(out.message, tc.want) {
 				t.Fatalf("outcome %+v, want a failure mentioning %q", out, tc.want)
 			}

@@ -41,6 +41,8 @@ type Status struct {
 	// Cache is the dependency caches' size and hit counts (Keys empty),
 	// nil without caches or before the first report.
 	Cache *api.WorkerCache
+	// Spare is the warm spare and its hit counts (spare.go).
+	Spare SpareStatus
 }
 
 // BuildStatus is one running build.
@@ -82,6 +84,7 @@ func (a *Agent) SetPaused(p bool) {
 	}
 	a.setOnline()
 	a.pauseChanged()
+	a.kickSpare()
 }
 
 // StopBuilds hands the running builds back to the controller now, without

@@ -62,7 +62,7 @@ func runArtifact(ctx context.Context, e *env) (*ArtifactResult, error) {
 	}()
 
 	r := &ArtifactResult{Bytes: cfg.ArtifactBytes, RSSIntervalMS: toMS(cfg.RSSInterval)}
-	if err := sleep(ctx, 200*time.Millisecond); err != nil {
+	if err := api.Sleep(ctx, 200*time.Millisecond); err != nil {
 		return nil, err
 	}
 	base, _, err := memory(pid)

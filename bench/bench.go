@@ -1,6 +1,8 @@
 // Package bench measures the controller end to end on the machine it runs on:
 // full build lifecycles per second over HTTP, pickup latency of parked long
-// polls, the cost of empty polls, claim latency against a huge queue, the
+// polls, the cost of empty polls, a storm of workers sharing one key with
+// and without request budgets, what a fleet of hundreds of workers costs
+// the controller, claim latency against a huge queue, the
 // controller's memory while a 2 GiB artifact streams through it, transfers
 // through the controller and with S3 against a copy + fsync of the same
 // bytes, and the Postgres ceiling of the same SQL driven by pgbench.
@@ -30,6 +32,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 // Phase names, for Config.Skip.
@@ -42,12 +46,14 @@ const (
 	PhaseTransfer  = "transfer"
 	PhasePgbench   = "pgbench"
 	PhaseClaim     = "claim"
+	PhaseStorm     = "storm"
+	PhaseFleet     = "fleet"
 )
 
 // Phases lists every phase in the order Run runs them. The claim phase comes
 // last because it leaves a million pending rows behind.
 func Phases() []string {
-	return []string{PhaseLifecycle, PhasePickup, PhaseCancel, PhaseEmptyPoll, PhaseArtifact, PhaseTransfer, PhasePgbench, PhaseClaim}
+	return []string{PhaseLifecycle, PhasePickup, PhaseCancel, PhaseEmptyPoll, PhaseStorm, PhaseFleet, PhaseArtifact, PhaseTransfer, PhasePgbench, PhaseClaim}
 }
 
 // Shape is a lifecycle load: simulated workers and submitters.
@@ -87,6 +93,30 @@ type Config struct {
 	// Empty-poll cost: clients polling an empty queue with wait=0.
 	EmptyPollClients  int
 	EmptyPollDuration time.Duration
+
+	// Storm: StormWorkers workers sharing one worker key drain StormBuilds
+	// queued builds, without request budgets and with the production
+	// ones, StormRounds times each, each drain within StormTimeout.
+	StormWorkers, StormBuilds, StormRounds int
+	StormTimeout                           time.Duration
+
+	// Fleet: for each of FleetWorkers, that many simulated workers with
+	// the agent's request mix at the product's defaults, against a
+	// controller with the production budgets: long polls of FleetPollWait,
+	// a cancel watch of FleetCancelWatch per build, heartbeats every
+	// FleetHeartbeat (0: what the controller asks), the VM's log of
+	// FleetLogBytes every FleetLogEvery while building, an artifact of
+	// FleetArtifactBytes per build; builds of FleetBuildTime on average
+	// keep FleetBusyShare of the workers busy, and FleetCancelShare of
+	// them are cancelled. Measured for FleetWindow after FleetWarmup.
+	FleetWorkers                     []int
+	FleetPollWait, FleetCancelWatch  time.Duration
+	FleetHeartbeat, FleetBuildTime   time.Duration
+	FleetLogEvery                    time.Duration
+	FleetLogBytes                    int
+	FleetArtifactBytes               int64
+	FleetBusyShare, FleetCancelShare float64
+	FleetWindow, FleetWarmup         time.Duration
 
 	// Claim latency against ClaimSmall and then ClaimLarge pending builds.
 	ClaimSmall, ClaimLarge, ClaimSamples int
@@ -136,15 +166,36 @@ func DefaultConfig() Config {
 		CancelSamples:     100,
 		EmptyPollClients:  8,
 		EmptyPollDuration: 5 * time.Second,
-		ClaimSmall:        1_000,
-		ClaimLarge:        1_000_000,
-		ClaimSamples:      200,
-		ArtifactBytes:     2 << 30,
-		TransferBytes:     256 << 20,
-		RSSInterval:       50 * time.Millisecond,
-		PgbenchClients:    []int{2, 4, 8},
-		PgbenchDuration:   15 * time.Second,
-		PgbenchMode:       "prepared",
+		StormWorkers:      40,
+		StormBuilds:       400,
+		StormRounds:       2,
+		StormTimeout:      5 * time.Minute,
+		// The agent's long poll and cancel watch (agent.Config.PollWait,
+		// cancelWatchWait), the VM's log flush (vmbootstrap's
+		// FlushInterval); a few hundred bytes of log a second is a quiet
+		// Gradle or xcodebuild. Builds are shorter than real ones (minutes)
+		// so that a window sees enough claims and results: the churn, and
+		// so the figures, are pessimistic.
+		FleetWorkers:       []int{100, 300},
+		FleetPollWait:      25 * time.Second,
+		FleetCancelWatch:   25 * time.Second,
+		FleetBuildTime:     60 * time.Second,
+		FleetLogEvery:      time.Second,
+		FleetLogBytes:      860,
+		FleetArtifactBytes: 1 << 20,
+		FleetBusyShare:     0.3,
+		FleetCancelShare:   0.05,
+		FleetWindow:        60 * time.Second,
+		FleetWarmup:        30 * time.Second,
+		ClaimSmall:         1_000,
+		ClaimLarge:         1_000_000,
+		ClaimSamples:       200,
+		ArtifactBytes:      2 << 30,
+		TransferBytes:      256 << 20,
+		RSSInterval:        50 * time.Millisecond,
+		PgbenchClients:     []int{2, 4, 8},
+		PgbenchDuration:    15 * time.Second,
+		PgbenchMode:        "prepared",
 	}
 }
 
@@ -156,6 +207,10 @@ func SmokeConfig() Config {
 	c.PickupWorkers, c.PickupSamples, c.PickupSpacing = 4, 20, 20*time.Millisecond
 	c.CancelSamples = 10
 	c.EmptyPollClients, c.EmptyPollDuration = 4, time.Second
+	c.StormWorkers, c.StormBuilds, c.StormRounds, c.StormTimeout = 20, 300, 1, time.Minute // beyond a shared key's burst of 400
+	c.FleetWorkers, c.FleetWindow, c.FleetWarmup = []int{20}, 3*time.Second, 2*time.Second
+	c.FleetPollWait, c.FleetCancelWatch, c.FleetHeartbeat, c.FleetBuildTime = 2*time.Second, 2*time.Second, 500*time.Millisecond, 1500*time.Millisecond
+	c.FleetLogEvery, c.FleetArtifactBytes, c.FleetBusyShare, c.FleetCancelShare = 200*time.Millisecond, 16<<10, 0.5, 0.2
 	c.ClaimSmall, c.ClaimLarge, c.ClaimSamples = 100, 1_000, 20
 	c.ArtifactBytes = 16 << 20
 	c.TransferBytes = 80 << 20 // over the multipart threshold: the S3 upload goes in parts
@@ -184,6 +239,22 @@ func (c *Config) check() error {
 	}
 	if c.PickupWorkers <= 0 || c.PickupSamples <= 0 || c.EmptyPollClients <= 0 || c.EmptyPollDuration <= 0 {
 		errs = append(errs, errors.New("pickup workers/samples and empty-poll clients/duration must be > 0"))
+	}
+	if c.StormWorkers <= 0 || c.StormBuilds <= 0 || c.StormRounds <= 0 || c.StormTimeout <= 0 {
+		errs = append(errs, errors.New("storm workers, builds, rounds and timeout must be > 0"))
+	}
+	if len(c.FleetWorkers) == 0 || slices.ContainsFunc(c.FleetWorkers, func(n int) bool { return n <= 0 }) {
+		errs = append(errs, errors.New("fleet worker counts must be > 0"))
+	}
+	if c.FleetPollWait < time.Second || c.FleetCancelWatch < time.Second {
+		errs = append(errs, errors.New("fleet poll wait and cancel watch must be at least 1s (the API counts whole seconds)"))
+	}
+	if c.FleetBuildTime <= 0 || c.FleetLogEvery <= 0 || c.FleetWindow <= 0 || c.FleetWarmup < 0 || c.FleetHeartbeat < 0 ||
+		c.FleetLogBytes <= 0 || c.FleetArtifactBytes <= 0 {
+		errs = append(errs, errors.New("fleet build time, log interval and size, artifact size and window must be > 0, heartbeat and warm-up ≥ 0"))
+	}
+	if c.FleetBusyShare <= 0 || c.FleetBusyShare > 1 || c.FleetCancelShare < 0 || c.FleetCancelShare > 1 {
+		errs = append(errs, errors.New("fleet busy share must be in (0, 1] and cancel share in [0, 1]"))
 	}
 	if c.CancelSamples <= 0 {
 		errs = append(errs, errors.New("cancel samples must be > 0"))
@@ -224,6 +295,8 @@ type Report struct {
 	Pickup       *PickupResult    `json:"pickup,omitempty"`
 	Cancel       *CancelResult    `json:"cancel,omitempty"`
 	EmptyPoll    *EmptyPollResult `json:"empty_poll,omitempty"`
+	Storm        *StormResult     `json:"storm,omitempty"`
+	Fleet        *FleetResult     `json:"fleet,omitempty"`
 	Artifact     *ArtifactResult  `json:"artifact,omitempty"`
 	Transfer     *TransferResult  `json:"transfer,omitempty"`
 	Pgbench      *PgbenchResult   `json:"pgbench,omitempty"`
@@ -310,7 +383,7 @@ func busyCores(ctx context.Context, d time.Duration) (float64, error) {
 		return 0, err
 	}
 	start := time.Now()
-	if err := sleep(ctx, d); err != nil {
+	if err := api.Sleep(ctx, d); err != nil {
 		return 0, err
 	}
 	b, bs, err := machineCPU()
@@ -328,6 +401,8 @@ func runPhases(ctx context.Context, e *env, rep *Report) error {
 		{PhasePickup, func() (err error) { rep.Pickup, err = runPickup(ctx, e); return }},
 		{PhaseCancel, func() (err error) { rep.Cancel, err = runCancel(ctx, e); return }},
 		{PhaseEmptyPoll, func() (err error) { rep.EmptyPoll, err = runEmptyPoll(ctx, e); return }},
+		{PhaseStorm, func() (err error) { rep.Storm, err = runStorm(ctx, e); return }},
+		{PhaseFleet, func() (err error) { rep.Fleet, err = runFleet(ctx, e); return }},
 		{PhaseArtifact, func() (err error) { rep.Artifact, err = runArtifact(ctx, e); return }},
 		{PhaseTransfer, func() (err error) { rep.Transfer, err = runTransfer(ctx, e); return }},
 		{PhasePgbench, func() (err error) {

@@ -23,7 +23,7 @@ func TestSmoke(t *testing.T) {
 		t.Skip("starts Postgres and the controller; skipped with -short")
 	}
 	goroutines := runtime.NumGoroutine()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute) // a shared 2-core machine runs it in about a minute
 	defer cancel()
 	cfg := bench.SmokeConfig()
 	// As root, Postgres runs as user postgres and must traverse to its
@@ -68,7 +68,24 @@ func TestSmoke(t *testing.T) {
 	if rep.Cancel == nil || rep.Cancel.Latency.N != cfg.CancelSamples || rep.Cancel.Latency.P50 <= 0 {
 		t.Errorf("cancel: %+v", rep.Cancel)
 	}
-	wantRows := 9
+	if st := rep.Storm; st == nil || len(st.Runs) != 2*cfg.StormRounds || st.On.PerSecond <= 0 || st.Off.PerSecond <= 0 {
+		t.Errorf("storm: %+v", st)
+	} else if on := st.On; on.Total429() != 0 || on.ServerErrors != 0 {
+		t.Errorf("the storm with the production budgets answered workers %d 429s %v and %d 5xx", on.Total429(), on.Refused, on.ServerErrors)
+	}
+	if fl := rep.Fleet; fl == nil || len(fl.Points) != len(cfg.FleetWorkers) {
+		t.Errorf("fleet: %+v", fl)
+	} else {
+		for _, p := range fl.Points {
+			if p.Total429() != 0 || p.ServerErrors != 0 {
+				t.Errorf("fleet of %d: the worker protocol was answered %d 429s %v and %d 5xx", p.Workers, p.Total429(), p.Refused, p.ServerErrors)
+			}
+			if p.Builds == 0 || p.ControllerMSPerWorkerMin <= 0 || p.Calls["heartbeat"].N == 0 || p.Calls["log_append"].N == 0 || p.Pickup.N == 0 {
+				t.Errorf("fleet of %d measured nothing: %+v", p.Workers, p)
+			}
+		}
+	}
+	wantRows := 11
 	if rep.Pgbench != nil && rep.Pgbench.Skipped != "" {
 		wantRows--
 	}

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/httpapi"
 )
 
@@ -76,7 +77,7 @@ func runEmptyPoll(ctx context.Context, e *env) (*EmptyPollResult, error) {
 	r := &EmptyPollResult{Clients: len(ws)}
 	var used cpuReading
 	measureErr := func() error {
-		if err := sleep(ctx, 500*time.Millisecond); err != nil {
+		if err := api.Sleep(ctx, 500*time.Millisecond); err != nil {
 			return err
 		}
 		before, err := e.cpu()
@@ -85,7 +86,7 @@ func runEmptyPoll(ctx context.Context, e *env) (*EmptyPollResult, error) {
 		}
 		t0 := time.Now()
 		inWindow.Store(true)
-		if err := sleep(ctx, cfg.EmptyPollDuration); err != nil {
+		if err := api.Sleep(ctx, cfg.EmptyPollDuration); err != nil {
 			return err
 		}
 		inWindow.Store(false)

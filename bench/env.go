@@ -49,6 +49,11 @@ type env struct {
 	url     string
 	key     string // admin API key
 
+	// prod is the replica with the production defaults
+	// (productionController); prodWorkers its client with a worker key.
+	prod        *child
+	prodWorkers *api.Client
+
 	transport *http.Transport
 	hc        *http.Client
 	source    []byte // a small tar.gz project, submitted over and over
@@ -100,7 +105,7 @@ func setup(ctx context.Context, cfg Config) (_ *env, err error) {
 	if err := e.startController(ctx); err != nil {
 		return nil, err
 	}
-	if e.key, err = e.createKey(ctx); err != nil {
+	if e.key, err = e.createKey(ctx, "bench", "admin"); err != nil {
 		return nil, err
 	}
 	if err := e.startClient(); err != nil {
@@ -204,12 +209,14 @@ func (e *env) startPostgres(ctx context.Context) error {
 
 func (e *env) startController(ctx context.Context) error {
 	var err error
-	// One key drives every simulated worker: no per-key budget. Warm
+	// Simulated workers go as fast as the controller lets them (real ones
+	// make a request every few seconds): no budgets, so the phases measure
+	// the controller, not its limits (the storm phase compares both). Warm
 	// placement never gives up (the claim phase's queue is older than its
 	// default 30 s), so the claims of workers holding caches always pay
 	// for its look-ahead.
 	e.ctrl, err = startChild(e.bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", e.dataDir, "--database-url", e.dsn,
-		"--rate-per-key", "0", "--warm-placement-wait", "1000h"}, e.logf)
+		"--rate-per-key", "0", "--rate-per-worker", "0", "--warm-placement-wait", "1000h"}, e.logf)
 	if err != nil {
 		return err
 	}
@@ -218,8 +225,8 @@ func (e *env) startController(ctx context.Context) error {
 	return err
 }
 
-func (e *env) createKey(ctx context.Context) (string, error) {
-	cmd := exec.CommandContext(ctx, e.bin, "keys", "create", "--name", "bench", "--role", "admin", "--database-url", e.dsn)
+func (e *env) createKey(ctx context.Context, name, role string) (string, error) {
+	cmd := exec.CommandContext(ctx, e.bin, "keys", "create", "--name", name, "--role", role, "--database-url", e.dsn)
 	cmd.Env = childEnv()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -232,6 +239,33 @@ func (e *env) createKey(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("freeagent-controller keys create printed %q, not a key", out)
 	}
 	return key, nil
+}
+
+// productionController is a second replica on the same database and
+// files with the production defaults, request budgets included, and a
+// worker key of its own, as a farm's workers share one: the phases that
+// measure the farm as it runs (storm, fleet) drive it. It starts on first
+// use and stops with the run.
+func (e *env) productionController(ctx context.Context) (*child, *api.Client, error) {
+	if e.prod != nil {
+		return e.prod, e.prodWorkers, nil
+	}
+	ctrl, err := startChild(e.bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", e.dataDir, "--database-url", e.dsn,
+		"--name", "bench-production"}, e.logf)
+	if err != nil {
+		return nil, nil, err
+	}
+	e.onClose(ctrl.stop)
+	u, err := ctrl.waitURL(ctx, time.Minute)
+	if err != nil {
+		return nil, nil, err
+	}
+	key, err := e.createKey(ctx, "bench-fleet", "worker")
+	if err != nil {
+		return nil, nil, err
+	}
+	e.prod, e.prodWorkers = ctrl, &api.Client{BaseURL: u, APIKey: key, HTTP: e.hc, UserAgent: "freeagent-bench"}
+	return e.prod, e.prodWorkers, nil
 }
 
 // client is an admin API client over the shared, tuned transport.
@@ -285,7 +319,7 @@ func (e *env) truncate(ctx context.Context) error {
 		if err == nil || i == tries || !errors.As(err, &pgErr) || pgErr.Code != "40P01" { // deadlock_detected
 			return err
 		}
-		if err := sleep(ctx, time.Duration(i)*50*time.Millisecond); err != nil {
+		if err := api.Sleep(ctx, time.Duration(i)*50*time.Millisecond); err != nil {
 			return err
 		}
 	}

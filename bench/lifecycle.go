@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/pgcluster"
 )
 
@@ -204,7 +205,7 @@ func runLifecycles(ctx context.Context, e *env, shape Shape, warmup, window time
 
 	r := &LifecycleResult{Shape: shape, Backlog: backlog}
 	measureErr := func() error {
-		if err := sleep(ctx, warmup); err != nil {
+		if err := api.Sleep(ctx, warmup); err != nil {
 			return err
 		}
 		before, err := e.snapshot(ctx)
@@ -217,14 +218,14 @@ func runLifecycles(ctx context.Context, e *env, shape Shape, warmup, window time
 			// Per-second completions, to see the rate drift or stall.
 			prev := c0
 			for end := t0.Add(window); time.Until(end) > 0; {
-				if err := sleep(ctx, min(time.Second, time.Until(end))); err != nil {
+				if err := api.Sleep(ctx, min(time.Second, time.Until(end))); err != nil {
 					return err
 				}
 				now := completed.Load()
 				e.logf("   t=%4.1fs %5d lifecycles", time.Since(t0).Seconds(), now-prev)
 				prev = now
 			}
-		} else if err := sleep(ctx, window); err != nil {
+		} else if err := api.Sleep(ctx, window); err != nil {
 			return err
 		}
 		inWindow.Store(false)
@@ -333,16 +334,4 @@ func (e *env) cpu() (cpuReading, error) {
 	}
 	r.processes, r.kthreads, err = processesCPU()
 	return r, err
-}
-
-// sleep waits for d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/controller/pgcluster"
 )
 
@@ -163,7 +164,7 @@ func runPgbench(ctx context.Context, e *env) (*PgbenchResult, error) {
 		}
 		// Let the backends' statistics reach pg_stat_database, and the
 		// exited backends' CPU time their parent's account.
-		if err := sleep(ctx, 1100*time.Millisecond); err != nil {
+		if err := api.Sleep(ctx, 1100*time.Millisecond); err != nil {
 			return nil, err
 		}
 		cpu1, err := e.cpu()

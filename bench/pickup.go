@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 // PickupResult is how fast a build reaches one of several idle workers
@@ -71,11 +73,11 @@ func runPickup(ctx context.Context, e *env) (*PickupResult, error) {
 	}
 	var fromSubmit, afterAnswer, submit []time.Duration
 	measureErr := func() error {
-		if err := sleep(ctx, 300*time.Millisecond); err != nil { // let every worker park
+		if err := api.Sleep(ctx, 300*time.Millisecond); err != nil { // let every worker park
 			return err
 		}
 		for i := range cfg.PickupSamples + pickupWarmup {
-			if err := sleep(ctx, cfg.PickupSpacing); err != nil {
+			if err := api.Sleep(ctx, cfg.PickupSpacing); err != nil {
 				return err
 			}
 			t0 := time.Now()

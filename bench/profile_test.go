@@ -91,7 +91,7 @@ func TestProfileLifecycle(t *testing.T) {
 	// warm placement): this profiles what the bench's controller runs.
 	ctl := controllertest.Start(t, controllertest.Logger(log), controllertest.Database(e.dsn), controllertest.Configure(func(c *serve.Config) {
 		c.DataDir, c.ReaperInterval, c.KeyCacheTTL, c.MetricsRefresh = e.dataDir, 5*time.Second, 0, 0
-		c.Store, c.Limits, c.Webhooks = store.DefaultConfig(), httpapi.Limits{RatePerKey: httpapi.Off}, webhooks.Config{}
+		c.Store, c.Limits, c.Webhooks = store.DefaultConfig(), httpapi.Limits{RatePerKey: httpapi.Off, RatePerWorker: httpapi.Off}, webhooks.Config{}
 		c.Store.WarmPlacementWait = 1000 * time.Hour
 	}))
 	e.onClose(ctl.Stop) // before the cluster stops

@@ -30,6 +30,7 @@ const (
 	targetPgbenchRatio        = 0.70
 	targetTransferRatio       = 0.80 // ≥ 0.8 × a copy + fsync on the same disk
 	targetS3CPUPerGiB         = 0.05 // "near zero" CPU per GiB with S3; ours: 50 ms
+	targetStormRatio          = 0.85 // the storm with budgets drains at the rate without, within noise
 )
 
 func summarize(r *Report) []SummaryRow {
@@ -54,6 +55,28 @@ func summarize(r *Report) []SummaryRow {
 		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Empty poll CPU per 1000 (%.0f polls/s)", p.PerSecond), Value: p.CPUPer1000,
 			Shown: fmt.Sprintf("%.3f CPU-s", p.CPUPer1000), Target: fmt.Sprintf("≤ %.1f CPU-s", targetEmptyPollCPUPer1000),
 			Pass: p.CPUPer1000 <= targetEmptyPollCPUPer1000, Source: "benchmark's budget: ≤ 1 ms controller+Postgres CPU per empty poll"})
+	}
+	if st := r.Storm; st != nil {
+		refused := st.On.Total429()
+		for _, run := range st.Runs {
+			if run.Limits {
+				refused = max(refused, run.Total429())
+			}
+		}
+		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Storm %d workers × %d builds, one worker key: budgets on ÷ off (%.0f ÷ %.0f /s; 429s with budgets: %d)",
+			st.Workers, st.Builds, st.On.PerSecond, st.Off.PerSecond, refused), Value: st.Ratio,
+			Shown: fmt.Sprintf("%.2f", st.Ratio), Target: fmt.Sprintf("≥ %.2f, no 429", targetStormRatio),
+			Pass: st.Ratio >= targetStormRatio && refused == 0, Source: "target: the production budgets answer a draining farm no 429 and cost it no throughput"})
+	}
+	if fl := r.Fleet; fl != nil && len(fl.Points) > 0 {
+		p := fl.Points[len(fl.Points)-1]
+		var refused, failed int64
+		for _, q := range fl.Points {
+			refused, failed = refused+q.Total429(), failed+q.ServerErrors
+		}
+		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Fleet: workers one controller core carries (N=%d; 429s %d, 5xx %d)", p.Workers, refused, failed),
+			Value: p.WorkersPerControllerCore, Shown: fmt.Sprintf("%.0f", p.WorkersPerControllerCore), Target: "no 429, no 5xx",
+			Pass: refused == 0 && failed == 0, Source: "target: zero 429/5xx to the worker protocol at any N the machine can simulate"})
 	}
 	if a := r.Artifact; a != nil {
 		rows = append(rows, SummaryRow{Name: fmt.Sprintf("Controller RSS growth, %s artifact", size(a.Bytes)), Value: a.Growth,
@@ -177,6 +200,34 @@ func (r *Report) WriteText(w io.Writer) error {
 			e.ControllerCPUPer1000, e.PostgresCPUPer1000, e.CPUPer1000, e.BenchCPUPer1000)
 		p("   cores busy meanwhile: kernel %.2f, other processes %.2f, stolen %.2f%s", e.Cores.Kernel, e.Cores.Other, e.Cores.Stolen, noisy(e.Cores))
 		p("   ⇒ one core of controller + Postgres time carries ≈ %.0f idle long-polling workers", e.IdleWorkersPerCore)
+	}
+	if st := r.Storm; st != nil {
+		p("")
+		p("3b. Storm: %d workers with one shared worker key drain %d queued builds, without request budgets and with the production ones", st.Workers, st.Builds)
+		for _, run := range st.Runs {
+			p("   budgets %-3s %.2f s = %4.0f builds/s; 429s %d %v, 5xx %d", onOff(run.Limits), run.Seconds, run.PerSecond, run.Total429(), run.Refused, run.ServerErrors)
+		}
+		p("   best with budgets ÷ best without: %.2f", st.Ratio)
+	}
+	if fl := r.Fleet; fl != nil {
+		s := fl.Settings
+		p("")
+		p("3c. Fleet: simulated workers with the agent's request mix against the production defaults (budgets on)")
+		p("   long poll %.0f s, cancel watch %.0f s, heartbeat %.1f s (0: the controller's), log %d B every %.1f s, artifact %s, builds %.0f s (±50%%), %.0f%% busy, %.0f%% cancelled; window %.0f s after %.0f s",
+			s.PollWaitS, s.CancelWatchS, s.HeartbeatS, s.LogBytes, s.LogEveryS, size(s.ArtifactBytes), s.BuildS, 100*s.BusyShare, 100*s.CancelShare, s.WindowS, s.WarmupS)
+		for _, pt := range fl.Points {
+			p("   N=%d: busy %.0f%%, %d builds ended (%d cancelled), %.0f requests/s (%d empty long polls, %d cancel watches), heartbeats every %.1f s",
+				pt.Workers, 100*pt.Busy, pt.Builds, pt.Canceled, pt.RequestsPerSec, pt.EmptyPolls, pt.CancelWatches, pt.HeartbeatS)
+			p("     CPU ms per worker per minute: controller %.1f, Postgres %.1f ⇒ one controller core carries %.0f workers, one core of both %.0f",
+				pt.ControllerMSPerWorkerMin, pt.PostgresMSPerWorkerMin, pt.WorkersPerControllerCore, pt.WorkersPerCore)
+			p("     cores busy: controller %.2f, Postgres %.2f, load generator %.2f, kernel %.2f, other %.2f%s",
+				pt.CPU.Controller, pt.CPU.Postgres, pt.CPU.Bench, pt.CPU.Kernel, pt.CPU.Other, noisy(pt.CPU))
+			p("     pickup (submit answered → claimed) %v", pt.Pickup)
+			for _, k := range fleetCalls(pt) {
+				p("     %-15s %v", k, pt.Calls[k])
+			}
+			p("     429s %d %v, 5xx %d", pt.Total429(), pt.Refused, pt.ServerErrors)
+		}
 	}
 	if a := r.Artifact; a != nil {
 		p("")

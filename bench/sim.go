@@ -21,6 +21,8 @@ type simWorker struct {
 	id    string
 	token string
 	exp   time.Time
+	// heartbeatEvery is the interval the controller asked for.
+	heartbeatEvery time.Duration
 }
 
 // The tiny artifact every simulated build uploads.
@@ -30,16 +32,29 @@ const (
 )
 
 func registerWorker(ctx context.Context, c *api.Client, name string) (*simWorker, error) {
+	return registerWorkerFor(ctx, c, name, 64)
+}
+
+// registerWorkerFor registers a worker that holds at most maxBuilds builds.
+func registerWorkerFor(ctx context.Context, c *api.Client, name string, maxBuilds int) (*simWorker, error) {
 	resp, err := c.Register(ctx, api.RegisterRequest{Name: name, Capabilities: api.Capabilities{
-		Platforms: []string{api.PlatformIOS, api.PlatformAndroid}, MaxConcurrentBuilds: 64, CPUCores: 2, MemoryGB: 8}})
+		Platforms: []string{api.PlatformIOS, api.PlatformAndroid}, MaxConcurrentBuilds: maxBuilds, CPUCores: 2, MemoryGB: 8}})
 	if err != nil {
 		return nil, fmt.Errorf("register worker: %w", err)
 	}
-	return &simWorker{c: c, id: resp.ID, token: resp.AccessToken, exp: resp.TokenExpiresAt}, nil
+	return &simWorker{c: c, id: resp.ID, token: resp.AccessToken, exp: resp.TokenExpiresAt,
+		heartbeatEvery: time.Duration(resp.HeartbeatIntervalSeconds) * time.Second}, nil
 }
 
 // registerWorkers registers n workers concurrently.
 func registerWorkers(ctx context.Context, c *api.Client, prefix string, n int) ([]*simWorker, error) {
+	return registerEach(ctx, n, func(ctx context.Context, i int) (*simWorker, error) {
+		return registerWorker(ctx, c, fmt.Sprintf("%s-%d", prefix, i))
+	})
+}
+
+// registerEach registers n workers concurrently, the i-th with register(i).
+func registerEach(ctx context.Context, n int, register func(ctx context.Context, i int) (*simWorker, error)) ([]*simWorker, error) {
 	ws := make([]*simWorker, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -47,7 +62,7 @@ func registerWorkers(ctx context.Context, c *api.Client, prefix string, n int) (
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ws[i], errs[i] = registerWorker(ctx, c, fmt.Sprintf("%s-%d", prefix, i))
+			ws[i], errs[i] = register(ctx, i)
 		}()
 	}
 	wg.Wait()

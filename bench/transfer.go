@@ -151,7 +151,7 @@ func runTransfer(ctx context.Context, e *env) (*TransferResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := sleep(ctx, busy); err != nil {
+	if err := api.Sleep(ctx, busy); err != nil {
 		return nil, err
 	}
 	idle1, err := cpuSeconds(s3c.pid)
@@ -407,7 +407,7 @@ func (e *env) startS3Controller(ctx context.Context) (_ *s3Controller, skipped s
 		return nil, "", fmt.Errorf("create the bench bucket: %w", err)
 	}
 	ctrl, err := startChild(e.bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(e.dir, "controller-s3"),
-		"--database-url", e.dsn, "--rate-per-key", "0", "--blob-store", "s3://bench/farm?endpoint=http://" + addr + "&region=us-east-1"},
+		"--database-url", e.dsn, "--rate-per-key", "0", "--rate-per-worker", "0", "--blob-store", "s3://bench/farm?endpoint=http://" + addr + "&region=us-east-1"},
 		e.logf, "AWS_ACCESS_KEY_ID="+access, "AWS_SECRET_ACCESS_KEY="+secret)
 	if err != nil {
 		return nil, "", err

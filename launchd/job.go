@@ -8,7 +8,7 @@ import (
 	"bytes"
 	"fmt"
 
-	"howett.net/plist"
+	"github.com/freeagent-build/freeagent/internal/plist"
 )
 
 // AgentPATH is the PATH of Free Agent's LaunchAgents, host and guest.
@@ -47,7 +47,7 @@ func (j Job) Render() ([]byte, error) {
 	if j.Label == "" || len(j.ProgramArguments) == 0 {
 		return nil, fmt.Errorf("launchd job needs a Label and ProgramArguments (got %q, %q)", j.Label, j.ProgramArguments)
 	}
-	b, err := plist.MarshalIndent(j, plist.XMLFormat, "\t")
+	b, err := plist.Marshal(j)
 	if err != nil {
 		return nil, fmt.Errorf("render the %s plist: %w", j.Label, err)
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"howett.net/plist"
+	"github.com/freeagent-build/freeagent/internal/plist"
 )
 
 var update = flag.Bool("update", false, "rewrite the checked-in guest plist from GuestJob")
@@ -26,7 +26,7 @@ func parseGeneric(t *testing.T, b []byte) map[string]any {
 	if err != nil {
 		t.Fatalf("plist does not parse: %v\n%s", err, b)
 	}
-	if format != plist.XMLFormat {
+	if format != plist.XML {
 		t.Fatalf("plist format %d, want XML", format)
 	}
 	return m
@@ -289,9 +289,47 @@ func TestLauncherWaitsForTheShare(t *testing.T) {
 func TestLauncherFallsBackToTheImage(t *testing.T) {
 	e := newLauncherEnv(t)
 	e.fakeVM(t, e.baked, "baked")
-	os.MkdirAll(e.shared, 0o755) // share mounted, but the host sent no binary
-	code, stderr, ran := e.run(t, "1")
+	// The share brings the build's config but no binary (an agent without
+	// --bootstrap): the image's copy runs at once.
+	os.MkdirAll(e.shared, 0o755)
+	os.WriteFile(filepath.Join(e.shared, "build-config.json"), []byte("{}"), 0o644)
+	code, stderr, ran := e.run(t, "100")
 	if code != 7 || ran != "baked|--log-level debug|"+e.shared+"|" || !strings.Contains(stderr, "running the image's") {
+		t.Fatalf("exit %d, ran %q, stderr %s", code, ran, stderr)
+	}
+	// The share never mounted: the image's copy after the wait.
+	os.RemoveAll(filepath.Dir(e.shared))
+	os.Remove(e.out)
+	if code, stderr, ran := e.run(t, "1"); code != 7 || !strings.HasPrefix(ran, "baked|") || !strings.Contains(stderr, "waited 1s") {
+		t.Fatalf("no share: exit %d, ran %q, stderr %s", code, ran, stderr)
+	}
+}
+
+// TestLauncherWaitsOnASpare: a mounted, empty share is a warm spare. The
+// launcher says so (vm-waiting) and waits past FREEAGENT_LAUNCHER_WAIT for
+// the build's files rather than falling back to the image's copy, which
+// would then give up waiting for a build-config.json.
+func TestLauncherWaitsOnASpare(t *testing.T) {
+	e := newLauncherEnv(t)
+	e.fakeVM(t, e.baked, "baked")
+	os.MkdirAll(e.shared, 0o755)
+	claimed := make(chan struct{})
+	go func() {
+		defer close(claimed)
+		waiting := filepath.Join(e.shared, "vm-waiting")
+		for range 100 {
+			if _, err := os.Stat(waiting); err == nil {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		time.Sleep(1500 * time.Millisecond) // past the launcher's wait of 1 s
+		e.fakeVM(t, filepath.Join(e.shared, ".freeagent-vm.tmp"), "shared")
+		os.Rename(filepath.Join(e.shared, ".freeagent-vm.tmp"), filepath.Join(e.shared, "freeagent-vm"))
+	}()
+	code, stderr, ran := e.run(t, "1")
+	<-claimed
+	if code != 7 || !strings.HasPrefix(ran, "shared|") || !strings.Contains(stderr, "a warm spare") {
 		t.Fatalf("exit %d, ran %q, stderr %s", code, ran, stderr)
 	}
 }

@@ -317,6 +317,16 @@ guest "sudo -n sh -c '
 	dscl . -authonly $user \"\$pw\" >/dev/null 2>&1 || { echo \"the new password of $user was not set\" >&2; exit 1; }
 	known=\$(echo $known_b64 | base64 -D)
 	if dscl . -authonly $user \"\$known\" >/dev/null 2>&1; then echo \"the well-known password of $user still works\" >&2; exit 1; fi
+	# The reset leaves the login keychain locked with the old password, and
+	# every clone would log in to \"unable to unlock your login keychain\":
+	# re-key it (the old password is known), or remove it so the next login
+	# makes a new one with the new password.
+	kc=/Users/$user/Library/Keychains/login.keychain-db
+	if [ -f \"\$kc\" ]; then
+		sudo -u $user security set-keychain-password -o \"\$known\" -p \"\$pw\" \"\$kc\" >/dev/null 2>&1 || true
+		sudo -u $user security unlock-keychain -p \"\$pw\" \"\$kc\" >/dev/null 2>&1 || rm -f \"\$kc\"
+		[ ! -f \"\$kc\" ] || sudo -u $user security lock-keychain \"\$kc\" >/dev/null 2>&1 || true
+	fi
 	sysadminctl -autologin set -userName $user -password \"\$pw\" >/dev/null 2>&1
 	[ \"\$(defaults read /Library/Preferences/com.apple.loginwindow autoLoginUser 2>/dev/null)\" = $user ] ||
 		{ echo \"$user no longer logs in automatically\" >&2; exit 1; }

@@ -12,9 +12,11 @@ import (
 // shell scripts that log their arguments to $LOG. dscl -authonly accepts
 // only the password in $PWFILE; sysadminctl -resetPasswordFor writes it
 // there unless $RESET_FAILS (macOS 26's dscl -passwd never changed it);
-// launchctl reports sshd disabled unless $SSHD_ENABLED.
+// launchctl reports sshd disabled unless $SSHD_ENABLED. The login
+// keychain $KEYCHAIN holds its password; security re-keys it given the
+// right old password, unless $REKEY_FAILS.
 var lockdownStubs = map[string]string{
-	"sudo":      `[ "$1" = -n ] && shift; exec "$@"`,
+	"sudo":      `[ "$1" = -n ] && shift; [ "$1" = -u ] && shift 2; exec "$@"`,
 	"su":        `case "$3" in *"-u "*) exit 0 ;; *) exit 1 ;; esac # the build user yes, passwordless sudo no`,
 	"visudo":    `echo "visudo $*" >>"$LOG"`,
 	"shutdown":  `echo "shutdown $*" >>"$LOG"`,
@@ -23,6 +25,11 @@ var lockdownStubs = map[string]string{
 	"dscl":      `echo "dscl $*" >>"$LOG"; [ "$2" = -authonly ] || exit 0; [ "$4" = "$(cat "$PWFILE")" ]`,
 	"sysadminctl": `echo "sysadminctl $*" >>"$LOG"
 if [ "$1" = -resetPasswordFor ] && [ -z "$RESET_FAILS" ]; then printf %s "$4" >"$PWFILE"; fi`,
+	"security": `echo "security $1" >>"$LOG"; kc=$(eval echo "\${$#}")
+case "$1" in
+set-keychain-password) [ -z "$REKEY_FAILS" ] && [ "$3" = "$(cat "$kc")" ] && printf %s "$5" >"$kc" ;;
+unlock-keychain) [ "$3" = "$(cat "$kc")" ] ;;
+esac`,
 	"base64": `if [ "$1" = -D ]; then exec /usr/bin/base64 -d; else exec /usr/bin/base64 "$@"; fi`,
 }
 
@@ -54,6 +61,11 @@ func TestTemplateLockdown(t *testing.T) {
 	}
 	// No sudoers files of this machine are read or rewritten.
 	body := strings.ReplaceAll(strings.Join(step, "\n"), "/etc/sudoers /etc/sudoers.d/*", "/nonexistent")
+	const keychain = "/Users/$user/Library/Keychains/login.keychain-db"
+	if !strings.Contains(body, keychain) {
+		t.Fatalf("build-vm-template.sh: the lockdown step does not name the login keychain %s", keychain)
+	}
+	body = strings.ReplaceAll(body, keychain, "$KEYCHAIN")
 
 	for _, c := range []struct {
 		name, env string
@@ -61,6 +73,7 @@ func TestTemplateLockdown(t *testing.T) {
 		wantLog   string
 	}{
 		{"locked down", "", true, "shutdown -h now"},
+		{"the login keychain cannot be re-keyed", "REKEY_FAILS=1", true, "shutdown -h now"},
 		{"the password reset does nothing", "RESET_FAILS=1", false, "tart delete tmpl"},
 		{"sshd stays on", "SSHD_ENABLED=1", false, "tart delete tmpl"},
 	} {
@@ -75,9 +88,11 @@ func TestTemplateLockdown(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			log, pwFile := filepath.Join(dir, "log"), filepath.Join(dir, "pw")
-			if err := os.WriteFile(pwFile, []byte("admin"), 0o600); err != nil { // the image's password
-				t.Fatal(err)
+			log, pwFile, keychain := filepath.Join(dir, "log"), filepath.Join(dir, "pw"), filepath.Join(dir, "login.keychain-db")
+			for _, f := range []string{pwFile, keychain} {
+				if err := os.WriteFile(f, []byte("admin"), 0o600); err != nil { // the image's password
+					t.Fatal(err)
+				}
 			}
 			run := `set -u
 user=admin build_user=freeagent-build sudoers=/nonexistent name=tmpl brewenv=true
@@ -86,7 +101,7 @@ tart() { echo "tart $*" >>"$LOG"; }
 die() { echo "die: $*" >&2; exit 1; }
 ` + body + "\n"
 			cmd := exec.Command("bash", "-c", run)
-			cmd.Env = append(os.Environ(), "LOG="+log, "PWFILE="+pwFile)
+			cmd.Env = append(os.Environ(), "LOG="+log, "PWFILE="+pwFile, "KEYCHAIN="+keychain)
 			if c.env != "" {
 				cmd.Env = append(cmd.Env, c.env)
 			}
@@ -101,6 +116,12 @@ die() { echo "die: $*" >&2; exit 1; }
 				}
 				if strings.Contains(string(logged), "tart delete") {
 					t.Fatalf("a template that was locked down was deleted:\n%s", logged)
+				}
+				// The clone's auto-login unlocks the login keychain with the
+				// new password, or finds none and makes one with it.
+				pw, _ := os.ReadFile(pwFile)
+				if kc, err := os.ReadFile(keychain); err == nil && string(kc) != string(pw) {
+					t.Fatalf("the login keychain still opens with %q, not the new password: every clone would log in to a keychain dialog", kc)
 				}
 			}
 		})

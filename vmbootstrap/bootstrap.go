@@ -163,6 +163,9 @@ func (r *buildRun) execute(parent context.Context) (arts []api.Artifact, err err
 		}
 	}()
 	r.logs.Printf("▸ freeagent-vm %s: build %s, attempt %s, %s, profile %q", r.b.Version, r.bc.BuildID, r.bc.AttemptID, r.bc.Platform, r.bc.Profile)
+	if line := vmPhaseLine(r.cfg.SharedDir, r.bc.VM); line != "" {
+		r.logs.Printf("▸ VM: %s", line)
+	}
 	if err := r.setupUser(ctx); err != nil {
 		return nil, fail(vmshare.CodeInternalFailure, false, err, "prepare the build user")
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/plist"
 	"github.com/freeagent-build/freeagent/internal/provisioning"
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
 )
@@ -225,7 +226,7 @@ func flatten(calls [][]string) []string {
 func TestExportOptionsPlist(t *testing.T) {
 	t.Parallel()
 	got := string(exportOptionsPlist("app-store", "TEAM123456", map[string]string{"com.example.app": "UUID-1", "com.example.app.widget": "UUID-2"}))
-	m, err := provisioning.ParsePlist([]byte(got))
+	m, err := plist.Parse([]byte(got))
 	if err != nil {
 		t.Fatal(err)
 	}

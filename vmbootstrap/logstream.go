@@ -278,10 +278,10 @@ func (s *LogStream) flush(ctx context.Context) error {
 		if s.base < 0 {
 			n, err := s.post(ctx, 0, nil) // an empty append answers the log's length
 			if err != nil {
-				if err = s.classify(ctx, err); err != nil {
-					return err
+				if cerr := s.classify(ctx, err); cerr != nil {
+					return cerr
 				}
-				if err := sleep(ctx, b.Next()); err != nil {
+				if err := api.Sleep(ctx, b.After(err)); err != nil {
 					return err
 				}
 				continue
@@ -329,7 +329,7 @@ func (s *LogStream) flush(ctx context.Context) error {
 			s.resyncs++
 			s.mu.Unlock()
 			if s.resyncs%10 == 0 { // never spin against a confused server
-				if err := sleep(ctx, b.Next()); err != nil {
+				if err := api.Sleep(ctx, b.Next()); err != nil {
 					return err
 				}
 			}
@@ -337,9 +337,9 @@ func (s *LogStream) flush(ctx context.Context) error {
 			if err := s.classify(ctx, err); err != nil {
 				return err
 			}
-			d := b.Next()
+			d := b.After(err)
 			s.log.WithError(err).WithField("retry_in", d.Round(time.Millisecond)).Debug("build log append failed; resending")
-			if err := sleep(ctx, d); err != nil {
+			if err := api.Sleep(ctx, d); err != nil {
 				return err
 			}
 		}

@@ -108,3 +108,30 @@ func readBuildConfig(dir string) (vmshare.BuildConfig, error) {
 	}
 	return cfg, cfg.Validate()
 }
+
+// vmPhaseLine says what the build runs on (a warm spare or a fresh VM) and
+// how long it took from the claim to now, on the host's clock: the time
+// the host's file system gives a file created in the shared folder,
+// against the claim time the host wrote. The guest's own clock is not
+// used: a VM resumed from a snapshot runs behind until it synchronises.
+// "" when the host said nothing (an older agent).
+func vmPhaseLine(dir string, vm *vmshare.VMInfo) string {
+	if vm == nil {
+		return ""
+	}
+	kind := "a fresh VM, cloned and booted for this build"
+	if vm.WarmSpare {
+		kind = "a warm spare, booted before the build was claimed"
+	}
+	f, err := os.CreateTemp(dir, ".host-clock-")
+	if err != nil {
+		return kind
+	}
+	defer os.Remove(f.Name())
+	st, err := f.Stat()
+	f.Close()
+	if err != nil || vm.ClaimedAt.IsZero() {
+		return kind
+	}
+	return fmt.Sprintf("%s; the VM phase took %s (from the claim to this line)", kind, st.ModTime().Sub(vm.ClaimedAt).Round(100*time.Millisecond))
+}

@@ -12,18 +12,6 @@ import (
 // of a second at first, doubling up to 10 s, with jitter.
 var retrySchedule = api.Backoff{Initial: 250 * time.Millisecond, Max: 10 * time.Second, Jitter: 0.5}
 
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-t.C:
-		return nil
-	}
-}
-
 // transient reports whether a step that calls the controller may succeed
 // when repeated. The controller's answers are classified by api.Transient
 // (5xx but 501, 408, 429); a full or failing disk here is final; anything

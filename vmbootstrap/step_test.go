@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
-	"github.com/freeagent-build/freeagent/internal/provisioning"
+	"github.com/freeagent-build/freeagent/internal/plist"
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/internal/toolchain"
@@ -317,7 +317,7 @@ func TestDefaultIOSPipeline(t *testing.T) {
 		}
 	}
 	b, _ := os.ReadFile(options)
-	m, err := provisioning.ParsePlist(b)
+	m, err := plist.Parse(b)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,9 +10,7 @@ import (
 	"regexp"
 	"strings"
 
-	"howett.net/plist"
-
-	"github.com/freeagent-build/freeagent/internal/provisioning"
+	"github.com/freeagent-build/freeagent/internal/plist"
 )
 
 // requestHeadersKey is the AndroidManifest meta-data expo-updates reads
@@ -82,7 +80,7 @@ func setIOSChannel(plistPath, channel string) error {
 	if err != nil {
 		return fmt.Errorf("read Expo.plist to set the update channel: %w", err)
 	}
-	v, err := provisioning.ParsePlist(b)
+	v, err := plist.Parse(b)
 	if err != nil {
 		return fmt.Errorf("Expo.plist: %w", err)
 	}
@@ -99,7 +97,7 @@ func setIOSChannel(plistPath, channel string) error {
 	}
 	headers["expo-channel-name"] = channel
 	root["EXUpdatesRequestHeaders"] = headers
-	out, err := plist.MarshalIndent(root, plist.XMLFormat, "\t")
+	out, err := plist.Marshal(root)
 	if err != nil {
 		return fmt.Errorf("write Expo.plist: %w", err)
 	}

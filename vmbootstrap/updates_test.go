@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/freeagent-build/freeagent/internal/provisioning"
+	"github.com/freeagent-build/freeagent/internal/plist"
 )
 
 func TestSetAndroidChannel(t *testing.T) {
@@ -61,39 +61,39 @@ func TestExpoUpdatesInstalled(t *testing.T) {
 
 func TestSetIOSChannel(t *testing.T) {
 	t.Parallel()
-	plist := filepath.Join(t.TempDir(), "Expo.plist")
-	os.WriteFile(plist, []byte(`<?xml version="1.0" encoding="UTF-8"?>
-<plist version="1.0">
+	expoPlist := filepath.Join(t.TempDir(), "Expo.expoPlist")
+	os.WriteFile(expoPlist, []byte(`<?xml version="1.0" encoding="UTF-8"?>
+<expoPlist version="1.0">
 <dict>
 	<key>EXUpdatesURL</key>
 	<string>https://u.expo.dev/x</string>
 </dict>
-</plist>
+</expoPlist>
 `), 0o644)
-	if err := setIOSChannel(plist, "production"); err != nil {
+	if err := setIOSChannel(expoPlist, "production"); err != nil {
 		t.Fatal(err)
 	}
-	b, _ := os.ReadFile(plist)
-	v, err := provisioning.ParsePlist(b)
+	b, _ := os.ReadFile(expoPlist)
+	v, err := plist.Parse(b)
 	d, _ := v.(map[string]any)
 	h, _ := d["EXUpdatesRequestHeaders"].(map[string]any)
 	if err != nil || h["expo-channel-name"] != "production" || d["EXUpdatesURL"] != "https://u.expo.dev/x" {
 		t.Fatalf("%v %v:\n%s", d, err, b)
 	}
 	// Again: replaced, other headers kept, one entry.
-	os.WriteFile(plist, []byte(strings.Replace(string(b), "<key>expo-channel-name</key>", "<key>x-team</key><string>a</string><key>expo-channel-name</key>", 1)), 0o644)
-	if err := setIOSChannel(plist, "preview"); err != nil {
+	os.WriteFile(expoPlist, []byte(strings.Replace(string(b), "<key>expo-channel-name</key>", "<key>x-team</key><string>a</string><key>expo-channel-name</key>", 1)), 0o644)
+	if err := setIOSChannel(expoPlist, "preview"); err != nil {
 		t.Fatal(err)
 	}
-	b, _ = os.ReadFile(plist)
-	v, _ = provisioning.ParsePlist(b)
+	b, _ = os.ReadFile(expoPlist)
+	v, _ = plist.Parse(b)
 	h, _ = v.(map[string]any)["EXUpdatesRequestHeaders"].(map[string]any)
 	if h["expo-channel-name"] != "preview" || h["x-team"] != "a" || strings.Count(string(b), "EXUpdatesRequestHeaders") != 1 {
 		t.Fatalf("%v:\n%s", h, b)
 	}
 	// Headers that are not a dictionary are an error, never dropped.
-	os.WriteFile(plist, []byte(`<plist version="1.0"><dict><key>EXUpdatesRequestHeaders</key><string>x</string></dict></plist>`), 0o644)
-	if err := setIOSChannel(plist, "preview"); err == nil || !strings.Contains(err.Error(), "EXUpdatesRequestHeaders is not a dictionary") {
+	os.WriteFile(expoPlist, []byte(`<expoPlist version="1.0"><dict><key>EXUpdatesRequestHeaders</key><string>x</string></dict></expoPlist>`), 0o644)
+	if err := setIOSChannel(expoPlist, "preview"); err == nil || !strings.Contains(err.Error(), "EXUpdatesRequestHeaders is not a dictionary") {
 		t.Fatalf("error %v", err)
 	}
 }

@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"howett.net/plist"
+	"github.com/freeagent-build/freeagent/internal/plist"
 )
 
 // InternetSharingPlist is where macOS's DHCP server (bootpd), which gives

@@ -405,52 +405,175 @@ func (d *Driver) Start(ctx context.Context, name, sharedDir string, res agent.Re
 		d.destroy(context.WithoutCancel(ctx), name) //nolint:errcheck
 		return nil, classify(err)
 	}
-	logPath := filepath.Join(d.LogDir, name+".tart-run.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		d.destroy(context.WithoutCancel(ctx), name) //nolint:errcheck
-		return nil, &agent.StartError{Retryable: true, Code: "worker_disk", Err: err}
-	}
 	args := append([]string{"run", "--no-graphics", "--no-audio", "--no-clipboard"}, d.networkArgs()...)
+	if res.Suspendable {
+		args = append(args, "--suspendable")
+	}
 	args = append(args, "--dir", "build-config:"+sharedDir)
 	if res.CacheDir != "" {
 		// The VM sees it at vmbootstrap.DefaultCacheShare; ro: the build
 		// can read its project's caches, never change the worker's copy.
 		args = append(args, "--dir", "caches:"+res.CacheDir+":ro")
 	}
-	cmd := exec.Command(d.Tart, append(args, name)...)
-	cmd.Env = runEnv
+	v := &vm{d: d, name: name, args: append(args, name), env: runEnv,
+		logPath: filepath.Join(d.LogDir, name+".tart-run.log"), exited: make(chan struct{})}
+	if err := v.launch(os.O_TRUNC); err != nil {
+		d.destroy(context.WithoutCancel(ctx), name) //nolint:errcheck
+		return nil, err
+	}
+	return v, nil
+}
+
+// vm is one build VM: its `tart run`, started again by a Resume after a
+// Suspend (which ends the first).
+type vm struct {
+	d       *Driver
+	name    string
+	args    []string // tart run's
+	env     []string
+	logPath string // `tart run`'s output, across resumes
+
+	mu         sync.Mutex
+	proc       *agent.Process
+	suspending bool // a Suspend waits for proc to end
+	suspended  bool
+	exited     chan struct{} // closed when the VM ended (not by a suspension)
+	err        error
+}
+
+// launch starts `tart run` (again), its output added to the log file
+// (truncated first with os.O_TRUNC).
+func (v *vm) launch(mode int) error {
+	logFile, err := os.OpenFile(v.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND|mode, 0o644)
+	if err != nil {
+		return &agent.StartError{Retryable: true, Code: "worker_disk", Err: err}
+	}
+	cmd := exec.Command(v.d.Tart, v.args...)
+	cmd.Env = v.env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	p, err := agent.StartProcess(cmd)
 	logFile.Close()
 	if err != nil {
-		d.destroy(context.WithoutCancel(ctx), name) //nolint:errcheck
-		return nil, classify(err)
+		return classify(err)
 	}
 	p.Stop = func(ctx context.Context) error {
-		// tart stop powers the VM off (SIGINT to `tart run`, SIGKILL after the timeout).
-		if _, err := d.run(ctx, "stop", "--timeout", "30", name); err != nil && !isWrongState(err) {
+		// tart stop powers the VM off (SIGINT to `tart run`, SIGKILL after
+		// the timeout), or drops a suspended VM's snapshot.
+		if _, err := v.d.run(ctx, "stop", "--timeout", "30", v.name); err != nil && !isWrongState(err) {
 			return err
 		}
 		return nil
 	}
 	p.Cleanup = func(ctx context.Context) error {
-		defer os.Remove(logPath)
-		if out, _ := os.ReadFile(logPath); len(out) > 0 {
-			d.Log.WithField("vm", name).Debugf("tart run output: %s", bytes.TrimSpace(out))
+		defer os.Remove(v.logPath)
+		if out, _ := os.ReadFile(v.logPath); len(out) > 0 {
+			v.d.Log.WithField("vm", v.name).Debugf("tart run output: %s", bytes.TrimSpace(out))
 		}
-		err := d.delete(ctx, name)
-		d.setOwned(name, false)
+		err := v.d.delete(ctx, v.name)
+		v.d.setOwned(v.name, false)
 		return err
 	}
-	return &runningVM{Process: p, logPath: logPath}, nil
+	v.mu.Lock()
+	v.proc, v.suspended = p, false
+	v.mu.Unlock()
+	go v.watch(p)
+	return nil
 }
 
-// runningVM explains the exit of `tart run` with the last line of its
-// output, which is where Tart prints why the VM stopped or failed to start.
-type runningVM struct {
-	*agent.Process
-	logPath string
+// watch ends the VM when its `tart run` ends, unless a Suspend ended it.
+func (v *vm) watch(p *agent.Process) {
+	<-p.Exited()
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.suspending || v.proc != p {
+		return
+	}
+	v.err = v.explain(p.Err())
+	close(v.exited)
+}
+
+// Exited implements agent.Instance.
+func (v *vm) Exited() <-chan struct{} { return v.exited }
+
+// Err implements agent.Instance.
+func (v *vm) Err() error {
+	select {
+	case <-v.exited:
+		return v.err
+	default:
+		return nil
+	}
+}
+
+// Destroy implements agent.Instance: `tart stop` (of the running or the
+// suspended VM), then `tart delete`.
+func (v *vm) Destroy(ctx context.Context) error {
+	v.mu.Lock()
+	p := v.proc
+	v.mu.Unlock()
+	return p.Destroy(ctx)
+}
+
+// Suspend implements agent.Suspender: `tart suspend`, whose `tart run`
+// saves the VM's state and exits 0, leaving the VM "suspended".
+func (v *vm) Suspend(ctx context.Context) error {
+	v.mu.Lock()
+	p := v.proc
+	select {
+	case <-v.exited:
+		v.mu.Unlock()
+		return fmt.Errorf("suspend %s: the VM is no longer running: %w", v.name, v.err)
+	default:
+	}
+	v.suspending = true
+	v.mu.Unlock()
+	_, err := v.d.run(ctx, "suspend", v.name)
+	if err == nil {
+		select {
+		case <-p.Exited():
+		case <-ctx.Done():
+			err = ctx.Err()
+		}
+	}
+	if err == nil && p.Err() != nil {
+		err = v.explain(p.Err())
+	}
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.suspending = false
+	if err == nil {
+		v.suspended = true
+		return nil
+	}
+	// Tart exits when the save fails, which powers the VM off; a VM still
+	// running is left to Destroy.
+	err = fmt.Errorf("suspend %s: %w", v.name, err)
+	select {
+	case <-p.Exited():
+		v.err = err
+		close(v.exited)
+	default:
+	}
+	return err
+}
+
+// Resume implements agent.Suspender: `tart run` again, which restores the
+// VM from its snapshot.
+func (v *vm) Resume(ctx context.Context) error {
+	v.mu.Lock()
+	suspended := v.suspended
+	v.mu.Unlock()
+	if !suspended {
+		return fmt.Errorf("resume %s: the VM is not suspended", v.name)
+	}
+	if err := v.launch(0); err != nil {
+		v.mu.Lock()
+		v.err = fmt.Errorf("resume %s: %w", v.name, err)
+		close(v.exited)
+		v.mu.Unlock()
+		return v.err
+	}
+	return nil
 }
 
 // limitMessage is how Tart reports Virtualization.framework's refusal of
@@ -458,8 +581,9 @@ type runningVM struct {
 // once the VM has failed to start.
 const limitMessage = "The number of VMs exceeds the system limit"
 
-func (v *runningVM) Err() error {
-	err := v.Process.Err()
+// explain adds to the exit of `tart run` the last line of its output,
+// which is where Tart prints why the VM stopped or failed to start.
+func (v *vm) explain(err error) error {
 	if err == nil {
 		return nil
 	}

@@ -21,6 +21,7 @@ type Error struct {
 	Code    string
 	Message string
 	Length  *int64 // on 416 answers to a log append
+	Budget  string // on 429 answers: the budget spent (ErrorResponse.Budget)
 	// RetryAfter is the answer's Retry-After (429, 503): how long the
 	// controller asked the client to wait. Retry honours it.
 	RetryAfter time.Duration
@@ -151,11 +152,11 @@ func sameOrigin(a, b *url.URL) bool {
 }
 
 func decodeError(resp *http.Response) error {
-	e := &Error{Status: resp.StatusCode, RetryAfter: retryAfter(resp.Header, time.Now())}
+	e := &Error{Status: resp.StatusCode, RetryAfter: ParseRetryAfter(resp.Header, time.Now())}
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	var body ErrorResponse
 	if json.Unmarshal(b, &body) == nil && (body.Error != "" || body.Code != "") {
-		e.Code, e.Message, e.Length = body.Code, body.Error, body.Length
+		e.Code, e.Message, e.Length, e.Budget = body.Code, body.Error, body.Length, body.Budget
 	} else {
 		e.Message = strings.TrimSpace(string(b))
 	}

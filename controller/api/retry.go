@@ -69,6 +69,20 @@ func (s *BackoffSequence) Next() time.Duration {
 	return s.b.Delay(s.n)
 }
 
+// After is the wait before repeating a call that failed with err: the
+// next wait, or longer when the controller asked for longer (a 429's or a
+// 503's Retry-After).
+func (s *BackoffSequence) After(err error) time.Duration { return atLeastAsked(err, s.Next()) }
+
+// atLeastAsked is wait, or err's Retry-After when that is longer.
+func atLeastAsked(err error, wait time.Duration) time.Duration {
+	var e *Error
+	if errors.As(err, &e) && e.RetryAfter > wait {
+		return e.RetryAfter
+	}
+	return wait
+}
+
 // Reset makes the next wait the first one again.
 func (s *BackoffSequence) Reset() { s.n = 0 }
 
@@ -118,11 +132,7 @@ func Retry(ctx context.Context, p RetryPolicy, fn func(context.Context) error) e
 		if p.Attempts > 0 && attempt >= p.Attempts {
 			return err
 		}
-		wait := p.Delay(attempt)
-		var e *Error
-		if errors.As(err, &e) && e.RetryAfter > wait {
-			wait = e.RetryAfter
-		}
+		wait := atLeastAsked(err, p.Delay(attempt))
 		if p.Budget > 0 && time.Since(start)+wait > p.Budget {
 			return err
 		}
@@ -136,6 +146,19 @@ func Retry(ctx context.Context, p RetryPolicy, fn func(context.Context) error) e
 			return err
 		case <-t.C:
 		}
+	}
+}
+
+// Sleep waits d or until ctx ends, then returns ctx's cause: the one wait
+// of the loops that poll on a schedule of their own.
+func Sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -178,9 +201,10 @@ func CertificateError(err error) bool {
 	return errors.As(err, &ve) || errors.As(err, &ua) || errors.As(err, &he) || errors.As(err, &ci)
 }
 
-// retryAfter reads a Retry-After header: seconds or an HTTP date; 0 when
-// absent or unreadable.
-func retryAfter(h http.Header, now time.Time) time.Duration {
+// ParseRetryAfter reads a Retry-After header: seconds or an HTTP date; 0
+// when absent or unreadable. Clients of other services (the stores) read
+// theirs with it, so api.Retry honours them alike.
+func ParseRetryAfter(h http.Header, now time.Time) time.Duration {
 	v := strings.TrimSpace(h.Get("Retry-After"))
 	if v == "" {
 		return 0

@@ -161,9 +161,27 @@ func TestRetryHonoursRetryAfter(t *testing.T) {
 	for v, want := range map[string]time.Duration{"": 0, "0": 0, "120": 2 * time.Minute, "soon": 0, "-5": 0,
 		now.Add(90 * time.Second).Format(http.TimeFormat): 90 * time.Second, now.Add(-time.Hour).Format(http.TimeFormat): 0, "999999999": 24 * time.Hour} {
 		h.Set("Retry-After", v)
-		if got := retryAfter(h, now); got != want {
+		if got := ParseRetryAfter(h, now); got != want {
 			t.Errorf("Retry-After %q = %v, want %v", v, got, want)
 		}
+	}
+}
+
+// The loops that keep their own schedule (the worker's poll, its cancel
+// watch, the VM's log stream) wait at least what a 429 or 503 asked for,
+// and their schedule still advances; answers that ask for less, or
+// nothing, wait the schedule's time.
+func TestBackoffSequenceHonoursRetryAfter(t *testing.T) {
+	seq := Backoff{Initial: time.Second, Max: time.Minute}.Sequence()
+	asked := &Error{Status: http.StatusTooManyRequests, Budget: "worker", RetryAfter: 7 * time.Second}
+	if d := seq.After(fmt.Errorf("poll: %w", asked)); d != 7*time.Second {
+		t.Fatalf("first wait after a 429 with Retry-After 7: %v", d)
+	}
+	if d := seq.After(&Error{Status: http.StatusServiceUnavailable, RetryAfter: time.Second}); d != 2*time.Second {
+		t.Fatalf("second wait, the controller asking for less: %v, want the schedule's 2s", d)
+	}
+	if d := seq.After(io.ErrUnexpectedEOF); d != 4*time.Second {
+		t.Fatalf("third wait, no answer: %v, want 4s", d)
 	}
 }
 

@@ -91,6 +91,10 @@ type ErrorResponse struct {
 	Code  string `json:"code"`
 	// Length is set on 416 answers to a log append: the log's current length.
 	Length *int64 `json:"length,omitempty"`
+	// Budget is set on 429 answers: the request budget spent, "worker"
+	// (the worker protocol, per worker), "api_key" (any other request, per
+	// key) or "address" (failed authentications, per client address).
+	Budget string `json:"budget,omitempty"`
 }
 
 // Capabilities describe what a worker host can build.

@@ -71,7 +71,9 @@ func Configure(f func(*serve.Config)) Option { return func(o *options) { f(&o.cf
 // workers through one key or fail authentication on purpose, hundreds of
 // times a second.
 func NoRateLimits() Option {
-	return Limits(func(l *httpapi.Limits) { l.RatePerKey, l.AuthFailuresPerIP = httpapi.Off, httpapi.Off })
+	return Limits(func(l *httpapi.Limits) {
+		l.RatePerKey, l.RatePerWorker, l.AuthFailuresPerIP = httpapi.Off, httpapi.Off, httpapi.Off
+	})
 }
 
 // Database runs the controller on dsn (another replica's database, say)

@@ -12,23 +12,33 @@ import (
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
-// apiKey authenticates X-API-Key and checks its role.
+// apiKey authenticates X-API-Key, charges the request to the key's budget
+// and checks the key's role.
 func (s *Server) apiKey(r *http.Request, roles ...string) (store.APIKey, error) {
-	secret := r.Header.Get(api.HeaderAPIKey)
-	if secret == "" {
-		return store.APIKey{}, fmt.Errorf("%w: missing %s header", store.ErrUnauthorized, api.HeaderAPIKey)
-	}
-	k, err := s.keyCache.get(r.Context(), s.store, secret)
+	k, err := s.knownKey(r)
 	if err != nil {
 		return k, err
 	}
 	if err := s.rates.key(k.ID); err != nil {
 		return k, err
 	}
-	if !slices.Contains(roles, k.Role) {
-		return k, fmt.Errorf("%w: a %s API key cannot use %s %s", store.ErrForbidden, k.Role, r.Method, r.URL.Path)
+	return k, keyRole(r, k, roles...)
+}
+
+// knownKey authenticates X-API-Key, charging no budget.
+func (s *Server) knownKey(r *http.Request) (store.APIKey, error) {
+	secret := r.Header.Get(api.HeaderAPIKey)
+	if secret == "" {
+		return store.APIKey{}, fmt.Errorf("%w: missing %s header", store.ErrUnauthorized, api.HeaderAPIKey)
 	}
-	return k, nil
+	return s.keyCache.get(r.Context(), s.store, secret)
+}
+
+func keyRole(r *http.Request, k store.APIKey, roles ...string) error {
+	if !slices.Contains(roles, k.Role) {
+		return fmt.Errorf("%w: a %s API key cannot use %s %s", store.ErrForbidden, k.Role, r.Method, r.URL.Path)
+	}
+	return nil
 }
 
 func (c *keyCache) get(ctx context.Context, st *store.Store, secret string) (store.APIKey, error) {
@@ -82,10 +92,12 @@ func (s *Server) workerKey(h func(http.ResponseWriter, *http.Request, store.APIK
 	}
 }
 
-// worker guards the worker endpoints: an API key, then the worker token.
+// worker guards the worker endpoints: an API key, then the worker token,
+// then the worker's own request budget (not its key's, which a fleet
+// usually shares).
 func (s *Server) worker(h func(http.ResponseWriter, *http.Request, store.WorkerAuth)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		wa, err := s.workerAuth(r)
+		wa, err := s.budgetedWorker(r)
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -94,20 +106,78 @@ func (s *Server) worker(h func(http.ResponseWriter, *http.Request, store.WorkerA
 	}
 }
 
+// leaseWorker guards the worker endpoints that carry a lease's work (a
+// heartbeat, a result) as worker does, except that a worker over its
+// budget is not refused yet: the handler learns it (over, nil within the
+// budget) and serves the request if the lease it names is valid
+// (spareLease). Work already done is never refused for budget while its
+// lease runs; a flood with stale leases still is.
+func (s *Server) leaseWorker(h func(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth, over *errRateLimited)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		wa, err := s.workerAuth(r)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		h(w, r, wa, s.rates.worker(wa.WorkerID))
+	}
+}
+
+// spareLease is nil when a request within its worker's budget (over is
+// nil), or one over it for a lease the worker holds, may go on; otherwise
+// over, the budget's refusal.
+func (s *Server) spareLease(ctx context.Context, wa store.WorkerAuth, over *errRateLimited, buildID, attemptID, leaseToken string) error {
+	if over == nil {
+		return nil
+	}
+	if !store.ValidID(buildID) || s.store.CheckLease(ctx, wa, buildID, attemptID, leaseToken) != nil {
+		return over
+	}
+	return nil
+}
+
+// budgetedWorker is workerAuth, then the charge to the worker's budget.
+func (s *Server) budgetedWorker(r *http.Request) (store.WorkerAuth, error) {
+	wa, err := s.workerAuth(r)
+	if err != nil {
+		return wa, err
+	}
+	if over := s.rates.worker(wa.WorkerID); over != nil {
+		return wa, over
+	}
+	return wa, nil
+}
+
+// workerAuth authenticates a worker request: its API key (a worker or
+// admin key) and its worker token. It charges no budget when both are
+// good (the caller charges the worker's); a key of another role, or a
+// token refused, is charged to the key.
 func (s *Server) workerAuth(r *http.Request) (store.WorkerAuth, error) {
-	key, err := s.apiKey(r, api.RoleWorker, api.RoleAdmin)
+	key, err := s.knownKey(r)
 	if err != nil {
 		return store.WorkerAuth{}, err
 	}
+	if err := keyRole(r, key, api.RoleWorker, api.RoleAdmin); err != nil {
+		return store.WorkerAuth{}, s.chargeKey(key, err)
+	}
 	tok := r.Header.Get(api.HeaderWorkerToken)
 	if tok == "" {
-		return store.WorkerAuth{}, keyHeld{fmt.Errorf("%w: missing %s header; register first", store.ErrUnauthorized, api.HeaderWorkerToken)}
+		return store.WorkerAuth{}, s.chargeKey(key, keyHeld{fmt.Errorf("%w: missing %s header; register first", store.ErrUnauthorized, api.HeaderWorkerToken)})
 	}
 	wa, err := s.store.AuthenticateWorker(r.Context(), tok, key)
 	if err != nil {
-		return wa, keyHeld{fmt.Errorf("worker token rejected: unknown, expired, or issued to a worker registered with another API key (register again with this worker's key): %w", err)}
+		return wa, s.chargeKey(key, keyHeld{fmt.Errorf("worker token rejected: unknown, expired, or issued to a worker registered with another API key (register again with this worker's key): %w", err)})
 	}
 	return wa, nil
+}
+
+// chargeKey charges a refused worker request to its key's budget: the
+// budget's refusal once that is spent, else refusal.
+func (s *Server) chargeKey(key store.APIKey, refusal error) error {
+	if err := s.rates.key(key.ID); err != nil {
+		return err
+	}
+	return refusal
 }
 
 // keyHeld is a failed authentication after a valid API key (a worker's
@@ -269,7 +339,7 @@ func (s *Server) sourceReader(h func(w http.ResponseWriter, r *http.Request, bui
 			h(w, r, id)
 			return
 		}
-		wa, err := s.workerAuth(r)
+		wa, err := s.budgetedWorker(r)
 		if err != nil {
 			s.fail(w, r, err)
 			return

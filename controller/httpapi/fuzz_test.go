@@ -91,7 +91,7 @@ func fzNewEnv(f *testing.F, opts ...envOption) *fzEnv {
 	e.limits.PollBackstop = 200 * time.Millisecond
 	// A fuzz run sends thousands of requests a second with one key: the
 	// rate limits would answer most of them 429 instead of parsing them.
-	e.limits.RatePerKey, e.limits.AuthFailuresPerIP = httpapi.Off, httpapi.Off
+	e.limits.RatePerKey, e.limits.RatePerWorker, e.limits.AuthFailuresPerIP = httpapi.Off, httpapi.Off, httpapi.Off
 	// A fuzz run outlives the default token and lease lifetimes.
 	e.cfg.TokenTTL, e.cfg.TokenRotateAfter, e.cfg.LeaseTTL = 48*time.Hour, 24*time.Hour, 48*time.Hour
 	for _, o := range opts {

@@ -65,7 +65,7 @@ var byHand = controllertest.Configure(func(c *serve.Config) { c.NoWebhookDeliver
 // workers through one key or fail authentication on purpose, hundreds of
 // times a second.
 func noRateLimits(_ *store.Config, l *httpapi.Limits) {
-	l.RatePerKey, l.AuthFailuresPerIP = httpapi.Off, httpapi.Off
+	l.RatePerKey, l.RatePerWorker, l.AuthFailuresPerIP = httpapi.Off, httpapi.Off, httpapi.Off
 }
 
 func newEnv(t *testing.T, opts ...envOption) *env {

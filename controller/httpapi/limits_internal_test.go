@@ -14,8 +14,8 @@ func TestLimitsWithDefaults(t *testing.T) {
 	if got := (Limits{}).withDefaults(); got != DefaultLimits() {
 		t.Fatalf("zero limits: %+v, want %+v", got, DefaultLimits())
 	}
-	off := Limits{RatePerKey: Off, AuthFailuresPerIP: Off, BodyGrace: Off, ArtifactsPerBuild: Off}.withDefaults()
-	if off.RatePerKey != 0 || off.AuthFailuresPerIP != 0 || off.BodyGrace != 0 || off.ArtifactsPerBuild != 0 {
+	off := Limits{RatePerKey: Off, RatePerWorker: Off, AuthFailuresPerIP: Off, BodyGrace: Off, ArtifactsPerBuild: Off}.withDefaults()
+	if off.RatePerKey != 0 || off.RatePerWorker != 0 || off.AuthFailuresPerIP != 0 || off.BodyGrace != 0 || off.ArtifactsPerBuild != 0 {
 		t.Fatalf("limits set Off: %+v", off)
 	}
 	if off.Source != DefaultLimits().Source || off.PollMaxWait != DefaultLimits().PollMaxWait {

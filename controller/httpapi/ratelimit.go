@@ -15,37 +15,56 @@ import (
 	"github.com/freeagent-build/freeagent/controller/api"
 )
 
-// rateLimits holds the request budgets: per API key for every request it
-// authenticates, and per client address (clientAddr) for failed
-// authentications (a key or token guessed, a brute force). An address over
-// its budget has its next failures answered 429 instead of 401, until the
-// budget refills; a request whose credentials are valid is served all the
-// same, so a guesser behind a shared address (a proxy, a NAT) locks out no
-// one but itself. Budgets live in this replica's memory; each replica
-// counts its own.
+// rateLimits holds the request budgets, each fitted to who is asking:
+//   - per worker (its registration) for the worker protocol, so the workers
+//     of a farm, which usually share one worker key, do not share one
+//     budget: a worker in a loop is throttled alone;
+//   - per API key for every other request a key authenticates (a
+//     developer's script, a dashboard, an admin, a worker's registration);
+//   - per client address (clientAddr) for failed authentications (a key
+//     or token guessed, a brute force). An address over its budget has its
+//     next failures answered 429 instead of 401, until the budget refills;
+//     a request whose credentials are valid is served all the same, so a
+//     guesser behind a shared address (a proxy, a NAT) locks out no one but
+//     itself.
+//
+// Budgets live in this replica's memory; each replica counts its own, and
+// a restarted one starts everyone afresh.
 type rateLimits struct {
-	perKey, perIP     rate.Limit
-	keyBurst, ipBurst int
-	trusted           []netip.Prefix // proxies whose X-Forwarded-For is believed
-	mu                sync.Mutex
-	keys, ips         map[string]*rate.Limiter
+	perKey, perWorker, perIP       rate.Limit
+	keyBurst, workerBurst, ipBurst int
+	trusted                        []netip.Prefix // proxies whose X-Forwarded-For is believed
+	mu                             sync.Mutex
+	keys, workers, ips             map[string]*rate.Limiter
 }
 
+// The budgets, as a 429's answer names them (api.ErrorResponse.Budget).
+const (
+	budgetKey     = "api_key"
+	budgetWorker  = "worker"
+	budgetAddress = "address"
+)
+
 // errRateLimited is a request over its budget; the answer is 429 with
-// Retry-After.
+// Retry-After, naming the budget and the setting that sizes it.
 type errRateLimited struct {
-	what  string
-	retry time.Duration
+	budget string // budgetKey, budgetWorker or budgetAddress
+	what   string // whose budget, in words
+	limit  rate.Limit
+	flag   string // the controller setting that sizes it
+	retry  time.Duration
 }
 
 func (e *errRateLimited) Error() string {
-	return fmt.Sprintf("too many requests from this %s: retry in %d s", e.what, retrySeconds(e.retry))
+	return fmt.Sprintf("too many requests from %s (its budget: %g a second, --%s): retry in %d s",
+		e.what, float64(e.limit), e.flag, retrySeconds(e.retry))
 }
 
 func newRateLimits(l Limits, trusted []netip.Prefix) *rateLimits {
 	return &rateLimits{perKey: rate.Limit(l.RatePerKey), keyBurst: max(l.RateKeyBurst, int(4*l.RatePerKey), 1),
+		perWorker: rate.Limit(l.RatePerWorker), workerBurst: max(l.RateWorkerBurst, int(4*l.RatePerWorker), 1),
 		perIP: rate.Limit(l.AuthFailuresPerIP), ipBurst: max(l.AuthFailureBurst, 1), trusted: trusted,
-		keys: map[string]*rate.Limiter{}, ips: map[string]*rate.Limiter{}}
+		keys: map[string]*rate.Limiter{}, workers: map[string]*rate.Limiter{}, ips: map[string]*rate.Limiter{}}
 }
 
 // limiter returns m's limiter for id, making it on first use. The maps are
@@ -76,7 +95,20 @@ func (rl *rateLimits) key(id string) error {
 	if l.Allow() {
 		return nil
 	}
-	return &errRateLimited{what: "API key", retry: retryAfter(l)}
+	return &errRateLimited{budget: budgetKey, what: "this API key", limit: rl.perKey, flag: "rate-per-key", retry: retryAfter(l)}
+}
+
+// worker charges one worker-protocol request to the worker's own budget;
+// nil while it has some left.
+func (rl *rateLimits) worker(id string) *errRateLimited {
+	if rl.perWorker <= 0 {
+		return nil
+	}
+	l := rl.limiter(rl.workers, id, rl.perWorker, rl.workerBurst)
+	if l.Allow() {
+		return nil
+	}
+	return &errRateLimited{budget: budgetWorker, what: "worker " + id, limit: rl.perWorker, flag: "rate-per-worker", retry: retryAfter(l)}
 }
 
 // authFailed charges a failed authentication to the client address and
@@ -93,7 +125,8 @@ func (rl *rateLimits) authFailed(r *http.Request) *errRateLimited {
 	if l.Allow() {
 		return nil
 	}
-	return &errRateLimited{what: "address after failed authentications", retry: retryAfter(l)}
+	return &errRateLimited{budget: budgetAddress, what: "this address after failed authentications", limit: rl.perIP,
+		flag: "auth-failures-per-ip", retry: retryAfter(l)}
 }
 
 // retryAfter is how long until l has a token again.
@@ -160,8 +193,9 @@ func parseHop(s string) (netip.Addr, bool) {
 // retrySeconds is d in whole seconds, rounded up, at least 1.
 func retrySeconds(d time.Duration) int { return int(math.Max(1, math.Ceil(d.Seconds()))) }
 
-// writeRateLimited answers 429 with Retry-After in whole seconds (at least 1).
-func writeRateLimited(w http.ResponseWriter, r *http.Request, e *errRateLimited) {
+// writeRateLimited answers 429 with Retry-After in whole seconds (at least
+// 1), naming the budget spent.
+func writeRateLimited(w http.ResponseWriter, _ *http.Request, e *errRateLimited) {
 	w.Header().Set("Retry-After", strconv.Itoa(retrySeconds(e.retry)))
-	writeError(w, r, http.StatusTooManyRequests, api.CodeRateLimited, e.Error())
+	writeJSON(w, http.StatusTooManyRequests, api.ErrorResponse{Error: e.Error(), Code: api.CodeRateLimited, Budget: e.budget})
 }

@@ -53,11 +53,17 @@ type Limits struct {
 	// BodyMinRate bytes (a slow-body guard; BodyGrace Off turns it off).
 	BodyGrace   time.Duration
 	BodyMinRate int64
-	// RatePerKey requests per second (RateKeyBurst at once) per API key;
-	// AuthFailuresPerIP failed authentications per second (AuthFailureBurst
-	// at once) per client address, whose further failures are then
-	// answered 429 until its budget refills (valid credentials from it are
-	// served). Off turns a limit off.
+	// RatePerWorker requests per second (RateWorkerBurst at once) per
+	// worker for the worker protocol, whatever key its fleet shares; a
+	// heartbeat or a result for a lease the worker holds is served even
+	// over it. RatePerKey requests per second (RateKeyBurst at once) per
+	// API key for every other request; AuthFailuresPerIP failed
+	// authentications per second (AuthFailureBurst at once) per client
+	// address, whose further failures are then answered 429 until its
+	// budget refills (valid credentials from it are served). Off turns a
+	// limit off.
+	RatePerWorker     float64
+	RateWorkerBurst   int
 	RatePerKey        float64
 	RateKeyBurst      int
 	AuthFailuresPerIP float64
@@ -82,9 +88,12 @@ func DefaultLimits() Limits {
 		PollBackstop:            2 * time.Second,
 		BodyGrace:               10 * time.Second,
 		BodyMinRate:             64 << 10,
-		// A worker, a CLI or a dashboard stays far below these; the bench,
-		// driving hundreds of simulated workers through one key, turns
-		// the per-key limit off.
+		// A worker makes well under one request a second (a long poll
+		// per 25 s, a heartbeat per 30 s, a cancel watch per 25 s per
+		// build; docs/performance.md): 10 a second is a loop, not a
+		// worker. A CLI or a dashboard stays far below a key's 100.
+		RatePerWorker:     10,
+		RateWorkerBurst:   40, // raised to 4 s worth when RatePerWorker is set
 		RatePerKey:        100,
 		RateKeyBurst:      400, // raised to 4 s worth when RatePerKey is set
 		AuthFailuresPerIP: 1,
@@ -108,11 +117,13 @@ func (l Limits) withDefaults() Limits {
 	l.PollMaxWait = config.OrDefault(l.PollMaxWait, d.PollMaxWait)
 	l.PollBackstop = config.OrDefault(l.PollBackstop, d.PollBackstop)
 	l.RateKeyBurst = config.OrDefault(l.RateKeyBurst, d.RateKeyBurst)
+	l.RateWorkerBurst = config.OrDefault(l.RateWorkerBurst, d.RateWorkerBurst)
 	l.AuthFailureBurst = config.OrDefault(l.AuthFailureBurst, d.AuthFailureBurst)
 	l.ArtifactsPerBuild = config.OrOff(l.ArtifactsPerBuild, d.ArtifactsPerBuild)
 	l.DirectUploadsPerAttempt = config.OrOff(l.DirectUploadsPerAttempt, d.DirectUploadsPerAttempt)
 	l.BodyGrace = config.OrOff(l.BodyGrace, d.BodyGrace)
 	l.RatePerKey = config.OrOff(l.RatePerKey, d.RatePerKey)
+	l.RatePerWorker = config.OrOff(l.RatePerWorker, d.RatePerWorker)
 	l.AuthFailuresPerIP = config.OrOff(l.AuthFailuresPerIP, d.AuthFailuresPerIP)
 	return l
 }
@@ -214,9 +225,9 @@ func (s *Server) routes() {
 
 	m.HandleFunc("POST /api/workers/register", s.workerKey(s.register))
 	m.HandleFunc("GET /api/workers/poll", s.worker(s.poll))
-	m.HandleFunc("POST /api/workers/heartbeat", s.worker(s.heartbeat))
+	m.HandleFunc("POST /api/workers/heartbeat", s.leaseWorker(s.heartbeat))
 	m.HandleFunc("GET /api/workers/builds/{id}/cancel", s.worker(s.watchCancel))
-	m.HandleFunc("POST /api/workers/upload", s.worker(s.upload))
+	m.HandleFunc("POST /api/workers/upload", s.leaseWorker(s.upload))
 	m.HandleFunc("POST /api/workers/unregister", s.worker(s.unregister))
 	m.HandleFunc("PUT /api/workers/pause", s.worker(s.reportPause))
 	m.HandleFunc("PUT /api/workers/cache", s.worker(s.workerCache))

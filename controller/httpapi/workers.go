@@ -155,13 +155,17 @@ func waitParam(r *http.Request) (time.Duration, error) {
 	return time.Duration(n) * time.Second, nil
 }
 
-func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth) {
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth, over *errRateLimited) {
 	var req api.HeartbeatRequest
 	if err := s.decodeJSON(w, r, &req); err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	if err := requireFields("build_id", req.BuildID, "attempt_id", req.AttemptID, "lease_token", req.LeaseToken); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := s.spareLease(r.Context(), wa, over, req.BuildID, req.AttemptID, req.LeaseToken); err != nil {
 		s.fail(w, r, err)
 		return
 	}
@@ -187,7 +191,7 @@ func requireFields(pairs ...string) error {
 // attempt_id, lease_token, success, error_message, error_code, retryable, and
 // an optional file "result". Fields must precede the file, so the file can
 // be written straight into its build's directory.
-func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth) {
+func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth, over *errRateLimited) {
 	form, err := newForm(w, r, s.limits.Artifact+s.limits.JSONBody, "the result fields")
 	if err != nil {
 		s.fail(w, r, err)
@@ -240,6 +244,7 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerA
 			s.fail(w, r, err)
 			return
 		}
+		over = nil // the lease is valid: served whatever the budget
 		if name = blobs.CleanName(part.FileName()); name == "" {
 			s.fail(w, r, badRequest("the \"result\" file name %q is not a usable file name", part.FileName()))
 			return
@@ -264,6 +269,10 @@ func (s *Server) upload(w http.ResponseWriter, r *http.Request, wa store.WorkerA
 	}
 	if !store.ValidID(res.BuildID) {
 		s.fail(w, r, fmt.Errorf("%w: no build %q", store.ErrNotFound, res.BuildID))
+		return
+	}
+	if err := s.spareLease(r.Context(), wa, over, res.BuildID, res.AttemptID, res.LeaseToken); err != nil {
+		s.fail(w, r, err)
 		return
 	}
 	if res.Success, err = parseBool(fields, "success", true); err != nil {

@@ -10,12 +10,16 @@ import (
 	"path"
 	"strings"
 
-	"howett.net/plist"
+	"github.com/freeagent-build/freeagent/internal/plist"
 )
 
-// AppInfo is what an iOS manifest says about the app.
+// AppInfo is what an iOS manifest (and a store upload) says about the app.
 type AppInfo struct {
 	BundleID, Version, Title string
+	// ShortVersion and BuildNumber are CFBundleShortVersionString and
+	// CFBundleVersion as the plist has them (Version is the first, else
+	// the second): App Store Connect takes an upload by the pair.
+	ShortVersion, BuildNumber string
 }
 
 // What reading an IPA may cost, whatever its headers claim. The archive is
@@ -80,7 +84,7 @@ func ReadAppInfo(r io.ReaderAt, size int64) (AppInfo, error) {
 		if p.ID == "" {
 			return AppInfo{}, errors.New("the IPA's Info.plist has no CFBundleIdentifier")
 		}
-		info := AppInfo{BundleID: p.ID, Version: p.Short, Title: p.DisplayName}
+		info := AppInfo{BundleID: p.ID, Version: p.Short, Title: p.DisplayName, ShortVersion: p.Short, BuildNumber: p.Version}
 		if info.Version == "" {
 			info.Version = p.Version
 		}

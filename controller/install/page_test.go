@@ -6,15 +6,14 @@ import (
 	"strings"
 	"testing"
 
-	"howett.net/plist"
-
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/plist"
 )
 
 // Xcode writes Info.plist in the binary format; the manifest must still
 // carry the app's real bundle id.
 func TestReadAppInfoBinaryPlist(t *testing.T) {
-	info, err := plist.Marshal(map[string]string{"CFBundleIdentifier": "com.example.bin", "CFBundleVersion": "7", "CFBundleName": "Bin"}, plist.BinaryFormat)
+	info, err := plist.MarshalBinary(map[string]string{"CFBundleIdentifier": "com.example.bin", "CFBundleVersion": "7", "CFBundleName": "Bin"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +28,7 @@ func TestReadAppInfoBinaryPlist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got != (AppInfo{BundleID: "com.example.bin", Version: "7", Title: "Bin"}) {
+	if got != (AppInfo{BundleID: "com.example.bin", Version: "7", Title: "Bin", BuildNumber: "7"}) {
 		t.Fatalf("app info: %+v", got)
 	}
 	if _, err := ReadAppInfo(bytes.NewReader([]byte("PK nope")), 7); err == nil || !strings.Contains(err.Error(), "IPA") {

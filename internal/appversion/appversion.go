@@ -17,10 +17,8 @@ import (
 	"regexp"
 	"strings"
 
-	"howett.net/plist"
-
 	"github.com/freeagent-build/freeagent/internal/boundedfile"
-	"github.com/freeagent-build/freeagent/internal/provisioning"
+	"github.com/freeagent-build/freeagent/internal/plist"
 	"github.com/freeagent-build/freeagent/internal/xcode"
 )
 
@@ -236,7 +234,7 @@ func (p InfoPlist) SetVersions(buildNumber, shortVersion string) error {
 	if shortVersion != "" {
 		dict["CFBundleShortVersionString"] = shortVersion
 	}
-	out, err := plist.MarshalIndent(dict, plist.XMLFormat, "\t")
+	out, err := plist.Marshal(dict)
 	if err != nil {
 		return fmt.Errorf("encode %s: %w", p.Path, err)
 	}
@@ -248,7 +246,7 @@ func readPlist(path string) (map[string]any, error) {
 	if err != nil {
 		return nil, err
 	}
-	v, err := provisioning.ParsePlist(data)
+	v, err := plist.Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

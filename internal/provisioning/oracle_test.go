@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/internal/plist"
 	"github.com/freeagent-build/freeagent/internal/provisioning"
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
 
@@ -145,7 +146,7 @@ func TestOracle(t *testing.T) {
 			t.Errorf("%s: ours adhoc=%v dev=%v enterprise=%v team=%s name=%q; eas-cli's adhoc=%v dev=%v enterprise=%v team=%s name=%q",
 				c.name, p.IsAdHoc(), p.IsDevelopment(), p.IsEnterprise(), p.TeamID, p.Name, a.AdHoc, a.Development, a.Enterprise, a.TeamID, a.Name)
 		}
-		v, err := provisioning.ParsePlist(c.content)
+		v, err := plist.Parse(c.content)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}

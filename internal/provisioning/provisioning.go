@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/internal/plist"
 )
 
 // MaxBytes bounds a profile. Real ones are 10–30 KB; one listing the
@@ -75,9 +76,9 @@ func Parse(raw []byte) (Profile, error) {
 	if err != nil {
 		return Profile{}, fmt.Errorf("not a provisioning profile (%w); download the .mobileprovision again from the Apple Developer portal (or `eas credentials`)", err)
 	}
-	v, err := ParsePlist(content)
+	v, err := plist.Parse(content)
 	if err != nil {
-		return Profile{}, fmt.Errorf("the provisioning profile's content is not a valid %w", err)
+		return Profile{}, fmt.Errorf("the provisioning profile's content is not a property list: %w", err)
 	}
 	m, ok := v.(map[string]any)
 	if !ok {

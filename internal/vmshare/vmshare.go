@@ -20,11 +20,15 @@ import (
 // others, each atomically (temp file in the same directory, fsync, rename,
 // fsync of the directory), because `tart stop` is a power-off.
 const (
-	BuildConfigFile   = "build-config.json" // host → VM: BuildConfig
-	ReadyFile         = "vm-ready"          // VM → host: Ready, once the OTP was exchanged
-	ProgressFile      = "progress.json"     // VM → host: Progress, rewritten at every phase
-	BuildCompleteFile = "build-complete"    // VM → host: Complete, the last file of a successful build
-	BuildErrorFile    = "build-error"       // VM → host: BuildError, the last file of a failed build
+	BuildConfigFile = "build-config.json" // host → VM: BuildConfig
+	ReadyFile       = "vm-ready"          // VM → host: Ready, once the OTP was exchanged
+	// WaitingFile (VM → host, empty) is the launcher's word that a warm
+	// spare logged in, found its share mounted and empty, and waits for a
+	// build (launchd/guest/freeagent-vm-launcher).
+	WaitingFile       = "vm-waiting"
+	ProgressFile      = "progress.json"  // VM → host: Progress, rewritten at every phase
+	BuildCompleteFile = "build-complete" // VM → host: Complete, the last file of a successful build
+	BuildErrorFile    = "build-error"    // VM → host: BuildError, the last file of a failed build
 	// CacheOutDir holds the dependency-cache archives a successful build
 	// wrote (VM → host: <name>.tar, each listed in Complete.Caches), for
 	// the agent to validate and keep. See docs/build-spec.md, "Warm builds".
@@ -74,6 +78,19 @@ type BuildConfig struct {
 	// Caches are the dependency-cache archives the host shares read-only
 	// with this build (in Config.CacheShare), one per cache name.
 	Caches []CacheMount `json:"caches,omitempty"`
+	// VM says what the build runs on, for its log; nil from an older agent.
+	VM *VMInfo `json:"vm,omitempty"`
+}
+
+// VMInfo is the environment a build runs on, as the host made it.
+type VMInfo struct {
+	// WarmSpare: the VM was booted before the build was claimed.
+	WarmSpare bool `json:"warm_spare"`
+	// ClaimedAt is when the host received the build, on the host's clock.
+	// The guest measures the VM phase against a file it creates in the
+	// shared folder, whose time the host's file system sets: a guest's own
+	// clock (resumed from a snapshot, not yet synchronised) is not used.
+	ClaimedAt time.Time `json:"claimed_at"`
 }
 
 // CacheMount is one cache archive shared with the build: the cache's name,

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"howett.net/plist"
+	"github.com/freeagent-build/freeagent/internal/plist"
 )
 
 func TestVersions(t *testing.T) {
@@ -40,7 +40,7 @@ func TestInfoPlist(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got map[string]any
-	if format, err := plist.Unmarshal(b, &got); err != nil || format != plist.XMLFormat {
+	if format, err := plist.Unmarshal(b, &got); err != nil || format != plist.XML {
 		t.Fatalf("Info.plist: format %d, %v\n%s", format, err, b)
 	}
 	want := map[string]any{

@@ -9,8 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"howett.net/plist"
-
+	"github.com/freeagent-build/freeagent/internal/plist"
 	"github.com/freeagent-build/freeagent/launchd"
 )
 
@@ -80,7 +79,7 @@ func NewInfo(describe string) Info {
 
 // Render returns Info.plist as XML.
 func (i Info) Render() ([]byte, error) {
-	b, err := plist.MarshalIndent(i, plist.XMLFormat, "\t")
+	b, err := plist.Marshal(i)
 	if err != nil {
 		return nil, fmt.Errorf("render Info.plist: %w", err)
 	}

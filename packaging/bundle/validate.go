@@ -11,8 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"howett.net/plist"
-
+	"github.com/freeagent-build/freeagent/internal/plist"
 	"github.com/freeagent-build/freeagent/launchd"
 )
 
@@ -128,7 +127,7 @@ func readInfo(path string) (Info, error) {
 	if err != nil {
 		return info, fmt.Errorf("Info.plist does not parse: %w", err)
 	}
-	if format != plist.XMLFormat && format != plist.BinaryFormat {
+	if format != plist.XML && format != plist.Binary {
 		return info, fmt.Errorf("Info.plist is in the old OpenStep format")
 	}
 	return info, nil

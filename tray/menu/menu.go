@@ -148,6 +148,12 @@ func statusLine(in Input) (status, fix Item) {
 		status.Title = fmt.Sprintf("Building %s", plural(running, "build"))
 	default:
 		status.Title = "Online, Idle"
+		if sp := st.Spare; sp.State != "" {
+			status.Title += " · spare VM " + sp.State
+			if sp.State == agent.SpareFailed {
+				status.Tooltip = "no warm spare: " + sp.Reason
+			}
+		}
 		if c := st.Cache; c != nil && c.Hits+c.Misses > 0 {
 			status.Title += fmt.Sprintf(" · cache %s, %.0f%% warm", bytesize.IEC(c.Bytes), 100*c.HitRate())
 		}
@@ -166,6 +172,9 @@ func statusLine(in Input) (status, fix Item) {
 		status.Tooltip = "worker " + st.WorkerID
 		if st.Cache != nil {
 			status.Tooltip += "\ndependency caches: " + cache.Summary(*st.Cache, 0)
+		}
+		if sp := st.Spare; sp.Hits+sp.Misses > 0 {
+			status.Tooltip += fmt.Sprintf("\nwarm spares: %d of %d builds started on one", sp.Hits, sp.Hits+sp.Misses)
 		}
 	}
 	return status, fix

@@ -48,6 +48,8 @@ func TestStatusLineForEveryState(t *testing.T) {
 		{"idle, caches unused", with(online(), func(in *Input) { in.Status.Cache = &api.WorkerCache{} }), "Online, Idle", ""},
 		{"idle, warm caches", with(online(), func(in *Input) { in.Status.Cache = &api.WorkerCache{Bytes: 48 << 20, Hits: 3, Misses: 1} }),
 			"Online, Idle · cache 48.0 MiB, 75% warm", ""},
+		{"idle, spare ready", with(online(), func(in *Input) { in.Status.Spare = agent.SpareStatus{State: agent.SpareReady} }), "Online, Idle · spare VM ready", ""},
+		{"idle, spare suspended", with(online(), func(in *Input) { in.Status.Spare = agent.SpareStatus{State: agent.SpareSuspended} }), "Online, Idle · spare VM suspended", ""},
 		{"building one", online(oneBuild), "Building b_0123456789… · building 40% · 3m05s", ""},
 		{"building two", online(oneBuild, other), "Building 2 builds", ""},
 		{"paused", with(online(), func(in *Input) { in.Status.State = agent.StatePaused }), "Paused: not accepting builds", ""},

@@ -18,6 +18,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent"
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/tray/menu"
 )
 
@@ -57,7 +58,11 @@ type Config struct {
 	LogPath     string // "Open Logs"
 	ReportPath  string // where "Run Diagnostics" writes its report
 	CheckEvery  time.Duration
-	Log         logrus.FieldLogger
+	// StartRetry spaces the new attempts after the settings could not be
+	// read (zero: from 5 s up to 5 min). At login the Keychain may still be
+	// locked; the worker must start once it opens, not wait for Preferences.
+	StartRetry api.Backoff
+	Log        logrus.FieldLogger
 }
 
 // App is the menu-bar app's state. Run owns it; the binding calls Menu and
@@ -92,6 +97,9 @@ type checkResult struct {
 func New(cfg Config) *App {
 	if cfg.CheckEvery <= 0 {
 		cfg.CheckEvery = time.Minute
+	}
+	if cfg.StartRetry.Initial <= 0 {
+		cfg.StartRetry = api.Backoff{Initial: 5 * time.Second, Max: 5 * time.Minute, Jitter: 0.2}
 	}
 	return &App{cfg: cfg, clicks: make(chan string, 16), reload: make(chan struct{}, 1),
 		checked: make(chan checkResult, 1), changed: make(chan struct{}, 1),
@@ -165,7 +173,7 @@ func (a *App) Menu() []menu.Item {
 	}
 	switch {
 	case loadErr != nil:
-		in.Status = agent.Status{State: agent.StateNeedsAttention, Reason: fmt.Sprintf("the worker cannot start (%v): correct the settings in Preferences…", loadErr)}
+		in.Status = agent.Status{State: agent.StateNeedsAttention, Reason: fmt.Sprintf("the worker cannot start (%v), trying again: correct the settings in Preferences…", loadErr)}
 		in.Configured = true
 	case workerErr != nil && in.Status.State != agent.StateNeedsAttention:
 		in.Status = agent.Status{State: agent.StateNeedsAttention, Reason: fmt.Sprintf("the worker stopped (%v): correct the settings in Preferences…", workerErr)}
@@ -183,14 +191,39 @@ func (a *App) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 	a.refreshLogin()
-	workerDone := a.start(ctx, &wg)
-	a.runChecks(ctx, &wg, false)
+	// A start that failed to read the settings is tried again on
+	// StartRetry's schedule until one succeeds or Preferences are saved.
+	retries := a.cfg.StartRetry.Sequence()
+	retry := time.NewTimer(0)
+	retry.Stop()
+	defer retry.Stop()
+	var workerDone chan error
+	start := func() {
+		workerDone = a.start(ctx, &wg)
+		a.runChecks(ctx, &wg, false)
+		retry.Stop()
+		a.mu.Lock()
+		failed := a.loadErr != nil
+		a.mu.Unlock()
+		if !failed {
+			retries.Reset()
+			return
+		}
+		wait := retries.Next()
+		a.cfg.Log.WithField("retry_in", wait.Round(time.Second).String()).Info("the worker will try to start again")
+		retry.Reset(wait)
+	}
+	start()
 	tick := time.NewTicker(a.cfg.CheckEvery)
 	defer tick.Stop()
 	reloading := false
 	ending := a.ending
 	for {
 		select {
+		case <-retry.C:
+			if workerDone == nil {
+				start()
+			}
 		case <-ending:
 			ending = nil
 			if a.handBack(workerDone == nil) {
@@ -209,8 +242,7 @@ func (a *App) Run(ctx context.Context) error {
 			a.handle(ctx, &wg, id)
 		case <-a.reload:
 			if workerDone == nil {
-				workerDone = a.start(ctx, &wg)
-				a.runChecks(ctx, &wg, false)
+				start()
 			} else if !reloading {
 				reloading = true
 				a.drain()
@@ -229,8 +261,7 @@ func (a *App) Run(ctx context.Context) error {
 			}
 			if reloading {
 				reloading = false
-				workerDone = a.start(ctx, &wg)
-				a.runChecks(ctx, &wg, false)
+				start()
 			}
 		case <-tick.C:
 			a.runChecks(ctx, &wg, false)

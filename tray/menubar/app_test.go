@@ -17,6 +17,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent"
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/tray/menu"
 )
 
@@ -166,6 +167,9 @@ func newHarness(t *testing.T, login LoginItem, next func() *fakeWorker) *harness
 	h.app = New(Config{
 		Load: func() (Setup, error) {
 			w := h.next()
+			if w == keychainLocked {
+				return Setup{}, errors.New("reading the API key from the Keychain: the keychain is locked")
+			}
 			s := Setup{ControllerURL: "https://builds.example.com", Checks: hostcheck.Config{ControllerURL: ctl.URL, APIKey: "fak_k", DataDir: h.dir, MinFree: 1}}
 			if w == nil {
 				return Setup{}, nil
@@ -181,6 +185,7 @@ func newHarness(t *testing.T, login LoginItem, next func() *fakeWorker) *harness
 		Preferences: func() (string, error) { return "http://127.0.0.1:1/?token=t", nil },
 		LogPath:     filepath.Join(h.dir, "agent.log"),
 		ReportPath:  filepath.Join(h.dir, "diagnostics.txt"),
+		StartRetry:  api.Backoff{Initial: time.Millisecond, Max: 10 * time.Millisecond},
 		Log:         log,
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -195,6 +200,10 @@ func newHarness(t *testing.T, login LoginItem, next func() *fakeWorker) *harness
 	go func() { h.done <- h.app.Run(ctx) }()
 	return h
 }
+
+// keychainLocked, returned by a harness's next, makes that reading of the
+// settings fail as it does at login before the Keychain opens.
+var keychainLocked = &fakeWorker{}
 
 func (h *harness) item(id string) menu.Item {
 	for _, it := range h.app.Menu() {
@@ -309,6 +318,27 @@ func TestNeedsSetupThenReload(t *testing.T) {
 	mu.Unlock()
 	h.app.Reload()
 	eventually(t, "online after setup", func() bool { return h.item(menu.IDStatus).Title == "Online, Idle" })
+}
+
+// At login the Keychain may open after the app starts: the settings that
+// could not be read are read again until the worker starts, with no
+// Preferences saved in between.
+func TestStartRetriedUntilTheSettingsRead(t *testing.T) {
+	var mu sync.Mutex
+	failures := 3
+	h := newHarness(t, nil, func() *fakeWorker {
+		mu.Lock()
+		defer mu.Unlock()
+		if failures > 0 {
+			failures--
+			return keychainLocked
+		}
+		return newFakeWorker(0)
+	})
+	eventually(t, "online once the Keychain opened", func() bool { return h.item(menu.IDStatus).Title == "Online, Idle" })
+	if n := h.workerCount(); n != 1 {
+		t.Fatalf("%d workers started, want 1", n)
+	}
 }
 
 func TestWorkerErrorNeedsAttention(t *testing.T) {

@@ -128,8 +128,13 @@ func commands() map[string]*cmdSpec {
 			args: []argSpec{{name: "name", help: "VM name", repeat: true}},
 			run:  runDelete,
 		},
+		"suspend": {
+			name: "suspend", abstract: "Suspend a VM",
+			args: []argSpec{{name: "name", help: "VM name"}},
+			run:  runSuspend,
+		},
 	}
-	for _, n := range []string{"login", "logout", "push", "import", "export", "prune", "fqn", "suspend"} {
+	for _, n := range []string{"login", "logout", "push", "import", "export", "prune", "fqn"} {
 		n := n
 		commandTable[n] = &cmdSpec{
 			name: n, abstract: "(not implemented by faketart)",
@@ -801,6 +806,28 @@ func runRename(a *app, p *parsed) error {
 	}
 	if err := os.Rename(a.home.localVM(name).path, a.home.localVM(newName).path); err != nil {
 		return genericErr("%v", err)
+	}
+	return nil
+}
+
+// ---- suspend -------------------------------------------------------------
+
+// runSuspend is Suspend.run(): SIGUSR1 to the VM's `tart run`, which saves
+// the VM's state and exits; it does not wait for that. A VM that does not
+// run is Tart's VMNotRunning built around a whole sentence, so its message
+// names the VM twice.
+func runSuspend(a *app, p *parsed) error {
+	name := p.pos[0]
+	vm, err := a.home.openLocal(name)
+	if err != nil {
+		return err
+	}
+	pid := lockHolder(vm.config())
+	if pid == 0 {
+		return runtimeErr(2, "VM %q is not running", fmt.Sprintf("VM %q is not running", name))
+	}
+	if err := syscall.Kill(pid, syscall.SIGUSR1); err != nil {
+		return runtimeErr(1, "Failed to suspend the VM: failed to send SIGUSR1 signal to the \"tart run\" process running VM %q", name)
 	}
 	return nil
 }

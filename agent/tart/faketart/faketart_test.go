@@ -1267,3 +1267,87 @@ func TestClonePrunesCachedImagesWhenSpaceIsLow(t *testing.T) {
 		})
 	}
 }
+
+// TestSuspendAndResume: `tart suspend` is SIGUSR1 to the VM's `tart run`
+// (Suspend.swift), which saves state.vzvmsave and exits 0 when the VM was
+// started --suspendable (Run.swift); the VM is then "suspended", holds no
+// VM slot, and the next `tart run` resumes it (implicitly suspendable);
+// `stop` of a suspended VM drops the snapshot. Without --suspendable
+// Virtualization.framework refuses the save and Tart exits 1, which powers
+// the VM off.
+func TestSuspendAndResume(t *testing.T) {
+	f := newFixture(t, "FAKETART_MAX_MACOS_VMS=1")
+	faketarttest.Template(t, f.home, "tpl", []string{"/bin/sh", "-c", guestScript}, nil)
+	f.ok("clone", "tpl", "vm")
+	f.fails(2, "VM \"VM \\\"vm\\\" is not running\" is not running\n", "suspend", "vm")
+	f.fails(2, "the specified VM \"nope\" does not exist\n", "suspend", "nope")
+
+	shared := t.TempDir()
+	run := f.start("--no-graphics", "--suspendable", "--dir", "build-config:"+shared, "vm")
+	pgid := guestPID(t, f, "vm")
+	f.ok("suspend", "vm")
+	if code := run.wait(t, 5*time.Second); code != 0 {
+		t.Fatalf("suspended run: exit %d, stderr %q", code, run.err.String())
+	}
+	if want := "pausing VM to take a snapshot...\ncreating a snapshot...\nsnapshot created successfully! shutting down the VM...\n"; run.out.String() != want {
+		t.Fatalf("suspended run printed %q, want %q", run.out.String(), want)
+	}
+	assertGroupGone(t, pgid)
+	if s := f.state("vm"); s != "suspended" {
+		t.Fatalf("state after suspend = %s", s)
+	}
+	// A suspended VM holds no VM slot: another one may run meanwhile.
+	f.ok("clone", "tpl", "other")
+	other := f.start("--no-graphics", "other")
+	guestPID(t, f, "other")
+	f.ok("stop", "other")
+	other.wait(t, 5*time.Second)
+
+	os.Remove(filepath.Join(shared, "out"))
+	resumed := f.with("FAKETART_RESUME_DELAY=0").start("--no-graphics", "--dir", "build-config:"+shared, "vm")
+	waitFile(t, filepath.Join(shared, "out"), 5*time.Second)
+	if !strings.HasPrefix(resumed.out.String(), "restoring VM state from a snapshot...\nresuming VM...\n") {
+		t.Fatalf("resumed run printed %q", resumed.out.String())
+	}
+	if _, err := os.Stat(f.vmPath("vm", "state.vzvmsave")); !os.IsNotExist(err) {
+		t.Fatalf("the snapshot outlived the resume: %v", err)
+	}
+	// Resumed VMs are suspendable again without the flag.
+	f.ok("suspend", "vm")
+	resumed.wait(t, 5*time.Second)
+	f.ok("stop", "vm")
+	if s := f.state("vm"); s != "stopped" {
+		t.Fatalf("state after stopping a suspended VM = %s", s)
+	}
+
+	plain := f.start("--no-graphics", "vm")
+	guestPID(t, f, "vm")
+	f.ok("suspend", "vm")
+	if code := plain.wait(t, 5*time.Second); code != 1 || !strings.HasPrefix(plain.out.String(), "Failed to suspend the VM: ") {
+		t.Fatalf("suspend without --suspendable: exit %d, stdout %q", code, plain.out.String())
+	}
+	if s := f.state("vm"); s != "stopped" {
+		t.Fatalf("state after a refused suspend = %s", s)
+	}
+	host := f.with("FAKETART_SUSPEND_FAIL=this functionality is only supported on macOS 14 (Sonoma) or newer").start("--no-graphics", "--suspendable", "vm")
+	guestPID(t, f, "vm")
+	f.ok("suspend", "vm")
+	if code := host.wait(t, 5*time.Second); code != 1 || host.out.String() != "Failed to suspend the VM: this functionality is only supported on macOS 14 (Sonoma) or newer\n" {
+		t.Fatalf("suspend on an old host: exit %d, stdout %q", code, host.out.String())
+	}
+}
+
+// TestBootAndLoginDelay: the guest program (the LaunchAgent) starts only
+// after the boot and the auto-login, as on a Mac.
+func TestBootAndLoginDelay(t *testing.T) {
+	f := newFixture(t, "FAKETART_BOOT_DELAY=300ms", "FAKETART_LOGIN_DELAY=700ms")
+	faketarttest.Template(t, f.home, "tpl", []string{"/bin/sh", "-c", guestScript}, nil)
+	f.ok("clone", "tpl", "vm")
+	shared := t.TempDir()
+	start := time.Now()
+	f.start("--no-graphics", "--dir", "build-config:"+shared, "vm")
+	waitFile(t, filepath.Join(shared, "out"), 10*time.Second)
+	if d := time.Since(start); d < time.Second {
+		t.Fatalf("the guest program started %v after run, before the boot and login (1 s)", d)
+	}
+}

@@ -468,9 +468,18 @@ func runRun(a *app, p *parsed) error {
 	_ = os.Remove(booted)
 	_ = os.Remove(filepath.Join(rs.fdir, ipFile))
 
-	bootDelay, ok := parseDelay(envOr("FAKETART_BOOT_DELAY", "200ms"))
-	if !ok {
-		bootDelay = 200 * time.Millisecond
+	// A suspended VM resumes from its snapshot instead of booting (Tart
+	// checks for the state file once the VM is locked, then removes it).
+	suspendable := p.flag["suspendable"]
+	bootDelay := delayEnv("FAKETART_BOOT_DELAY", 200*time.Millisecond) + delayEnv("FAKETART_LOGIN_DELAY", 0)
+	if _, err := os.Stat(vm.file(stateFile)); err == nil {
+		suspendable = true
+		a.println("restoring VM state from a snapshot...")
+		if err := os.Remove(vm.file(stateFile)); err != nil {
+			return rs.exit(genericErr("%v", err))
+		}
+		a.println("resuming VM...")
+		bootDelay = delayEnv("FAKETART_RESUME_DELAY", 200*time.Millisecond)
 	}
 	bootTimer := time.NewTimer(bootDelay)
 
@@ -514,8 +523,24 @@ func runRun(a *app, p *parsed) error {
 				requestedStop = true
 				rs.guest.signalGroup(syscall.SIGTERM)
 			case syscall.SIGUSR1:
-				a.println("Failed to suspend the VM: faketart does not support suspending VMs")
-				return rs.exit(&exitError{code: 1})
+				// Virtualization.framework saves only a configuration built
+				// for it (--suspendable), on macOS 14 or newer; Tart prints
+				// the failure and exits, which powers the VM off.
+				why := os.Getenv("FAKETART_SUSPEND_FAIL")
+				if why == "" && !suspendable {
+					why = saveRestoreUnsupported
+				}
+				if why != "" {
+					a.println("Failed to suspend the VM: %s", why)
+					return rs.exit(&exitError{code: 1})
+				}
+				a.println("pausing VM to take a snapshot...")
+				a.println("creating a snapshot...")
+				if err := os.WriteFile(vm.file(stateFile), []byte("faketart snapshot\n"), 0o644); err != nil {
+					return rs.exit(genericErr("%v", err))
+				}
+				a.println("snapshot created successfully! shutting down the VM...")
+				return rs.exit(nil)
 			}
 		case <-bootTimer.C:
 			cpu := strconv.Itoa(cfg.CPUCount)
@@ -551,6 +576,20 @@ func runRun(a *app, p *parsed) error {
 			return rs.exit(runtimeErr(1, "%s", failMsg))
 		}
 	}
+}
+
+// saveRestoreUnsupported is how the fake words Virtualization.framework's
+// refusal to save a VM configured without --suspendable (audio input, an
+// entropy device, a trackpad); the real text is the framework's own.
+const saveRestoreUnsupported = "The virtual machine configuration does not support saving and restoring its state."
+
+// delayEnv is the duration in the variable k, def when it is unset or
+// unreadable.
+func delayEnv(k string, def time.Duration) time.Duration {
+	if d, ok := parseDelay(envOr(k, "")); ok && os.Getenv(k) != "" {
+		return d
+	}
+	return def
 }
 
 // onPath is Tart's resolveBinaryPath: a file of that name in a directory

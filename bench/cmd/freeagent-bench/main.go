@@ -1,5 +1,7 @@
 // Command freeagent-bench measures the controller on this machine: full
 // build lifecycles per second over HTTP, pickup latency, empty-poll cost,
+// a storm of workers sharing one key with and without request budgets,
+// what a fleet of hundreds of workers costs,
 // claim latency against a million queued builds, memory while a 2 GiB
 // artifact streams through, and the Postgres ceiling of the same SQL
 // (pgbench). It starts its own durable Postgres and controller and removes
@@ -105,6 +107,15 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, bool, *flag.Flag
 	fs.IntVar(&cfg.CancelSamples, "cancel-samples", cfg.CancelSamples, "running builds cancelled one at a time")
 	fs.IntVar(&cfg.EmptyPollClients, "empty-clients", cfg.EmptyPollClients, "clients polling the empty queue")
 	o.Duration(&cfg.EmptyPollDuration, "empty-duration", "", cfg.EmptyPollDuration, "how long they poll")
+	fs.IntVar(&cfg.StormWorkers, "storm-workers", cfg.StormWorkers, "workers of the storm, sharing one worker key")
+	fs.IntVar(&cfg.StormBuilds, "storm-builds", cfg.StormBuilds, "queued builds the storm's workers drain")
+	fs.IntVar(&cfg.StormRounds, "storm-rounds", cfg.StormRounds, "drains without and with the production budgets, each")
+	fleetWorkers := fs.String("fleet-workers", ints(cfg.FleetWorkers), "simulated worker counts of the fleet phase")
+	o.Duration(&cfg.FleetWindow, "fleet-window", "", cfg.FleetWindow, "measured window of each fleet size")
+	o.DurationOrZero(&cfg.FleetWarmup, "fleet-warmup", "", cfg.FleetWarmup, "fleet load before its window opens (workers arrive over one poll wait)")
+	o.Duration(&cfg.FleetBuildTime, "fleet-build-time", "", cfg.FleetBuildTime, "mean build time of the fleet (uniform in ½× to 1½×)")
+	fs.Float64Var(&cfg.FleetBusyShare, "fleet-busy", cfg.FleetBusyShare, "share of the fleet's workers kept busy")
+	o.Size(&cfg.FleetArtifactBytes, "fleet-artifact-size", "", cfg.FleetArtifactBytes, "artifact each fleet build uploads")
 	fs.IntVar(&cfg.ClaimSmall, "claim-small", cfg.ClaimSmall, "pending builds for the first claim measurement")
 	fs.IntVar(&cfg.ClaimLarge, "claim-large", cfg.ClaimLarge, "pending builds for the second")
 	fs.IntVar(&cfg.ClaimSamples, "claim-samples", cfg.ClaimSamples, "claims timed at each size")
@@ -131,6 +142,9 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, bool, *flag.Flag
 	}
 	if cfg.PgbenchClients, err = parseInts(*pgClients); err != nil {
 		return cfg, false, nil, fmt.Errorf("--pgbench-clients: %w", err)
+	}
+	if cfg.FleetWorkers, err = parseInts(*fleetWorkers); err != nil {
+		return cfg, false, nil, fmt.Errorf("--fleet-workers: %w", err)
 	}
 	if *skip != "" {
 		cfg.Skip = strings.Split(*skip, ",")

@@ -19,7 +19,7 @@ func TestEveryDurationAndSizeFlagReadsTheSharedSyntax(t *testing.T) {
 	}) {
 		names = append(names, st.Flag)
 	}
-	want := []string{"artifact-size", "duration", "empty-duration", "pgbench-duration", "pickup-spacing", "poll-wait", "sweep-duration", "transfer-size", "warmup"}
+	want := []string{"artifact-size", "duration", "empty-duration", "fleet-artifact-size", "fleet-build-time", "fleet-warmup", "fleet-window", "pgbench-duration", "pickup-spacing", "poll-wait", "sweep-duration", "transfer-size", "warmup"}
 	if !slices.Equal(names, want) {
 		t.Errorf("checked %v, want %v", names, want)
 	}

@@ -85,7 +85,8 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 		e.Int(&lim.ArtifactsPerBuild, "max-artifacts-per-build", "FREEAGENT_MAX_ARTIFACTS_PER_BUILD", lim.ArtifactsPerBuild, 0, "most artifacts one attempt of a build may upload; 0: no limit")
 		e.Int(&lim.DirectUploadsPerAttempt, "max-direct-uploads-per-attempt", "FREEAGENT_MAX_DIRECT_UPLOADS_PER_ATTEMPT", lim.DirectUploadsPerAttempt, 0, "with the S3 store, most direct uploads (signed URLs to the bucket) one attempt of a build may open, fresh starts included; beyond, 413 naming this setting; 0: no limit")
 		e.Size(&lim.LogTotal, "max-log-bytes", "FREEAGENT_MAX_LOG_BYTES", lim.LogTotal, "largest build log")
-		e.Float(&lim.RatePerKey, "rate-per-key", "FREEAGENT_RATE_PER_KEY", lim.RatePerKey, "requests per second one API key may make (bursts of 4 s worth), answered 429 with Retry-After beyond; 0: no limit")
+		e.Float(&lim.RatePerWorker, "rate-per-worker", "FREEAGENT_RATE_PER_WORKER", lim.RatePerWorker, "worker-protocol requests per second one worker may make (bursts of 4 s worth), whatever key its fleet shares, answered 429 with Retry-After beyond; a heartbeat or result for a lease the worker holds is served even then; 0: no limit")
+		e.Float(&lim.RatePerKey, "rate-per-key", "FREEAGENT_RATE_PER_KEY", lim.RatePerKey, "requests per second one API key may make outside the worker protocol (bursts of 4 s worth; a worker's registration counts here), answered 429 with Retry-After beyond; 0: no limit")
 		e.Float(&lim.AuthFailuresPerIP, "auth-failures-per-ip", "FREEAGENT_AUTH_FAILURES_PER_IP", lim.AuthFailuresPerIP, "failed authentications per second a client address may make (after a burst of 20) before it is refused with 429; 0: no limit")
 		e.Bool(&cfg.Serve.MetricsPublic, "metrics-public", "FREEAGENT_METRICS_PUBLIC", false, "serve /metrics without an API key (otherwise an admin key: X-API-Key or Authorization: Bearer)")
 		e.String(&cfg.Serve.PublicURL, "public-url", "FREEAGENT_PUBLIC_URL", "", "URL phones and browsers reach this controller at, used in install links and QR codes; empty uses each request's host")
@@ -122,7 +123,7 @@ func parseConfigEnv(cmd string, args []string, lookupEnv func(string) (string, b
 	}
 	// On the command line 0 turns a rate limit or the artifact cap off;
 	// serve reads a zero as "the default" and Off as off.
-	for _, r := range []*float64{&cfg.Serve.Limits.RatePerKey, &cfg.Serve.Limits.AuthFailuresPerIP} {
+	for _, r := range []*float64{&cfg.Serve.Limits.RatePerWorker, &cfg.Serve.Limits.RatePerKey, &cfg.Serve.Limits.AuthFailuresPerIP} {
 		if *r == 0 {
 			*r = httpapi.Off
 		}

@@ -355,20 +355,20 @@ func TestConfigTokenGraceOutlastsLongPoll(t *testing.T) {
 // default; the command line hands serve httpapi.Off for them.
 func TestConfigZeroTurnsLimitsOff(t *testing.T) {
 	t.Setenv("FREEAGENT_DATA_DIR", "/d")
-	cfg, _, err := parseConfig("serve", []string{"--rate-per-key", "0", "--auth-failures-per-ip", "0", "--max-artifacts-per-build", "0",
+	cfg, _, err := parseConfig("serve", []string{"--rate-per-key", "0", "--rate-per-worker", "0", "--auth-failures-per-ip", "0", "--max-artifacts-per-build", "0",
 		"--max-direct-uploads-per-attempt", "0"}, &bytes.Buffer{}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
 	l := cfg.Serve.Limits
-	if l.RatePerKey != httpapi.Off || l.AuthFailuresPerIP != httpapi.Off || l.ArtifactsPerBuild != httpapi.Off || l.DirectUploadsPerAttempt != httpapi.Off {
+	if l.RatePerKey != httpapi.Off || l.RatePerWorker != httpapi.Off || l.AuthFailuresPerIP != httpapi.Off || l.ArtifactsPerBuild != httpapi.Off || l.DirectUploadsPerAttempt != httpapi.Off {
 		t.Fatalf("0 on the command line must reach serve as Off: %+v", l)
 	}
 	cfg, _, err = parseConfig("serve", nil, &bytes.Buffer{}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := httpapi.DefaultLimits(); cfg.Serve.Limits.ArtifactsPerBuild != d.ArtifactsPerBuild || cfg.Serve.Limits.RatePerKey != d.RatePerKey {
+	if d := httpapi.DefaultLimits(); cfg.Serve.Limits.ArtifactsPerBuild != d.ArtifactsPerBuild || cfg.Serve.Limits.RatePerKey != d.RatePerKey || cfg.Serve.Limits.RatePerWorker != d.RatePerWorker {
 		t.Fatalf("unset limits must keep their defaults: %+v", cfg.Serve.Limits)
 	}
 }

@@ -65,10 +65,15 @@ type Config struct {
 	CacheGB       int // the dependency caches' cap (agent/cache); 0: none
 	PollWait      time.Duration
 	BootTimeout   time.Duration
-	BackoffMin    time.Duration
-	LogLevel      string
-	BuildTimeout  time.Duration
-	MinFreeGB     int
+	// Warm spares (agent/spare.go): kept, suspended, and how long a
+	// spare's bootstrap may take to answer a claim.
+	WarmSpare          bool
+	SuspendSpare       bool
+	SpareAnswerTimeout time.Duration
+	BackoffMin         time.Duration
+	LogLevel           string
+	BuildTimeout       time.Duration
+	MinFreeGB          int
 	// The owner's rules for taking builds (hostRules; docs/polite-guest.md).
 	HostSignals       string // a JSON file that replaces the system's readings
 	BuildOnBattery    bool
@@ -84,6 +89,9 @@ type Config struct {
 	// Insecure allows a plain http:// controller on another machine
 	// (--insecure, FREEAGENT_INSECURE=1); refused otherwise.
 	Insecure bool
+	// OnSIGTERM is what `run` does with its first SIGTERM: onTermDrain or
+	// onTermHandBack.
+	OnSIGTERM string
 
 	apiKeyStdin bool
 	jsonOut     bool
@@ -137,6 +145,9 @@ func loadConfigEnv(cmd string, args []string, lookupEnv func(string) (string, bo
 		o.Int(&cfg.CacheGB, "cache-gb", "FREEAGENT_CACHE_GB", defaultCacheGB, 0, "total size of the dependency caches kept for repeat builds, in GB (least recently used go first; 0: none)")
 		o.Duration(&cfg.PollWait, "poll-wait", "FREEAGENT_POLL_WAIT", 25*time.Second, "long-poll hold")
 		o.Duration(&cfg.BootTimeout, "boot-timeout", "FREEAGENT_BOOT_TIMEOUT", 5*time.Minute, "how long a VM may take to signal ready")
+		o.Bool(&cfg.WarmSpare, "warm-spare", "FREEAGENT_WARM_SPARE", true, "with tart, boot the next build's VM before the build comes, while a VM slot is free and builds are allowed (it holds that slot while it waits)")
+		o.Bool(&cfg.SuspendSpare, "suspend-spare", "FREEAGENT_SUSPEND_SPARE", false, "suspend a warm spare while it waits (tart suspend: macOS 14 or newer), so it costs no CPU and no VM slot; a Mac that cannot is detected and its spares stay running")
+		o.Duration(&cfg.SpareAnswerTimeout, "spare-answer-timeout", "FREEAGENT_SPARE_ANSWER_TIMEOUT", 30*time.Second, "how long a warm spare's bootstrap may take to answer a claimed build before the spare is destroyed and the build boots a fresh VM")
 		o.Duration(&cfg.BackoffMin, "backoff-min", "FREEAGENT_BACKOFF_MIN", 5*time.Second, "first retry delay after a network error (doubles up to 2m)")
 		o.String(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", "info", "debug, info, warn or error")
 		o.Duration(&cfg.BuildTimeout, "build-timeout", "FREEAGENT_BUILD_TIMEOUT", defaultBuildTimeout, "longest a build may run on this worker (a build's own shorter timeout wins)")
@@ -154,6 +165,9 @@ func loadConfigEnv(cmd string, args []string, lookupEnv func(string) (string, bo
 		o.Bool(&cfg.Solo, "solo", "FREEAGENT_SOLO", false, "run the controller on this Mac too (one Mac, no server); ignores --controller-url")
 		o.String(&cfg.SoloListen, "solo-listen", "FREEAGENT_SOLO_LISTEN", solo.DefaultListen, "where the solo controller listens; a loopback address also binds --host-address (the VMs' way to this Mac) at the same port once Tart's network is up; it serves only this Mac and --solo-vm-network")
 		o.String(&cfg.SoloVMNetwork, "solo-vm-network", "FREEAGENT_SOLO_VM_NETWORK", solo.DefaultVMNetwork, "the build VMs' network (CIDR): the only addresses beside this Mac the solo controller serves")
+	}
+	if cmd == "run" {
+		o.String(&cfg.OnSIGTERM, "on-sigterm", "FREEAGENT_ON_SIGTERM", onTermDrain, "what the first SIGTERM does: drain (running builds finish, then the worker exits) or hand-back (running builds go back to the queue now: what launchd's logout, restart or shutdown leaves time for); the next signal hands back, a third exits")
 	}
 	if cmd == "app" {
 		o.String(&cfg.OpenCommand, "open-command", "FREEAGENT_OPEN_COMMAND", defaultOpener, "command that shows the dashboard, logs and preferences")
@@ -183,6 +197,9 @@ func loadConfigEnv(cmd string, args []string, lookupEnv func(string) (string, bo
 		if _, err := cfg.hostRules(); err != nil {
 			return nil, nil, usageError{err}
 		}
+	}
+	if cmd == "run" && cfg.OnSIGTERM != onTermDrain && cfg.OnSIGTERM != onTermHandBack {
+		return nil, nil, usageError{fmt.Errorf("--on-sigterm %q: use %s or %s", cfg.OnSIGTERM, onTermDrain, onTermHandBack)}
 	}
 	if cmd == "run" && cfg.ControllerURL == "" {
 		return nil, nil, usageError{errors.New("no controller: pass --controller-url, set FREEAGENT_CONTROLLER_URL, or run `freeagent setup --controller-url URL`")}

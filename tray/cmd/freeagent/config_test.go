@@ -31,7 +31,7 @@ func TestEveryDurationSettingReadsTheSharedSyntax(t *testing.T) {
 	for _, st := range configtest.Check(t, parse) {
 		names = append(names, st.Flag)
 	}
-	want := []string{"backoff-min", "boot-timeout", "build-timeout", "host-check-interval", "poll-wait"}
+	want := []string{"backoff-min", "boot-timeout", "build-timeout", "host-check-interval", "poll-wait", "spare-answer-timeout"}
 	if !slices.Equal(names, want) {
 		t.Errorf("checked %v, want %v", names, want)
 	}

@@ -14,6 +14,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 
 	"github.com/sirupsen/logrus"
@@ -197,23 +198,55 @@ func cmdRun(args []string, stderr io.Writer) error {
 	sigs := make(chan os.Signal, 3)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	defer signal.Stop(sigs)
+	var signals sync.WaitGroup
+	signals.Add(1)
 	go func() {
-		count := 0
-		for range sigs {
-			count++
-			switch count {
-			case 1:
-				a.Drain()
-			case 2:
-				a.CancelBuilds()
-			default:
-				log.Error("third signal: exiting now")
-				os.Exit(130)
-			}
+		defer signals.Done()
+		if exitNow := handleSignals(ctx, sigs, a, cfg.OnSIGTERM, log); exitNow {
+			os.Exit(130)
 		}
 	}()
 	log.WithFields(logrus.Fields{"controller": cfg.ControllerURL, "driver": cfg.VMDriver, "max_builds": cfg.MaxBuilds}).Info("worker starting")
-	return a.Run(ctx)
+	err = a.Run(ctx)
+	cancel()
+	signals.Wait()
+	return err
+}
+
+// What `run` does with its first SIGTERM (--on-sigterm).
+const (
+	onTermDrain    = "drain"
+	onTermHandBack = "hand-back"
+)
+
+// stoppable is what the signals of `run` act on (*agent.Agent).
+type stoppable interface {
+	Drain()
+	CancelBuilds()
+}
+
+// handleSignals acts on run's signals until ctx ends: the first drains
+// (or, for a SIGTERM with onTerm hand-back, hands the running builds
+// back at once, as launchd allows only seconds at logout), the second
+// hands back, the third asks for an exit now (true).
+func handleSignals(ctx context.Context, sigs <-chan os.Signal, w stoppable, onTerm string, log logrus.FieldLogger) bool {
+	for count := 1; ; count++ {
+		var sig os.Signal
+		select {
+		case <-ctx.Done():
+			return false
+		case sig = <-sigs:
+		}
+		switch {
+		case count == 1 && !(sig == syscall.SIGTERM && onTerm == onTermHandBack):
+			w.Drain()
+		case count <= 2:
+			w.CancelBuilds()
+		default:
+			log.Error("third signal: exiting now")
+			return true
+		}
+	}
 }
 
 // newLogger logs to w and to DATA_DIR/logs/agent.log (rotated).
@@ -275,6 +308,9 @@ func newAgent(cfg *Config, store secrets.Store, log logrus.FieldLogger) (*agent.
 		HostCheckInterval:  cfg.HostCheck,
 		CacheDir:           cfg.cacheDir(),
 		CacheMaxBytes:      int64(cfg.CacheGB) << 30,
+		WarmSpare:          cfg.WarmSpare,
+		SuspendSpares:      cfg.SuspendSpare,
+		SpareAnswerTimeout: cfg.SpareAnswerTimeout,
 		OnWorkerID: func(id string) {
 			if err := store.Set(secrets.KeyWorkerID, id); err != nil {
 				log.WithError(err).Warn("could not remember the worker id")

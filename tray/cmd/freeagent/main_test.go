@@ -2,12 +2,16 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/agent/secrets"
 )
@@ -191,4 +195,68 @@ func TestOneWorkerPerDataDir(t *testing.T) {
 		t.Fatalf("after the first worker ended: %v", err)
 	}
 	again.Release()
+}
+
+// recordingWorker records what run's signals asked of the worker.
+type recordingWorker struct{ calls []string }
+
+func (w *recordingWorker) Drain()        { w.calls = append(w.calls, "drain") }
+func (w *recordingWorker) CancelBuilds() { w.calls = append(w.calls, "hand-back") }
+
+// A headless worker under launchd gets seconds between SIGTERM and SIGKILL
+// at logout, restart or shutdown: its first SIGTERM hands the builds back
+// rather than waiting for them. Interactively (Ctrl-C) and by default the
+// first signal drains, as Buildkite's agent does.
+func TestRunsSignals(t *testing.T) {
+	for _, c := range []struct {
+		onTerm string
+		sigs   []os.Signal
+		want   string
+		exit   bool
+	}{
+		{onTermDrain, []os.Signal{syscall.SIGTERM}, "drain", false},
+		{onTermDrain, []os.Signal{syscall.SIGTERM, syscall.SIGTERM}, "drain hand-back", false},
+		{onTermHandBack, []os.Signal{syscall.SIGTERM}, "hand-back", false},
+		{onTermHandBack, []os.Signal{syscall.SIGINT}, "drain", false},
+		{onTermDrain, []os.Signal{syscall.SIGINT, syscall.SIGINT, syscall.SIGINT}, "drain hand-back", true},
+	} {
+		sigs := make(chan os.Signal, len(c.sigs))
+		for _, s := range c.sigs {
+			sigs <- s
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		w := &recordingWorker{}
+		done := make(chan bool, 1)
+		go func() { done <- handleSignals(ctx, sigs, w, c.onTerm, logrus.New()) }()
+		var exit bool
+		if c.exit {
+			exit = <-done
+		} else {
+			// Once the last signal is taken, the handler acts on it before
+			// it looks at ctx again.
+			for len(sigs) > 0 {
+				time.Sleep(time.Millisecond)
+			}
+			cancel()
+			exit = <-done
+		}
+		cancel()
+		if got := strings.Join(w.calls, " "); got != c.want || exit != c.exit {
+			t.Errorf("--on-sigterm %s, signals %v: did %q (exit %v), want %q (exit %v)", c.onTerm, c.sigs, got, exit, c.want, c.exit)
+		}
+	}
+}
+
+func TestHeadlessServiceHandsBackOnSIGTERM(t *testing.T) {
+	args := serviceArgs(true)
+	cfg, err := loadConfig(args[0], append(args[1:], "--data-dir", t.TempDir(), "--controller-url", "https://x"), &bytes.Buffer{})
+	if err != nil || cfg.OnSIGTERM != onTermHandBack {
+		t.Fatalf("the headless LaunchAgent runs %v: %v, on SIGTERM %q", args, err, cfg.OnSIGTERM)
+	}
+	if strings.Join(serviceArgs(false), " ") != appCommand {
+		t.Fatalf("the app's LaunchAgent runs %v", serviceArgs(false))
+	}
+	if _, err := loadConfig("run", []string{"--data-dir", t.TempDir(), "--controller-url", "https://x", "--on-sigterm", "wait"}, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "use drain or hand-back") {
+		t.Fatalf("an unknown --on-sigterm: %v", err)
+	}
 }

@@ -22,6 +22,16 @@ const serviceUsage = `Usage: freeagent service install|uninstall|status [--headl
   --headless  install "freeagent run" (no menu bar) instead of the menu-bar app
 `
 
+// serviceArgs is what the LaunchAgent runs: the menu-bar app, or `run`,
+// whose first SIGTERM then hands builds back, since launchd gives a job
+// seconds at logout, restart or shutdown, not the minutes a drain takes.
+func serviceArgs(headless bool) []string {
+	if headless {
+		return []string{"run", "--on-sigterm", onTermHandBack}
+	}
+	return []string{appCommand}
+}
+
 // cmdService manages the per-user LaunchAgent (macOS only: elsewhere the
 // launchd package answers that it is unsupported).
 func cmdService(args []string, stdout, stderr io.Writer) error {
@@ -46,11 +56,7 @@ func cmdService(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return usageError{fmt.Errorf("service %s: unexpected argument %q", sub, fs.Arg(0))}
 	}
-	command := appCommand
-	if *headless {
-		command = "run"
-	}
-	agent, err := launchd.CurrentApp(command)
+	agent, err := launchd.CurrentApp(serviceArgs(*headless)...)
 	if err != nil {
 		return err
 	}
