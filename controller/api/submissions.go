@@ -101,6 +101,11 @@ type SubmissionResult struct {
 	Track       string `json:"track,omitempty"`
 	VersionCode int64  `json:"version_code,omitempty"`
 	EditID      string `json:"edit_id,omitempty"`
+	// App Store Connect: the build's number, its processing state (VALID:
+	// ready for TestFlight) and the TestFlight groups it was added to.
+	BuildNumber     string   `json:"build_number,omitempty"`
+	ProcessingState string   `json:"processing_state,omitempty"`
+	Groups          []string `json:"groups,omitempty"`
 	// Resumed: an interrupted try had already committed; nothing was sent again.
 	Resumed bool `json:"resumed,omitempty"`
 }

@@ -3,7 +3,13 @@ package httpapi_test
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
+	"encoding/pem"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +18,8 @@ import (
 	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/submit"
+	"github.com/freeagent-build/freeagent/controller/submit/appstore"
+	"github.com/freeagent-build/freeagent/internal/standins/fakeappstoreconnect"
 	"github.com/freeagent-build/freeagent/internal/standins/fakeplay"
 )
 
@@ -49,8 +57,13 @@ func internalTrack() api.SubmitProfile {
 // submitBuild submits an Android build of project shop, with auto if not nil.
 func (e *playEnv) submitBuild(auto *api.SubmissionRequest) string {
 	e.t.Helper()
+	return e.submitBuildFor(api.PlatformAndroid, auto)
+}
+
+func (e *playEnv) submitBuildFor(platform string, auto *api.SubmissionRequest) string {
+	e.t.Helper()
 	src := controllertest.Project(e.t, map[string]string{"package.json": `{"name":"app"}`, "app.json": `{"expo":{}}`})
-	resp, err := e.developer.Submit(context.Background(), api.SubmitRequest{Platform: api.PlatformAndroid, Project: "shop",
+	resp, err := e.developer.Submit(context.Background(), api.SubmitRequest{Platform: platform, Project: "shop",
 		Source: bytes.NewReader(src), AutoSubmit: auto})
 	if err != nil {
 		e.t.Fatalf("submit: %v", err)
@@ -61,12 +74,17 @@ func (e *playEnv) submitBuild(auto *api.SubmissionRequest) string {
 // completeWith runs the queued build on a worker, which uploads archive as app.aab.
 func (e *playEnv) completeWith(archive []byte) {
 	e.t.Helper()
-	w := e.register("w1", api.Capabilities{Platforms: []string{"android"}, MaxConcurrentBuilds: 1})
+	e.completeAs("app.aab", archive)
+}
+
+func (e *playEnv) completeAs(name string, archive []byte) {
+	e.t.Helper()
+	w := e.register("w1", api.Capabilities{Platforms: []string{"android", "ios"}, MaxConcurrentBuilds: 1})
 	j := w.poll(5 * time.Second)
 	if j == nil {
 		e.t.Fatal("no job")
 	}
-	if _, err := w.complete(j, api.Result{Success: true, FileName: "app.aab", File: bytes.NewReader(archive), SHA256: sha(archive)}); err != nil {
+	if _, err := w.complete(j, api.Result{Success: true, FileName: name, File: bytes.NewReader(archive), SHA256: sha(archive)}); err != nil {
 		e.t.Fatalf("complete: %v", err)
 	}
 }
@@ -196,8 +214,10 @@ func TestSubmissionBadRequests(t *testing.T) {
 		req  api.SubmissionRequest
 		want string
 	}{
-		{"iOS, not wired in", api.SubmissionRequest{Platform: api.PlatformIOS, BuildID: id,
-			Profile: api.SubmitProfile{IOS: &api.IOSSubmitProfile{AscAppID: "123"}}}, "cannot submit to App Store Connect yet"},
+		{"an iOS profile for an Android build", api.SubmissionRequest{Platform: api.PlatformIOS, BuildID: id,
+			Profile: api.SubmitProfile{IOS: &api.IOSSubmitProfile{AscAppID: "123"}}}, "submit it with --platform android"},
+		{"iOS without its app id", api.SubmissionRequest{Platform: api.PlatformIOS, BuildID: id,
+			Profile: api.SubmitProfile{IOS: &api.IOSSubmitProfile{}}}, "set ascAppId"},
 		{"no package", api.SubmissionRequest{Platform: api.PlatformAndroid, BuildID: id,
 			Profile: api.SubmitProfile{Android: &api.AndroidSubmitProfile{Track: "internal", ReleaseStatus: "completed"}}}, "set applicationId"},
 		{"rollout without inProgress", api.SubmissionRequest{Platform: api.PlatformAndroid, BuildID: id,
@@ -256,5 +276,49 @@ func TestSubmissionResumesAfterRestart(t *testing.T) {
 	}
 	if !strings.Contains(sub.Log, "Resuming edit "+sub.Result.EditID) {
 		t.Fatalf("log:\n%s", sub.Log)
+	}
+}
+
+// TestSubmitIPAToTestFlight: an iOS build's .ipa goes through the stand-in
+// App Store Connect until it is ready for TestFlight, and into the group
+// the submit profile names; the .p8 key shows in no answer or log.
+func TestSubmitIPAToTestFlight(t *testing.T) {
+	t.Parallel()
+	sk, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p8 := pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	const issuer, keyID, appID, bundle = "69a6de70-03db-47e3-e053-5b8c7c11a4d1", "2X9R4HXF34", "1234567890", "com.example.demo"
+	asc := fakeappstoreconnect.Start(fakeappstoreconnect.Config{
+		Keys: []fakeappstoreconnect.Key{{IssuerID: issuer, KeyID: keyID, Public: &sk.PublicKey}},
+		Apps: []fakeappstoreconnect.App{{ID: appID, BundleID: bundle, Name: "Shop", Groups: []string{"QA"}}},
+	})
+	t.Cleanup(asc.Close)
+	e := newPlayEnv(t, func(c *submit.Config) {
+		c.AppStore = appstore.Client{BaseURL: asc.URL, PollInterval: time.Millisecond,
+			Retry: api.RetryPolicy{Backoff: api.Backoff{Initial: time.Millisecond, Max: 2 * time.Millisecond}, Attempts: 3}}
+	})
+	id := e.submitBuildFor(api.PlatformIOS, &api.SubmissionRequest{Platform: api.PlatformIOS,
+		Profile: api.SubmitProfile{Name: "production", IOS: &api.IOSSubmitProfile{AscAppID: appID, BundleIdentifier: bundle, Groups: []string{"QA"}}},
+		Secrets: &api.SubmitSecrets{ASCAPIKey: &api.ASCAPIKey{IssuerID: issuer, KeyID: keyID, PrivateKey: p8}}})
+	e.completeAs("Demo.ipa", ipa(t)) // com.example.demo, build 45
+	sub := e.ended(e.buildSubmissions(id)[0].ID)
+	if sub.Status != api.SubmissionSucceeded || sub.Result == nil || sub.Result.ProcessingState != "VALID" || sub.Result.BuildNumber != "45" ||
+		len(sub.Result.Groups) != 1 || sub.Result.Groups[0] != "QA" {
+		t.Fatalf("submission %+v (%+v)\n%s", sub, sub.Result, sub.Log)
+	}
+	if n := len(asc.Uploads()); n != 1 {
+		t.Fatalf("%d build uploads", n)
+	}
+	b, _ := json.Marshal(sub)
+	for _, secret := range []string{string(p8), base64.StdEncoding.EncodeToString(der)[:40], base64.StdEncoding.EncodeToString(p8)[:40]} {
+		if strings.Contains(string(b), secret) || strings.Contains(sub.Log, secret) {
+			t.Fatal("the .p8 key shows in the submission or its log")
+		}
 	}
 }

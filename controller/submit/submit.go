@@ -25,6 +25,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/blobs"
 	"github.com/freeagent-build/freeagent/controller/seal"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/submit/appstore"
 	"github.com/freeagent-build/freeagent/controller/submit/googleplay"
 	"github.com/freeagent-build/freeagent/internal/config"
 )
@@ -70,6 +71,8 @@ type Config struct {
 	Budget time.Duration
 	// Play points the Google Play client (tests: at the stand-in).
 	Play googleplay.Options
+	// AppStore is the App Store Connect client (tests: at the stand-in).
+	AppStore appstore.Client
 	// TempDir holds the archive while it is sent; "": the system's.
 	TempDir string
 }
@@ -116,11 +119,7 @@ func New(st *store.Store, files *blobs.Store, cfg Config, owner string, log logr
 		return nil, fmt.Errorf("derive the submit credentials key: %w", err)
 	}
 	r := &Runner{store: st, files: files, secrets: secrets, kept: kept, owner: owner, cfg: cfg, log: log, kick: make(chan struct{}, 1),
-		targets: map[string]Target{api.PlatformAndroid: playTarget{googleplay.New(cfg.Play)}}}
-	// App Store Connect is wired in here: targets[api.PlatformIOS] =
-	// an adapter of controller/submit/appstore's Client (Key from
-	// Secrets.ASCAPIKey, Options from Profile.IOS). Until then an iOS
-	// submission is refused by Supports.
+		targets: map[string]Target{api.PlatformAndroid: playTarget{googleplay.New(cfg.Play)}, api.PlatformIOS: ascTarget{&cfg.AppStore}}}
 	return r, nil
 }
 
@@ -129,9 +128,6 @@ func New(st *store.Store, files *blobs.Store, cfg Config, owner string, log logr
 func (r *Runner) Supports(platform string) error {
 	if _, ok := r.targets[platform]; ok {
 		return nil
-	}
-	if platform == api.PlatformIOS {
-		return fmt.Errorf("%w: this controller cannot submit to App Store Connect yet: submit the .ipa with `eas submit --platform ios --path FILE` or Transporter", store.ErrInvalid)
 	}
 	return fmt.Errorf("%w: no store takes %q builds", store.ErrInvalid, platform)
 }
@@ -384,4 +380,42 @@ func (t playTarget) Submit(ctx context.Context, j Job) (api.SubmissionResult, er
 		return api.SubmissionResult{}, err
 	}
 	return api.SubmissionResult{Store: GooglePlay, Track: a.Track, VersionCode: res.VersionCode, EditID: res.EditID, Resumed: res.Resumed}, nil
+}
+
+// ascTarget submits iOS builds to App Store Connect (TestFlight).
+type ascTarget struct{ c *appstore.Client }
+
+// ascState is what a resumed App Store Connect submission needs.
+type ascState struct {
+	UploadID string `json:"upload_id,omitempty"`
+}
+
+func (t ascTarget) Submit(ctx context.Context, j Job) (api.SubmissionResult, error) {
+	i, k := j.Submission.Profile.IOS, j.Secrets.ASCAPIKey
+	if i == nil {
+		return api.SubmissionResult{}, errors.New("the submission has no iOS submit profile") // refused when it was queued
+	}
+	if k == nil {
+		return api.SubmissionResult{}, errors.New("no App Store Connect API key: set ascApiKeyPath, ascApiKeyId and ascApiKeyIssuerId in eas.json's submit profile (Apple ID password sign-in is not supported)")
+	}
+	var st ascState
+	if len(j.State) > 0 {
+		if err := json.Unmarshal(j.State, &st); err != nil {
+			return api.SubmissionResult{}, fmt.Errorf("read the interrupted try's state: %w", err)
+		}
+	}
+	res, err := t.c.Submit(ctx, appstore.Key{IssuerID: k.IssuerID, KeyID: k.KeyID, PrivateKey: k.PrivateKey}, j.Archive, appstore.Options{
+		AppID: i.AscAppID, BundleID: i.BundleIdentifier, TeamID: i.AppleTeamID, Groups: i.Groups, UploadID: st.UploadID,
+		RecordUpload: func(ctx context.Context, id string) error {
+			b, err := json.Marshal(ascState{UploadID: id})
+			if err != nil {
+				return err
+			}
+			return j.Save(ctx, b)
+		},
+	}, j.Log)
+	if err != nil {
+		return api.SubmissionResult{}, err
+	}
+	return api.SubmissionResult{Store: AppStoreConnect, BuildNumber: res.BuildNumber, ProcessingState: res.State, Groups: res.Groups}, nil
 }
