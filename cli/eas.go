@@ -236,7 +236,7 @@ func easBuildFlags() []*easBuildFlag {
 	return []*easBuildFlag{
 		{names: []string{"local"}, refused: "the farm builds on its workers; to build on this machine, run a worker on it (freeagent run --vm-driver local) with your controller, or run npx eas-cli build --local"},
 		{names: []string{"submit"}, refused: "it is --auto-submit (or -s)"},
-		{names: []string{"what-to-test"}, value: true, refused: "TestFlight's \"What to Test\" goes with App Store Connect submissions, which come with a later release"},
+		{names: []string{"what-to-test"}, value: true, refused: "the farm's App Store Connect submission sets no \"What to Test\" text: set it for the build in App Store Connect (TestFlight)"},
 		{names: []string{"refresh-ad-hoc-provisioning-profile"}, refused: "the farm keeps no App Store Connect session; put a fresh ad-hoc profile in credentials.json or pass it with --provisioning-profile"},
 		{names: []string{"freeze-credentials"}, noop: "the farm never changes credentials"},
 		{names: []string{"verbose-logs"}, noop: "the farm's build log is always the build tools' whole output"},

@@ -16,24 +16,27 @@ import (
 )
 
 const storeSubmitHelp = `Sends a build to its store, as ` + "`eas submit`" + ` does, from the controller: Google Play for
-Android (an edit, the upload, the track's release, the commit). It waits for the submission to
-end and prints its log; --no-wait returns once it is queued. It exits 1 when the store refused it.
+Android (an edit, the upload, the track's release, the commit), App Store Connect for iOS (the
+.ipa uploaded through its API, processed until ready for TestFlight, added to the profile's
+groups). It waits for the submission to end and prints its log; --no-wait returns once it is
+queued. It exits 1 when the store refused it.
 
 -p/--platform android|ios, -e/--profile NAME (eas.json's submit profile, default production:
 track, releaseStatus, rollout, changesNotSentForReview, applicationId) and the build: --latest
 (the project's newest completed build of the platform) or --id BUILD. The key is
 serviceAccountKeyPath's file (sent sealed, for this submission only), else the project's key kept
-with ` + "`expo-build credentials set --platform android --service-account-key FILE`" + `.
+with ` + "`expo-build credentials set --platform android --service-account-key FILE`" + `. iOS: ascAppId,
+bundleIdentifier, appleTeamId, groups, and the API key ascApiKeyPath (.p8), ascApiKeyId,
+ascApiKeyIssuerId (Apple ID password sign-in is not supported).
 
-What differs from EAS: --path FILE (an archive built elsewhere) is not supported yet; iOS
-submissions to App Store Connect come with a later release.`
+What differs from EAS: --path FILE (an archive built elsewhere) is not supported yet.`
 
 // maxKeyFile bounds a key file read from eas.json's paths.
 const maxKeyFile = 64 << 10
 
 func (a *App) cmdStoreSubmit(ctx context.Context, inv *invocation, args []string) error {
 	fs := inv.flags()
-	platform := fs.String("platform", "", "`PLATFORM`: android (ios with a later release)")
+	platform := fs.String("platform", "", "`PLATFORM`: android or ios")
 	inv.alias(fs, "p", "platform")
 	profileName := fs.String("profile", "", "eas.json submit profile `NAME` (default: production)")
 	inv.alias(fs, "e", "profile")
