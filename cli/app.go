@@ -111,6 +111,7 @@ func (a *App) commands() []*command {
 		{name: "build:download", args: "[id]", summary: "download a build's application archive (--all-artifacts: every artifact; resumable, SHA-256 verified)", long: buildDownloadHelp, run: a.cmdBuildDownload},
 		{name: "logs", args: "<id>", summary: "a build's log (-f follows it live until the build ends)", long: logsHelp, run: a.cmdLogs},
 		{name: "retry", args: "<id>", summary: "queue a finished build again (same source and settings)", long: retryHelp, run: a.cmdRetry},
+		{name: "submit:store", args: "", summary: "send a build to its store (Google Play), as `eas submit` does; waits and prints the store's answer", long: storeSubmitHelp, run: a.cmdStoreSubmit},
 		{name: "env", args: "set|list|delete [NAME]", summary: "the project's environment variables and secrets on the farm", long: envHelp, run: a.cmdEnv},
 		{name: "credentials", args: "set|list|delete", summary: "the project's signing credentials kept on the farm", long: credentialsHelp, run: a.cmdCredentials},
 		{name: "build:version:get", args: "[path]", summary: "the build version the farm keeps for the app (remote version source)", long: versionGetHelp, run: a.cmdVersionGet},

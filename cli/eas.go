@@ -233,12 +233,10 @@ func (f *easBuildFlag) help() string {
 }
 
 func easBuildFlags() []*easBuildFlag {
-	const noStores = "the farm does not send builds to the stores; send the downloaded archive with: eas submit --platform P --path FILE (EAS Submit takes a local file) or fastlane"
 	return []*easBuildFlag{
 		{names: []string{"local"}, refused: "the farm builds on its workers; to build on this machine, run a worker on it (freeagent run --vm-driver local) with your controller, or run npx eas-cli build --local"},
-		{names: []string{"auto-submit", "s", "submit"}, refused: noStores},
-		{names: []string{"auto-submit-with-profile"}, value: true, refused: noStores},
-		{names: []string{"what-to-test"}, value: true, refused: "it goes with --auto-submit: " + noStores},
+		{names: []string{"submit"}, refused: "it is --auto-submit (or -s)"},
+		{names: []string{"what-to-test"}, value: true, refused: "the farm's App Store Connect submission sets no \"What to Test\" text: set it for the build in App Store Connect (TestFlight)"},
 		{names: []string{"refresh-ad-hoc-provisioning-profile"}, refused: "the farm keeps no App Store Connect session; put a fresh ad-hoc profile in credentials.json or pass it with --provisioning-profile"},
 		{names: []string{"freeze-credentials"}, noop: "the farm never changes credentials"},
 		{names: []string{"verbose-logs"}, noop: "the farm's build log is always the build tools' whole output"},
@@ -271,8 +269,10 @@ returns once the build is queued. It exits 1 when the build failed or was cancel
 they ended (as they were queued with --no-wait).
 
 -p/--platform android|ios|all and -e/--profile NAME (eas.json, default production),
---non-interactive, -m/--message, --clear-cache, --wait/--no-wait are EAS's. EAS's flags the
-farm cannot honour (--local, --auto-submit, ...) are refused with the alternative; those it
+--non-interactive, -m/--message, --clear-cache, --wait/--no-wait are EAS's. -s/--auto-submit
+and --auto-submit-with-profile NAME queue the build's submission to its store (see
+expo-build submit:store), which the controller sends once the build completes. EAS's flags the
+farm cannot honour (--local, ...) are refused with the alternative; those it
 has nothing to do for (--freeze-credentials, --verbose-logs, ...) are accepted.
 
 ` + submitDetails

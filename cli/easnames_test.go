@@ -103,8 +103,8 @@ func TestBuildNoWaitAndEASFlags(t *testing.T) {
 	if r := e.mustRun(0, nil, "build", dir, "-p", "android", "--wait=false"); !strings.Contains(r.stdout, "queued") {
 		t.Errorf("--wait=false: %s", r)
 	}
-	for flag, want := range map[string]string{"--local": "freeagent run --vm-driver local", "--auto-submit": "eas submit",
-		"-s": "eas submit", "--refresh-ad-hoc-provisioning-profile": "credentials.json"} {
+	for flag, want := range map[string]string{"--local": "freeagent run --vm-driver local", "--submit": "--auto-submit",
+		"--refresh-ad-hoc-provisioning-profile": "credentials.json"} {
 		r := e.mustRun(ExitUsage, nil, "build", dir, "-p", "android", "--no-wait", flag)
 		if !strings.Contains(r.stderr, want) {
 			t.Errorf("build %s: want %q in the message\n%s", flag, want, r)

@@ -56,6 +56,12 @@ func newEnv(t *testing.T, tune ...func(*httpapi.Limits)) *env {
 // --blob-store; "" is the file store under its data directory).
 func newEnvOn(t *testing.T, blobStore string, tune ...func(*httpapi.Limits)) *env {
 	t.Helper()
+	return newEnvWith(t, func(c *serve.Config) { c.BlobStore = blobStore }, tune...)
+}
+
+// newEnvWith is newEnv with the controller's configuration changed by configure.
+func newEnvWith(t *testing.T, configure func(*serve.Config), tune ...func(*httpapi.Limits)) *env {
+	t.Helper()
 	parent := t.TempDir()
 	if err := os.Chmod(parent, 0o711); err != nil {
 		t.Fatal(err)
@@ -63,7 +69,8 @@ func newEnvOn(t *testing.T, blobStore string, tune ...func(*httpapi.Limits)) *en
 	logger := logrus.New()
 	logger.SetOutput(io.Discard)
 	c := controllertest.Start(t, controllertest.Logger(logger), controllertest.Configure(func(c *serve.Config) {
-		c.DataDir, c.BlobStore, c.ReaperInterval = filepath.Join(parent, "data"), blobStore, time.Second
+		c.DataDir, c.ReaperInterval = filepath.Join(parent, "data"), time.Second
+		configure(c)
 	}), controllertest.Limits(func(l *httpapi.Limits) {
 		for _, f := range tune {
 			f(l)

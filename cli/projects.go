@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -39,8 +40,10 @@ const credentialsHelp = `Manages the credentials the farm keeps for a project, u
 credentialsSource "remote" (EAS's default), as EAS keeps them on its servers.
 
   expo-build credentials set --platform android [--name NAME]   upload the keystore of credentials.json
+  expo-build credentials set --platform android --service-account-key FILE [--name NAME]
+                                                                  keep a Google service account key for submitting
   expo-build credentials list
-  expo-build credentials delete --platform android [--name NAME]
+  expo-build credentials delete --platform android [--name NAME] [--submit-key]
 
 set validates the keystore (the store password opens it, the alias exists, the key
 password decrypts the key) before anything is sent; the farm keeps it sealed and shows it
@@ -255,6 +258,8 @@ func (a *App) cmdCredentials(ctx context.Context, inv *invocation, args []string
 	platform := fs.String("platform", "", "`android` (iOS credentials come with the next release)")
 	name := fs.String("name", "default", "the credential's `NAME` (eas.json keystoreName)")
 	projectFlag := fs.String("project", "", "the project `SLUG` (default: the app's slug in the current directory)")
+	saKey := fs.String("service-account-key", "", "with set: keep this Google service account JSON key `FILE` for submitting to Google Play (instead of a keystore)")
+	submitKey := fs.Bool("submit-key", false, "with delete: delete the key for submitting (set with --service-account-key), not the keystore")
 	pos, err := inv.parse(fs, args, 1, 1)
 	if err != nil {
 		return err
@@ -266,8 +271,11 @@ func (a *App) cmdCredentials(ctx context.Context, inv *invocation, args []string
 	if verb != "list" && *platform != api.PlatformAndroid {
 		return usageErr("--platform android is required (iOS credentials are not kept on the farm yet)")
 	}
+	if (*saKey != "" && verb != "set") || (*submitKey && verb != "delete") {
+		return usageErr("--service-account-key goes with set, --submit-key with delete")
+	}
 	var local *credentials.File
-	if verb == "set" {
+	if verb == "set" && *saKey == "" {
 		root, _, err := findProject(".")
 		if err != nil {
 			return err
@@ -297,8 +305,19 @@ func (a *App) cmdCredentials(ctx context.Context, inv *invocation, args []string
 		}); err != nil {
 			return wrapOp("list credentials", err)
 		}
+		var keys api.SubmitCredentialList
+		if err := s.retry(ctx, "list the keys for submitting", true, func(ctx context.Context) error {
+			var err error
+			keys, err = c.ListSubmitCredentials(ctx, project)
+			return err
+		}); err != nil && api.StatusOf(err) != http.StatusNotFound { // 404: a controller without submissions
+			return wrapOp("list the keys for submitting", err)
+		}
 		if inv.json {
-			return inv.ui.emit(list)
+			return inv.ui.emit(map[string]any{"credentials": list.Credentials, "submit_credentials": keys.Credentials})
+		}
+		for _, k := range keys.Credentials {
+			inv.ui.printf("Key for submitting (%s) %q: service account %s, key id %s\n", k.Platform, k.Name, k.ClientEmail, k.KeyID)
 		}
 		if len(list.Credentials) == 0 {
 			inv.ui.printf("No credentials on the farm for %s.\n", project)
@@ -315,6 +334,9 @@ func (a *App) cmdCredentials(ctx context.Context, inv *invocation, args []string
 		return nil
 	case "delete":
 		if err := s.retry(ctx, "delete the credential", false, func(ctx context.Context) error {
+			if *submitKey {
+				return c.DeleteSubmitCredential(ctx, project, *platform, *name)
+			}
 			return c.DeleteCredential(ctx, project, *platform, *name)
 		}); err != nil {
 			return wrapOp("delete the credential", err)
@@ -323,6 +345,26 @@ func (a *App) cmdCredentials(ctx context.Context, inv *invocation, args []string
 			return inv.ui.emit(map[string]any{"project": project, "platform": *platform, "name": *name, "deleted": true})
 		}
 		inv.ui.printf("%s Deleted the %s credential %q of %s\n", inv.ui.o(cGreen, "✔"), *platform, *name, project)
+		return nil
+	}
+	if *saKey != "" {
+		key, err := a.readKeyFile(".", *saKey, "--service-account-key")
+		if err != nil {
+			return err
+		}
+		var info api.SubmitCredentialInfo
+		if err := s.retry(ctx, "upload the key", true, func(ctx context.Context) error {
+			var err error
+			info, err = c.SetSubmitCredential(ctx, project, api.PlatformAndroid, *name, api.SubmitSecrets{ServiceAccountKey: key})
+			return err
+		}); err != nil {
+			return wrapOp("upload the key for submitting", err)
+		}
+		if inv.json {
+			return inv.ui.emit(info)
+		}
+		inv.ui.printf("%s Kept the Google service account key %q of %s on the farm: %s (key id %s); expo-build submit:store and --auto-submit use it when eas.json names no serviceAccountKeyPath\n",
+			inv.ui.o(cGreen, "✔"), *name, project, info.ClientEmail, info.KeyID)
 		return nil
 	}
 	ks, info, err := local.Android()

@@ -39,6 +39,8 @@ type resolved struct {
 	// bump is the local version source's autoIncrement, made before the
 	// upload; nil when nothing is bumped.
 	bump *versionBump
+	// autoSubmit is the submission queued with the build (--auto-submit).
+	autoSubmit *api.SubmissionRequest
 }
 
 // farm is what resolving a build asks the controller: a project's

@@ -57,6 +57,11 @@ type submitOpts struct {
 	timeout                                                   time.Duration
 	wait, noWait, logs, force, nonInteractive                 bool
 	reuse, clearCache                                         bool
+	// autoSubmit (--auto-submit) queues each build's submission to its
+	// store with it, with eas.json's submit profile autoSubmitProfile
+	// (--auto-submit-with-profile), else the build profile's name.
+	autoSubmit        bool
+	autoSubmitProfile string
 	// resourceClass (--resource-class, deprecated in EAS) overrides the
 	// profile's resourceClass, as eas build does.
 	resourceClass string
@@ -90,6 +95,9 @@ func (o *submitOpts) flags(inv *invocation) *flag.FlagSet {
 		fs.BoolVar(&o.noWait, "no-wait", false, "return once the build is queued")
 		fs.BoolVar(&o.clearCache, "clear-cache", false, "build without restoring the dependency caches; a success saves them afresh")
 		fs.StringVar(&o.resourceClass, "resource-class", "", "deprecated in EAS (set resourceClass in eas.json): overrides the profile's resourceClass, which selects the worker")
+		fs.BoolVar(&o.autoSubmit, "auto-submit", false, "once the build completes, the controller sends it to its store with the eas.json submit profile of the build profile's name (see expo-build submit:store)")
+		inv.alias(fs, "s", "auto-submit")
+		fs.StringVar(&o.autoSubmitProfile, "auto-submit-with-profile", "", "as --auto-submit, with the eas.json submit profile `NAME`")
 		o.easFlags = easBuildFlags()
 		for _, f := range o.easFlags {
 			for _, name := range f.names {
@@ -222,6 +230,11 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 			return err
 		}
 		r.spec.Message, r.spec.ClearCache = o.message, o.clearCache
+		if o.autoSubmit || o.autoSubmitProfile != "" {
+			if err := a.resolveAutoSubmit(root, r, o.autoSubmitProfile); err != nil {
+				return err
+			}
+		}
 		if platform == api.PlatformIOS {
 			if r.certs, err = a.certsZip(&o.sign); err != nil {
 				return err
@@ -340,7 +353,7 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 
 	spec := r.spec
 	req := api.SubmitRequest{Platform: platform, Profile: spec.ProfileName, Priority: priority, TimeoutSeconds: int(o.timeout.Seconds()),
-		Spec: &spec, Credentials: r.credentials}
+		Spec: &spec, Credentials: r.credentials, AutoSubmit: r.autoSubmit}
 	var src *packedSource // with --reuse: packed before anything is sent
 	if o.reuse {
 		if src, err = s.packFile(ctx, plan); err != nil {
@@ -353,6 +366,16 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 			return submission{}, err
 		}
 		if b != nil {
+			if r.autoSubmit != nil { // the reused build is submitted as a new one would be
+				auto := *r.autoSubmit
+				auto.BuildID = b.ID
+				if err := s.retry(ctx, "queue the reused build's submission", false, func(ctx context.Context) error {
+					_, err := c.SubmitToStore(ctx, auto)
+					return err
+				}); err != nil {
+					return submission{}, wrapOp("queue the reused build's submission", err)
+				}
+			}
 			if !inv.json && !o.wait {
 				printReused(inv.ui, *b)
 			}
@@ -602,8 +625,9 @@ func submitFingerprint(s *session, plan *pack.Plan, req api.SubmitRequest, certs
 	}
 	spec, _ := json.Marshal(req.Spec)
 	creds, _ := json.Marshal(req.Credentials)
-	specHash, credsHash := sha256.Sum256(spec), sha256.Sum256(creds)
-	fmt.Fprintf(h, "%s\x00%x\x00%s\x00%s\x00%s\x00%d\x00%d\x00%x\x00%x\x00%x", s.baseURL, keyHash, plan.Fingerprint(), req.Platform, req.Profile, prio, req.TimeoutSeconds, certsHash, specHash, credsHash)
+	auto, _ := json.Marshal(req.AutoSubmit)
+	specHash, credsHash, autoHash := sha256.Sum256(spec), sha256.Sum256(creds), sha256.Sum256(auto)
+	fmt.Fprintf(h, "%s\x00%x\x00%s\x00%s\x00%s\x00%d\x00%d\x00%x\x00%x\x00%x\x00%x", s.baseURL, keyHash, plan.Fingerprint(), req.Platform, req.Profile, prio, req.TimeoutSeconds, certsHash, specHash, credsHash, autoHash)
 	return hex.EncodeToString(h.Sum(nil))
 }
 

@@ -11,6 +11,7 @@
 package easjson
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -133,14 +134,16 @@ func (f *File) RequireCommit() bool {
 type MissingProfileError struct {
 	Name      string
 	Available []string
+	Kind      string // "submit" for a submit profile; "" is a build profile
 }
 
 func (e *MissingProfileError) Error() string {
+	kind := cmp.Or(e.Kind, "build")
 	if len(e.Available) == 0 {
-		return fmt.Sprintf("eas.json has no build profile %q (it has no build profiles at all): add one under \"build\"", e.Name)
+		return fmt.Sprintf("eas.json has no %s profile %q (it has no %s profiles at all): add one under \"%s\"", kind, e.Name, kind, kind)
 	}
-	return fmt.Sprintf("eas.json has no build profile %q: the profiles are %s (pick one, or add %q under \"build\")",
-		e.Name, quoteAll(e.Available), e.Name)
+	return fmt.Sprintf("eas.json has no %s profile %q: the profiles are %s (pick one, or add %q under \"%s\")",
+		kind, e.Name, quoteAll(e.Available), e.Name, kind)
 }
 
 // MissingParentError is a profile whose "extends" names a profile that

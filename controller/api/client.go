@@ -352,6 +352,9 @@ type SubmitRequest struct {
 	// Project names the project of a raw submit (field "project"); a
 	// spec's project is Spec.BuildProject().
 	Project string
+	// AutoSubmit, when set, is queued with the build and sent to its store
+	// once the build completes (file "auto_submit": it may carry keys).
+	AutoSubmit *SubmissionRequest
 }
 
 // Submit queues a build.
@@ -392,6 +395,13 @@ func (c *Client) Submit(ctx context.Context, s SubmitRequest) (SubmitResponse, e
 			return SubmitResponse{}, fmt.Errorf("encode the credentials: %w", err)
 		}
 		files = append(files, filePart{field: "credentials", name: "credentials.json", r: bytes.NewReader(b)})
+	}
+	if s.AutoSubmit != nil {
+		b, err := json.Marshal(s.AutoSubmit)
+		if err != nil {
+			return SubmitResponse{}, fmt.Errorf("encode the submission: %w", err)
+		}
+		files = append(files, filePart{field: "auto_submit", name: "auto_submit.json", r: bytes.NewReader(b)})
 	}
 	var out SubmitResponse
 	return out, c.multipart(ctx, "/api/builds", fields, files, header{HeaderIdempotencyKey: s.IdempotencyKey}, &out)

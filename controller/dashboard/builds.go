@@ -141,6 +141,8 @@ type buildView struct {
 	// Spec is shown when the build has one: its profile's env in key
 	// order and the whole resolved profile as indented JSON.
 	Spec *specView
+	// Submissions are the build's submissions to its store, newest first.
+	Submissions []api.Submission
 }
 
 type phaseView struct {
@@ -189,6 +191,10 @@ func (d *Dashboard) build(w http.ResponseWriter, r *http.Request, s *session) {
 		return
 	}
 	if err := d.readPhases(r.Context(), &v); err != nil {
+		d.fail(w, r, s, err)
+		return
+	}
+	if v.Submissions, err = d.Store.BuildSubmissions(r.Context(), id); err != nil {
 		d.fail(w, r, s, err)
 		return
 	}

@@ -47,6 +47,7 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 	var spec *api.BuildSpec
 	var src sourceTree // what the controller read of the source
 	var creds *api.BuildCredentials
+	var autoSubmit *api.SubmissionRequest
 	committed := false
 	defer func() {
 		for _, p := range []*blobs.Pending{source, certs, sealedCreds} {
@@ -137,6 +138,15 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 				fail(err)
 				return
 			}
+		case name == "auto_submit" && part.FileName() != "":
+			if autoSubmit != nil {
+				fail(badRequest("more than one \"auto_submit\" file"))
+				return
+			}
+			if autoSubmit, err = readAutoSubmit(part, s.limits.JSONBody); err != nil {
+				fail(err)
+				return
+			}
 		case name == "spec" && part.FileName() == "":
 			if spec != nil {
 				fail(badRequest("more than one \"spec\" field"))
@@ -198,6 +208,18 @@ func (s *Server) submit(w http.ResponseWriter, r *http.Request, key store.APIKey
 	if err := projectAllowed(key, nb.Project); err != nil {
 		fail(err)
 		return
+	}
+	if autoSubmit != nil {
+		if autoSubmit.Platform != nb.Platform {
+			fail(fmt.Errorf("%w: file \"auto_submit\" submits an %s build, but this build is %s", store.ErrInvalid, autoSubmit.Platform, nb.Platform))
+			return
+		}
+		ns, err := s.newSubmission(key, nb.Project, nb.ID, *autoSubmit)
+		if err != nil {
+			fail(fmt.Errorf("--auto-submit: %w", err))
+			return
+		}
+		nb.AutoSubmit = &ns
 	}
 	if certs != nil && creds != nil {
 		fail(fmt.Errorf("%w: both a \"certs\" zip and a \"credentials\" file were sent; send the iOS targets' credentials in one of them (expo-build sends \"credentials\")", store.ErrInvalid))

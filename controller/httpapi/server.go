@@ -18,6 +18,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/metrics"
 	"github.com/freeagent-build/freeagent/controller/notify"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/submit"
 	"github.com/freeagent-build/freeagent/controller/webhooks"
 	"github.com/freeagent-build/freeagent/internal/config"
 )
@@ -140,6 +141,7 @@ type Server struct {
 	metricsPublic bool
 	links         *install.Signer // nil: no install links
 	webhooks      *webhooks.Dispatcher
+	submissions   *submit.Runner // nil: no submissions to the stores
 	publicURL     string
 	minFree       blobs.Floor
 
@@ -179,6 +181,8 @@ type Options struct {
 	PublicURL string
 	// Webhooks serves the /api/webhooks admin API; nil leaves it out.
 	Webhooks *webhooks.Dispatcher
+	// Submissions runs submissions to the stores; nil refuses them.
+	Submissions *submit.Runner
 	// KeyCacheTTL is how long a verified API key is trusted without a
 	// query; a revoked key stops working within it. Zero: 5 s.
 	KeyCacheTTL time.Duration
@@ -197,7 +201,7 @@ type Options struct {
 func New(o Options) *Server {
 	o.Limits = o.Limits.withDefaults()
 	s := &Server{store: o.Store, blobs: o.Blobs, hub: o.Hub, limits: o.Limits, log: o.Log, kick: o.BuildEnded,
-		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, webhooks: o.Webhooks, publicURL: strings.TrimRight(o.PublicURL, "/"), minFree: o.MinFreeDisk,
+		metrics: o.Metrics, metricsPublic: o.MetricsPublic, links: o.Links, webhooks: o.Webhooks, submissions: o.Submissions, publicURL: strings.TrimRight(o.PublicURL, "/"), minFree: o.MinFreeDisk,
 		keyCache: keyCache{ttl: o.KeyCacheTTL, entries: map[string]cachedKey{}}, rates: newRateLimits(o.Limits, o.TrustedProxies), draining: make(chan struct{})}
 	s.keyCache.ttl = config.OrDefault(s.keyCache.ttl, 5*time.Second)
 	if s.kick == nil {
@@ -259,6 +263,12 @@ func (s *Server) routes() {
 	m.HandleFunc("PUT /api/projects/{project}/credentials/{platform}/{name}", s.developer(s.setCredential))
 	m.HandleFunc("GET /api/projects/{project}/credentials", s.developer(s.listCredentials))
 	m.HandleFunc("DELETE /api/projects/{project}/credentials/{platform}/{name}", s.developer(s.deleteCredential))
+	m.HandleFunc("PUT /api/projects/{project}/submit-credentials/{platform}/{name}", s.developer(s.setSubmitCredential))
+	m.HandleFunc("GET /api/projects/{project}/submit-credentials", s.developer(s.listSubmitCredentials))
+	m.HandleFunc("DELETE /api/projects/{project}/submit-credentials/{platform}/{name}", s.developer(s.deleteSubmitCredential))
+	m.HandleFunc("POST /api/submissions", s.developer(s.createSubmission))
+	m.HandleFunc("GET /api/submissions/{id}", s.developer(s.getSubmission))
+	m.HandleFunc("GET /api/builds/{id}/submissions", s.buildReader(s.buildSubmissions))
 	m.HandleFunc("GET /api/projects/{project}/app-versions/{platform}/{application_id}", s.developer(s.getAppVersion))
 	m.HandleFunc("PUT /api/projects/{project}/app-versions/{platform}/{application_id}", s.developer(s.setAppVersion))
 

@@ -35,6 +35,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/pgcluster"
 	"github.com/freeagent-build/freeagent/controller/reaper"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/controller/submit"
 	"github.com/freeagent-build/freeagent/controller/webhooks"
 	"github.com/freeagent-build/freeagent/internal/config"
 	"github.com/freeagent-build/freeagent/internal/datadirlock"
@@ -113,6 +114,9 @@ type Config struct {
 	// SealInterval is how often final audit events are sealed into the
 	// hash chain (zero: reaper.DefaultSealInterval, 200 ms).
 	SealInterval time.Duration
+	// Submit runs submissions to the stores (zero fields take
+	// submit.DefaultConfig's; tests point Play at the stand-in).
+	Submit submit.Config
 }
 
 // withDefaults is cfg with its zero fields filled. Limits, KeyCacheTTL,
@@ -138,21 +142,22 @@ type Controller struct {
 	URL string // http(s)://host:port it listens on
 	ID  string // this replica's id in the controller registry
 
-	log        logrus.FieldLogger
-	http       *http.Server
-	api        *httpapi.Server
-	cancel     context.CancelFunc
-	wg         sync.WaitGroup
-	store      *store.Store
-	files      *blobs.Store
-	reaper     *reaper.Reaper
-	links      *install.Signer
-	hooks      *webhooks.Dispatcher
-	metrics    *metrics.Metrics
-	cluster    *pgcluster.Cluster
-	dirLock    *datadirlock.Lock // held while the built-in database is ours
-	serveErr   chan error
-	registered bool
+	log         logrus.FieldLogger
+	http        *http.Server
+	api         *httpapi.Server
+	cancel      context.CancelFunc
+	wg          sync.WaitGroup
+	store       *store.Store
+	files       *blobs.Store
+	reaper      *reaper.Reaper
+	links       *install.Signer
+	hooks       *webhooks.Dispatcher
+	submissions *submit.Runner
+	metrics     *metrics.Metrics
+	cluster     *pgcluster.Cluster
+	dirLock     *datadirlock.Lock // held while the built-in database is ours
+	serveErr    chan error
+	registered  bool
 }
 
 // OpenDatabase returns a DSN for cfg: DatabaseURL, or the private cluster
@@ -255,6 +260,11 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 		return nil, err
 	}
 	c.hooks = hooks
+	runner, err := submit.New(c.store, files, cfg.Submit, c.ID, log.WithField("component", "submit"))
+	if err != nil {
+		return nil, err
+	}
+	c.submissions = runner
 
 	ln := cfg.Listener
 	if ln == nil {
@@ -291,6 +301,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	collector := gc.New(c.store, files, cfg.GC, log.WithField("component", "gc"))
 	collector.OnRun = m.GC
 	c.goRun(func() { collector.Run(runCtx) })
+	c.goRun(func() { runner.Run(runCtx) })
 	if !cfg.NoWebhookDelivery {
 		c.goRun(func() { hooks.Run(runCtx) })
 		c.goRun(func() { kickOnSealedEvents(runCtx, hub, hooks) })
@@ -304,7 +315,7 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 
 	c.api = httpapi.New(httpapi.Options{Store: c.store, Blobs: files, Hub: hub, Limits: cfg.Limits,
 		Log: log.WithField("component", "http"), BuildEnded: rp.Kick, Metrics: m, MetricsPublic: cfg.MetricsPublic,
-		Links: links, PublicURL: cfg.PublicURL, Webhooks: hooks, MinFreeDisk: cfg.MinFreeDisk, KeyCacheTTL: cfg.KeyCacheTTL,
+		Links: links, PublicURL: cfg.PublicURL, Webhooks: hooks, Submissions: runner, MinFreeDisk: cfg.MinFreeDisk, KeyCacheTTL: cfg.KeyCacheTTL,
 		TrustedProxies: cfg.TrustedProxies})
 	// The dashboard serves every path outside the API, behind the API's
 	// logging, recovery, rate limits and body guard; what it does with
@@ -433,6 +444,9 @@ func (c *Controller) Reaper() *reaper.Reaper { return c.reaper }
 
 // Links signs the controller's install links.
 func (c *Controller) Links() *install.Signer { return c.links }
+
+// Submissions is the controller's runner of submissions to the stores.
+func (c *Controller) Submissions() *submit.Runner { return c.submissions }
 
 // Webhooks is the controller's webhook dispatcher.
 func (c *Controller) Webhooks() *webhooks.Dispatcher { return c.hooks }

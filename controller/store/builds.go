@@ -43,7 +43,10 @@ type NewBuild struct {
 	Spec      []byte
 	BaseImage string
 	Timeout   time.Duration // 0 → the default
-	Commit    func() error
+	// AutoSubmit, when set, is queued with the build: it runs once the
+	// build completes (and fails if it does not).
+	AutoSubmit *NewSubmission
+	Commit     func() error
 }
 
 // ValidatePlatform checks a platform name.
@@ -183,6 +186,14 @@ func (s *Store) Submit(ctx context.Context, nb NewBuild) (Submitted, error) {
 			detail["declared_source_fingerprint"], detail["source_fingerprint"] = spec.SourceFingerprint, nb.SourceFingerprint
 		}
 		t.emit(Change{Kind: "build", ID: b.ID, Status: string(api.StatusPending), Platform: nb.Platform, Event: "build.submitted", Detail: detail})
+		if nb.AutoSubmit != nil {
+			if err := validateNewSubmission(*nb.AutoSubmit); err != nil {
+				return err
+			}
+			if _, err := t.insertSubmission(ctx, *nb.AutoSubmit); err != nil {
+				return err
+			}
+		}
 		return nil
 	})
 	out.Token = token

@@ -22,7 +22,7 @@ import (
 // change and appends nothing. Project changes (variables, credentials) are
 // audited but carry no status: a replay ignores them.
 func (c Change) auditEvent() (eventType string, payload []byte, ok bool) {
-	if c.Kind != "build" && c.Kind != "worker" && c.Kind != "controller" && c.Kind != "project" {
+	if c.Kind != "build" && c.Kind != "worker" && c.Kind != "controller" && c.Kind != "project" && c.Kind != KindSubmission {
 		return "", nil, false
 	}
 	eventType = c.Event
