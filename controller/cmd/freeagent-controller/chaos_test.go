@@ -676,9 +676,9 @@ func (r *chaosRun) submitPaced(ctx context.Context) {
 }
 
 // storm makes overlapping faults until ctx ends. Two loops take turns at
-// the farm's parts (a replica killed, Postgres shut down or crashed), so a
-// replica is often down while Postgres restarts and at times both replicas
-// are; a third tells agents to misbehave on their next attempt.
+// the farm's parts (a replica killed, Postgres shut down or crashed, or a
+// replica killed while Postgres restarts), so at times both replicas are
+// down too; a third tells agents to misbehave on their next attempt.
 func (r *chaosRun) storm(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range 2 {
@@ -686,16 +686,22 @@ func (r *chaosRun) storm(ctx context.Context) {
 			for sleep(ctx, between(2*time.Second, 6*time.Second)) {
 				// The farm is made whole again even when the storm ends meanwhile.
 				fctx := context.WithoutCancel(ctx)
-				var err error
-				switch n := rand.IntN(4); n {
+				var errs [2]error
+				switch n := rand.IntN(5); n {
 				case 0, 1:
-					err = r.f.killReplica(fctx, n, between(200*time.Millisecond, 3*time.Second))
-				case 2:
-					err = r.f.restartPostgres(fctx, false)
-				case 3:
-					err = r.f.restartPostgres(fctx, true)
+					errs[0] = r.f.killReplica(fctx, n, between(200*time.Millisecond, 3*time.Second))
+				case 2, 3:
+					errs[0] = r.f.restartPostgres(fctx, n == 3)
+				case 4: // a replica killed while Postgres restarts or crashes
+					var both sync.WaitGroup
+					both.Go(func() { errs[0] = r.f.restartPostgres(fctx, rand.IntN(2) == 0) })
+					both.Go(func() {
+						sleep(fctx, between(0, time.Second))
+						errs[1] = r.f.killReplica(fctx, rand.IntN(2), between(200*time.Millisecond, 3*time.Second))
+					})
+					both.Wait()
 				}
-				if err != nil {
+				if err := errors.Join(errs[:]...); err != nil {
 					r.t.Errorf("the farm did not come back from a fault: %v", err)
 				}
 			}

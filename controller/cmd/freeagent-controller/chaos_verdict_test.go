@@ -437,7 +437,7 @@ func (v *chaosVerdict) report(t *testing.T, r *chaosRun, faulted, drained time.D
 			t.Errorf("no agent fault %q happened: run more builds", k)
 		}
 	}
-	if fc.bothReplicasDown == 0 || fc.pgWithReplicaDown == 0 || fc.pgCrashes == 0 {
+	if fc.bothReplicasDown == 0 || fc.pgWithReplicaDown == 0 || fc.pgRestarts == 0 || fc.pgCrashes == 0 {
 		t.Errorf("the farm's faults did not overlap (%+v): run more builds", fc)
 	}
 }
