@@ -418,15 +418,15 @@ func (a *chaosAgent) takeFault(j *api.Job) agentFault {
 }
 
 // call makes one call of attempt j through live replicas and notes, when
-// the controller accepted it, when it was sent.
-func (a *chaosAgent) call(ctx context.Context, j *api.Job, fn func(context.Context, *api.Client) error) error {
+// the controller accepted it, what it was and when it was sent.
+func (a *chaosAgent) call(ctx context.Context, j *api.Job, what string, fn func(context.Context, *api.Client) error) error {
 	var sent time.Time
 	err := a.f.do(ctx, func(ctx context.Context, c *api.Client) error {
 		sent = time.Now()
 		return fn(ctx, c)
 	})
 	if err == nil {
-		a.l.accepted(j.AttemptID, sent)
+		a.l.accepted(j.AttemptID, what, sent)
 	}
 	return err
 }
@@ -438,7 +438,7 @@ func (a *chaosAgent) runJob(ctx context.Context, j *api.Job) {
 		return // the lease is gone: drop the job, as an agent does
 	}
 	var vmToken string
-	if err := a.call(ctx, j, func(ctx context.Context, c *api.Client) error {
+	if err := a.call(ctx, j, "the OTP exchange", func(ctx context.Context, c *api.Client) error {
 		auth, err := c.VMAuth(ctx, j.ID, j.OTP)
 		vmToken = auth.VMToken
 		return err
@@ -474,7 +474,7 @@ func (a *chaosAgent) runJob(ctx context.Context, j *api.Job) {
 		return
 	case zombie:
 		a.l.faulted(fault)
-		a.haunt(ctx, j, vmToken, logAt)
+		a.haunt(ctx, j, vmToken)
 		return
 	}
 	a.complete(ctx, j, fault)
@@ -484,7 +484,7 @@ func (a *chaosAgent) runJob(ctx context.Context, j *api.Job) {
 func (a *chaosAgent) work(ctx context.Context) { sleep(ctx, between(a.build/4, a.build*3/4)) }
 
 func (a *chaosAgent) heartbeat(ctx context.Context, j *api.Job) error {
-	return a.call(ctx, j, func(ctx context.Context, c *api.Client) error {
+	return a.call(ctx, j, "a heartbeat", func(ctx context.Context, c *api.Client) error {
 		resp, err := c.Heartbeat(ctx, a.token, api.HeartbeatRequest{BuildID: j.ID, AttemptID: j.AttemptID, LeaseToken: j.LeaseToken})
 		if err == nil {
 			a.keep(resp.TokenGrant)
@@ -497,7 +497,7 @@ func (a *chaosAgent) heartbeat(ctx context.Context, j *api.Job) error {
 // it learns as freeagent-vm does: an empty append answers the log's length.
 func (a *chaosAgent) appendLog(ctx context.Context, j *api.Job, vmToken string, at *int64, i int) error {
 	line := []byte(logLine(j.ID, j.AttemptID, i))
-	err := a.call(ctx, j, func(ctx context.Context, c *api.Client) error {
+	err := a.call(ctx, j, fmt.Sprintf("log line %d", i), func(ctx context.Context, c *api.Client) error {
 		if *at < 0 {
 			n, err := c.AppendLog(ctx, j.ID, vmToken, 0, nil)
 			if err != nil {
@@ -524,7 +524,7 @@ func (a *chaosAgent) appendLog(ctx context.Context, j *api.Job, vmToken string, 
 // upload sends one of the attempt's artifacts, raw (PUT) or multipart.
 func (a *chaosAgent) upload(ctx context.Context, j *api.Job, vmToken, name string, raw bool) error {
 	body := artifactBody(j.AttemptID, name)
-	err := a.call(ctx, j, func(ctx context.Context, c *api.Client) (err error) {
+	err := a.call(ctx, j, "artifact "+name, func(ctx context.Context, c *api.Client) (err error) {
 		if raw {
 			_, err = c.PutArtifact(ctx, j.ID, vmToken, name, strings.NewReader(body), int64(len(body)), sha256hex(body))
 		} else {
@@ -563,7 +563,7 @@ func (a *chaosAgent) complete(ctx context.Context, j *api.Job, fault agentFault)
 	}
 	for range 1 + btoi(fault == repeatCompletion) {
 		var resp api.ResultResponse
-		if a.call(ctx, j, func(ctx context.Context, c *api.Client) (err error) {
+		if a.call(ctx, j, "its result", func(ctx context.Context, c *api.Client) (err error) {
 			resp, err = c.Upload(ctx, a.token, result(j))
 			return err
 		}) != nil {
@@ -586,18 +586,24 @@ func btoi(b bool) int {
 // haunt is a zombie's second life: silent until the build has moved on
 // to another attempt (or ended), it then carries on as if it still held
 // the build: a heartbeat, a log line, an artifact, its completion. The
-// controller must refuse each; the ledger notes any it accepts.
-func (a *chaosAgent) haunt(ctx context.Context, j *api.Job, vmToken string, logAt int64) {
-	deadline := time.Now().Add(3*a.lease + 30*time.Second)
-	for time.Now().Before(deadline) {
+// controller must refuse each; the ledger notes any it accepts. A build
+// that does not move on within three leases is left as it is: the drain
+// finds it stuck.
+func (a *chaosAgent) haunt(ctx context.Context, j *api.Job, vmToken string) {
+	for deadline := time.Now().Add(3*a.lease + 30*time.Second); ; sleep(ctx, 200*time.Millisecond) {
+		if time.Now().After(deadline) {
+			return
+		}
 		var b api.Build
 		err := a.f.do(ctx, func(ctx context.Context, c *api.Client) (err error) { b, err = c.GetBuild(ctx, j.ID); return err })
 		if err == nil && movedOn(b, j.AttemptID) {
 			break
 		}
-		sleep(ctx, 200*time.Millisecond)
 	}
-	// Refused, or noted by the ledger.
+	// The log line goes at the log's end, as a VM that reconnects asks
+	// for it. Errors: refused, as they must be; anything else the
+	// ledger notes.
+	logAt := int64(-1)
 	a.heartbeat(ctx, j)                            //nolint:errcheck
 	a.appendLog(ctx, j, vmToken, &logAt, logLines) //nolint:errcheck
 	a.upload(ctx, j, vmToken, "app.apk", true)     //nolint:errcheck

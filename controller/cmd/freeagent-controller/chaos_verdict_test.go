@@ -22,7 +22,7 @@ import (
 type chaosLedger struct {
 	mu       sync.Mutex
 	claims   map[string]attemptClaim // attempt → its claim
-	accepts  map[string]time.Time    // attempt → when the last call the controller accepted for it was sent
+	accepts  map[string]acceptedCall // attempt → the last call the controller accepted of it
 	uploads  map[string][]string     // attempt → the artifacts it uploaded
 	lines    map[string]int          // attempt → log lines acknowledged (lines 0 to n-1)
 	results  map[string][]string     // build → the attempts whose result the controller accepted
@@ -38,10 +38,16 @@ type attemptClaim struct {
 	at           time.Time // when the claim's answer arrived (the first time, if redelivered)
 }
 
+// acceptedCall is a call the controller accepted: what and when it was sent.
+type acceptedCall struct {
+	what string
+	sent time.Time
+}
+
 type finding struct{ build, what string }
 
 func newChaosLedger() *chaosLedger {
-	return &chaosLedger{claims: map[string]attemptClaim{}, accepts: map[string]time.Time{}, uploads: map[string][]string{},
+	return &chaosLedger{claims: map[string]attemptClaim{}, accepts: map[string]acceptedCall{}, uploads: map[string][]string{},
 		lines: map[string]int{}, results: map[string][]string{}, consumed: map[string]bool{}}
 }
 
@@ -61,11 +67,11 @@ func (l *chaosLedger) claimed(j *api.Job, agent string) {
 	// answer of its claim was lost.
 }
 
-func (l *chaosLedger) accepted(attemptID string, sent time.Time) {
+func (l *chaosLedger) accepted(attemptID, what string, sent time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if sent.After(l.accepts[attemptID]) {
-		l.accepts[attemptID] = sent
+	if sent.After(l.accepts[attemptID].sent) {
+		l.accepts[attemptID] = acceptedCall{what, sent}
 	}
 }
 
@@ -224,9 +230,9 @@ func (v *chaosVerdict) checkBuild(l *chaosLedger, b api.Build, log string) {
 	for _, x := range history {
 		for _, y := range history {
 			c, ok := l.claims[y.ID]
-			if y.Number > x.Number && ok && l.accepts[x.ID].After(c.at) {
-				note(v.misattached, b.ID, "a call of attempt %d (%s) was accepted %s after attempt %d (%s) had the build",
-					x.Number, x.ID, l.accepts[x.ID].Sub(c.at).Round(time.Millisecond), y.Number, y.ID)
+			if call := l.accepts[x.ID]; y.Number > x.Number && ok && call.sent.After(c.at) {
+				note(v.misattached, b.ID, "%s of attempt %d (%s) was accepted, sent %s after attempt %d (%s) had the build",
+					call.what, x.Number, x.ID, call.sent.Sub(c.at).Round(time.Millisecond), y.Number, y.ID)
 			}
 		}
 	}
@@ -236,13 +242,13 @@ func (v *chaosVerdict) checkBuild(l *chaosLedger, b api.Build, log string) {
 
 	switch {
 	case !ended(b.Status):
-		note(v.lost, b.ID, "still %s after the drain (attempts %+v)", b.Status, history)
+		note(v.lost, b.ID, "still %s after the drain (attempts: %s)", b.Status, attemptsText(history))
 		return
 	case b.Status == api.StatusCancelled:
 		note(v.lost, b.ID, "cancelled, by nobody")
 		return
 	case b.Status == api.StatusFailed && deref(b.ErrorCode) == "max_attempts":
-		note(v.deadLettered, b.ID, "%s (attempts %+v)", deref(b.ErrorMessage), history)
+		note(v.deadLettered, b.ID, "%s (attempts: %s)", deref(b.ErrorMessage), attemptsText(history))
 		return
 	}
 	var enders []string
@@ -252,7 +258,7 @@ func (v *chaosVerdict) checkBuild(l *chaosLedger, b api.Build, log string) {
 		}
 	}
 	if len(enders) != 1 {
-		note(v.duplicated, b.ID, "%s by %d attempts: %+v", b.Status, len(enders), history)
+		note(v.duplicated, b.ID, "%s by %d attempts (attempts: %s)", b.Status, len(enders), attemptsText(history))
 		return
 	}
 	ender := enders[0]
@@ -332,7 +338,9 @@ func (v *chaosVerdict) checkLog(l *chaosLedger, buildID, log string, history []a
 		if f[3] != cur {
 			cur, last = f[3], n
 		}
-		if i != count[cur] {
+		if i >= logLines {
+			note(v.misattached, buildID, "its log holds line %d of attempt %d, which only a zombie writes, after its attempt ended", i, n)
+		} else if i != count[cur] {
 			note(v.misattached, buildID, "its log has line %d of attempt %d where line %d was due", i, n, count[cur])
 		}
 		count[cur]++
@@ -342,6 +350,19 @@ func (v *chaosVerdict) checkLog(l *chaosLedger, buildID, log string, history []a
 			note(v.lost, buildID, "its log holds %d of the %d lines attempt %d's appends were acknowledged for", count[at.ID], acked, at.Number)
 		}
 	}
+}
+
+// attemptsText is a build's attempts in a line: number, status, error code.
+func attemptsText(history []api.Attempt) string {
+	var out []string
+	for _, at := range history {
+		s := fmt.Sprintf("%d %s", at.Number, at.Status)
+		if at.ErrorCode != nil {
+			s += " (" + *at.ErrorCode + ")"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
 }
 
 func deref(s *string) string {
