@@ -151,7 +151,7 @@ func (f *chaosFarm) restartPostgres(ctx context.Context, crash bool) error {
 		}
 	}
 	pg.Stop() //nolint:errcheck // after a crash it reports the server had exited; either way it is started again below
-	sleep(ctx, 300*time.Millisecond)
+	api.Sleep(ctx, 300*time.Millisecond)
 	err := f.startPostgres(ctx)
 	f.noteOutage(outage{what: "postgres", crash: crash, from: from, to: time.Now()})
 	return err
@@ -187,7 +187,7 @@ func (f *chaosFarm) killReplica(ctx context.Context, i int, down time.Duration) 
 	f.mu.Unlock()
 	from := time.Now()
 	r.stop()
-	sleep(ctx, down)
+	api.Sleep(ctx, down)
 	err := f.startReplica(ctx, i)
 	f.noteOutage(outage{what: fmt.Sprint("R", i), from: from, to: time.Now()})
 	return err
@@ -267,18 +267,6 @@ func (f *chaosFarm) do(ctx context.Context, fn func(context.Context, *api.Client
 		defer cancel()
 		return fn(ctx, f.client())
 	})
-}
-
-// sleep waits d or until ctx ends; it says whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 // between is a random duration in [lo, hi).
@@ -397,7 +385,7 @@ func (a *chaosAgent) run(ctx context.Context) {
 		case api.StatusOf(err) == http.StatusUnauthorized: // the token was lost with an answer: start again
 			a.register(ctx) //nolint:errcheck // retried on the next round
 		case err != nil:
-			sleep(ctx, time.Second)
+			api.Sleep(ctx, time.Second)
 		case job != nil:
 			// A job in hand is seen through: the test stops polling, not
 			// working, so no accepted call goes unrecorded.
@@ -481,7 +469,7 @@ func (a *chaosAgent) runJob(ctx context.Context, j *api.Job) {
 }
 
 // work is half an attempt's build: a while, well inside its lease.
-func (a *chaosAgent) work(ctx context.Context) { sleep(ctx, between(a.build/4, a.build*3/4)) }
+func (a *chaosAgent) work(ctx context.Context) { api.Sleep(ctx, between(a.build/4, a.build*3/4)) }
 
 func (a *chaosAgent) heartbeat(ctx context.Context, j *api.Job) error {
 	return a.call(ctx, j, "a heartbeat", func(ctx context.Context, c *api.Client) error {
@@ -590,7 +578,7 @@ func btoi(b bool) int {
 // that does not move on within three leases is left as it is: the drain
 // finds it stuck.
 func (a *chaosAgent) haunt(ctx context.Context, j *api.Job, vmToken string) {
-	for deadline := time.Now().Add(3*a.lease + 30*time.Second); ; sleep(ctx, 200*time.Millisecond) {
+	for deadline := time.Now().Add(3*a.lease + 30*time.Second); ; api.Sleep(ctx, 200*time.Millisecond) {
 		if time.Now().After(deadline) {
 			return
 		}
@@ -674,7 +662,7 @@ func (r *chaosRun) submitPaced(ctx context.Context) {
 			last, lastAt = done, time.Now()
 		}
 		if len(r.keys)-done >= window && time.Since(lastAt) < 2*time.Minute {
-			sleep(ctx, 20*time.Millisecond)
+			api.Sleep(ctx, 20*time.Millisecond)
 			continue
 		}
 		r.submit(ctx, 1)
@@ -689,7 +677,7 @@ func (r *chaosRun) storm(ctx context.Context) {
 	var wg sync.WaitGroup
 	for range 2 {
 		wg.Go(func() {
-			for sleep(ctx, between(2*time.Second, 6*time.Second)) {
+			for api.Sleep(ctx, between(2*time.Second, 6*time.Second)) == nil {
 				// The farm is made whole again even when the storm ends meanwhile.
 				fctx := context.WithoutCancel(ctx)
 				var errs [2]error
@@ -702,7 +690,7 @@ func (r *chaosRun) storm(ctx context.Context) {
 					var both sync.WaitGroup
 					both.Go(func() { errs[0] = r.f.restartPostgres(fctx, rand.IntN(2) == 0) })
 					both.Go(func() {
-						sleep(fctx, between(0, time.Second))
+						api.Sleep(fctx, between(0, time.Second))
 						errs[1] = r.f.killReplica(fctx, rand.IntN(2), between(200*time.Millisecond, 3*time.Second))
 					})
 					both.Wait()
@@ -714,7 +702,7 @@ func (r *chaosRun) storm(ctx context.Context) {
 		})
 	}
 	wg.Go(func() {
-		for sleep(ctx, between(300*time.Millisecond, 1500*time.Millisecond)) {
+		for api.Sleep(ctx, between(300*time.Millisecond, 1500*time.Millisecond)) == nil {
 			a := r.agents[rand.IntN(len(r.agents))]
 			a.fault.CompareAndSwap(int32(behave), int32(1+rand.IntN(int(agentFaultKinds)-1)))
 		}
