@@ -88,8 +88,9 @@ type chaosFarm struct {
 	replicas [2]*replica // nil while one is down
 	pg       *pgcluster.Cluster
 	outages  []outage
+	tooMany  map[string]int // 429 answers the clients waited out, by the budget they named
 
-	retried struct{ network, unavailable, tooMany atomic.Int64 } // failed calls the clients repeated, by cause
+	retried struct{ network, unavailable atomic.Int64 } // other failed calls the clients repeated, by cause
 }
 
 // outage is a part of the farm down: what ("R0", "R1", "postgres") and when.
@@ -253,9 +254,12 @@ const callBudget = time.Minute
 func (f *chaosFarm) do(ctx context.Context, fn func(context.Context, *api.Client) error) error {
 	policy := api.RetryPolicy{Backoff: api.Backoff{Initial: 50 * time.Millisecond, Max: time.Second, Jitter: 0.5}, Budget: callBudget,
 		OnRetry: func(err error, _ int, _ time.Duration) {
+			var e *api.Error
 			switch code := api.StatusOf(err); {
-			case code == http.StatusTooManyRequests:
-				f.retried.tooMany.Add(1)
+			case code == http.StatusTooManyRequests && errors.As(err, &e):
+				f.mu.Lock()
+				f.tooMany[e.Budget]++
+				f.mu.Unlock()
 			case code >= 500:
 				f.retried.unavailable.Add(1)
 			default:
@@ -767,7 +771,7 @@ func TestChaosNoBuildLostDuplicatedOrWronglyAttached(t *testing.T) {
 	if err := os.Chmod(pgParent, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	f := &chaosFarm{t: t, bin: bin, pgDir: filepath.Join(pgParent, "pg"), pgPort: freePort(t)}
+	f := &chaosFarm{t: t, bin: bin, pgDir: filepath.Join(pgParent, "pg"), pgPort: freePort(t), tooMany: map[string]int{}}
 	if err := f.startPostgres(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -412,6 +412,7 @@ func countFaults(outages []outage) faultCounts {
 func (v *chaosVerdict) report(t *testing.T, r *chaosRun, faulted, drained time.Duration) {
 	r.f.mu.Lock()
 	fc := countFaults(r.f.outages)
+	tooMany := fmt.Sprint(r.f.tooMany)
 	r.f.mu.Unlock()
 	var agentFaults []string
 	for k := restartAfterUploads; k < agentFaultKinds; k++ {
@@ -425,8 +426,8 @@ func (v *chaosVerdict) report(t *testing.T, r *chaosRun, faulted, drained time.D
 	t.Logf("chaos: farm faults: %d replica kills (both replicas down %d times), %d Postgres restarts and %d crashes (%d with a replica down too; longest %s); agent faults: %s",
 		fc.replicaKills, fc.bothReplicasDown, fc.pgRestarts, fc.pgCrashes, fc.pgWithReplicaDown, fc.longestPostgres.Round(100*time.Millisecond),
 		strings.Join(agentFaults, ", "))
-	t.Logf("chaos: calls repeated: %d network errors, %d 5xx, %d 429; %d builds ended by a result had an earlier attempt's uploads beside them",
-		r.f.retried.network.Load(), r.f.retried.unavailable.Load(), r.f.retried.tooMany.Load(), v.abandonedWithArtifacts)
+	t.Logf("chaos: calls repeated: %d network errors, %d 5xx, 429 by budget %s; %d builds ended by a result had an earlier attempt's uploads beside them",
+		r.f.retried.network.Load(), r.f.retried.unavailable.Load(), tooMany, v.abandonedWithArtifacts)
 	for _, kind := range []struct {
 		name string
 		m    map[string][]string
