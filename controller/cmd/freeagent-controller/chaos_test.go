@@ -72,7 +72,6 @@ func chaosPlanFor(t *testing.T) chaosPlan {
 // chaosFarm is two controller processes on one Postgres cluster and one
 // file store, which the test kills and restarts under running builds.
 type chaosFarm struct {
-	t      *testing.T
 	bin    string
 	args   []string
 	pgDir  string
@@ -187,7 +186,9 @@ func (f *chaosFarm) killReplica(ctx context.Context, i int, down time.Duration) 
 	f.replicas[i] = nil
 	f.mu.Unlock()
 	from := time.Now()
-	r.stop()
+	if r != nil { // nil when its last start failed: start it now
+		r.stop()
+	}
 	api.Sleep(ctx, down)
 	err := f.startReplica(ctx, i)
 	f.noteOutage(outage{what: fmt.Sprint("R", i), from: from, to: time.Now()})
@@ -632,7 +633,7 @@ type chaosRun struct {
 	ids    []string // the build each key made; "" where the submit never succeeded
 }
 
-var emptyTarGz = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00"
+const emptyTarGz = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x03\x00\x00\x00\x00\x00\x00\x00\x00\x00"
 
 // submit submits n more builds, each with its own idempotency key, so a
 // submit repeated after a lost answer makes no second build.
@@ -771,7 +772,7 @@ func TestChaosNoBuildLostDuplicatedOrWronglyAttached(t *testing.T) {
 	if err := os.Chmod(pgParent, 0o711); err != nil {
 		t.Fatal(err)
 	}
-	f := &chaosFarm{t: t, bin: bin, pgDir: filepath.Join(pgParent, "pg"), pgPort: freePort(t), tooMany: map[string]int{}}
+	f := &chaosFarm{bin: bin, pgDir: filepath.Join(pgParent, "pg"), pgPort: freePort(t), tooMany: map[string]int{}}
 	if err := f.startPostgres(ctx); err != nil {
 		t.Fatal(err)
 	}
