@@ -412,7 +412,10 @@ func countFaults(outages []outage) faultCounts {
 func (v *chaosVerdict) report(t *testing.T, r *chaosRun, faulted, drained time.Duration) {
 	r.f.mu.Lock()
 	fc := countFaults(r.f.outages)
-	tooMany := fmt.Sprint(r.f.tooMany)
+	tooMany := "none"
+	if len(r.f.tooMany) > 0 {
+		tooMany = fmt.Sprint(r.f.tooMany)
+	}
 	r.f.mu.Unlock()
 	var agentFaults []string
 	for k := restartAfterUploads; k < agentFaultKinds; k++ {
@@ -426,7 +429,7 @@ func (v *chaosVerdict) report(t *testing.T, r *chaosRun, faulted, drained time.D
 	t.Logf("chaos: farm faults: %d replica kills (both replicas down %d times), %d Postgres restarts and %d crashes (%d with a replica down too; longest %s); agent faults: %s",
 		fc.replicaKills, fc.bothReplicasDown, fc.pgRestarts, fc.pgCrashes, fc.pgWithReplicaDown, fc.longestPostgres.Round(100*time.Millisecond),
 		strings.Join(agentFaults, ", "))
-	t.Logf("chaos: calls repeated: %d network errors, %d 5xx, 429 by budget %s; %d builds ended by a result had an earlier attempt's uploads beside them",
+	t.Logf("chaos: calls repeated: %d network errors, %d 5xx, 429s (by budget) %s; %d builds ended by a result had an earlier attempt's uploads beside them",
 		r.f.retried.network.Load(), r.f.retried.unavailable.Load(), tooMany, v.abandonedWithArtifacts)
 	for _, kind := range []struct {
 		name string
