@@ -3,7 +3,7 @@ GO      ?= go
 BIN     := bin
 DARWIN  := GOOS=darwin GOARCH=arm64 CGO_ENABLED=0
 
-.PHONY: all build run test test-tools vet bench fuzz clean app package-check image standins
+.PHONY: all build run test test-tools vet bench chaos fuzz clean app package-check image standins
 
 all: build
 
@@ -77,6 +77,15 @@ bench:
 	$(GO) run ./bench/cmd/freeagent-bench
 	$(GO) test ./agent -run XXX -bench AgentOverhead -benchtime 1x
 	$(GO) test ./agent -run XXX -bench WarmBuild -benchtime 1x
+
+# The chaos test's long mode: CHAOS_BUILDS builds (default 1,000) while two
+# controller replicas, Postgres and the agents are killed and restarted,
+# the faults overlapping. It fails on any lost, duplicated, wrongly attached
+# or dead-lettered build and logs its figures (docs/performance.md, "Chaos").
+# By hand or nightly: `make test` runs the short size.
+CHAOS_BUILDS ?= 1000
+chaos:
+	FREEAGENT_CHAOS_BUILDS=$(CHAOS_BUILDS) $(GO) test -count=1 -timeout 3h -v -run '^TestChaos' ./controller/cmd/freeagent-controller/
 
 # Runs each fuzz target of every package for FUZZTIME (default 30s).
 FUZZTIME ?= 30s

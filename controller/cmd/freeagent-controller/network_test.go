@@ -54,19 +54,37 @@ type replica struct {
 
 func startReplica(t *testing.T, bin string, args ...string) *replica {
 	t.Helper()
-	r := &replica{cmd: exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)}
-	stderr, err := r.cmd.StderrPipe()
+	r, err := launchReplica(bin, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { r.cmd.Process.Kill(); r.cmd.Wait() })
-	if r.URL, err = controllertest.Listening(stderr, &r.logs, 60*time.Second); err != nil {
-		t.Fatalf("replica did not start: %v\n%s", err, r.logs.String())
-	}
+	t.Cleanup(r.stop)
 	return r
+}
+
+// launchReplica starts a `serve` child process and waits until it
+// listens. A replica that fails to (it exits while its database is down)
+// is stopped and its log returned in the error, as a supervisor sees it.
+func launchReplica(bin string, args ...string) (*replica, error) {
+	r := &replica{cmd: exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)}
+	stderr, err := r.cmd.StderrPipe()
+	if err != nil {
+		return nil, fmt.Errorf("start a replica: %w", err)
+	}
+	if err := r.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start a replica: %w", err)
+	}
+	if r.URL, err = controllertest.Listening(stderr, &r.logs, 60*time.Second); err != nil {
+		r.stop()
+		return nil, fmt.Errorf("replica did not start: %w\n%s", err, r.logs.String())
+	}
+	return r, nil
+}
+
+// stop kills the replica (SIGKILL: no clean shutdown) and reaps it.
+func (r *replica) stop() {
+	r.cmd.Process.Kill() //nolint:errcheck // it may have exited already
+	r.cmd.Wait()         //nolint:errcheck // killed: the status says so
 }
 
 // TestTwoReplicasShareOneDatabase runs two controller processes on one
@@ -164,8 +182,7 @@ func TestTwoReplicasShareOneDatabase(t *testing.T) {
 
 	// A dies without deregistering; B expires it and its reaper requeues the
 	// build whose lease lapsed.
-	a.cmd.Process.Kill()
-	a.cmd.Wait()
+	a.stop()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		list, err := onB.Controllers(ctx)
