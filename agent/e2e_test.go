@@ -167,7 +167,7 @@ func newFarm(t testing.TB, mod func(*store.Config)) *farm {
 	jobEnv := maps.Clone(launchd.GuestJob().EnvironmentVariables)
 	jobEnv["FREEAGENT_VM_ENV"] = envFile
 	faketarttest.Template(t, f.tartHome, "macos-expo", []string{"/bin/sh", "-c",
-		`FREEAGENT_SHARED_DIR="$TART_FAKE_SHARED_FILES/build-config" FREEAGENT_CACHE_SHARE="$TART_FAKE_SHARED_FILES/caches" FREEAGENT_VM_BAKED=/nonexistent exec "$0" --work-dir "$TART_FAKE_GUEST_ROOT/work"`, launcher}, jobEnv)
+		`mkdir -p "$TART_FAKE_GUEST_ROOT/libexec-run" && FREEAGENT_VM_LOCAL="$TART_FAKE_GUEST_ROOT/libexec-run" FREEAGENT_SHARED_DIR="$TART_FAKE_SHARED_FILES/build-config" FREEAGENT_CACHE_SHARE="$TART_FAKE_SHARED_FILES/caches" FREEAGENT_VM_BAKED=/nonexistent exec "$0" --work-dir "$TART_FAKE_GUEST_ROOT/work"`, launcher}, jobEnv)
 	return f
 }
 

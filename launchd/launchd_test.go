@@ -220,7 +220,7 @@ func TestGuestPlistIsCheckedIn(t *testing.T) {
 // launcherEnv lays out a fake guest: the share (with a space in its path,
 // like "My Shared Files") and the image's libexec folder.
 type launcherEnv struct {
-	shared, baked, out, env string
+	shared, baked, out, env, local string
 }
 
 func newLauncherEnv(t *testing.T) launcherEnv {
@@ -230,6 +230,7 @@ func newLauncherEnv(t *testing.T) launcherEnv {
 		baked:  filepath.Join(root, "usr", "local", "libexec", "freeagent", "freeagent-vm"),
 		out:    filepath.Join(root, "ran"),
 		env:    filepath.Join(root, "usr", "local", "libexec", "freeagent", "freeagent-vm.env"),
+		local:  filepath.Join(root, "usr", "local", "libexec", "freeagent", "run"),
 	}
 	os.MkdirAll(filepath.Dir(e.baked), 0o755)
 	return e
@@ -249,7 +250,7 @@ func (e launcherEnv) fakeVM(t *testing.T, path, name string) {
 func (e launcherEnv) run(t *testing.T, wait string) (code int, stderr, ran string) {
 	t.Helper()
 	cmd := exec.Command("./guest/freeagent-vm-launcher", "--log-level", "debug")
-	cmd.Env = append(os.Environ(), "FREEAGENT_SHARED_DIR="+e.shared, "FREEAGENT_VM_BAKED="+e.baked, "FREEAGENT_LAUNCHER_WAIT="+wait, "FREEAGENT_VM_ENV="+e.env, "JAVA_HOME=")
+	cmd.Env = append(os.Environ(), "FREEAGENT_SHARED_DIR="+e.shared, "FREEAGENT_VM_BAKED="+e.baked, "FREEAGENT_LAUNCHER_WAIT="+wait, "FREEAGENT_VM_ENV="+e.env, "FREEAGENT_VM_LOCAL="+e.local, "JAVA_HOME=")
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	err := cmd.Run()
@@ -268,6 +269,27 @@ func TestLauncherPrefersTheSharedBinary(t *testing.T) {
 	code, stderr, ran := e.run(t, "5")
 	if code != 7 || ran != "shared|--log-level debug|"+e.shared+"|" {
 		t.Fatalf("exit %d, ran %q, stderr %s", code, ran, stderr)
+	}
+}
+
+// The build user runs freeagent-vm too: the launcher runs a copy on local
+// disk (the template makes run/ for it), not the host's share; a template
+// without run/ runs the share's, saying so.
+func TestLauncherRunsALocalCopy(t *testing.T) {
+	e := newLauncherEnv(t)
+	shared := filepath.Join(e.shared, "freeagent-vm")
+	e.fakeVM(t, shared, "shared")
+	code, stderr, ran := e.run(t, "5")
+	if code != 7 || !strings.HasPrefix(ran, "shared|") || !strings.Contains(stderr, "no local copy") {
+		t.Fatalf("without run/: exit %d, ran %q, stderr %s", code, ran, stderr)
+	}
+	os.MkdirAll(e.local, 0o755)
+	code, stderr, ran = e.run(t, "5")
+	copied, err := os.ReadFile(filepath.Join(e.local, "freeagent-vm"))
+	want, _ := os.ReadFile(shared)
+	if code != 7 || !strings.HasPrefix(ran, "shared|") || err != nil || !bytes.Equal(copied, want) ||
+		!strings.Contains(stderr, "running "+filepath.Join(e.local, "freeagent-vm")+", copied from") {
+		t.Fatalf("with run/: exit %d, ran %q, copy %v, stderr %s", code, ran, err, stderr)
 	}
 }
 

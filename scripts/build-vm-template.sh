@@ -275,6 +275,7 @@ echo "$tools"
 echo "--- Free Agent launcher and LaunchAgent"
 guest "sudo -n mkdir -p /usr/local/libexec/freeagent &&
 	sudo -n install -m 0755 '$setup/freeagent-vm-launcher' '$setup/freeagent-vm' /usr/local/libexec/freeagent/ &&
+	sudo -n install -d -o $user -m 0755 /usr/local/libexec/freeagent/run &&
 	sudo -n install -m 0644 '$setup/freeagent-vm.env' /usr/local/libexec/freeagent/ &&
 	mkdir -p /Users/$user/Library/LaunchAgents &&
 	install -m 0644 '$setup/build.freeagent.vm.plist' /Users/$user/Library/LaunchAgents/ &&
