@@ -315,6 +315,20 @@ const (
 // WarmSpare says whether the VM was a warm spare.
 func (v AttemptVM) WarmSpare() bool { return v.Spare == SpareHit }
 
+// Describe says it for people (the build page, `expo-build build:view`):
+// "a warm spare; the VM phase took 0.8s".
+func (v AttemptVM) Describe() string {
+	kind := "a fresh VM"
+	switch v.Spare {
+	case SpareHit:
+		kind = "a warm spare"
+	case SpareMiss:
+		kind = "a fresh VM (no warm spare was ready)"
+	}
+	took := time.Duration(v.PhaseSeconds * float64(time.Second)).Round(100 * time.Millisecond)
+	return kind + "; the VM phase took " + took.String()
+}
+
 // MaxVMPhase bounds AttemptVM.PhaseSeconds: no build waits a day for its VM.
 const MaxVMPhase = 24 * time.Hour
 
