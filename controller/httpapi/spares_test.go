@@ -18,20 +18,7 @@ func TestWarmSparesAreVisible(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	w := e.register("mac", api.Capabilities{Platforms: []string{"android"}, MaxConcurrentBuilds: 2})
-	spare := func() *api.WorkerSpare {
-		t.Helper()
-		list, err := e.admin.ListWorkers(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, wk := range list.Workers {
-			if wk.ID == w.id {
-				return wk.Spare
-			}
-		}
-		t.Fatalf("worker %s not listed", w.id)
-		return nil
-	}
+	spare := func() *api.WorkerSpare { return e.listedWorker(w.id).Spare }
 	report := func(sp *api.WorkerSpare) error {
 		_, err := e.worker.ReportPause(ctx, w.token, api.WorkerPauseReport{Spare: sp})
 		return err
