@@ -147,6 +147,7 @@ func (a *Agent) reportPauses(ctx context.Context) {
 	}
 }
 
+// sameReport compares by value: Spare is a pointer.
 func sameReport(x, y api.WorkerPauseReport) bool {
 	return x.OwnerPaused == y.OwnerPaused && x.HostReason == y.HostReason &&
 		(x.Spare == nil) == (y.Spare == nil) && (x.Spare == nil || *x.Spare == *y.Spare)
