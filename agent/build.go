@@ -43,7 +43,9 @@ type build struct {
 	ranVM    bool                    // its VM started (and so held one of the host's VM slots)
 	warm     bool                    // it runs on a warm spare
 	vmSlot   bool                    // it holds, or is getting, one of the host's VM slots
+	vm       *api.AttemptVM          // its VM, once ready: every heartbeat reports it
 	stop     context.CancelCauseFunc // stops the build (StopBuilds); nil until it runs
+	beat     chan struct{}           // sends a heartbeat now (the VM is ready)
 }
 
 // outcome is what the worker reports.
@@ -57,7 +59,7 @@ type outcome struct {
 }
 
 func (a *Agent) startBuild(ctx context.Context, job *api.Job) *build {
-	b := &build{a: a, job: job, started: time.Now(), phase: "starting",
+	b := &build{a: a, job: job, started: time.Now(), phase: "starting", beat: make(chan struct{}, 1),
 		log: a.log.WithFields(logrus.Fields{"build": job.ID, "attempt": job.AttemptID})}
 	a.mu.Lock()
 	a.running[job.ID] = b
@@ -91,7 +93,7 @@ func (b *build) acknowledge(ctx context.Context) error {
 func (b *build) heartbeat(ctx context.Context) (api.HeartbeatResponse, error) {
 	b.mu.Lock()
 	progress := b.progress
-	req := api.HeartbeatRequest{BuildID: b.job.ID, AttemptID: b.job.AttemptID, LeaseToken: b.job.LeaseToken, Phase: b.phase, Progress: &progress}
+	req := api.HeartbeatRequest{BuildID: b.job.ID, AttemptID: b.job.AttemptID, LeaseToken: b.job.LeaseToken, Phase: b.phase, Progress: &progress, VM: b.vm}
 	b.mu.Unlock()
 	resp, err := b.a.client.Heartbeat(ctx, b.a.tokens.get(), req)
 	if err == nil {
@@ -149,14 +151,21 @@ func (b *build) run(ctx context.Context) {
 }
 
 // heartbeats renews the lease until ctx ends, stopping the build when the
-// controller asks for a cancel or says the lease is gone.
+// controller asks for a cancel or says the lease is gone. A ready VM is
+// told at once, not at the next interval.
 func (b *build) heartbeats(ctx context.Context, stop context.CancelCauseFunc) {
 	for {
 		b.a.mu.Lock()
 		every := b.a.heartbeat
 		b.a.mu.Unlock()
-		if !sleepCtx(ctx, every, nil) {
+		t := time.NewTimer(every)
+		select {
+		case <-ctx.Done():
+			t.Stop()
 			return
+		case <-b.beat:
+			t.Stop()
+		case <-t.C:
 		}
 		resp, err := b.heartbeat(ctx)
 		switch {
@@ -483,14 +492,27 @@ func (b *build) watch(ctx context.Context, dir string, inst Instance, answerWith
 // vmReady notes how long the VM phase took (from the claim to vm-ready)
 // and on what VM, in the log and, at once, to the controller.
 func (b *build) vmReady() {
+	took := time.Since(b.started).Round(time.Millisecond)
+	vm := &api.AttemptVM{PhaseSeconds: took.Seconds()}
+	if _, ok := b.a.spareDriver(); ok {
+		vm.Spare = api.SpareMiss
+	}
 	b.mu.Lock()
-	warm, took := b.warm, time.Since(b.started)
+	warm := b.warm
+	if warm {
+		vm.Spare = api.SpareHit
+	}
+	b.vm = vm
 	b.mu.Unlock()
 	kind := "a fresh VM"
 	if warm {
 		kind = "a warm spare"
 	}
-	b.log.WithFields(logrus.Fields{"warm_spare": warm, "vm_phase": took.Round(time.Millisecond)}).Info("environment ready: " + kind)
+	b.log.WithFields(logrus.Fields{"warm_spare": warm, "vm_phase": took}).Info("environment ready: " + kind)
+	select {
+	case b.beat <- struct{}{}:
+	default:
+	}
 }
 
 // hostFull is the outcome of a VM the host refused (macOS's limit of two

@@ -91,21 +91,27 @@ func (a *Agent) setHostPause(reason string) {
 	a.kickSpare()
 }
 
-// pauseChanged wakes the pause reporter.
+// pauseChanged wakes the pause reporter, which reports even if nothing
+// it sends changed (the worker registered again).
 func (a *Agent) pauseChanged() {
 	a.mu.Lock()
 	a.pauseGen++
 	a.mu.Unlock()
+	a.wakeReporter()
+}
+
+// wakeReporter has the pause reporter look at once for a change to send.
+func (a *Agent) wakeReporter() {
 	select {
 	case a.pauseSent <- struct{}{}:
 	default:
 	}
 }
 
-// reportPauses tells the controller the owner's and the host's pauses
-// whenever they change (or the worker registers again), and repeats the
-// report while paused: a paused worker does not poll, and the report keeps
-// it online and its token fresh.
+// reportPauses tells the controller the owner's and the host's pauses,
+// and the warm spare they decide, whenever they change (or the worker
+// registers again), and repeats the report while paused: a paused worker
+// does not poll, and the report keeps it online and its token fresh.
 func (a *Agent) reportPauses(ctx context.Context) {
 	sentGen := -1
 	var sent api.WorkerPauseReport
@@ -113,11 +119,12 @@ func (a *Agent) reportPauses(ctx context.Context) {
 	retry := a.cfg.backoff().Sequence()
 	for {
 		a.mu.Lock()
-		cur, gen := api.WorkerPauseReport{OwnerPaused: a.paused, HostReason: reportedReason(a.hostPause)}, a.pauseGen
+		cur, gen := api.WorkerPauseReport{OwnerPaused: a.paused, HostReason: cutReason(a.hostPause, api.MaxHostPauseReason),
+			Spare: a.spareReportLocked()}, a.pauseGen
 		a.mu.Unlock()
 		paused := cur.OwnerPaused || cur.HostReason != ""
 		wait := api.WorkerPauseReportEvery
-		if gen != sentGen || cur != sent || (paused && time.Since(sentAt) >= api.WorkerPauseReportEvery) {
+		if gen != sentGen || !sameReport(cur, sent) || (paused && time.Since(sentAt) >= api.WorkerPauseReportEvery) {
 			resp, err := a.client.ReportPause(ctx, a.tokens.get(), cur)
 			switch {
 			case err == nil:
@@ -140,15 +147,22 @@ func (a *Agent) reportPauses(ctx context.Context) {
 	}
 }
 
-// reportedReason is reason cut, on a character boundary, to what the
-// controller stores: a longer one (softnet's names its path twice) would be
-// refused at every report. The log and the menu keep the whole reason.
-func reportedReason(reason string) string {
-	if len(reason) <= api.MaxHostPauseReason {
+// sameReport compares by value: Spare is a pointer.
+func sameReport(x, y api.WorkerPauseReport) bool {
+	return x.OwnerPaused == y.OwnerPaused && x.HostReason == y.HostReason &&
+		(x.Spare == nil) == (y.Spare == nil) && (x.Spare == nil || *x.Spare == *y.Spare)
+}
+
+// cutReason is reason cut, on a character boundary, to limit bytes, what
+// the controller stores: a longer one (softnet's names its path twice)
+// would be refused at every report. The log and the menu keep the whole
+// reason.
+func cutReason(reason string, limit int) string {
+	if len(reason) <= limit {
 		return reason
 	}
 	const more = "…"
-	n := api.MaxHostPauseReason - len(more)
+	n := limit - len(more)
 	for n > 0 && !utf8.RuneStart(reason[n]) {
 		n--
 	}

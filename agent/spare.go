@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
+	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/vmshare"
 )
 
@@ -21,12 +23,13 @@ import (
 // spare serves one build; the keeper then makes another. See
 // docs/design.md, "Warm spares".
 
-// The states of a warm spare (SpareStatus.State).
+// The states of a warm spare (SpareStatus.State), as the controller shows
+// them; none is "" here.
 const (
-	SpareBooting   = "booting"   // cloned and booting; its launcher has not said it waits yet
-	SpareReady     = "ready"     // logged in, its launcher waits for a build
-	SpareSuspended = "suspended" // ready and suspended: no CPU, no VM slot
-	SpareFailed    = "failed"    // none could be made; Reason says why and what to do
+	SpareBooting   = api.SpareBooting
+	SpareReady     = api.SpareReady
+	SpareSuspended = api.SpareSuspended
+	SpareFailed    = api.SpareFailed
 )
 
 // SpareStatus is the worker's warm spare, for the menu and the controller.
@@ -375,24 +378,38 @@ func (a *Agent) countSpare(hit bool) {
 		return
 	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if hit {
 		a.status.Spare.Hits++
 	} else {
 		a.status.Spare.Misses++
 	}
+	a.mu.Unlock()
+	a.wakeReporter()
 }
 
 // setSpareState records the spare's state for Status (its counts stay).
 func (a *Agent) setSpareState(state, reason string) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	s := &a.status.Spare
 	if s.State == state && s.Reason == reason {
+		a.mu.Unlock()
 		return
 	}
 	s.State, s.Reason, s.Since = state, reason, time.Now()
+	a.mu.Unlock()
 	if state == "" && reason != "" {
 		a.log.Info("no warm spare: " + reason)
 	}
+	a.wakeReporter()
+}
+
+// spareReportLocked is the warm spare as the controller shows it (with
+// the worker's pauses, which decide it); nil when this worker keeps none.
+func (a *Agent) spareReportLocked() *api.WorkerSpare {
+	if _, ok := a.spareDriver(); !ok {
+		return nil
+	}
+	s := a.status.Spare
+	return &api.WorkerSpare{State: cmp.Or(s.State, api.SpareNone), Reason: cutReason(s.Reason, api.MaxSpareReason),
+		Since: s.Since, Hits: s.Hits, Misses: s.Misses}
 }

@@ -2,9 +2,11 @@ package agent_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -63,6 +65,33 @@ func (f *farm) runningVMs() []string {
 	return running
 }
 
+// waitSpare waits until the controller shows a worker's warm spare as
+// cond wants it (GET /api/workers).
+func (f *farm) waitSpare(t *testing.T, what string, within time.Duration, cond func(*api.WorkerSpare) bool) {
+	t.Helper()
+	var last []api.Worker
+	if !faketarttest.WaitFor(within, func() bool {
+		list, err := f.admin.ListWorkers(context.Background())
+		if err != nil {
+			return false
+		}
+		last = list.Workers
+		return slices.ContainsFunc(list.Workers, func(w api.Worker) bool { return cond(w.Spare) })
+	}) {
+		t.Fatalf("GET /api/workers did not show %s within %s: %+v", what, within, last)
+	}
+}
+
+// attemptVM is the VM the build's one attempt ran on, as the controller has it.
+func (f *farm) attemptVM(t *testing.T, id string) api.AttemptVM {
+	t.Helper()
+	b, err := f.admin.GetBuild(context.Background(), id)
+	if err != nil || len(b.AttemptHistory) != 1 || b.AttemptHistory[0].VM == nil {
+		t.Fatalf("build %s: no VM reported for its attempt: %+v, %v", id, b.AttemptHistory, err)
+	}
+	return *b.AttemptHistory[0].VM
+}
+
 const quickApk = "mkdir -p \"$FREEAGENT_ARTIFACTS_DIR\"\necho ok > \"$FREEAGENT_ARTIFACTS_DIR/app.apk\"\n"
 
 // TestEndToEndWarmSpare: with a fake that boots and logs in like a Mac,
@@ -90,7 +119,13 @@ func TestEndToEndWarmSpare(t *testing.T) {
 			t.Fatalf("build %d's log does not say it ran on a warm spare:\n%s", i+1, logs)
 		}
 		a.waitLog(t, "environment ready: a warm spare", i+1, 10*time.Second)
+		if vm := f.attemptVM(t, id); vm.Spare != api.SpareHit || vm.PhaseSeconds <= 0 {
+			t.Fatalf("build %d's attempt VM: %+v, want a warm spare with its VM phase", i+1, vm)
+		}
 	}
+	f.waitSpare(t, "a waiting spare and two hits", 60*time.Second, func(sp *api.WorkerSpare) bool {
+		return sp != nil && (sp.State == api.SpareReady || sp.State == api.SpareSuspended) && sp.Hits == 2 && sp.Misses == 0
+	})
 
 	// The host's rules say no: the spare goes, as new builds would wait.
 	writeSignals(t, signals, `{"on_battery": true}`)
@@ -114,6 +149,9 @@ func TestEndToEndWarmSpare(t *testing.T) {
 		f.waitFor(id, 60*time.Second, "building", func(b api.Build) bool { return b.Status == api.StatusBuilding })
 	}
 	a.waitLog(t, "no warm spare: two builds run: both VM slots are in use", 1, 30*time.Second)
+	f.waitSpare(t, "no spare while two builds run", 30*time.Second, func(sp *api.WorkerSpare) bool {
+		return sp != nil && sp.State == api.SpareNone && sp.Reason == "two builds run: both VM slots are in use"
+	})
 	if vms := f.runningVMs(); len(vms) != 2 {
 		t.Fatalf("VMs while two builds run: %v, want the builds' two", vms)
 	}
@@ -173,6 +211,9 @@ func TestEndToEndSpareFaults(t *testing.T) {
 	if !strings.Contains(a.output(), "the warm spare's bootstrap did not answer") || !strings.Contains(f.logs(id), "▸ VM: a fresh VM") {
 		t.Fatalf("the build did not fall back from the frozen spare to a fresh VM:\nagent:\n%s\nbuild:\n%s", a.output(), f.logs(id))
 	}
+	if vm := f.attemptVM(t, id); vm.Spare != api.SpareMiss {
+		t.Fatalf("the attempt after a frozen spare: %+v, want a spare miss", vm)
+	}
 
 	// Died: the next spare's `tart run` is killed; another replaces it.
 	a.waitLog(t, "warm spare ready", 2, 60*time.Second)
@@ -204,6 +245,9 @@ func TestEndToEndSpareFaults(t *testing.T) {
 		t.Fatalf("delete the template: %+v", r)
 	}
 	a3.waitLog(t, "warm spare removed: the VM template", 1, 30*time.Second)
+	f.waitSpare(t, "the failed spare", 30*time.Second, func(sp *api.WorkerSpare) bool {
+		return sp != nil && sp.State == api.SpareFailed && strings.Contains(sp.Reason, "macos-expo")
+	})
 	clones := func() int {
 		n := 0
 		for _, e := range faketarttest.ReadLog(t, tartLog) {

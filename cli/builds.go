@@ -220,6 +220,9 @@ func printBuild(u *ui, b api.Build, now time.Time) {
 	if b.WorkerID != nil && *b.WorkerID != "" {
 		row("Worker", *b.WorkerID)
 	}
+	if n := len(b.AttemptHistory); n > 0 && b.AttemptHistory[n-1].VM != nil {
+		row("VM", b.AttemptHistory[n-1].VM.Describe())
+	}
 	row("Submitted", fmt.Sprintf("%s (%s)", b.SubmittedAt.Local().Format(time.DateTime), ago(b.SubmittedAt, now)))
 	if b.StartedAt != nil {
 		row("Started", b.StartedAt.Local().Format(time.DateTime))

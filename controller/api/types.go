@@ -290,7 +290,47 @@ type HeartbeatRequest struct {
 	LeaseToken string `json:"lease_token"`
 	Phase      string `json:"phase,omitempty"`
 	Progress   *int   `json:"progress,omitempty"`
+	// VM is the attempt's VM once it is ready (every heartbeat after that
+	// repeats it; the controller keeps the first); nil before, and from
+	// workers that predate it.
+	VM *AttemptVM `json:"vm,omitempty"`
 }
+
+// AttemptVM is the VM an attempt runs on, as its worker reports it: a warm
+// spare (Spare hit), a fresh VM while the worker keeps spares (miss: none
+// was ready, or it did not answer), or a fresh VM on a worker that keeps
+// none (""); and how long the VM phase took, from the claim to the VM
+// ready for the bootstrap.
+type AttemptVM struct {
+	Spare        string  `json:"spare,omitempty"`
+	PhaseSeconds float64 `json:"phase_seconds"`
+}
+
+// AttemptVM.Spare values.
+const (
+	SpareHit  = "hit"
+	SpareMiss = "miss"
+)
+
+// WarmSpare says whether the VM was a warm spare.
+func (v AttemptVM) WarmSpare() bool { return v.Spare == SpareHit }
+
+// Describe says it for people (the build page, `expo-build build:view`):
+// "a warm spare; the VM phase took 0.8s".
+func (v AttemptVM) Describe() string {
+	kind := "a fresh VM"
+	switch v.Spare {
+	case SpareHit:
+		kind = "a warm spare"
+	case SpareMiss:
+		kind = "a fresh VM (no warm spare was ready)"
+	}
+	took := time.Duration(v.PhaseSeconds * float64(time.Second)).Round(100 * time.Millisecond)
+	return kind + "; the VM phase took " + took.String()
+}
+
+// MaxVMPhase bounds AttemptVM.PhaseSeconds: no build waits a day for its VM.
+const MaxVMPhase = 24 * time.Hour
 
 // HeartbeatResponse answers a heartbeat.
 type HeartbeatResponse struct {
@@ -485,6 +525,9 @@ type Attempt struct {
 	EndedAt      *time.Time `json:"ended_at"`
 	ErrorMessage *string    `json:"error_message"`
 	ErrorCode    *string    `json:"error_code"`
+	// VM is the VM it ran on (HeartbeatRequest.VM); nil until its worker
+	// reported it ready.
+	VM *AttemptVM `json:"vm,omitempty"`
 }
 
 // BuildList answers GET /api/builds. NextCursor is empty on the last page.
@@ -594,6 +637,10 @@ type Worker struct {
 	// Cache is the worker's last report of its dependency caches (size,
 	// hits, misses; its keys are not listed), nil before its first.
 	Cache *WorkerCache `json:"cache,omitempty"`
+	// Spare is the worker's warm spare as it last reported it (PUT
+	// /api/workers/pause); nil when it keeps none (spares off, a driver
+	// without them, an agent that predates them).
+	Spare *WorkerSpare `json:"spare,omitempty"`
 	// PoolAdmitted: the worker's key may place it in its pool while the
 	// pool is trusted (an admin key, a key bound to the pool, or any key
 	// while no worker key is bound to a pool). A trusted pool runs
@@ -638,7 +685,34 @@ func (w *Worker) Summarize() {
 type WorkerPauseReport struct {
 	OwnerPaused bool   `json:"owner_paused"`
 	HostReason  string `json:"host_reason"`
+	// Spare is the worker's warm spare, reported with its pauses (which
+	// decide it) whenever it changes; nil when the worker keeps none.
+	Spare *WorkerSpare `json:"spare,omitempty"`
 }
+
+// WorkerSpare is a worker's warm spare (docs/design.md, "Warm spares"):
+// its state, why there is none (State none or failed), since when, and
+// how many builds since the agent started ran on a spare (hits) or booted
+// a fresh VM (misses).
+type WorkerSpare struct {
+	State  string    `json:"state"`
+	Reason string    `json:"reason,omitempty"`
+	Since  time.Time `json:"since,omitzero"`
+	Hits   int64     `json:"hits"`
+	Misses int64     `json:"misses"`
+}
+
+// The states of a warm spare (WorkerSpare.State).
+const (
+	SpareNone      = "none"      // none kept now; Reason says why (paused, two builds run, …)
+	SpareBooting   = "booting"   // cloned and booting; its launcher has not said it waits yet
+	SpareReady     = "ready"     // logged in, its launcher waits for a build
+	SpareSuspended = "suspended" // ready and suspended: no CPU, no VM slot
+	SpareFailed    = "failed"    // none could be made; Reason says why and what to do
+)
+
+// MaxSpareReason bounds WorkerSpare.Reason, in bytes.
+const MaxSpareReason = 500
 
 // WorkerPauseResponse answers a WorkerPauseReport: the worker as admins
 // see it, and the token to use next (a paused worker does not poll, so

@@ -216,6 +216,22 @@ func wantStatus(t testing.TB, err error, status int) {
 	}
 }
 
+// listedWorker is worker id as GET /api/workers shows it.
+func (e *env) listedWorker(id string) api.Worker {
+	e.t.Helper()
+	list, err := e.admin.ListWorkers(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, wk := range list.Workers {
+		if wk.ID == id {
+			return wk
+		}
+	}
+	e.t.Fatalf("worker %s not listed", id)
+	return api.Worker{}
+}
+
 func (e *env) build(id string) api.Build {
 	e.t.Helper()
 	b, err := e.admin.GetBuild(context.Background(), id)

@@ -17,20 +17,7 @@ func TestPausesAreSeparate(t *testing.T) {
 	e := newEnv(t)
 	ctx := context.Background()
 	w := e.register("laptop", api.Capabilities{})
-	get := func() api.Worker {
-		t.Helper()
-		list, err := e.admin.ListWorkers(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, wk := range list.Workers {
-			if wk.ID == w.id {
-				return wk
-			}
-		}
-		t.Fatalf("worker %s not listed", w.id)
-		return api.Worker{}
-	}
+	get := func() api.Worker { return e.listedWorker(w.id) }
 	report := func(r api.WorkerPauseReport) {
 		t.Helper()
 		if _, err := e.worker.ReportPause(ctx, w.token, r); err != nil {

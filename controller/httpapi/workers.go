@@ -174,7 +174,10 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request, wa store.Work
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, resp)
+	if resp.VM != nil {
+		s.metrics.AttemptVM(*resp.VM)
+	}
+	writeJSON(w, http.StatusOK, resp.HeartbeatResponse)
 }
 
 // requireFields takes name, value pairs and names the first empty one.

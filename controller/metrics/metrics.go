@@ -39,6 +39,8 @@ type Metrics struct {
 	gcDeleted    *prometheus.CounterVec
 	gcErrors     prometheus.Counter
 	gcLastRun    prometheus.Gauge
+	spares       *prometheus.CounterVec
+	vmSeconds    *prometheus.HistogramVec
 }
 
 // StatsSource reads the queue's state at scrape time, and the audit log's
@@ -89,6 +91,10 @@ func New(src StatsSource, finishedRefresh time.Duration) *Metrics {
 			Help: "Deletions the garbage collector could not make (retried on its next pass)."}),
 		gcLastRun: prometheus.NewGauge(prometheus.GaugeOpts{Name: "freeagent_gc_last_run_timestamp_seconds",
 			Help: "When this replica last finished a garbage collection pass (Unix time)."}),
+		spares: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "freeagent_warm_spare_claims_total",
+			Help: "Build attempts on workers that keep warm spares, by whether their VM was a warm spare (hit) or booted fresh (miss)."}, []string{"result"}),
+		vmSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "freeagent_vm_phase_duration_seconds",
+			Help: "From an attempt's claim to its VM ready for the build, by VM (warm_spare, fresh).", Buckets: latency}, []string{"vm"}),
 	}
 	// Every label value exists from the start at 0, so a rate() or an
 	// increase() in an alert sees its first event rather than a new series.
@@ -102,8 +108,14 @@ func New(src StatsSource, finishedRefresh time.Duration) *Metrics {
 	for kind := range gcDeleted(gc.Report{}) {
 		m.gcDeleted.WithLabelValues(kind)
 	}
+	for _, r := range []string{api.SpareHit, api.SpareMiss} {
+		m.spares.WithLabelValues(r)
+	}
+	for _, vm := range []string{vmWarmSpare, vmFresh} {
+		m.vmSeconds.WithLabelValues(vm)
+	}
 	m.reg.MustRegister(m.polls, m.claims, m.pollSeconds, m.pickup, m.leaseExpired, m.requeued, m.deadLetters,
-		m.timedOut, m.webhooks, m.httpSeconds, m.gcRuns, m.gcDeleted, m.gcErrors, m.gcLastRun, newQueueCollector(src, finishedRefresh),
+		m.timedOut, m.webhooks, m.httpSeconds, m.gcRuns, m.gcDeleted, m.gcErrors, m.gcLastRun, m.spares, m.vmSeconds, newQueueCollector(src, finishedRefresh),
 		newChainCollector(src, ChainRefresh),
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -133,6 +145,29 @@ func (m *Metrics) Poll(d time.Duration, res store.PollResult) {
 		m.claims.Inc()
 		m.pickup.Observe(res.Pickup.Seconds())
 	}
+}
+
+// The vm label of freeagent_vm_phase_duration_seconds.
+const (
+	vmWarmSpare = "warm_spare"
+	vmFresh     = "fresh"
+)
+
+// AttemptVM records an attempt's VM, once (the first heartbeat that
+// reports it): a spare hit or miss on a worker that keeps spares, and the
+// VM phase's duration on any.
+func (m *Metrics) AttemptVM(v api.AttemptVM) {
+	if m == nil {
+		return
+	}
+	if v.Spare != "" {
+		m.spares.WithLabelValues(v.Spare).Inc()
+	}
+	vm := vmFresh
+	if v.WarmSpare() {
+		vm = vmWarmSpare
+	}
+	m.vmSeconds.WithLabelValues(vm).Observe(v.PhaseSeconds)
 }
 
 // Sweep records what one reaper sweep changed.

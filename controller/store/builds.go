@@ -451,14 +451,19 @@ func (s *Store) AttemptArtifact(ctx context.Context, buildID, attemptID, name st
 }
 
 func listAttempts(ctx context.Context, q querier, buildID string) ([]api.Attempt, error) {
-	rows, err := q.Query(ctx, `SELECT id, number, worker_id, status, started_at, ended_at, error_message, error_code
+	rows, err := q.Query(ctx, `SELECT id, number, worker_id, status, started_at, ended_at, error_message, error_code, vm_spare, vm_phase_ms
 		FROM build_attempts WHERE build_id = $1 ORDER BY number`, buildID)
 	if err != nil {
 		return nil, fmt.Errorf("list attempts: %w", err)
 	}
 	return pgx.CollectRows(rows, func(r pgx.CollectableRow) (api.Attempt, error) {
 		var a api.Attempt
-		err := r.Scan(&a.ID, &a.Number, &a.WorkerID, &a.Status, &a.StartedAt, &a.EndedAt, &a.ErrorMessage, &a.ErrorCode)
+		var vmSpare *string
+		var vmPhaseMS *int64
+		err := r.Scan(&a.ID, &a.Number, &a.WorkerID, &a.Status, &a.StartedAt, &a.EndedAt, &a.ErrorMessage, &a.ErrorCode, &vmSpare, &vmPhaseMS)
+		if vmSpare != nil && vmPhaseMS != nil {
+			a.VM = &api.AttemptVM{Spare: *vmSpare, PhaseSeconds: float64(*vmPhaseMS) / 1000}
+		}
 		return a, err
 	})
 }

@@ -472,11 +472,20 @@ func (t *txn) redeliver(ctx context.Context, attemptID string) (*api.Job, error)
 	return j, nil
 }
 
+// HeartbeatResult is Heartbeat's answer: the worker's, and the attempt's
+// VM when this heartbeat was the first to report it (nil otherwise), which
+// the caller counts once.
+type HeartbeatResult struct {
+	api.HeartbeatResponse
+	VM *api.AttemptVM
+}
+
 // Heartbeat renews the lease of an attempt the worker instance holds and
-// records its phase. The first heartbeat acknowledges the job: assigned →
-// building. A lease that is no longer this attempt's gives ErrLeaseLost.
-func (s *Store) Heartbeat(ctx context.Context, w WorkerAuth, req api.HeartbeatRequest) (api.HeartbeatResponse, error) {
-	var resp api.HeartbeatResponse
+// records its phase, and its VM the first time one is reported. The first
+// heartbeat acknowledges the job: assigned → building. A lease that is no
+// longer this attempt's gives ErrLeaseLost.
+func (s *Store) Heartbeat(ctx context.Context, w WorkerAuth, req api.HeartbeatRequest) (HeartbeatResult, error) {
+	var resp HeartbeatResult
 	if !ValidID(req.BuildID) || !ValidID(req.AttemptID) {
 		return resp, fmt.Errorf("%w: build %q attempt %q is not held by this worker; stop it", ErrLeaseLost, req.BuildID, req.AttemptID)
 	}
@@ -489,18 +498,30 @@ func (s *Store) Heartbeat(ctx context.Context, w WorkerAuth, req api.HeartbeatRe
 	if req.Progress != nil && (*req.Progress < 0 || *req.Progress > 100) {
 		return resp, fmt.Errorf("%w: field \"progress\" must be between 0 and 100", ErrInvalid)
 	}
+	var vmSpare *string
+	var vmPhaseMS *int64
+	if v := req.VM; v != nil {
+		if err := checkAttemptVM(*v); err != nil {
+			return resp, err
+		}
+		ms := int64(v.PhaseSeconds * 1000)
+		vmSpare, vmPhaseMS = &v.Spare, &ms
+	}
 	err := s.withTx(ctx, func(t *txn) error {
-		var first bool
+		var first, vmNew bool
 		var platform string
 		err := t.QueryRow(ctx, `
 			WITH o AS (
-				SELECT id, status FROM build_attempts
+				SELECT id, status, vm_phase_ms IS NULL AS vm_unknown FROM build_attempts
 				WHERE id = $2 AND build_id = $1 AND worker_id = $3 AND worker_instance = $4
 					AND lease_token_hash = $5 AND status IN ('assigned', 'running')
 				FOR UPDATE
 			), a AS (
-				UPDATE build_attempts SET status = 'running' FROM o WHERE build_attempts.id = o.id
-				RETURNING o.status = 'assigned' AS first
+				UPDATE build_attempts SET status = 'running',
+					vm_spare = CASE WHEN o.vm_unknown THEN $9 ELSE vm_spare END,
+					vm_phase_ms = CASE WHEN o.vm_unknown THEN $10 ELSE vm_phase_ms END
+				FROM o WHERE build_attempts.id = o.id
+				RETURNING o.status = 'assigned' AS first, o.vm_unknown AND $10::bigint IS NOT NULL AS vm_new
 			)
 			UPDATE builds SET lease_expires_at = now() + $6::interval,
 				status = CASE WHEN status = 'assigned' THEN 'building' ELSE status END,
@@ -508,9 +529,10 @@ func (s *Store) Heartbeat(ctx context.Context, w WorkerAuth, req api.HeartbeatRe
 				phase = COALESCE(NULLIF($7, ''), CASE WHEN status = 'assigned' THEN 'started' ELSE phase END),
 				progress = COALESCE($8, progress)
 			FROM a WHERE builds.id = $1 AND builds.attempt_id = $2 AND builds.status IN ('assigned', 'building')
-			RETURNING builds.lease_expires_at, builds.cancel_requested, a.first, builds.platform`,
+			RETURNING builds.lease_expires_at, builds.cancel_requested, a.first, a.vm_new, builds.platform`,
 			req.BuildID, req.AttemptID, w.WorkerID, w.InstanceID, HashSecret(req.LeaseToken), t.cfg.LeaseTTL, req.Phase, req.Progress,
-		).Scan(&resp.LeaseExpiresAt, &resp.CancelRequested, &first, &platform)
+			vmSpare, vmPhaseMS,
+		).Scan(&resp.LeaseExpiresAt, &resp.CancelRequested, &first, &vmNew, &platform)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("%w: build %s attempt %s is not held by this worker any more; stop it", ErrLeaseLost, req.BuildID, req.AttemptID)
 		}
@@ -521,10 +543,26 @@ func (s *Store) Heartbeat(ctx context.Context, w WorkerAuth, req api.HeartbeatRe
 			t.emit(Change{Kind: "build", ID: req.BuildID, Status: string(api.StatusBuilding), Platform: platform,
 				Detail: map[string]any{"attempt_id": req.AttemptID}})
 		}
+		if vmNew {
+			resp.VM = req.VM
+		}
 		return nil
 	})
 	resp.TokenGrant = w.Grant
 	return resp, err
+}
+
+// checkAttemptVM refuses a VM report no agent sends.
+func checkAttemptVM(v api.AttemptVM) error {
+	switch v.Spare {
+	case "", api.SpareHit, api.SpareMiss:
+	default:
+		return fmt.Errorf("%w: field \"vm.spare\" is %q; it must be hit, miss or empty", ErrInvalid, v.Spare)
+	}
+	if !(v.PhaseSeconds >= 0 && v.PhaseSeconds <= api.MaxVMPhase.Seconds()) {
+		return fmt.Errorf("%w: field \"vm.phase_seconds\" must be between 0 and %.0f", ErrInvalid, api.MaxVMPhase.Seconds())
+	}
+	return nil
 }
 
 // Result is a worker's report of how an attempt ended.

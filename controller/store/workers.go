@@ -432,7 +432,8 @@ func (s *Store) listWorkers(ctx context.Context, id string) ([]api.Worker, error
 		w.builds_completed, w.builds_failed, COALESCE(w.key_id, ''), COALESCE(w.attention_reason, ''),
 		w.owner_paused, COALESCE(w.host_pause_reason, ''),
 		COALESCE((SELECT array_agg(build_id ORDER BY started_at) FROM build_attempts a WHERE a.worker_id = w.id AND a.status IN ('assigned','running')), '{}'),
-		w.cache_bytes, w.cache_hits, w.cache_misses, `+poolAdmitted+`
+		w.cache_bytes, w.cache_hits, w.cache_misses, `+poolAdmitted+`,
+		w.spare_state, w.spare_reason, w.spare_since, w.spare_hits, w.spare_misses
 		FROM workers w WHERE w.status <> 'unregistered' AND ($1 = '' OR w.id = $1) ORDER BY w.name, w.id`, id)
 	if err != nil {
 		return nil, fmt.Errorf("list workers: %w", err)
@@ -441,9 +442,20 @@ func (s *Store) listWorkers(ctx context.Context, id string) ([]api.Worker, error
 		var w api.Worker
 		var caps []byte
 		var c api.WorkerCache
+		var spare api.WorkerSpare
+		var spareState *string
+		var spareSince *time.Time
 		if err := r.Scan(&w.ID, &w.Name, &w.Status, &w.Paused, &caps, &w.RegisteredAt, &w.LastSeenAt, &w.BuildsCompleted, &w.BuildsFailed,
-			&w.KeyID, &w.AttentionReason, &w.OwnerPaused, &w.HostPauseReason, &w.ActiveBuilds, &c.Bytes, &c.Hits, &c.Misses, &w.PoolAdmitted); err != nil {
+			&w.KeyID, &w.AttentionReason, &w.OwnerPaused, &w.HostPauseReason, &w.ActiveBuilds, &c.Bytes, &c.Hits, &c.Misses, &w.PoolAdmitted,
+			&spareState, &spare.Reason, &spareSince, &spare.Hits, &spare.Misses); err != nil {
 			return w, err
+		}
+		if spareState != nil {
+			spare.State = *spareState
+			if spareSince != nil {
+				spare.Since = *spareSince
+			}
+			w.Spare = &spare
 		}
 		if c.Bytes > 0 || c.Hits > 0 || c.Misses > 0 {
 			c.Keys = []string{} // the keys are the claim's business, not the listing's
