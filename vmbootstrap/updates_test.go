@@ -61,14 +61,14 @@ func TestExpoUpdatesInstalled(t *testing.T) {
 
 func TestSetIOSChannel(t *testing.T) {
 	t.Parallel()
-	expoPlist := filepath.Join(t.TempDir(), "Expo.expoPlist")
+	expoPlist := filepath.Join(t.TempDir(), "Expo.plist")
 	os.WriteFile(expoPlist, []byte(`<?xml version="1.0" encoding="UTF-8"?>
-<expoPlist version="1.0">
+<plist version="1.0">
 <dict>
 	<key>EXUpdatesURL</key>
 	<string>https://u.expo.dev/x</string>
 </dict>
-</expoPlist>
+</plist>
 `), 0o644)
 	if err := setIOSChannel(expoPlist, "production"); err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestSetIOSChannel(t *testing.T) {
 		t.Fatalf("%v:\n%s", h, b)
 	}
 	// Headers that are not a dictionary are an error, never dropped.
-	os.WriteFile(expoPlist, []byte(`<expoPlist version="1.0"><dict><key>EXUpdatesRequestHeaders</key><string>x</string></dict></expoPlist>`), 0o644)
+	os.WriteFile(expoPlist, []byte(`<plist version="1.0"><dict><key>EXUpdatesRequestHeaders</key><string>x</string></dict></plist>`), 0o644)
 	if err := setIOSChannel(expoPlist, "preview"); err == nil || !strings.Contains(err.Error(), "EXUpdatesRequestHeaders is not a dictionary") {
 		t.Fatalf("error %v", err)
 	}
