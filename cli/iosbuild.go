@@ -14,10 +14,11 @@ import (
 )
 
 // resolveIOS decides an iOS build as eas-cli does: in a bare app (the
-// generic workflow: its own ios/ is uploaded) from the Xcode project (the scheme, its archive
-// configuration, its application target and the extensions it embeds),
-// else from the app config (the sanitized app name, the bundle identifier
-// and extra.eas.build.experimental.ios.appExtensions), which expo prebuild
+// generic workflow: its own ios/ is uploaded) from the Xcode project (the
+// scheme, its archive configuration, its application target and the
+// extensions it embeds), in a managed one from the app config (the
+// sanitized app name, the bundle identifier and
+// extra.eas.build.experimental.ios.appExtensions), which expo prebuild
 // turns into the same project in the VM.
 func resolveIOS(appRoot, workflow string, p api.BuildProfile, app api.App) (*api.IOSBuild, error) {
 	b := &api.IOSBuild{Simulator: p.Simulator != nil && *p.Simulator, BuildArtifactPaths: p.BuildArtifactPaths}
@@ -26,7 +27,8 @@ func resolveIOS(appRoot, workflow string, p api.BuildProfile, app api.App) (*api
 		defaultConfig = "Debug"
 	}
 	var targets []api.IOSTarget
-	if iosDir := filepath.Join(appRoot, "ios"); workflow == api.WorkflowGeneric {
+	if workflow == api.WorkflowGeneric {
+		iosDir := filepath.Join(appRoot, "ios")
 		xcodeproj, err := xcode.FindProject(iosDir)
 		if err != nil {
 			return nil, usageErr("ios/: %v", err)

@@ -68,7 +68,8 @@ func TestWorkflowByWhatIsUploaded(t *testing.T) {
 // resolved managed, as EAS decides: the spec says so, the local
 // autoIncrement bumps app.json and leaves the ignored build.gradle (which
 // is never uploaded) alone, and an app config without android.package is
-// refused, as prebuild needs it. The same android/ tracked is bare.
+// refused, as prebuild needs it. An ignored ios/ is managed too; the same
+// android/ tracked is bare.
 func TestIgnoredAndroidIsManaged(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
@@ -100,6 +101,16 @@ func TestIgnoredAndroidIsManaged(t *testing.T) {
 		".gitignore": "/android\n", "android/app/build.gradle": gradle})
 	if r := e.mustRun(ExitUsage, nil, "submit", noPackage, "--platform", "android"); !strings.Contains(r.stderr, "no android.package") {
 		t.Errorf("a managed app without android.package:\n%s", r)
+	}
+
+	// iOS alike: an ignored ios/ (here an Xcode project with no shared
+	// scheme, which a bare app would be refused for) is prebuild's, and
+	// the build's scheme comes from the app config.
+	e.worker(api.PlatformIOS)
+	ios := project(t, map[string]string{".gitignore": "/ios\n", "ios/Local.xcodeproj/project.pbxproj": "// !$*UTF8*$!\n{}\n"})
+	r = e.mustRun(0, nil, "submit", ios, "--platform", "ios", "--json")
+	if b := e.build(t, submitted(t, r)); b.Spec.Workflow != api.WorkflowManaged || b.Spec.IOS == nil || b.Spec.IOS.Scheme != "demo" {
+		t.Errorf("an app with an ignored ios/: workflow %q, iOS build %+v", b.Spec.Workflow, b.Spec.IOS)
 	}
 
 	os.Remove(filepath.Join(dir, ".gitignore"))
