@@ -13,20 +13,22 @@ import (
 	"github.com/freeagent-build/freeagent/internal/xcode"
 )
 
-// resolveIOS decides an iOS build as eas-cli does: in a project with its
-// own ios/ directory from the Xcode project (the scheme, its archive
-// configuration, its application target and the extensions it embeds),
-// else from the app config (the sanitized app name, the bundle identifier
-// and extra.eas.build.experimental.ios.appExtensions), which expo prebuild
+// resolveIOS decides an iOS build as eas-cli does: in a bare app (the
+// generic workflow: its own ios/ is uploaded) from the Xcode project (the
+// scheme, its archive configuration, its application target and the
+// extensions it embeds), in a managed one from the app config (the
+// sanitized app name, the bundle identifier and
+// extra.eas.build.experimental.ios.appExtensions), which expo prebuild
 // turns into the same project in the VM.
-func resolveIOS(appRoot string, p api.BuildProfile, app api.App) (*api.IOSBuild, error) {
+func resolveIOS(appRoot, workflow string, p api.BuildProfile, app api.App) (*api.IOSBuild, error) {
 	b := &api.IOSBuild{Simulator: p.Simulator != nil && *p.Simulator, BuildArtifactPaths: p.BuildArtifactPaths}
 	defaultConfig := "Release"
 	if p.DevelopmentClient != nil && *p.DevelopmentClient {
 		defaultConfig = "Debug"
 	}
 	var targets []api.IOSTarget
-	if iosDir := filepath.Join(appRoot, "ios"); fileExists(iosDir) {
+	if workflow == api.WorkflowGeneric {
+		iosDir := filepath.Join(appRoot, "ios")
 		xcodeproj, err := xcode.FindProject(iosDir)
 		if err != nil {
 			return nil, usageErr("ios/: %v", err)

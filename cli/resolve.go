@@ -86,6 +86,9 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName, projectNa
 		Version: api.SpecVersion, Platform: platform, ProfileName: profileName, Profile: profile,
 		Environment: easjson.Environment(profile), Project: layout.Project,
 	}
+	if spec.Workflow, err = resolveWorkflow(layout.WorkspaceRoot, layout.Project, platform); err != nil {
+		return nil, &cliError{code: ExitUsage, msg: "decide whether the app is bare or managed", err: err}
+	}
 	if platform == api.PlatformAndroid {
 		spec.Android = easjson.Android(profile)
 	}
@@ -145,14 +148,14 @@ func resolveBuild(ctx context.Context, appRoot, platform, profileName, projectNa
 		return nil, err
 	}
 	custom := hasCustomBuild(appRoot)
-	if platform == api.PlatformAndroid && spec.App.AndroidPackage == "" && !fileExists(filepath.Join(appRoot, "android")) && !custom {
+	if platform == api.PlatformAndroid && spec.App.AndroidPackage == "" && spec.Workflow == api.WorkflowManaged && !custom {
 		return nil, usageErr("the app config has no android.package: set expo.android.package in app.json (e.g. com.example.app); expo prebuild needs it")
 	}
 
 	// A custom build decides its own iOS build, but local credentials are
 	// checked against the app's targets and delivered all the same.
 	if platform == api.PlatformIOS && (!custom || profile.CredentialsSource == api.CredentialsLocal) {
-		if spec.IOS, err = resolveIOS(appRoot, profile, spec.App); err != nil {
+		if spec.IOS, err = resolveIOS(appRoot, spec.Workflow, profile, spec.App); err != nil {
 			return nil, err
 		}
 	}

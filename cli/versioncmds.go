@@ -231,7 +231,7 @@ func (a *App) cmdVersionSync(ctx context.Context, inv *invocation, args []string
 			inv.ui.warn("skipping versions sync for %s: there are no versions configured on the farm; use `expo-build build:version:set` or run a build to initialize them", platformName(t.platform))
 			continue
 		}
-		if !bareApp(t.appRoot, t.platform) {
+		if t.spec.Workflow != api.WorkflowGeneric {
 			inv.ui.warn("the remote value for the %s %s is %s, but it was not synced to the local project: this command has no effect on projects using the managed workflow", platformName(t.platform), name, rec.BuildVersion)
 			continue
 		}

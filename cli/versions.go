@@ -55,16 +55,10 @@ type localVersions struct {
 	unset bool
 }
 
-// bareApp reports whether the platform's native directory is the
-// project's own (eas-cli's generic workflow).
-func bareApp(appRoot, platform string) bool {
-	return fileExists(filepath.Join(appRoot, platform))
-}
-
 func readLocalVersions(appRoot string, spec *api.BuildSpec) (localVersions, error) {
 	app := spec.App
 	switch {
-	case spec.Platform == api.PlatformAndroid && bareApp(appRoot, "android"):
+	case spec.Platform == api.PlatformAndroid && spec.Workflow == api.WorkflowGeneric:
 		gradle, err := appversion.GradleFile(filepath.Join(appRoot, "android"))
 		if err != nil {
 			return localVersions{}, err
@@ -80,7 +74,7 @@ func readLocalVersions(appRoot string, spec *api.BuildSpec) (localVersions, erro
 			code = app.AndroidVersionCode
 		}
 		return localVersions{appVersion: app.Version, buildVersion: strconv.Itoa(code)}, nil
-	case bareApp(appRoot, "ios") && spec.IOS != nil && len(spec.IOS.Targets) > 0:
+	case spec.Workflow == api.WorkflowGeneric && spec.IOS != nil && len(spec.IOS.Targets) > 0:
 		plists, err := infoPlists(appRoot, spec.IOS, spec.IOS.Targets[:1])
 		if err != nil {
 			return localVersions{}, err
@@ -125,10 +119,12 @@ func applicationID(appRoot string, spec *api.BuildSpec) (string, error) {
 	if spec.App.AndroidPackage != "" {
 		return spec.App.AndroidPackage, nil
 	}
-	if gradle, err := appversion.GradleFile(filepath.Join(appRoot, "android")); err == nil {
-		if b, err := os.ReadFile(gradle); err == nil {
-			if m := gradleApplicationID.FindSubmatch(b); m != nil {
-				return string(m[1]), nil
+	if spec.Workflow == api.WorkflowGeneric {
+		if gradle, err := appversion.GradleFile(filepath.Join(appRoot, "android")); err == nil {
+			if b, err := os.ReadFile(gradle); err == nil {
+				if m := gradleApplicationID.FindSubmatch(b); m != nil {
+					return string(m[1]), nil
+				}
 			}
 		}
 	}
@@ -210,7 +206,7 @@ func decideLocal(appRoot string, spec *api.BuildSpec, inc string) (*api.AppVersi
 		return nil, nil, usageErr("eas.json: autoIncrement option is not supported when using app.config.js (expo-build bumps the version in app.json, which this app does not have; set the versions in app.config.js and remove autoIncrement, or use cli.appVersionSource \"remote\")")
 	}
 	app := &spec.App
-	bare := bareApp(appRoot, spec.Platform)
+	bare := spec.Workflow == api.WorkflowGeneric
 	var gradle string
 	if bare && spec.Platform == api.PlatformAndroid {
 		if gradle, err = appversion.GradleFile(filepath.Join(appRoot, "android")); err != nil {

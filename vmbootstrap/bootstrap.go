@@ -517,9 +517,23 @@ func (r *buildRun) layout(tree string, spec *api.BuildSpec) (api.BuildSpec, stri
 	if st, err := os.Lstat(filepath.Join(root, "package.json")); err != nil || !st.Mode().IsRegular() {
 		return api.BuildSpec{}, "", fmt.Errorf("%w: the app directory %q of the build spec holds no package.json", ErrNoProject, spec.Project.AppDir)
 	}
-	r.logs.Printf("▸ profile %q (%s), environment %q, app %s (%s) in %s, %s",
-		spec.ProfileName, spec.Profile.Distribution, spec.Environment, spec.App.Name, spec.App.Slug, relOrDot(tree, root), spec.Project.PackageManager)
-	return *spec, root, nil
+	s := *spec
+	if s.Workflow == "" {
+		s.Workflow = archiveWorkflow(root, s.Platform)
+	}
+	r.logs.Printf("▸ profile %q (%s), environment %q, app %s (%s) in %s, %s, %s workflow",
+		s.ProfileName, s.Profile.Distribution, s.Environment, s.App.Name, s.App.Slug, relOrDot(tree, root), s.Project.PackageManager, s.Workflow)
+	return s, root, nil
+}
+
+// archiveWorkflow is the workflow of a spec that does not say (an older
+// CLI's, or none): the archive holds only what was uploaded, so the app
+// is bare when its native directory is there.
+func archiveWorkflow(root, platform string) string {
+	if fileExists(filepath.Join(root, platform)) {
+		return api.WorkflowGeneric
+	}
+	return api.WorkflowManaged
 }
 
 // defaultSpec is the spec of a build submitted without one: EAS's default
@@ -530,6 +544,7 @@ func defaultSpec(platform, profile, root string) api.BuildSpec {
 		Environment: api.EnvironmentProduction,
 		Project:     api.Project{PackageManager: api.PackageManagerNPM},
 		Credentials: api.CredentialsInfo{Source: api.CredentialsNone},
+		Workflow:    archiveWorkflow(root, platform),
 	}
 	for _, lock := range []string{"package-lock.json", "npm-shrinkwrap.json"} {
 		if fileExists(filepath.Join(root, lock)) {

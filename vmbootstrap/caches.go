@@ -71,6 +71,9 @@ type depCaches struct {
 	user    *buildUser // nil: files stay this process's
 	// clear (the spec's ClearCache): restore nothing, save every cache.
 	clear bool
+	// prebuilt is the native directory expo prebuild makes ("android" or
+	// "ios" in a managed app; "" in a bare one).
+	prebuilt string
 }
 
 // newDepCaches resolves spec's caches for an app in appRoot: a path under
@@ -80,6 +83,9 @@ type depCaches struct {
 // with a warning.
 func newDepCaches(spec api.BuildSpec, root, work, appRoot, home string, log io.Writer, user *buildUser) *depCaches {
 	d := &depCaches{root: root, work: work, app: appRoot, log: log, user: user, clear: spec.ClearCache}
+	if spec.Workflow == api.WorkflowManaged {
+		d.prebuilt = spec.Platform
+	}
 	seen := map[string]bool{}
 next:
 	for _, e := range spec.Caches {
@@ -304,8 +310,8 @@ func (d *depCaches) extract(ctx context.Context, c *depCache, archive string) (i
 			continue
 		}
 		if native := d.madeByPrebuild(dst); native != "" {
-			// Creating it would make the pipeline take the project for a
-			// bare one and skip `expo prebuild`.
+			// expo prebuild would find part of a native project there
+			// and not write the whole of it.
 			fmt.Fprintf(d.log, "▸ cache %s: %s/ is made by expo prebuild: %s is not restored\n", c.Name, native, dst)
 			continue
 		}
@@ -470,21 +476,17 @@ func readStamp(p string) (modulesStamp, error) {
 	return s, nil
 }
 
-// madeByPrebuild returns "ios" or "android" when p lies under the app's
-// native directory of that name and the project has none.
+// madeByPrebuild returns "ios" or "android" when p lies under the
+// native directory expo prebuild makes in a managed app.
 func (d *depCaches) madeByPrebuild(p string) string {
 	rel, err := filepath.Rel(d.app, p)
-	if err != nil || !filepath.IsLocal(rel) {
+	if err != nil || !filepath.IsLocal(rel) || d.prebuilt == "" {
 		return ""
 	}
-	first, _, _ := strings.Cut(filepath.ToSlash(rel), "/")
-	if first != "ios" && first != "android" {
-		return ""
+	if first, _, _ := strings.Cut(filepath.ToSlash(rel), "/"); first == d.prebuilt {
+		return first
 	}
-	if _, err := os.Lstat(filepath.Join(d.app, first)); err == nil {
-		return ""
-	}
-	return first
+	return ""
 }
 
 // shareWritable lets the build user's tools add to a restored cache.

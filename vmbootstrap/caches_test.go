@@ -136,9 +136,10 @@ func TestCacheRoundTrip(t *testing.T) {
 		t.Errorf("--clear-cache: saved %+v, want the cache saved afresh", saved)
 	}
 
-	// A cache path under a native directory the project does not have
-	// (prebuild makes it) is not restored: creating it would skip prebuild.
-	podsSpec := api.BuildSpec{Caches: []api.CacheEntry{{Name: "npm", Key: key, Paths: []string{api.CacheDirVar + "/npm", "ios/Pods"}}}}
+	// A cache path under the native directory of a managed app (prebuild
+	// makes it) is not restored: prebuild would find part of a project.
+	podsSpec := api.BuildSpec{Platform: api.PlatformIOS, Workflow: api.WorkflowManaged,
+		Caches: []api.CacheEntry{{Name: "npm", Key: key, Paths: []string{api.CacheDirVar + "/npm", "ios/Pods"}}}}
 	vm5 := t.TempDir()
 	var log5 bytes.Buffer
 	d5 := newDepCaches(podsSpec, filepath.Join(vm5, "cache"), vm5, filepath.Join(vm5, "app"), vm5, &log5, nil)

@@ -180,16 +180,17 @@ func (p *pipeline) install(ctx context.Context) error {
 	return nil
 }
 
-// prebuild generates the native project unless the project carries its
-// own (a bare React Native project), as EAS Build does, then installs
+// prebuild generates the native project of a managed app, whatever of
+// it the archive holds (the spec's workflow decided, on the developer's
+// side, that it is not the app's own), as EAS Build does, then installs
 // again (prebuild may change package.json) unfrozen. The Expo CLI is
 // non-interactive because CI=1. A remote-source build version goes into
 // app.json first; versionsSet reports that it did (else the native files
 // get it).
 func (p *pipeline) prebuild(ctx context.Context, platform string) (versionsSet bool, err error) {
-	if fileExists(filepath.Join(p.root, platform)) {
+	if p.spec.Workflow == api.WorkflowGeneric {
 		p.phase(vmshare.PhasePrebuild, 35, "using the project's own "+platform+"/ directory")
-		fmt.Fprintf(p.runner.out, "\n▸ %s/ exists: skipping expo prebuild\n", platform)
+		fmt.Fprintf(p.runner.out, "\n▸ a bare app (its own %s/ directory): skipping expo prebuild\n", platform)
 		return false, nil
 	}
 	if versionsSet, err = p.versionsBeforePrebuild(); err != nil {

@@ -511,3 +511,38 @@ func TestEmptyCustomScriptIsNoCustomBuild(t *testing.T) {
 		t.Fatalf("err %v\n%s", err, out)
 	}
 }
+
+// TestWorkflowDecidesPrebuild: the spec's workflow, decided on the
+// developer's side, decides whether expo prebuild runs: a managed app
+// gets it even when the archive holds part of android/ (what its ignore
+// rules let through), a bare one keeps its own. A spec that does not say
+// (an older CLI's, a raw submit's) is bare when the archive holds the
+// native directory.
+func TestWorkflowDecidesPrebuild(t *testing.T) {
+	t.Parallel()
+	files := map[string]string{"package.json": `{"name":"app"}`, "package-lock.json": "{}", "app.json": "{}",
+		"android/gradlew": "#!/bin/sh\necho \"own gradle $*\"\nmkdir -p app/build/outputs/apk/release\necho APK > app/build/outputs/apk/release/app-release.apk\n"}
+	for _, tc := range []struct {
+		workflow, want string
+	}{
+		{api.WorkflowManaged, "fake npx expo prebuild --no-install --platform android\n"},
+		{api.WorkflowGeneric, "▸ a bare app (its own android/ directory): skipping expo prebuild\n"},
+	} {
+		p, out, _ := newTestPipeline(t, api.PlatformAndroid, files, nil)
+		p.spec.Workflow = tc.workflow
+		if _, err := p.run(context.Background()); err != nil {
+			t.Fatalf("%s: %v\n%s", tc.workflow, err, out)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("%s: the log lacks %q:\n%s", tc.workflow, tc.want, out)
+		}
+	}
+	root := t.TempDir()
+	if w := defaultSpec(api.PlatformAndroid, "production", root).Workflow; w != api.WorkflowManaged {
+		t.Errorf("an archive without android/: %q, want managed", w)
+	}
+	os.Mkdir(filepath.Join(root, "android"), 0o755)
+	if w := defaultSpec(api.PlatformAndroid, "production", root).Workflow; w != api.WorkflowGeneric {
+		t.Errorf("an archive with android/: %q, want generic", w)
+	}
+}

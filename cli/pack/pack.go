@@ -12,6 +12,7 @@ package pack
 
 import (
 	"archive/tar"
+	"cmp"
 	"compress/gzip"
 	"context"
 	"crypto/sha256"
@@ -138,27 +139,69 @@ const maxExcludedSamples = 20
 // app at opts.AppDir) and decides what to pack, leaving opts.Exclude out.
 // Only names and metadata are read; file contents are read by Write.
 func Scan(ctx context.Context, root string, opts Options) (*Plan, error) {
-	appDir, err := cleanRel(opts.AppDir, "the app directory")
+	p, m, err := newPlan(root, opts)
 	if err != nil {
 		return nil, err
+	}
+	if err := p.walk(ctx, m, ""); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// Packs reports whether Scan would pack the regular file at rel
+// (slash-separated, relative to root): it exists, and neither it nor a
+// directory above it is left out. Only the ignore files on its way are
+// read, so it answers quickly in a project of any size.
+func Packs(root string, opts Options, rel string) (bool, error) {
+	rel, err := cleanRel(rel, "a path to pack")
+	if err != nil || rel == "" {
+		return false, cmp.Or(err, errors.New("the root itself is not a file to pack"))
+	}
+	p, m, err := newPlan(root, opts)
+	if err != nil {
+		return false, err
+	}
+	if st, err := os.Lstat(filepath.Join(p.Root, filepath.FromSlash(rel))); err != nil || !st.Mode().IsRegular() {
+		return false, nil
+	}
+	parts := strings.Split(rel, "/")
+	for i := range parts {
+		dir, child := path.Join(parts[:i]...), path.Join(parts[:i+1]...)
+		if err := p.addGitignore(m, dir); err != nil {
+			return false, err
+		}
+		if ig, _ := m.Ignored(child, i < len(parts)-1); ig || p.exclude[child] {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// newPlan checks opts and compiles the rules every path of root is
+// decided by before the walk adds the .gitignore files it meets.
+func newPlan(root string, opts Options) (*Plan, *ignore.Matcher, error) {
+	appDir, err := cleanRel(opts.AppDir, "the app directory")
+	if err != nil {
+		return nil, nil, err
 	}
 	exclude := map[string]bool{}
 	for _, e := range opts.Exclude {
 		rel, err := cleanRel(e, "an excluded path")
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if rel == "" {
-			return nil, fmt.Errorf("cannot exclude the whole root %q from the upload", root)
+			return nil, nil, fmt.Errorf("cannot exclude the whole root %q from the upload", root)
 		}
 		exclude[rel] = true
 	}
 	abs, err := filepath.Abs(root)
 	if err != nil {
-		return nil, fmt.Errorf("resolve %s: %w", root, err)
+		return nil, nil, fmt.Errorf("resolve %s: %w", root, err)
 	}
 	if abs, err = filepath.EvalSymlinks(abs); err != nil {
-		return nil, fmt.Errorf("resolve %s: %w", root, err)
+		return nil, nil, fmt.Errorf("resolve %s: %w", root, err)
 	}
 	p := &Plan{Root: abs, AppDir: appDir, exclude: exclude}
 	defaults, _ := ignore.Parse("", []byte(strings.Join(Defaults(), "\n")), "built-in defaults")
@@ -182,12 +225,29 @@ func Scan(ctx context.Context, root string, opts Options) (*Plan, error) {
 			p.IgnoreFile = ".gitignore"
 		}
 	default:
-		return nil, fmt.Errorf("read .easignore: %w", err)
+		return nil, nil, fmt.Errorf("read .easignore: %w", err)
 	}
-	if err := p.walk(ctx, m, ""); err != nil {
-		return nil, err
+	return p, m, nil
+}
+
+// addGitignore adds dir's .gitignore to m, unless a .easignore replaces
+// every .gitignore.
+func (p *Plan) addGitignore(m *ignore.Matcher, dir string) error {
+	if p.IgnoreFile == ".easignore" {
+		return nil
 	}
-	return p, nil
+	file := filepath.Join(p.Root, filepath.FromSlash(dir), ".gitignore")
+	if st, err := os.Lstat(file); err != nil || !st.Mode().IsRegular() {
+		return nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", path.Join(dir, ".gitignore"), err)
+	}
+	pats, warn := ignore.Parse(dir, data, path.Join(dir, ".gitignore"))
+	m.Add(pats...)
+	p.Warnings = append(p.Warnings, warn...)
+	return nil
 }
 
 func (p *Plan) walk(ctx context.Context, m *ignore.Matcher, dir string) error {
@@ -199,18 +259,8 @@ func (p *Plan) walk(ctx context.Context, m *ignore.Matcher, dir string) error {
 	if err != nil {
 		return fmt.Errorf("read directory %s: %w", full, err)
 	}
-	if p.IgnoreFile != ".easignore" {
-		for _, e := range ents {
-			if e.Name() == ".gitignore" && e.Type().IsRegular() {
-				data, err := os.ReadFile(filepath.Join(full, ".gitignore"))
-				if err != nil {
-					return fmt.Errorf("read %s: %w", path.Join(dir, ".gitignore"), err)
-				}
-				pats, warn := ignore.Parse(dir, data, path.Join(dir, ".gitignore"))
-				m.Add(pats...)
-				p.Warnings = append(p.Warnings, warn...)
-			}
-		}
+	if err := p.addGitignore(m, dir); err != nil {
+		return err
 	}
 	for _, e := range ents { // os.ReadDir sorts by name: the archive is deterministic
 		rel := path.Join(dir, e.Name())

@@ -404,3 +404,53 @@ func TestSourceFingerprint(t *testing.T) {
 		}
 	}
 }
+
+// Packs answers for one file what Scan decides for the whole tree: every
+// file of several layouts of ignore rules, packed or not, agrees.
+func TestPacksAgreesWithScan(t *testing.T) {
+	files := map[string]string{
+		".gitignore":                            "/ios\n*.secret\n",
+		"ios/App.xcodeproj/project.pbxproj":     "p",
+		"android/.gitignore":                    "app/\n!keep.gradle\n",
+		"android/app/build.gradle":              "g",
+		"android/keep.gradle":                   "k",
+		"android/build.gradle":                  "b",
+		"apps/mobile/android/app/build.gradle":  "m",
+		"apps/mobile/android/app/build/out.apk": "x",
+		"apps/mobile/key.secret":                "s",
+		"apps/mobile/credentials.json":          "c",
+		"package.json":                          "{}",
+	}
+	for _, tc := range []struct {
+		name  string
+		extra map[string]string
+		opts  Options
+	}{
+		{name: "gitignore files", opts: Options{AppDir: "apps/mobile", Exclude: []string{"apps/mobile/credentials.json"}}},
+		{name: "easignore replaces them", extra: map[string]string{".easignore": "android/app/\n"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			all := map[string]string{}
+			for k, v := range files {
+				all[k] = v
+			}
+			for k, v := range tc.extra {
+				all[k] = v
+			}
+			root := tree(t, all)
+			_, packed := scanWith(t, root, tc.opts)
+			for name := range all {
+				got, err := Packs(root, tc.opts, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, want := packed[name]; got != want {
+					t.Errorf("Packs(%s) = %v, Scan packs it: %v", name, got, want)
+				}
+			}
+			if got, err := Packs(root, tc.opts, "no/such/file"); got || err != nil {
+				t.Errorf("Packs of a missing file = %v, %v; want false, nil", got, err)
+			}
+		})
+	}
+}

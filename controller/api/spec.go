@@ -42,6 +42,13 @@ type BuildSpec struct {
 	// app's slug, or `submit --project NAME`); empty in a spec from an older
 	// CLI, which means App.Slug. See BuildProject.
 	ProjectName string `json:"project_name,omitempty"`
+	// Workflow is where the native project of Platform comes from, as
+	// eas-cli's resolveWorkflowAsync decides it: WorkflowGeneric (a bare
+	// app: the upload holds it) or WorkflowManaged (expo prebuild makes it
+	// on the farm). Empty in a spec from an older CLI or a raw API submit:
+	// the VM decides it once from the archive (the native directory is
+	// there or not).
+	Workflow string `json:"workflow,omitempty"`
 	// Android is set for Android builds: the decisions taken from Profile.
 	Android *AndroidBuild `json:"android,omitempty"`
 	// IOS is set for iOS builds: the decisions taken from Profile and
@@ -350,6 +357,15 @@ type Project struct {
 	// Workspace: the root is a monorepo whose workspaces include AppDir.
 	Workspace bool `json:"workspace,omitempty"`
 }
+
+// Workflows (BuildSpec.Workflow), with eas-cli's names.
+const (
+	// WorkflowGeneric: the app's own native project is uploaded and built.
+	WorkflowGeneric = "generic"
+	// WorkflowManaged: continuous native generation; expo prebuild writes
+	// the native project in the VM, and no local one is used.
+	WorkflowManaged = "managed"
+)
 
 // Android build types (eas.json buildType).
 const (

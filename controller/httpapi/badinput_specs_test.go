@@ -76,6 +76,7 @@ func TestBadSpecAndCredentials(t *testing.T) {
 		{"short environment", []biPart{android, biField("spec", specJSON(func(s *api.BuildSpec) { s.Environment = "qa" }))}, 422, "environment"},
 		{"upper environment", []biPart{android, biField("spec", specJSON(func(s *api.BuildSpec) { s.Environment = "Production" }))}, 422, "environment"},
 		{"long profile", []biPart{android, biField("spec", specJSON(func(s *api.BuildSpec) { s.ProfileName = strings.Repeat("p", 101) }))}, 422, "profile_name"},
+		{"unknown workflow", []biPart{android, biField("spec", specJSON(func(s *api.BuildSpec) { s.Workflow = "bare" }))}, 422, "workflow"},
 		{"credentials source", []biPart{android, biField("spec", specJSON(func(s *api.BuildSpec) { s.Credentials.Source = "cloud" }))}, 422, "credentials.source"},
 		{"remote without fingerprint", []biPart{android, biField("spec", specJSON(func(s *api.BuildSpec) { s.Credentials.Source = "remote" }))}, 422, "certificate_sha256"},
 		{"bad fingerprint", []biPart{android, biField("spec", specJSON(func(s *api.BuildSpec) {

@@ -56,6 +56,8 @@ func checkSpec(spec *api.BuildSpec, platform string) error {
 		return invalid("platform %q differs from the field \"platform\" (%q); send the same platform in both", spec.Platform, platform)
 	case spec.App.Slug == "":
 		return invalid("app.slug is empty; set expo.slug in app.json (or app.config.js)")
+	case spec.Workflow != "" && spec.Workflow != api.WorkflowGeneric && spec.Workflow != api.WorkflowManaged:
+		return invalid("workflow must be %q or %q, got %q", api.WorkflowGeneric, api.WorkflowManaged, spec.Workflow)
 	case len(spec.ProfileName) > 100:
 		return invalid("profile_name is longer than 100 characters")
 	case spec.SourceFingerprint != "" && !sha256Pattern.MatchString(spec.SourceFingerprint):

@@ -96,7 +96,9 @@ func Entries(spec api.BuildSpec, tree Tree) ([]api.CacheEntry, error) {
 				return nil, err
 			}
 			paths := []string{api.CacheDirVar + "/cocoapods"}
-			if tree.IsDir(app("ios")) {
+			// A spec from an older CLI has no workflow: the archive's
+			// ios/ decides, as the VM decides.
+			if spec.Workflow == api.WorkflowGeneric || spec.Workflow == "" && tree.IsDir(app("ios")) {
 				// A bare project's Pods; a managed app's ios/ is made by
 				// prebuild, which a restored ios/Pods would skip.
 				paths = append([]string{"ios/Pods"}, paths...)
