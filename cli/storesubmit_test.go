@@ -92,7 +92,7 @@ func TestAutoSubmit(t *testing.T) {
 	// Submitting the same build again: Play has version code 3, and the
 	// CLI says so, with the fix, before anything is uploaded.
 	t.Chdir(dir)
-	r = e.run(nil, "submit:store", "--platform", "android", "--latest")
+	r = e.run(nil, "submit", "--platform", "android", "--latest")
 	if r.code != ExitFailed || !strings.Contains(r.stderr, "Version code 3 has already been used") || !strings.Contains(r.stderr, "raise versionCode") {
 		t.Fatalf("submitting version code 3 again:\n%s", r)
 	}
@@ -113,10 +113,10 @@ func TestStoreSubmitRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"submit:store", "--platform", "android"}, "pass --latest or --id BUILD"},
-		{[]string{"submit:store", "--platform", "android", "--path", "app.aab"}, "--path and --url are not supported yet"},
-		{[]string{"submit:store", "--platform", "android", "--latest", "--profile", "beta"}, `no submit profile "beta"`},
-		{[]string{"submit:store", "--platform", "android", "--latest", "."}, "run `expo-build build .`"},
+		{[]string{"submit", "--platform", "android"}, "pass --latest or --id BUILD"},
+		{[]string{"submit", "--platform", "android", "--path", "app.aab"}, "--path and --url are not supported yet"},
+		{[]string{"submit", "--platform", "android", "--latest", "--profile", "beta"}, `no submit profile "beta"`},
+		{[]string{"submit", "--platform", "android", "--latest", "."}, "run `expo-build build .`"},
 	} {
 		r := e.run(nil, c.args...)
 		if r.code != ExitUsage || !strings.Contains(r.stderr, c.want) {
@@ -157,7 +157,7 @@ func TestStoreSubmitWithKeptKey(t *testing.T) {
 	id := jsonOf[[]map[string]any](t, r)[0]["id"].(string)
 	w := e.worker("android")
 	w.finish(w.claim(), true, "app-release.aab", fakeplay.Bundle(shopPackage, 5, 100))
-	sub := e.mustRun(0, nil, "submit:store", "--platform", "android", "--id", id)
+	sub := e.mustRun(0, nil, "submit", "--platform", "android", "--id", id)
 	if !strings.Contains(sub.stdout, "version code 5 is in track beta") || !strings.Contains(sub.stdout, "Committed edit") {
 		t.Fatalf("submit:store:\n%s", sub)
 	}
