@@ -237,7 +237,7 @@ func easBuildFlags() []*easFlag {
 	return []*easFlag{
 		{names: []string{"local"}, refused: "the farm builds on its workers; to build on this machine, run a worker on it (freeagent run --vm-driver local) with your controller, or run npx eas-cli build --local"},
 		{names: []string{"submit"}, refused: "it is --auto-submit (or -s)"},
-		{names: []string{"what-to-test"}, value: true, refused: "the farm's App Store Connect submission sets no \"What to Test\" text: set it for the build in App Store Connect (TestFlight)"},
+		{names: []string{"what-to-test"}, value: true, refused: whatToTestRefused},
 		{names: []string{"refresh-ad-hoc-provisioning-profile"}, refused: "the farm keeps no App Store Connect session; put a fresh ad-hoc profile in credentials.json or pass it with --provisioning-profile"},
 		{names: []string{"freeze-credentials"}, noop: "the farm never changes credentials"},
 		{names: []string{"verbose-logs"}, noop: "the farm's build log is always the build tools' whole output"},
@@ -248,13 +248,17 @@ func easBuildFlags() []*easFlag {
 	}
 }
 
+// whatToTestRefused says why eas build's and eas submit's --what-to-test is refused.
+const whatToTestRefused = "the farm's App Store Connect submission sets no \"What to Test\" text: set it for the build in App Store Connect (TestFlight)"
+
 // easSubmitFlags are eas submit's flags the farm refuses or has no use for.
 func easSubmitFlags() []*easFlag {
 	return []*easFlag{
-		{names: []string{"what-to-test"}, value: true, refused: "the farm's App Store Connect submission sets no \"What to Test\" text: set it for the build in App Store Connect (TestFlight)"},
+		{names: []string{"what-to-test"}, value: true, refused: whatToTestRefused},
 		{names: []string{"verbose"}, noop: "the submission's whole log is always printed"},
 		{names: []string{"verbose-fastlane"}, noop: "the farm submits through the stores' APIs, without fastlane"},
-		{names: []string{"auto-testflight-setup"}, noop: "the farm sets up no TestFlight group: name yours in the submit profile's groups or with --groups"},
+		{names: []string{"groups", "g"}, value: true, refused: "name the TestFlight groups in eas.json's iOS submit profile (groups)"},
+		{names: []string{"auto-testflight-setup"}, noop: "the farm sets up no TestFlight group: name yours in eas.json's iOS submit profile (groups)"},
 		{names: []string{"no-auto-testflight-setup"}, noop: "the farm never sets up TestFlight groups"},
 	}
 }

@@ -26,12 +26,13 @@ track, releaseStatus, rollout, changesNotSentForReview, applicationId) and the b
 (the project's newest completed build of the platform) or --id BUILD. The key is
 serviceAccountKeyPath's file (sent sealed, for this submission only), else the project's key kept
 with ` + "`expo-build credentials set --platform android --service-account-key FILE`" + `. iOS: ascAppId,
-bundleIdentifier, appleTeamId, groups (-g/--groups replaces them), and the API key ascApiKeyPath
-(.p8), ascApiKeyId, ascApiKeyIssuerId (Apple ID password sign-in is not supported).
+bundleIdentifier, appleTeamId, groups, and the API key ascApiKeyPath (.p8), ascApiKeyId,
+ascApiKeyIssuerId (Apple ID password sign-in is not supported). With --platform all, every
+platform's build and profile is found before anything is queued.
 
 What differs from EAS: --path FILE and --url URL (an archive built elsewhere) are not supported
-yet; --what-to-test is refused; --verbose, --verbose-fastlane and --auto-testflight-setup have
-nothing to do.`
+yet; --what-to-test and -g/--groups are refused; --verbose, --verbose-fastlane and
+--auto-testflight-setup have nothing to do.`
 
 // maxKeyFile bounds a key file read from eas.json's paths.
 const maxKeyFile = 64 << 10
@@ -48,9 +49,6 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	id := fs.String("id", "", "submit build `ID`")
 	path := fs.String("path", "", "an archive `FILE` built elsewhere (not supported yet)")
 	url := fs.String("url", "", "an archive's `URL` (not supported yet)")
-	var groups stringList
-	fs.Var(&groups, "groups", "iOS: the TestFlight `GROUP` to add the build to, instead of the profile's groups (repeat for more)")
-	inv.alias(fs, "g", "groups")
 	projectFlag := fs.String("project", "", "the farm project `SLUG` (default: the app's slug)")
 	wait := fs.Bool("wait", true, "wait for the submission to end and print its log (the default, as in EAS)")
 	noWait := fs.Bool("no-wait", false, "return once the submission is queued")
@@ -92,7 +90,8 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	if err != nil {
 		return &cliError{code: ExitUsage, msg: "run in the app's directory: eas.json's submit profile is read from it", err: err}
 	}
-	// Every profile is read before anything is queued.
+	// Every platform's profile and build is found before anything is
+	// queued: -p all submits both or neither.
 	profiles := make([]easjson.SubmitProfile, len(platforms))
 	for i, p := range platforms {
 		if profiles[i], err = a.submitProfile(root, p, *profileName); err != nil {
@@ -103,11 +102,23 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	if err != nil {
 		return err
 	}
-	var queued []api.Submission
+	reqs := make([]api.SubmissionRequest, len(platforms))
 	for i, p := range platforms {
-		sub, err := a.queueSubmission(ctx, inv, s, c, root, p, profiles[i], *id, *projectFlag, groups)
-		if err != nil {
+		if reqs[i], err = a.submissionRequest(ctx, s, c, root, p, profiles[i], *id, *projectFlag); err != nil {
 			return err
+		}
+	}
+	var queued []api.Submission
+	for _, req := range reqs {
+		var sub api.Submission
+		if err := s.retry(ctx, "queue the submission", false, func(ctx context.Context) error {
+			sub, err = c.SubmitToStore(ctx, req)
+			return err
+		}); err != nil {
+			return wrapOp("queue the submission", err)
+		}
+		if !inv.json {
+			inv.ui.printf("%s Queued submission %s of build %s to %s\n", inv.ui.o(cGreen, "✔"), sub.ID, req.BuildID, storeName(req.Platform))
 		}
 		queued = append(queued, sub)
 	}
@@ -140,51 +151,36 @@ func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) err
 	return nil
 }
 
-// queueSubmission queues the submission of the build id (or of the
-// project's newest completed build of platform) with profile prof.
-func (a *App) queueSubmission(ctx context.Context, inv *invocation, s *session, c *api.Client, root, platform string, prof easjson.SubmitProfile, id, projectFlag string, groups []string) (api.Submission, error) {
+// submissionRequest is the submission of build id (or of the project's
+// newest completed build of platform) with profile prof.
+func (a *App) submissionRequest(ctx context.Context, s *session, c *api.Client, root, platform string, prof easjson.SubmitProfile, id, projectFlag string) (api.SubmissionRequest, error) {
 	var b api.Build
 	if id == "" {
 		project, err := a.projectSlug(ctx, projectFlag)
 		if err != nil {
-			return api.Submission{}, err
+			return api.SubmissionRequest{}, err
 		}
 		var list api.BuildList
 		if err := s.retry(ctx, "find the latest build", true, func(ctx context.Context) error {
 			list, err = c.ListBuilds(ctx, api.ListOptions{Platform: platform, Status: string(api.StatusCompleted), Project: project, Limit: 1, WithSpec: true})
 			return err
 		}); err != nil {
-			return api.Submission{}, wrapOp("find the latest build", err)
+			return api.SubmissionRequest{}, wrapOp("find the latest build", err)
 		}
 		if len(list.Builds) == 0 {
-			return api.Submission{}, failErr("build it first: expo-build build --platform "+platform, "project %s has no completed %s build", project, platform)
+			return api.SubmissionRequest{}, failErr("build it first: expo-build build --platform "+platform, "project %s has no completed %s build", project, platform)
 		}
 		b = list.Builds[0]
 	} else {
 		var err error
 		if b, err = s.getBuild(ctx, id); err != nil {
-			return api.Submission{}, err
+			return api.SubmissionRequest{}, err
 		}
 	}
 	req := api.SubmissionRequest{Platform: platform, BuildID: b.ID}
 	var err error
-	if req.Profile, req.Secrets, err = a.submissionFor(root, prof, b.Spec); err != nil {
-		return api.Submission{}, err
-	}
-	if len(groups) > 0 && req.Profile.IOS != nil {
-		req.Profile.IOS.Groups = groups
-	}
-	var sub api.Submission
-	if err := s.retry(ctx, "queue the submission", false, func(ctx context.Context) error {
-		sub, err = c.SubmitToStore(ctx, req)
-		return err
-	}); err != nil {
-		return api.Submission{}, wrapOp("queue the submission", err)
-	}
-	if !inv.json {
-		inv.ui.printf("%s Queued submission %s of build %s to %s\n", inv.ui.o(cGreen, "✔"), sub.ID, b.ID, storeName(platform))
-	}
-	return sub, nil
+	req.Profile, req.Secrets, err = a.submissionFor(root, prof, b.Spec)
+	return req, err
 }
 
 func storeName(platform string) string {
