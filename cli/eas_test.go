@@ -20,7 +20,7 @@ import (
 	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
-// These tests hold `expo-build submit`'s resolution (eas.json, app config,
+// These tests hold `expo-build build`'s resolution (eas.json, app config,
 // workspace and package manager, credentials) to what the controller
 // stores and what the build's VM receives, on a real controller, with
 // keystores made by the real keytool.

@@ -88,7 +88,7 @@ func TestMemoryUpload(t *testing.T) {
 	}
 	out, _ := io.ReadAll(stdout)
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("expo-build submit: %v\n%s", err, out)
+		t.Fatalf("expo-build build: %v\n%s", err, out)
 	}
 	elapsed := time.Since(start)
 	var sub map[string]any

@@ -178,7 +178,7 @@ func TestStoreSubmitWithKeptKey(t *testing.T) {
 	}
 	sub := e.mustRun(0, nil, "submit", "--platform", "android", "--id", id)
 	if !strings.Contains(sub.stdout, "version code 5 is in track beta") || !strings.Contains(sub.stdout, "Committed edit") {
-		t.Fatalf("submit:store:\n%s", sub)
+		t.Fatalf("submit:\n%s", sub)
 	}
 	if c := play.Commits(); len(c) != 1 || len(c[0].Tracks["beta"]) != 1 {
 		t.Fatalf("Play's record: %+v", c)
