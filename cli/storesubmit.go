@@ -272,8 +272,8 @@ func (a *App) readKeyFile(root, p, field string) ([]byte, error) {
 	return b, nil
 }
 
-// followSubmission prints a submission's log as it grows until it ends;
-// a failed submission is exit 1.
+// followSubmission prints a submission's log as it grows until it ends,
+// and returns it as it ended; a failed submission is exit 1.
 func (a *App) followSubmission(ctx context.Context, inv *invocation, s *session, c *api.Client, id string) (api.Submission, error) {
 	shown := 0
 	for {
