@@ -76,9 +76,9 @@ func TestExpoTeamAndroidBuilds(t *testing.T) {
 
 	// The store build: an .aab signed with the team's upload key.
 	out := t.TempDir()
-	code, stdout, stderr := expoBuild("", "submit", dir, "--platform", "android", "--profile", "production", "--non-interactive", "--wait", "-o", out)
+	code, stdout, stderr := expoBuild("", "build", dir, "--platform", "android", "--profile", "production", "--non-interactive", "-o", out)
 	if code != 0 {
-		t.Fatalf("submit --profile production: exit %d\n%s\n%s", code, stdout, stderr)
+		t.Fatalf("build --profile production: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	id := buildID(t, stdout+stderr)
 	log := f.logs(id)
@@ -121,8 +121,8 @@ func TestExpoTeamAndroidBuilds(t *testing.T) {
 
 	// buildType apk: an .apk, verified by the real apksigner.
 	out = t.TempDir()
-	if code, stdout, stderr = expoBuild("", "submit", dir, "--platform", "android", "--profile", "apk", "--non-interactive", "--wait", "-o", out); code != 0 {
-		t.Fatalf("submit --profile apk: exit %d\n%s\n%s", code, stdout, stderr)
+	if code, stdout, stderr = expoBuild("", "build", dir, "--platform", "android", "--profile", "apk", "--non-interactive", "-o", out); code != 0 {
+		t.Fatalf("build --profile apk: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	apk := filepath.Join(out, "app-release.apk")
 	if certs := run(t, "apksigner", "verify", "--print-certs", "--min-sdk-version", "24", apk); !strings.Contains(strings.ToLower(certs), "sha-256 digest: "+upload) {
@@ -135,7 +135,7 @@ func TestExpoTeamAndroidBuilds(t *testing.T) {
 	props := filepath.Join(dir, "android", "gradle.properties")
 	orig, _ := os.ReadFile(props)
 	os.WriteFile(props, append(orig, []byte("\nreleaseResign.storeFile=debug.keystore\nreleaseResign.storePassword=android\nreleaseResign.keyAlias=androiddebugkey\n")...), 0o644)
-	code, stdout, stderr = expoBuild("", "submit", dir, "--platform", "android", "--profile", "production", "--non-interactive", "--wait", "-o", t.TempDir())
+	code, stdout, stderr = expoBuild("", "build", dir, "--platform", "android", "--profile", "production", "--non-interactive", "-o", t.TempDir())
 	if code == 0 {
 		t.Fatalf("a build signed with another key succeeded:\n%s\n%s", stdout, stderr)
 	}

@@ -84,9 +84,9 @@ func TestExpoTemplateAndroidProfiles(t *testing.T) {
 	}
 	submit := func(dir, profile string) string {
 		t.Helper()
-		code, stdout, stderr := expoBuild("", "submit", dir, "--platform", "android", "--profile", profile, "--non-interactive")
+		code, stdout, stderr := expoBuild("", "build", dir, "--platform", "android", "--profile", profile, "--non-interactive", "--no-wait")
 		if code != 0 {
-			t.Fatalf("submit --profile %s: exit %d\n%s\n%s", profile, code, stdout, stderr)
+			t.Fatalf("build --profile %s: exit %d\n%s\n%s", profile, code, stdout, stderr)
 		}
 		return buildID(t, stdout+stderr)
 	}

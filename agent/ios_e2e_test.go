@@ -71,7 +71,7 @@ func TestExpoTeamIOSBuilds(t *testing.T) {
 	// The ad hoc build: an .ipa whose app and extension each carry their
 	// own profile.
 	out := t.TempDir()
-	code, stdout, stderr := expoBuild("", "submit", dir, "--platform", "ios", "--profile", "preview", "--non-interactive", "--wait", "-o", out)
+	code, stdout, stderr := expoBuild("", "build", dir, "--platform", "ios", "--profile", "preview", "--non-interactive", "-o", out)
 	if code != 0 {
 		log := ""
 		if m := buildIDPattern.FindStringSubmatch(stdout + stderr); m != nil {
@@ -112,9 +112,9 @@ func TestExpoTeamIOSBuilds(t *testing.T) {
 
 	// The simulator build: no credentials, the .app as a .tar.gz.
 	out = t.TempDir()
-	code, stdout, stderr = expoBuild("", "submit", dir, "--platform", "ios", "--profile", "simulator", "--non-interactive", "--wait", "-o", out)
+	code, stdout, stderr = expoBuild("", "build", dir, "--platform", "ios", "--profile", "simulator", "--non-interactive", "-o", out)
 	if code != 0 {
-		t.Fatalf("submit --profile simulator: exit %d\n%s\n%s", code, stdout, stderr)
+		t.Fatalf("build --profile simulator: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	names := tarGzNames(t, filepath.Join(out, "MyApp.app.tar.gz"))
 	if !slices.Contains(names, "MyApp.app/Info.plist") || !slices.Contains(names, "MyApp.app/MyApp") {

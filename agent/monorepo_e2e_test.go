@@ -130,9 +130,9 @@ func TestMonorepoWorkspaceBuilds(t *testing.T) {
 			removeNodeModules(t, root)
 
 			out := t.TempDir()
-			code, stdout := expoBuild("submit", app, "--platform", "android", "--profile", "production", "--non-interactive", "--wait", "-o", out)
+			code, stdout := expoBuild("build", app, "--platform", "android", "--profile", "production", "--non-interactive", "-o", out)
 			if code != 0 {
-				t.Fatalf("submit: exit %d\n%s", code, stdout)
+				t.Fatalf("build: exit %d\n%s", code, stdout)
 			}
 			id := buildID(t, stdout)
 			log := buildLog(t, f, id)
@@ -161,7 +161,7 @@ func TestMonorepoWorkspaceBuilds(t *testing.T) {
 			// package.json asks for what the lockfile lacks: the frozen
 			// install fails the build, as it does on EAS.
 			addRegistryDependency(t, filepath.Join(root, filepath.FromSlash(c.breaks)))
-			code, stdout = expoBuild("submit", app, "--platform", "android", "--profile", "production", "--non-interactive", "--wait", "-o", t.TempDir())
+			code, stdout = expoBuild("build", app, "--platform", "android", "--profile", "production", "--non-interactive", "-o", t.TempDir())
 			if code == 0 {
 				t.Fatalf("a build whose lockfile is out of date succeeded:\n%s", stdout)
 			}

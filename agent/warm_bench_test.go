@@ -30,7 +30,7 @@ var benchDependencies = map[string]string{"express": "4.21.2", "typescript": "5.
 //     best of two each, in the same run (target: warm ≤ 0.25 × cold);
 //     also `npm ci` after restoring the npm cache archive, what a build
 //     whose package.json or lockfile changed gets (store-install-s);
-//   - the whole build, `expo-build submit --wait` of the same app twice in
+//   - the whole build, `expo-build build` of the same app twice in
 //     a row (target: repeat ≤ 0.5 × first).
 //
 // Run: go test ./agent -run XXX -bench WarmBuild -benchtime 1x
@@ -49,9 +49,9 @@ func BenchmarkWarmBuild(b *testing.B) {
 	build := func() time.Duration {
 		settle()
 		start := time.Now()
-		code, stdout, stderr := run("", "submit", app, "--platform", "android", "--non-interactive", "--wait", "-o", b.TempDir())
+		code, stdout, stderr := run("", "build", app, "--platform", "android", "--non-interactive", "-o", b.TempDir())
 		if code != 0 {
-			b.Fatalf("submit: exit %d\n%s%s\nagent:\n%s", code, stdout, stderr, agent.output())
+			b.Fatalf("build: exit %d\n%s%s\nagent:\n%s", code, stdout, stderr, agent.output())
 		}
 		return time.Since(start)
 	}

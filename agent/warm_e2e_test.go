@@ -71,9 +71,9 @@ func TestWarmBuilds(t *testing.T) {
 	run := f.expoBuild(t)
 	build := func(dir string, wantOK bool) (string, string) {
 		t.Helper()
-		code, stdout, stderr := run("", "submit", dir, "--platform", "android", "--non-interactive", "--wait", "-o", t.TempDir())
+		code, stdout, stderr := run("", "build", dir, "--platform", "android", "--non-interactive", "-o", t.TempDir())
 		if (code == 0) != wantOK {
-			t.Fatalf("submit %s: exit %d\n%s%s", dir, code, stdout, stderr)
+			t.Fatalf("build %s: exit %d\n%s%s", dir, code, stdout, stderr)
 		}
 		id := buildID(t, stdout+stderr)
 		return id, buildLog(t, f, id)
@@ -202,9 +202,9 @@ func TestPlantedCacheIsNotRestoredWithSecrets(t *testing.T) {
 	dir := npmApp(t, "planted", map[string]string{"eas-build-post-install": plant}, map[string]string{"is-number": "7.0.0"})
 	build := func() (api.Build, string) {
 		t.Helper()
-		code, stdout, stderr := run("", "submit", dir, "--platform", "android", "--non-interactive", "--wait", "-o", t.TempDir())
+		code, stdout, stderr := run("", "build", dir, "--platform", "android", "--non-interactive", "-o", t.TempDir())
 		if code != 0 {
-			t.Fatalf("submit: exit %d\n%s%s", code, stdout, stderr)
+			t.Fatalf("build: exit %d\n%s%s", code, stdout, stderr)
 		}
 		id := buildID(t, stdout+stderr)
 		b, err := f.dev.GetBuild(context.Background(), id)

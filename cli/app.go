@@ -111,7 +111,7 @@ func (a *App) commands() []*command {
 		{name: "build:download", args: "[id]", summary: "download a build's application archive (--all-artifacts: every artifact; resumable, SHA-256 verified)", long: buildDownloadHelp, run: a.cmdBuildDownload},
 		{name: "logs", args: "<id>", summary: "a build's log (-f follows it live until the build ends)", long: logsHelp, run: a.cmdLogs},
 		{name: "retry", args: "<id>", summary: "queue a finished build again (same source and settings)", long: retryHelp, run: a.cmdRetry},
-		{name: "submit:store", args: "", summary: "send a build to its store (Google Play), as `eas submit` does; waits and prints the store's answer", long: storeSubmitHelp, run: a.cmdStoreSubmit},
+		{name: "submit", args: "", summary: "send a finished build to its store (Google Play, App Store Connect), as `eas submit`; waits and prints the store's answer", long: submitHelp, run: a.cmdSubmit},
 		{name: "env", args: "set|list|delete [NAME]", summary: "the project's environment variables and secrets on the farm", long: envHelp, run: a.cmdEnv},
 		{name: "credentials", args: "set|list|delete", summary: "the project's signing credentials kept on the farm", long: credentialsHelp, run: a.cmdCredentials},
 		{name: "build:version:get", args: "[path]", summary: "the build version the farm keeps for the app (remote version source)", long: versionGetHelp, run: a.cmdVersionGet},
@@ -121,8 +121,6 @@ func (a *App) commands() []*command {
 		{name: "config", args: "", summary: "show or set the controller URL and API key", long: configHelp, run: a.cmdConfig},
 		{name: "version", args: "", summary: "print the version", long: "Prints expo-build's version.", run: a.cmdVersion},
 
-		{name: "submit", args: "[path]", long: submitHelp, run: a.cmdSubmit, renamedTo: "build",
-			why: "which waits for the build and downloads its artifacts unless --no-wait, as `eas build` does; `eas submit` sends a build to a store"},
 		{name: "status", args: "<id>", long: statusHelp, run: a.cmdStatus, renamedTo: "build:view"},
 		{name: "list", args: "", long: listHelp, run: a.cmdList, renamedTo: "build:list", why: "whose --json prints EAS's array of builds"},
 		{name: "cancel", args: "<id>", long: cancelHelp, run: a.cmdCancel, renamedTo: "build:cancel"},
@@ -302,6 +300,20 @@ func (inv *invocation) parse(fs *flag.FlagSet, args []string, minArgs, maxArgs i
 			hint: fmt.Sprintf("usage: expo-build %s %s [flags]; run `expo-build %s --help`", inv.cmd.name, inv.cmd.args, inv.cmd.name)}
 	}
 	return pos, nil
+}
+
+// resolveWait settles --wait (default true, as in EAS) and --no-wait
+// into *wait.
+func resolveWait(fs *flag.FlagSet, wait, noWait *bool) error {
+	waitSet := false
+	fs.Visit(func(f *flag.Flag) { waitSet = waitSet || f.Name == "wait" })
+	if *noWait && waitSet && *wait {
+		return usageErr("--wait and --no-wait contradict each other")
+	}
+	if *noWait {
+		*wait = false
+	}
+	return nil
 }
 
 // session opens the config and resolves the controller and credentials.

@@ -75,11 +75,11 @@ func TestSubmitDirectToS3(t *testing.T) {
 				}
 				return http.DefaultTransport.RoundTrip(r)
 			})}
-			r := e.runApp(func(a *App) { a.HTTPClient = record }, nil, "submit", dir, "--platform", "android", "--json")
+			r := e.runApp(func(a *App) { a.HTTPClient = record }, nil, "build", "--no-wait", dir, "--platform", "android", "--json")
 			if r.code != 0 {
 				t.Fatalf("submit: %s", r)
 			}
-			id, _ := jsonOf[map[string]any](t, r)["id"].(string)
+			id := queuedID(t, r)
 			if want := map[bool]int64{false: 1, true: 2}[tc.loseAnswer]; submits.Load() != want {
 				t.Fatalf("%d submits, want %d", submits.Load(), want)
 			}

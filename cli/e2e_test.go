@@ -25,10 +25,10 @@ func randomBytes(t *testing.T, n int) []byte {
 	return b
 }
 
-func (e *env) submit(dir, platform string, extra ...string) string {
+// queueBuild queues a build of dir for platform and returns its id.
+func (e *env) queueBuild(dir, platform string, extra ...string) string {
 	e.t.Helper()
-	r := e.mustRun(0, nil, append([]string{"submit", dir, "--platform", platform, "--json"}, extra...)...)
-	return jsonOf[map[string]any](e.t, r)["id"].(string)
+	return queuedID(e.t, e.mustRun(0, nil, append([]string{"build", "--no-wait", dir, "--platform", platform, "--json"}, extra...)...))
 }
 
 // TestSubmitBuildDownload: submit → a worker builds from exactly the files
@@ -47,11 +47,11 @@ func TestSubmitBuildDownload(t *testing.T) {
 		"secrets.env":                    "KEY=1",
 		"eas.json":                       `{"build":{"production":{},"preview":{}}}`,
 	})
-	r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--profile", "preview", "--priority", "1", "--json")
-	sub := jsonOf[map[string]any](t, r)
+	r := e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--profile", "preview", "--priority", "1", "--json")
+	sub := jsonOf[[]map[string]any](t, r)[0]
 	id, _ := sub["id"].(string)
-	if id == "" || sub["status"] != "pending" || sub["queue_position"] != float64(1) || sub["idempotency_key"] == "" {
-		t.Fatalf("submit answer: %v", sub)
+	if id == "" || sub["status"] != "IN_QUEUE" || sub["queuePosition"] != float64(1) || sub["buildProfile"] != "preview" {
+		t.Fatalf("build --no-wait --json: %v", sub)
 	}
 	cfg, err := loadConfig(e.cfgPath)
 	if err != nil {
@@ -170,7 +170,7 @@ func TestLogsFollowLive(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	p := e.proxy()
-	id := e.submit(project(t, map[string]string{}), "ios")
+	id := e.queueBuild(project(t, map[string]string{}), "ios")
 	w := e.worker()
 	job := w.claim()
 	v := w.vm(job)
@@ -236,7 +236,7 @@ func TestDownloadResumes(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	p := e.proxy()
-	id := e.submit(project(t, map[string]string{}), "ios")
+	id := e.queueBuild(project(t, map[string]string{}), "ios")
 	w := e.worker()
 	job := w.claim()
 	ipa := randomBytes(t, 2<<20)
@@ -338,8 +338,8 @@ func TestRetriedSubmitMakesOneBuild(t *testing.T) {
 	}
 
 	p.dropSubmits.Store(1)
-	r := e.mustRun(0, viaProxy, "submit", dir, "--platform", "ios", "--json")
-	id := jsonOf[map[string]any](t, r)["id"].(string)
+	r := e.mustRun(0, viaProxy, "build", "--no-wait", dir, "--platform", "ios", "--json")
+	id := queuedID(t, r)
 	keys := submitKeys()
 	if len(keys) != 2 || keys[0] == "" || keys[0] != keys[1] {
 		t.Fatalf("submit requests' keys: %q", keys)
@@ -355,14 +355,14 @@ func TestRetriedSubmitMakesOneBuild(t *testing.T) {
 	p.requests = nil
 	dir2 := project(t, map[string]string{"index.js": "2"})
 	p.dropSubmits.Store(100)
-	r = e.mustRun(ExitUnreachable, viaProxy, "submit", dir2, "--platform", "android")
+	r = e.mustRun(ExitUnreachable, viaProxy, "build", "--no-wait", dir2, "--platform", "android")
 	if !strings.Contains(r.stderr, "run the same command again") {
 		t.Errorf("no advice: %s", r)
 	}
 	failedKeys := submitKeys()
 	p.dropSubmits.Store(0)
 	p.requests = nil
-	r = e.mustRun(0, viaProxy, "submit", dir2, "--platform", "android", "--json")
+	r = e.mustRun(0, viaProxy, "build", "--no-wait", dir2, "--platform", "android", "--json")
 	if k := submitKeys(); len(k) != 1 || k[0] != failedKeys[0] {
 		t.Fatalf("re-run key %q, failed run's %q", k, failedKeys)
 	}
@@ -370,7 +370,7 @@ func TestRetriedSubmitMakesOneBuild(t *testing.T) {
 		t.Fatalf("%d builds, want 2 (the re-run must not add one)", n)
 	}
 	// Once answered, the same command is a new build.
-	e.mustRun(0, nil, "submit", dir2, "--platform", "android")
+	e.mustRun(0, nil, "build", "--no-wait", dir2, "--platform", "android")
 	if n := countBuilds(); n != 3 {
 		t.Fatalf("%d builds, want 3", n)
 	}
@@ -384,7 +384,7 @@ func TestBadInput(t *testing.T) {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	closed := "http://" + ln.Addr().String()
 	ln.Close()
-	id := e.submit(dir, "android")
+	id := e.queueBuild(dir, "android")
 	p12 := filepath.Join(t.TempDir(), "dist.p12")
 	os.WriteFile(p12, []byte("P12"), 0o600)
 
@@ -395,17 +395,17 @@ func TestBadInput(t *testing.T) {
 		code int
 		want []string
 	}{
-		{"no project", nil, []string{"submit", t.TempDir(), "--platform", "ios"}, ExitUsage, []string{"no Expo project", "app.json"}},
-		{"unknown platform", nil, []string{"submit", dir, "--platform", "windows"}, ExitUsage, []string{`unknown platform "windows"`, "--platform android, ios or all"}},
-		{"no platform, no terminal", nil, []string{"submit", dir}, ExitUsage, []string{"pass --platform android, ios or all"}},
-		{"wrong key", map[string]string{"EXPO_CONTROLLER_API_KEY": "fa_not_a_real_key_0123456789"}, []string{"submit", dir, "--platform", "ios"}, ExitAuth,
+		{"no project", nil, []string{"build", "--no-wait", t.TempDir(), "--platform", "ios"}, ExitUsage, []string{"no Expo project", "app.json"}},
+		{"unknown platform", nil, []string{"build", "--no-wait", dir, "--platform", "windows"}, ExitUsage, []string{`unknown platform "windows"`, "--platform android, ios or all"}},
+		{"no platform, no terminal", nil, []string{"build", "--no-wait", dir}, ExitUsage, []string{"pass --platform android, ios or all"}},
+		{"wrong key", map[string]string{"EXPO_CONTROLLER_API_KEY": "fa_not_a_real_key_0123456789"}, []string{"build", "--no-wait", dir, "--platform", "ios"}, ExitAuth,
 			[]string{"401", "expo-build config --api-key-stdin"}},
-		{"worker key cannot submit", map[string]string{"EXPO_CONTROLLER_API_KEY": e.workerKey}, []string{"submit", dir, "--platform", "ios"}, ExitAuth,
+		{"worker key cannot submit", map[string]string{"EXPO_CONTROLLER_API_KEY": e.workerKey}, []string{"build", "--no-wait", dir, "--platform", "ios"}, ExitAuth,
 			[]string{"403", "role"}},
-		{"no key", map[string]string{"EXPO_CONTROLLER_API_KEY": ""}, []string{"submit", dir, "--platform", "ios"}, ExitAuth, []string{"no API key", "--api-key-stdin"}},
+		{"no key", map[string]string{"EXPO_CONTROLLER_API_KEY": ""}, []string{"build", "--no-wait", dir, "--platform", "ios"}, ExitAuth, []string{"no API key", "--api-key-stdin"}},
 		{"unreachable controller", map[string]string{"EXPO_CONTROLLER_URL": closed}, []string{"status", id}, ExitUnreachable,
 			[]string{"cannot reach the controller at " + closed, "EXPO_CONTROLLER_URL"}},
-		{"unreachable on submit", map[string]string{"EXPO_CONTROLLER_URL": closed}, []string{"submit", dir, "--platform", "ios"}, ExitUnreachable,
+		{"unreachable on submit", map[string]string{"EXPO_CONTROLLER_URL": closed}, []string{"build", "--no-wait", dir, "--platform", "ios"}, ExitUnreachable,
 			[]string{"cannot reach the controller"}},
 		{"no controller URL", map[string]string{"EXPO_CONTROLLER_URL": ""}, []string{"status", id}, ExitUsage, []string{"no controller URL", "expo-build config --controller-url"}},
 		{"bad controller URL", map[string]string{"EXPO_CONTROLLER_URL": "ftp://x"}, []string{"status", id}, ExitUsage, []string{"not an http(s) URL"}},
@@ -414,12 +414,12 @@ func TestBadInput(t *testing.T) {
 		{"unknown command", nil, []string{"sumbit"}, ExitUsage, []string{`unknown command "sumbit"`}},
 		{"unknown flag", nil, []string{"status", id, "--wacth"}, ExitUsage, []string{"wacth", "expo-build status --help"}},
 		{"missing id", nil, []string{"logs"}, ExitUsage, []string{"takes <id>"}},
-		{"bad priority", nil, []string{"submit", dir, "--platform", "ios", "--priority", "9"}, ExitUsage, []string{"--priority must be"}},
-		{"unknown eas profile", nil, []string{"submit", project(t, map[string]string{"eas.json": `{"build":{"production":{}}}`}), "--platform", "ios", "--profile", "qa"},
+		{"bad priority", nil, []string{"build", "--no-wait", dir, "--platform", "ios", "--priority", "9"}, ExitUsage, []string{"--priority must be"}},
+		{"unknown eas profile", nil, []string{"build", "--no-wait", project(t, map[string]string{"eas.json": `{"build":{"production":{}}}`}), "--platform", "ios", "--profile", "qa"},
 			ExitUsage, []string{`no build profile "qa"`, "production"}},
-		{"p12 without profile", nil, []string{"submit", dir, "--platform", "ios", "--p12", p12}, ExitUsage, []string{"--p12 needs at least one --provisioning-profile"}},
-		{"p12 for android", nil, []string{"submit", dir, "--platform", "android", "--certs", p12}, ExitUsage, []string{"iOS signing material"}},
-		{"p12 password with no terminal", nil, []string{"submit", dir, "--platform", "ios", "--p12", p12, "--provisioning-profile", p12 + ".mobileprovision"}, ExitUsage,
+		{"p12 without profile", nil, []string{"build", "--no-wait", dir, "--platform", "ios", "--p12", p12}, ExitUsage, []string{"--p12 needs at least one --provisioning-profile"}},
+		{"p12 for android", nil, []string{"build", "--no-wait", dir, "--platform", "android", "--certs", p12}, ExitUsage, []string{"iOS signing material"}},
+		{"p12 password with no terminal", nil, []string{"build", "--no-wait", dir, "--platform", "ios", "--p12", p12, "--provisioning-profile", p12 + ".mobileprovision"}, ExitUsage,
 			[]string{"EXPO_P12_PASSWORD"}},
 		{"workers with a developer key", nil, []string{"workers"}, ExitAuth, []string{"admin"}},
 		{"download before the build ends", nil, []string{"download", id}, ExitFailed, []string{"no artifacts yet", "--wait"}},
@@ -458,7 +458,7 @@ func TestBadInput(t *testing.T) {
 func TestBuildTokenAccess(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
-	id := e.submit(project(t, map[string]string{}), "android")
+	id := e.queueBuild(project(t, map[string]string{}), "android")
 	w := e.worker()
 	job := w.claim()
 	w.vm(job).log("hello\n")
@@ -508,7 +508,7 @@ func TestSigningMaterialReachesVM(t *testing.T) {
 	os.WriteFile(filepath.Join(sec, "dist.p12"), p12, 0o600)
 	os.WriteFile(filepath.Join(sec, "app.mobileprovision"), prof, 0o600)
 	os.WriteFile(filepath.Join(sec, "widget.mobileprovision"), prof2, 0o600)
-	args := []string{"submit", dir, "--platform", "ios", "--json", "--p12", filepath.Join(sec, "dist.p12"),
+	args := []string{"build", "--no-wait", dir, "--platform", "ios", "--json", "--p12", filepath.Join(sec, "dist.p12"),
 		"--provisioning-profile", filepath.Join(sec, "app.mobileprovision"), "--provisioning-profile", filepath.Join(sec, "widget.mobileprovision")}
 	w := e.worker()
 	check := func(r result, password string) {
@@ -553,7 +553,7 @@ func TestSubmitWait(t *testing.T) {
 	var stdout, stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
-		done <- e.app(&stdout, &stderr, nil).Run(context.Background(), []string{"submit", dir, "--platform", "android", "--wait", "--logs", "-o", out})
+		done <- e.app(&stdout, &stderr, nil).Run(context.Background(), []string{"build", dir, "--platform", "android", "--logs", "-o", out})
 	}()
 	w := e.worker()
 	job := w.claim()
@@ -576,7 +576,7 @@ func TestSubmitWait(t *testing.T) {
 
 	// Status changes mode; a failed build exits 1.
 	go func() {
-		done <- e.app(&stdout, &stderr, nil).Run(context.Background(), []string{"submit", dir, "--platform", "android", "--wait", "--idempotency-key", "k2"})
+		done <- e.app(&stdout, &stderr, nil).Run(context.Background(), []string{"build", dir, "--platform", "android", "--idempotency-key", "k2"})
 	}()
 	job = w.claim()
 	w.finish(job, false, "", nil)
@@ -600,7 +600,7 @@ func TestListCancelRetry(t *testing.T) {
 	dir := project(t, map[string]string{})
 	var ids []string
 	for i := range 3 {
-		ids = append(ids, e.submit(dir, []string{"ios", "android", "ios"}[i], "--idempotency-key", "k"+string(rune('a'+i))))
+		ids = append(ids, e.queueBuild(dir, []string{"ios", "android", "ios"}[i], "--idempotency-key", "k"+string(rune('a'+i))))
 	}
 	page := jsonOf[api.BuildList](t, e.mustRun(0, nil, "list", "--limit", "2", "--json"))
 	if len(page.Builds) != 2 || page.NextCursor == "" {
@@ -674,7 +674,7 @@ func TestWorkersAndConfig(t *testing.T) {
 		t.Errorf("config --json: %v", view)
 	}
 	// The stored settings work.
-	id := e.submit(project(t, map[string]string{}), "ios")
+	id := e.queueBuild(project(t, map[string]string{}), "ios")
 	e.mustRun(0, noEnv, "status", id)
 	e.mustRun(ExitUsage, noEnv, "config", "--controller-url", "not a url")
 	e.mustRun(0, noEnv, "config", "--clear-api-key")
@@ -690,7 +690,7 @@ func TestInteractivePrompts(t *testing.T) {
 	r := e.runApp(func(a *App) {
 		a.StdinTTY = true
 		a.Stdin = strings.NewReader("windows\nandroid\n")
-	}, nil, "submit", dir)
+	}, nil, "build", "--no-wait", dir)
 	if r.code != 0 || strings.Count(r.stderr, "Platform to build (android/ios/all)") != 2 || !strings.Contains(r.stdout, "expo-build logs") {
 		t.Fatalf("platform prompt: %s", r)
 	}

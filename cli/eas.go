@@ -2,6 +2,7 @@ package cli
 
 import (
 	"cmp"
+	"flag"
 	"fmt"
 	"net/url"
 	"path"
@@ -181,10 +182,10 @@ func emitEAS(inv *invocation, baseURL string, builds []api.Build) error {
 	return inv.ui.emit(out)
 }
 
-// easBuildFlag is a flag of `eas build` the farm either refuses (with why
+// easFlag is a flag of `eas build` or `eas submit` the farm either refuses (with why
 // and what to do instead) or accepts with nothing to do, so that a command
 // line written for EAS either works or says plainly why not.
-type easBuildFlag struct {
+type easFlag struct {
 	names   []string // the first is the name; the others its aliases
 	value   bool     // takes a value (else a boolean flag)
 	options []string // the values EAS accepts, when it lists them
@@ -193,10 +194,10 @@ type easBuildFlag struct {
 	given   bool
 }
 
-func (f *easBuildFlag) String() string   { return "" }
-func (f *easBuildFlag) IsBoolFlag() bool { return !f.value }
+func (f *easFlag) String() string   { return "" }
+func (f *easFlag) IsBoolFlag() bool { return !f.value }
 
-func (f *easBuildFlag) Set(v string) error {
+func (f *easFlag) Set(v string) error {
 	if !f.value {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -212,7 +213,7 @@ func (f *easBuildFlag) Set(v string) error {
 	return nil
 }
 
-func (f *easBuildFlag) help() string {
+func (f *easFlag) help() string {
 	h := "accepted, nothing to do: " + f.noop
 	if f.refused != "" {
 		h = "refused: " + f.refused
@@ -232,11 +233,11 @@ func (f *easBuildFlag) help() string {
 	return h
 }
 
-func easBuildFlags() []*easBuildFlag {
-	return []*easBuildFlag{
+func easBuildFlags() []*easFlag {
+	return []*easFlag{
 		{names: []string{"local"}, refused: "the farm builds on its workers; to build on this machine, run a worker on it (freeagent run --vm-driver local) with your controller, or run npx eas-cli build --local"},
 		{names: []string{"submit"}, refused: "it is --auto-submit (or -s)"},
-		{names: []string{"what-to-test"}, value: true, refused: "the farm's App Store Connect submission sets no \"What to Test\" text: set it for the build in App Store Connect (TestFlight)"},
+		{names: []string{"what-to-test"}, value: true, refused: whatToTestRefused},
 		{names: []string{"refresh-ad-hoc-provisioning-profile"}, refused: "the farm keeps no App Store Connect session; put a fresh ad-hoc profile in credentials.json or pass it with --provisioning-profile"},
 		{names: []string{"freeze-credentials"}, noop: "the farm never changes credentials"},
 		{names: []string{"verbose-logs"}, noop: "the farm's build log is always the build tools' whole output"},
@@ -247,9 +248,34 @@ func easBuildFlags() []*easBuildFlag {
 	}
 }
 
-// checkEASBuildFlags refuses the first refused flag given and tells what
+// whatToTestRefused says why eas build's and eas submit's --what-to-test is refused.
+const whatToTestRefused = "the farm's App Store Connect submission sets no \"What to Test\" text: set it for the build in App Store Connect (TestFlight)"
+
+// easSubmitFlags are eas submit's flags the farm refuses or has no use for.
+func easSubmitFlags() []*easFlag {
+	return []*easFlag{
+		{names: []string{"what-to-test"}, value: true, refused: whatToTestRefused},
+		{names: []string{"verbose"}, noop: "the submission's whole log is always printed"},
+		{names: []string{"verbose-fastlane"}, noop: "the farm submits through the stores' APIs, without fastlane"},
+		{names: []string{"groups", "g"}, value: true, refused: "name the TestFlight groups in eas.json's iOS submit profile (groups)"},
+		{names: []string{"auto-testflight-setup"}, noop: "the farm sets up no TestFlight group: name yours in eas.json's iOS submit profile (groups)"},
+		{names: []string{"no-auto-testflight-setup"}, noop: "the farm never sets up TestFlight groups"},
+	}
+}
+
+// registerEASFlags adds flags to fs, each with its help.
+func registerEASFlags(fs *flag.FlagSet, flags []*easFlag) {
+	for _, f := range flags {
+		for _, name := range f.names {
+			fs.Var(f, name, "")
+		}
+		fs.Lookup(f.names[0]).Usage = f.help()
+	}
+}
+
+// checkEASFlags refuses the first refused flag given and tells what
 // happens to the accepted ones.
-func checkEASBuildFlags(u *ui, flags []*easBuildFlag) error {
+func checkEASFlags(u *ui, flags []*easFlag) error {
 	for _, f := range flags {
 		switch {
 		case !f.given:
@@ -271,15 +297,8 @@ they ended (as they were queued with --no-wait).
 -p/--platform android|ios|all and -e/--profile NAME (eas.json, default production),
 --non-interactive, -m/--message, --clear-cache, --wait/--no-wait are EAS's. -s/--auto-submit
 and --auto-submit-with-profile NAME queue the build's submission to its store (see
-expo-build submit:store), which the controller sends once the build completes. EAS's flags the
+expo-build submit), which the controller sends once the build completes. EAS's flags the
 farm cannot honour (--local, ...) are refused with the alternative; those it
 has nothing to do for (--freeze-credentials, --verbose-logs, ...) are accepted.
-
-` + submitDetails
-
-const submitHelp = `Packs the Expo project and queues a build on the controller. It prints the build id,
-its queue position and the commands to follow it; with --wait it follows the build and
-downloads the artifacts when it completes. This is the old name of expo-build build, which
-waits by default.
 
 ` + submitDetails

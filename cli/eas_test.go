@@ -20,7 +20,7 @@ import (
 	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
-// These tests hold `expo-build submit`'s resolution (eas.json, app config,
+// These tests hold `expo-build build`'s resolution (eas.json, app config,
 // workspace and package manager, credentials) to what the controller
 // stores and what the build's VM receives, on a real controller, with
 // keystores made by the real keytool.
@@ -136,12 +136,16 @@ func (e *env) buildCount(t *testing.T) int {
 	return len(list.Builds)
 }
 
-// submitted is the id of a one-platform submit --json.
-func submitted(t *testing.T, r result) string {
+// queuedID is the id of the build a one-platform build --no-wait --json queued.
+func queuedID(t *testing.T, r result) string {
 	t.Helper()
-	id, _ := jsonOf[map[string]any](t, r)["id"].(string)
+	builds := jsonOf[[]map[string]any](t, r)
+	if len(builds) != 1 {
+		t.Fatalf("build --json printed %d builds, want 1\n%s", len(builds), r)
+	}
+	id, _ := builds[0]["id"].(string)
 	if id == "" {
-		t.Fatalf("submit printed no id\n%s", r)
+		t.Fatalf("build --json printed no id\n%s", r)
 	}
 	return id
 }
@@ -265,11 +269,11 @@ func TestSubmitResolvesEASProfile(t *testing.T) {
 		{"dev", `{"developmentClient":true,"distribution":"internal","credentialsSource":"remote"}`, "development", ":app:assembleDebug", "apk"},
 	}
 	for _, c := range cases {
-		r := e.mustRun(0, nil, "submit", dir, "--profile", c.profile, "--platform", "android", "--json")
+		r := e.mustRun(0, nil, "build", "--no-wait", dir, "--profile", c.profile, "--platform", "android", "--json")
 		if !strings.Contains(r.stderr, "debug key") {
 			t.Errorf("%s: no warning that the build is signed with the debug key:\n%s", c.profile, r)
 		}
-		id := submitted(t, r)
+		id := queuedID(t, r)
 		b := e.build(t, id)
 		if b.Profile != c.profile || b.Platform != api.PlatformAndroid {
 			t.Errorf("%s: build profile %q platform %q", c.profile, b.Profile, b.Platform)
@@ -295,7 +299,7 @@ func TestSubmitResolvesEASProfile(t *testing.T) {
 	}
 
 	// The iOS side of production: the ios section, not the android one.
-	id := submitted(t, e.mustRun(0, nil, "submit", dir, "--platform", "ios", "--json"))
+	id := queuedID(t, e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "ios", "--json"))
 	spec := e.storedSpec(t, id)
 	sameJSON(t, "ios production", spec.Profile, `{"env":{"A":"from-base","B":"from-production","C":"from-production"},"channel":"main",
 		"buildConfiguration":"Release","simulator":true,"distribution":"store","credentialsSource":"remote"}`)
@@ -330,13 +334,13 @@ func TestLocalCredentials(t *testing.T) {
 		}
 	}
 	dir := project(t, files(credentialsFile("keys/upload.jks", ks.storePw, ks.alias, ks.keyPw)))
-	r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json")
+	r := e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--json")
 	for _, secret := range []string{ks.storePw, ks.keyPw} {
 		if strings.Contains(r.stdout+r.stderr, secret) {
 			t.Errorf("submit printed a keystore password\n%s", r)
 		}
 	}
-	id := submitted(t, r)
+	id := queuedID(t, r)
 	spec := e.storedSpec(t, id)
 	sameJSON(t, "profile", spec.Profile, `{"env":{"APP_ENV":"prod"},"credentialsSource":"local","distribution":"store"}`)
 	if spec.Credentials.Source != api.CredentialsLocal || spec.Credentials.Android == nil {
@@ -394,7 +398,7 @@ func TestLocalCredentials(t *testing.T) {
 		{"missing keystore file", files(credentialsFile("keys/gone.jks", ks.storePw, ks.alias, ks.keyPw)), "android.keystore.keystorePath"},
 	}
 	for _, c := range bad {
-		r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "submit", project(t, c.files), "--platform", "android")
+		r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "build", "--no-wait", project(t, c.files), "--platform", "android")
 		if r.code != ExitUsage {
 			t.Errorf("%s: want exit %d\n%s", c.name, ExitUsage, r)
 			continue
@@ -442,7 +446,7 @@ func TestBadEASJSON(t *testing.T) {
 	}
 	for _, c := range cases {
 		dir := project(t, map[string]string{"eas.json": c.easJSON})
-		args := []string{"submit", dir, "--platform", "android"}
+		args := []string{"build", "--no-wait", dir, "--platform", "android"}
 		if c.profile != "" {
 			args = append(args, "--profile", c.profile)
 		}
@@ -471,19 +475,18 @@ func TestSubmitAllMessageAndStatus(t *testing.T) {
 	e := newEnv(t)
 	dir := project(t, map[string]string{"app.json": appJSON("both"),
 		"eas.json": `{"build":{"production":{"env":{"API":"https://api"},"android":{"buildType":"apk"},"ios":{"simulator":true}}}}`})
-	r := e.mustRun(0, nil, "submit", dir, "--platform", "all", "--message", "hello", "--json")
-	type submittedBuild struct {
+	r := e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "all", "--message", "hello", "--json")
+	type queuedBuild struct {
 		ID       string `json:"id"`
 		Platform string `json:"platform"`
 	}
-	out := jsonOf[struct {
-		Builds []submittedBuild `json:"builds"`
-	}](t, r)
-	if len(out.Builds) != 2 || out.Builds[0].ID == out.Builds[1].ID {
+	builds := jsonOf[[]queuedBuild](t, r)
+	if len(builds) != 2 || builds[0].ID == builds[1].ID {
 		t.Fatalf("--platform all: %s", r)
 	}
 	ids := map[string]string{}
-	for _, b := range out.Builds {
+	for _, b := range builds {
+		b.Platform = strings.ToLower(b.Platform) // EAS's ANDROID, IOS
 		ids[b.Platform] = b.ID
 		if e.build(t, b.ID).Platform != b.Platform {
 			t.Errorf("build %s is not %s", b.ID, b.Platform)
@@ -579,7 +582,7 @@ func TestWorkspaceMonorepos(t *testing.T) {
 	}
 	for _, c := range cases {
 		root := monorepo(t, c.root)
-		id := submitted(t, e.mustRun(0, nil, "submit", filepath.Join(root, "apps", "mobile"), "--platform", "android", "--json"))
+		id := queuedID(t, e.mustRun(0, nil, "build", "--no-wait", filepath.Join(root, "apps", "mobile"), "--platform", "android", "--json"))
 		spec := e.storedSpec(t, id)
 		p := spec.Project
 		if p.AppDir != "apps/mobile" || p.PackageManager != c.manager || p.Lockfile != c.lockfile || !p.Workspace || p.YarnBerry {
@@ -616,7 +619,7 @@ func TestWorkspaceMonorepos(t *testing.T) {
 		"yarn.lock":         "# yarn lockfile v1\n",
 		"package-lock.json": `{"lockfileVersion":3}`,
 	})
-	r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "submit", filepath.Join(root, "apps", "mobile"), "--platform", "android")
+	r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "build", "--no-wait", filepath.Join(root, "apps", "mobile"), "--platform", "android")
 	if r.code != ExitUsage {
 		t.Fatalf("mixed lockfiles: want exit %d\n%s", ExitUsage, r)
 	}
@@ -652,7 +655,7 @@ func TestWorkspaceCredentialsStayHome(t *testing.T) {
 			"apps/mobile/credentials.json": credentialsFile(c.keystorePath, ks.storePw, ks.alias, ks.keyPw),
 			c.keystore:                     string(ks.data),
 		})
-		id := submitted(t, e.mustRun(0, nil, "submit", filepath.Join(root, "apps", "mobile"), "--platform", "android", "--json"))
+		id := queuedID(t, e.mustRun(0, nil, "build", "--no-wait", filepath.Join(root, "apps", "mobile"), "--platform", "android", "--json"))
 		spec := e.storedSpec(t, id)
 		if k := spec.Credentials.Android; spec.Credentials.Source != api.CredentialsLocal || k == nil || k.CertificateSHA256 != ks.sha256 {
 			t.Errorf("%s: credentials %+v", c.name, spec.Credentials)
@@ -694,8 +697,8 @@ printf '{"name":"n-%s-%s","slug":"dyn","version":"1.0.0","android":{"package":"c
 	e.mustRunApp(t, stdin("previewapp\n"), 0, "env", "set", "APP_VARIANT", "--visibility", "sensitive", "--environment", "production", "--project", "dyn")
 	e.mustRunApp(t, stdin("hidden-value\n"), 0, "env", "set", "SECRET_X", "--visibility", "secret", "--environment", "production", "--project", "dyn")
 	e.mustRunApp(t, stdin("p-from-farm\n"), 0, "env", "set", "FROM_PROFILE", "--visibility", "plaintext", "--environment", "production", "--project", "dyn")
-	r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json")
-	spec := e.storedSpec(t, submitted(t, r))
+	r := e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--json")
+	spec := e.storedSpec(t, queuedID(t, r))
 	if spec.App.AndroidPackage != "com.example.previewapp" || spec.App.Name != "n-nosecret-p" || spec.App.ConfigSource != "expo config" {
 		t.Fatalf("app %+v: want the farm's APP_VARIANT, the profile's FROM_PROFILE over the farm's, no secret", spec.App)
 	}
@@ -711,10 +714,10 @@ func TestAndroidPackageNeededUnlessCustomBuild(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	app := `{"expo":{"name":"x","slug":"x"}}`
-	r := e.mustRun(ExitUsage, nil, "submit", project(t, map[string]string{"app.json": app}), "--platform", "android")
+	r := e.mustRun(ExitUsage, nil, "build", "--no-wait", project(t, map[string]string{"app.json": app}), "--platform", "android")
 	if !strings.Contains(r.stderr, "android.package") || e.buildCount(t) != 0 {
 		t.Fatalf("no android.package: %s", r)
 	}
 	custom := project(t, map[string]string{"app.json": app, "package.json": `{"name":"x","scripts":{"freeagent:build":"true"}}`})
-	e.mustRun(0, nil, "submit", custom, "--platform", "android", "--json")
+	e.mustRun(0, nil, "build", "--no-wait", custom, "--platform", "android", "--json")
 }

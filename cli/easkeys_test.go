@@ -32,7 +32,7 @@ func TestIOSLocalCredentialsWithCustomBuild(t *testing.T) {
 			"certs/widget.mobileprovision": string(kit.Profiles["com.example.myapp.widget"]),
 		}
 	}
-	id := submitted(t, e.mustRun(0, nil, "submit", iosApp(t, files("kit-p12-password")), "--platform", "ios", "--profile", "preview", "--json"))
+	id := queuedID(t, e.mustRun(0, nil, "build", "--no-wait", iosApp(t, files("kit-p12-password")), "--platform", "ios", "--profile", "preview", "--json"))
 	spec := e.storedSpec(t, id)
 	if spec.Credentials.Source != api.CredentialsLocal || spec.Credentials.IOS == nil || len(spec.Credentials.IOS.Targets) != 2 {
 		t.Fatalf("a custom build's credentials: %+v", spec.Credentials)
@@ -48,7 +48,7 @@ func TestIOSLocalCredentialsWithCustomBuild(t *testing.T) {
 	w.finish(job, false, "", nil)
 
 	p := e.proxy()
-	r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "submit", iosApp(t, files("wrong")), "--platform", "ios", "--profile", "preview")
+	r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "build", "--no-wait", iosApp(t, files("wrong")), "--platform", "ios", "--profile", "preview")
 	if r.code != ExitUsage || !strings.Contains(r.stderr, "credentials.json") || !strings.Contains(r.stderr, "password") {
 		t.Errorf("a custom build with a wrong p12 password: want exit %d naming credentials.json\n%s", ExitUsage, r)
 	}
@@ -62,7 +62,7 @@ func TestIOSWithoutCredentials(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	dir := iosApp(t, map[string]string{"eas.json": `{"build":{"production":{"withoutCredentials":true,"credentialsSource":"local"}}}`})
-	spec := e.storedSpec(t, submitted(t, e.mustRun(0, nil, "submit", dir, "--platform", "ios", "--json")))
+	spec := e.storedSpec(t, queuedID(t, e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "ios", "--json")))
 	if spec.IOS == nil || spec.IOS.Simulator || spec.Credentials.IOS != nil || spec.Credentials.Source != api.CredentialsNone {
 		t.Errorf("withoutCredentials: ios %+v, credentials %+v", spec.IOS, spec.Credentials)
 	}
@@ -83,7 +83,7 @@ func TestRequireCommit(t *testing.T) {
 		}
 	}
 	p := e.proxy()
-	r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "submit", dir, "--platform", "android")
+	r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "build", "--no-wait", dir, "--platform", "android")
 	if r.code != ExitUsage || !strings.Contains(r.stderr, "git repository") {
 		t.Errorf("requireCommit outside git: want exit %d\n%s", ExitUsage, r)
 	}
@@ -93,12 +93,12 @@ func TestRequireCommit(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("untracked"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	r = e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "submit", dir, "--platform", "android")
+	r = e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "build", "--no-wait", dir, "--platform", "android")
 	if r.code != ExitUsage || !strings.Contains(r.stderr, "working tree is dirty") || !strings.Contains(r.stderr, "notes.txt") {
 		t.Errorf("requireCommit with an untracked file: want exit %d naming it\n%s", ExitUsage, r)
 	}
 	noSubmit(t, p, "dirty tree")
 	git("add", "-A")
 	git("commit", "-qm", "notes")
-	e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json")
+	e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--json")
 }

@@ -220,11 +220,8 @@ func TestOldCommandNamesStillWork(t *testing.T) {
 			t.Errorf("%s: no note naming %s\n%s", old, now, r)
 		}
 	}
-	// submit still returns once queued (no worker takes it here).
-	r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json")
-	note(r, "submit", "build")
-	id := jsonOf[map[string]any](t, r)["id"].(string)
-	r = e.mustRun(0, nil, "status", id, "--json")
+	id := jsonOf[[]map[string]any](t, e.mustRun(0, nil, "build", dir, "--no-wait", "--platform", "android", "--json"))[0]["id"].(string)
+	r := e.mustRun(0, nil, "status", id, "--json")
 	note(r, "status", "build:view")
 	if b := jsonOf[api.Build](t, r); b.Status != api.StatusPending {
 		t.Errorf("status --json keeps its shape: %s", r.stdout)
@@ -239,7 +236,7 @@ func TestOldCommandNamesStillWork(t *testing.T) {
 	if r := e.mustRun(0, nil, "build:view", id); strings.Contains(r.stderr, "is now") {
 		t.Errorf("a new name prints the note: %s", r.stderr)
 	}
-	if h := e.mustRun(0, nil, "--help"); !strings.Contains(h.stdout, "submit → build") {
+	if h := e.mustRun(0, nil, "--help"); !strings.Contains(h.stdout, "status → build:view") {
 		t.Errorf("help does not list the renames: %s", h.stdout)
 	}
 }

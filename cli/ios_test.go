@@ -59,11 +59,11 @@ func TestIOSSubmit(t *testing.T) {
 		}
 	}
 	dir := iosApp(t, files(kit, credsJSON))
-	r := e.mustRun(0, nil, "submit", dir, "--platform", "ios", "--profile", "preview", "--json")
+	r := e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "ios", "--profile", "preview", "--json")
 	if strings.Contains(r.stdout+r.stderr, "kit-p12-password") {
 		t.Errorf("submit printed the p12 password\n%s", r)
 	}
-	id := submitted(t, r)
+	id := queuedID(t, r)
 	spec := e.storedSpec(t, id)
 	sameJSON(t, "ios build", spec.IOS, `{"scheme":"MyApp","build_configuration":"Release",
 		"targets":[{"name":"MyApp","bundle_identifier":"com.example.myapp"},{"name":"MyAppWidget","bundle_identifier":"com.example.myapp.widget"}],
@@ -103,13 +103,13 @@ func TestIOSSubmit(t *testing.T) {
 	// app config: the sanitized name and the declared app extensions.
 	managed := iosApp(t, files(kit, credsJSON))
 	os.RemoveAll(filepath.Join(managed, "ios"))
-	spec = e.storedSpec(t, submitted(t, e.mustRun(0, nil, "submit", managed, "--platform", "ios", "--profile", "preview", "--json")))
+	spec = e.storedSpec(t, queuedID(t, e.mustRun(0, nil, "build", "--no-wait", managed, "--platform", "ios", "--profile", "preview", "--json")))
 	sameJSON(t, "managed ios build", spec.IOS, `{"scheme":"MyApp","build_configuration":"Release",
 		"targets":[{"name":"MyApp","bundle_identifier":"com.example.myapp"},{"name":"MyAppWidget","bundle_identifier":"com.example.myapp.widget"}],
 		"application_archive_paths":["ios/build/*.ipa"]}`)
 
 	// The simulator profile: no credentials, the .app as artifact.
-	spec = e.storedSpec(t, submitted(t, e.mustRun(0, nil, "submit", dir, "--platform", "ios", "--profile", "simulator", "--json")))
+	spec = e.storedSpec(t, queuedID(t, e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "ios", "--profile", "simulator", "--json")))
 	if spec.IOS == nil || !spec.IOS.Simulator || len(spec.IOS.Targets) != 0 || spec.Credentials.IOS != nil ||
 		!reflect.DeepEqual(spec.IOS.ApplicationArchivePaths, []string{api.IOSSimulatorArchivePath}) {
 		t.Errorf("simulator spec: %+v, credentials %+v", spec.IOS, spec.Credentials)
@@ -133,7 +133,7 @@ func TestIOSSubmit(t *testing.T) {
 		{"App Store profile for internal", "preview", files(appStore, credsJSON), []string{"credentials.json", "MyApp", "internal"}},
 		{"device build without credentials", "device", map[string]string{"eas.json": iosEASJSON}, []string{"credentials.json", "simulator"}},
 	} {
-		r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "submit", iosApp(t, c.files), "--platform", "ios", "--profile", c.profile)
+		r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "build", "--no-wait", iosApp(t, c.files), "--platform", "ios", "--profile", c.profile)
 		if r.code != ExitUsage {
 			t.Errorf("%s: want exit %d\n%s", c.name, ExitUsage, r)
 			continue
@@ -149,7 +149,7 @@ func TestIOSSubmit(t *testing.T) {
 	// side is uploaded.
 	withAndroid := iosApp(t, map[string]string{"eas.json": iosEASJSON,
 		"app.json": `{"expo":{"name":"My App","slug":"my-app","android":{"package":"com.example.myapp"},"ios":{"bundleIdentifier":"com.example.myapp"}}}`})
-	if r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "submit", withAndroid, "--platform", "all", "--profile", "device"); r.code != ExitUsage || !strings.Contains(r.stderr, "credentials.json") {
+	if r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "build", "--no-wait", withAndroid, "--platform", "all", "--profile", "device"); r.code != ExitUsage || !strings.Contains(r.stderr, "credentials.json") {
 		t.Errorf("--platform all without iOS signing: want exit %d naming credentials.json\n%s", ExitUsage, r)
 	}
 	noSubmit(t, p, "--platform all")

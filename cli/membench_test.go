@@ -78,7 +78,7 @@ func TestMemoryUpload(t *testing.T) {
 	if out, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("build expo-build: %v\n%s", err, out)
 	}
-	cmd := exec.Command(bin, "submit", dir, "--platform", "android", "--json")
+	cmd := exec.Command(bin, "build", "--no-wait", dir, "--platform", "android", "--json")
 	cmd.Env = append(os.Environ(), "EXPO_BUILD_CONFIG="+e.cfgPath, "EXPO_CONTROLLER_URL="+e.URL, "EXPO_CONTROLLER_API_KEY="+e.devKey)
 	cmd.Stderr = os.Stderr
 	stdout, _ := cmd.StdoutPipe()
@@ -88,7 +88,7 @@ func TestMemoryUpload(t *testing.T) {
 	}
 	out, _ := io.ReadAll(stdout)
 	if err := cmd.Wait(); err != nil {
-		t.Fatalf("expo-build submit: %v\n%s", err, out)
+		t.Fatalf("expo-build build: %v\n%s", err, out)
 	}
 	elapsed := time.Since(start)
 	var sub map[string]any

@@ -57,8 +57,8 @@ func TestProfilesRunOnWorkersThatOfferThem(t *testing.T) {
 		CPUCores: 8, MemoryGB: 16, XcodeVersion: "26.0", Image: "freeagent-template",
 		Tools: map[string][]string{"node": {"24.1.0", "20.19.4"}}})
 	for i, c := range cases {
-		r := e.mustRun(0, nil, "submit", dirs[i], "--platform", c.platform, "--json")
-		id := submitted(t, r)
+		r := e.mustRun(0, nil, "build", "--no-wait", dirs[i], "--platform", c.platform, "--json")
+		id := queuedID(t, r)
 		spec := e.storedSpec(t, id)
 		if spec.Requires == nil || spec.Requires.String() != c.want.String() {
 			t.Errorf("%s: the spec requires %v, want %v", c.name, spec.Requires, &c.want)

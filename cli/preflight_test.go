@@ -39,7 +39,7 @@ func TestSubmitRefusesIncompleteProjectBeforeAnyRequest(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := write(t.TempDir(), tc.files)
-			r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "submit", dir, "--platform", "android")
+			r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "build", "--no-wait", dir, "--platform", "android")
 			if r.code != ExitUsage {
 				t.Fatalf("want exit %d\n%s", ExitUsage, r)
 			}
@@ -56,7 +56,7 @@ func TestSubmitRefusesIncompleteProjectBeforeAnyRequest(t *testing.T) {
 	// The same project with a package.json goes through the same proxy:
 	// the proxy does count requests.
 	dir := write(t.TempDir(), map[string]string{"app.json": appJSON, "package.json": `{"name":"demo"}`})
-	e.mustRun(ExitOK, map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "submit", dir, "--platform", "android")
+	e.mustRun(ExitOK, map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "build", "--no-wait", dir, "--platform", "android")
 	if !sentSubmit(p.log()) {
 		t.Fatalf("the complete project's submit did not pass the proxy: %+v", p.log())
 	}
@@ -97,7 +97,7 @@ func TestSubmitRefusesOversizedProjectBeforeUpload(t *testing.T) {
 		p := e.proxy()
 		root := project(t, map[string]string{})
 		sparse(t, filepath.Join(root, "assets", "intro.mov"), 2_200_000_000)
-		r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "submit", root, "--platform", "android")
+		r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "build", "--no-wait", root, "--platform", "android")
 		if r.code != ExitUsage {
 			t.Fatalf("want exit %d\n%s", ExitUsage, r)
 		}
@@ -119,7 +119,7 @@ func TestSubmitRefusesOversizedProjectBeforeUpload(t *testing.T) {
 			sparse(t, filepath.Join(root, "media", fmt.Sprintf("clip%d.mp4", i)), int64(i+1)*1_000_000)
 		}
 		sparse(t, filepath.Join(root, "ignored", "huge.bin"), 50_000_000) // left out: not counted
-		r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "submit", root, "--platform", "android")
+		r := e.run(map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "build", "--no-wait", root, "--platform", "android")
 		if r.code != ExitUsage {
 			t.Fatalf("want exit %d\n%s", ExitUsage, r)
 		}
@@ -148,6 +148,6 @@ func TestSubmitRefusesOversizedProjectBeforeUpload(t *testing.T) {
 		for i := 3; i < 8; i++ {
 			os.Remove(filepath.Join(root, "media", fmt.Sprintf("clip%d.mp4", i)))
 		}
-		e.mustRun(ExitOK, map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "submit", root, "--platform", "android")
+		e.mustRun(ExitOK, map[string]string{"EXPO_CONTROLLER_URL": p.URL}, "build", "--no-wait", root, "--platform", "android")
 	})
 }

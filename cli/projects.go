@@ -363,7 +363,7 @@ func (a *App) cmdCredentials(ctx context.Context, inv *invocation, args []string
 		if inv.json {
 			return inv.ui.emit(info)
 		}
-		inv.ui.printf("%s Kept the Google service account key %q of %s on the farm: %s (key id %s); expo-build submit:store and --auto-submit use it when eas.json names no serviceAccountKeyPath\n",
+		inv.ui.printf("%s Kept the Google service account key %q of %s on the farm: %s (key id %s); expo-build submit and --auto-submit use it when eas.json names no serviceAccountKeyPath\n",
 			inv.ui.o(cGreen, "✔"), *name, project, info.ClientEmail, info.KeyID)
 		return nil
 	}

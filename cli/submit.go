@@ -27,7 +27,7 @@ import (
 	"github.com/freeagent-build/freeagent/internal/config"
 )
 
-// submitDetails is what build's and submit's help say of the project,
+// submitDetails is what build's help says of the project,
 // the upload, the signing and the idempotency.
 const submitDetails = `The project is the directory given (default: the current one) or its nearest parent that
 holds app.json or app.config.(js|ts|mjs|cjs|json). It is streamed as a tar.gz while it
@@ -45,7 +45,7 @@ iOS signing: --p12 FILE with one or more --provisioning-profile FILE.mobileprovi
 from EXPO_P12_PASSWORD or a hidden prompt, never a flag), or --certs ZIP prepared with one
 .p12, password.txt and the profiles.
 
-A retried submit never creates two builds: each submit sends an Idempotency-Key, kept for
+A retried build never creates two builds: each upload sends an Idempotency-Key, kept for
 the CLI's own retries and saved in the config file until the controller answers. Running
 the same command again after a network failure (same project content, platform, profile,
 priority, signing and controller) sends the same key, so the controller returns the build
@@ -67,11 +67,8 @@ type submitOpts struct {
 	resourceClass string
 	sign          signing
 	limits        api.Limits // the controller's, learnt before packing
-	// eas: the build command, with eas build's defaults (wait), flags and
-	// --json (an array of builds as eas-cli prints them).
-	eas bool
 	// easFlags are eas build's flags the farm refuses or has no use for.
-	easFlags []*easBuildFlag
+	easFlags []*easFlag
 }
 
 // flags registers submit's flags on a new flag set.
@@ -90,25 +87,15 @@ func (o *submitOpts) flags(inv *invocation) *flag.FlagSet {
 	fs.Var(&o.sign.profiles, "provisioning-profile", "provisioning profile `FILE` (.mobileprovision; repeat for app extensions)")
 	fs.StringVar(&o.sign.certsZip, "certs", "", "prepared certs `ZIP` (one .p12, password.txt, *.mobileprovision)")
 	fs.Var(&config.DurationValue{P: &o.timeout, ZeroOK: true}, "build-timeout", "build time `LIMIT`, e.g. 45m, 2h or 7200 (seconds); 0: the controller's default (30m unless its admin changed it)")
-	if o.eas {
-		fs.BoolVar(&o.wait, "wait", true, "follow the build and download the artifacts when it completes (the default, as in EAS)")
-		fs.BoolVar(&o.noWait, "no-wait", false, "return once the build is queued")
-		fs.BoolVar(&o.clearCache, "clear-cache", false, "build without restoring the dependency caches; a success saves them afresh")
-		fs.StringVar(&o.resourceClass, "resource-class", "", "deprecated in EAS (set resourceClass in eas.json): overrides the profile's resourceClass, which selects the worker")
-		fs.BoolVar(&o.autoSubmit, "auto-submit", false, "once the build completes, the controller sends it to its store with the eas.json submit profile of the build profile's name (see expo-build submit:store)")
-		inv.alias(fs, "s", "auto-submit")
-		fs.StringVar(&o.autoSubmitProfile, "auto-submit-with-profile", "", "as --auto-submit, with the eas.json submit profile `NAME`")
-		o.easFlags = easBuildFlags()
-		for _, f := range o.easFlags {
-			for _, name := range f.names {
-				fs.Var(f, name, "")
-			}
-			fs.Lookup(f.names[0]).Usage = f.help()
-		}
-	} else {
-		fs.BoolVar(&o.wait, "wait", false, "follow the build and download the artifacts when it completes")
-		fs.BoolVar(&o.noWait, "no-wait", false, "return once the build is queued (the default)")
-	}
+	fs.BoolVar(&o.wait, "wait", true, "follow the build and download the artifacts when it completes (the default, as in EAS)")
+	fs.BoolVar(&o.noWait, "no-wait", false, "return once the build is queued")
+	fs.BoolVar(&o.clearCache, "clear-cache", false, "build without restoring the dependency caches; a success saves them afresh")
+	fs.StringVar(&o.resourceClass, "resource-class", "", "deprecated in EAS (set resourceClass in eas.json): overrides the profile's resourceClass, which selects the worker")
+	fs.BoolVar(&o.autoSubmit, "auto-submit", false, "once the build completes, the controller sends it to its store with the eas.json submit profile of the build profile's name (see expo-build submit)")
+	inv.alias(fs, "s", "auto-submit")
+	fs.StringVar(&o.autoSubmitProfile, "auto-submit-with-profile", "", "as --auto-submit, with the eas.json submit profile `NAME`")
+	o.easFlags = easBuildFlags()
+	registerEASFlags(fs, o.easFlags)
 	fs.BoolVar(&o.logs, "logs", false, "with --wait: stream the build log instead of status changes")
 	fs.StringVar(&o.output, "output", "", "with --wait: `DIR` for the artifacts (default: ./<build-id>/)")
 	inv.alias(fs, "o", "output")
@@ -118,38 +105,25 @@ func (o *submitOpts) flags(inv *invocation) *flag.FlagSet {
 	return fs
 }
 
-func (a *App) cmdSubmit(ctx context.Context, inv *invocation, args []string) error {
-	return a.submit(ctx, inv, args, submitOpts{})
-}
-
+// cmdBuild is eas build: it packs the project, queues its builds and,
+// unless --no-wait, follows them and downloads their artifacts.
 func (a *App) cmdBuild(ctx context.Context, inv *invocation, args []string) error {
-	return a.submit(ctx, inv, args, submitOpts{eas: true})
-}
-
-func (a *App) submit(ctx context.Context, inv *invocation, args []string, o submitOpts) error {
+	var o submitOpts
 	fs := o.flags(inv)
 	pos, err := inv.parse(fs, args, 0, 1)
 	if err != nil {
 		return err
 	}
-	if o.eas {
-		waitSet := false
-		fs.Visit(func(f *flag.Flag) { waitSet = waitSet || f.Name == "wait" })
-		if o.noWait && waitSet && o.wait {
-			return usageErr("--wait and --no-wait contradict each other")
-		}
-		if o.noWait {
-			o.wait = false
-		}
-		o.noWait = !o.wait
-		// As in EAS, --json never prompts.
-		o.nonInteractive = o.nonInteractive || inv.json
-		if err := checkEASBuildFlags(inv.ui, o.easFlags); err != nil {
-			return err
-		}
-		if o.resourceClass != "" { // eas-cli's words
-			inv.ui.warn("The --resource-class flag has been deprecated. Define the resource class in eas.json.")
-		}
+	if err := resolveWait(fs, &o.wait, &o.noWait); err != nil {
+		return err
+	}
+	// As in EAS, --json never prompts.
+	o.nonInteractive = o.nonInteractive || inv.json
+	if err := checkEASFlags(inv.ui, o.easFlags); err != nil {
+		return err
+	}
+	if o.resourceClass != "" { // eas-cli's words
+		inv.ui.warn("The --resource-class flag has been deprecated. Define the resource class in eas.json.")
 	}
 	dir := "."
 	if len(pos) == 1 {
@@ -165,9 +139,6 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 	}
 	if o.timeout != 0 && (o.timeout < time.Minute || o.timeout > 24*time.Hour) {
 		return usageErr("--build-timeout must be between 1m and 24h, got %s", o.timeout)
-	}
-	if o.wait && o.noWait {
-		return usageErr("--wait and --no-wait contradict each other")
 	}
 	if (o.logs || o.output != "" || o.force) && !o.wait {
 		return usageErr("--logs, --output and --force go with --wait")
@@ -259,14 +230,13 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 			inv.ui.warn("autoIncrement (%s, local version source) changed the project: %s", r.spec.Platform, c)
 		}
 	}
-	var results []map[string]any
 	var subs []submission
 	for _, r := range builds {
 		sub, err := a.submitOne(ctx, inv, s, c, r, appConfig, priority, o)
 		if err != nil {
 			return err
 		}
-		results, subs = append(results, sub.json), append(subs, sub)
+		subs = append(subs, sub)
 	}
 	if o.wait {
 		// Every build is queued before the first is followed.
@@ -287,7 +257,7 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 				errs = append(errs, err)
 			}
 		}
-		if o.eas && inv.json {
+		if inv.json {
 			// As eas build: the builds as they ended, then the exit code.
 			if err := emitEAS(inv, s.baseURL, ended); err != nil {
 				return err
@@ -298,7 +268,7 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 		}
 		return nil
 	}
-	if o.eas && inv.json {
+	if inv.json {
 		queued := make([]api.Build, len(subs))
 		for i, sub := range subs {
 			if sub.reused != nil {
@@ -309,20 +279,13 @@ func (a *App) submit(ctx context.Context, inv *invocation, args []string, o subm
 		}
 		return emitEAS(inv, s.baseURL, queued)
 	}
-	if inv.json {
-		if len(results) == 1 {
-			return inv.ui.emit(results[0])
-		}
-		return inv.ui.emit(map[string]any{"builds": results})
-	}
 	return nil
 }
 
 // submission is what submitting one build gave.
 type submission struct {
 	resp   api.SubmitResponse
-	json   map[string]any // what --json prints of it
-	reused *api.Build     // with --reuse, the completed build returned instead of a new one
+	reused *api.Build // with --reuse, the completed build returned instead of a new one
 }
 
 // submitOne packs and uploads one resolved build; with --reuse it first
@@ -379,12 +342,7 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 			if !inv.json && !o.wait {
 				printReused(inv.ui, *b)
 			}
-			res := submitJSON(api.SubmitResponse{ID: b.ID, Status: b.Status, SubmittedAt: b.SubmittedAt}, req, plan)
-			res["reused"], res["reused_from"], res["artifacts"] = true, b.ID, b.Artifacts
-			if b.InstallURL != nil {
-				res["install_url"] = *b.InstallURL
-			}
-			return submission{json: res, reused: b}, nil
+			return submission{reused: b}, nil
 		}
 		inv.ui.info("No completed build of this source, profile, credentials and variables to reuse: building.")
 	}
@@ -425,7 +383,7 @@ func (a *App) submitOne(ctx context.Context, inv *invocation, s *session, c *api
 	if !inv.json && !o.wait {
 		printSubmitted(inv.ui, sub, req)
 	}
-	return submission{resp: sub, json: submitJSON(sub, req, plan)}, nil
+	return submission{resp: sub}, nil
 }
 
 // reusableBuild asks the controller for a completed build that made what
@@ -512,12 +470,6 @@ func describeProject(p api.Project) string {
 		s += ", app at " + p.AppDir + " in the workspace"
 	}
 	return s
-}
-
-func submitJSON(sub api.SubmitResponse, req api.SubmitRequest, plan *pack.Plan) map[string]any {
-	return map[string]any{"id": sub.ID, "status": sub.Status, "queue_position": sub.QueuePosition, "submitted_at": sub.SubmittedAt,
-		"platform": req.Platform, "profile": req.Profile, "idempotency_key": req.IdempotencyKey,
-		"files": plan.Files, "bytes": plan.Bytes, "spec": req.Spec, "reused": false, "versions": sub.Versions}
 }
 
 func printSubmitted(u *ui, sub api.SubmitResponse, req api.SubmitRequest) {

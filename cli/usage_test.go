@@ -14,7 +14,7 @@ func TestUsageErrorsExit2(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t)
 	dir := project(t, map[string]string{})
-	id := e.submit(dir, "android")
+	id := e.queueBuild(dir, "android")
 	file := filepath.Join(t.TempDir(), "a-file")
 	os.WriteFile(file, []byte("x"), 0o644)
 	admin := map[string]string{"EXPO_CONTROLLER_API_KEY": e.adminKey}
@@ -25,18 +25,18 @@ func TestUsageErrorsExit2(t *testing.T) {
 		{nil, []string{}},
 		{nil, []string{"--json"}},
 		{nil, []string{"frobnicate"}},
-		{nil, []string{"submit", "--bogus"}},
-		{nil, []string{"submit", dir, dir, "--platform", "android"}},
-		{nil, []string{"submit", file, "--platform", "android"}},
-		{nil, []string{"submit", filepath.Join(dir, "missing"), "--platform", "android"}},
-		{nil, []string{"submit", dir, "--platform", "windows"}},
-		{nil, []string{"submit", dir, "--platform", "android", "--priority", "high"}},
-		{nil, []string{"submit", dir, "--platform", "android", "--build-timeout", "5s"}},
-		{nil, []string{"submit", dir, "--platform", "android", "--build-timeout", "soon"}},
-		{nil, []string{"submit", dir, "--platform", "android", "--wait", "--no-wait"}},
-		{nil, []string{"submit", dir, "--platform", "android", "-o", "out"}},
-		{nil, []string{"submit", dir, "--platform", "android", "--profile", "nope"}},
-		{nil, []string{"submit", dir, "--platform", "android", "--message", strings.Repeat("m", 1025)}},
+		{nil, []string{"build", "--no-wait", "--bogus"}},
+		{nil, []string{"build", "--no-wait", dir, dir, "--platform", "android"}},
+		{nil, []string{"build", "--no-wait", file, "--platform", "android"}},
+		{nil, []string{"build", "--no-wait", filepath.Join(dir, "missing"), "--platform", "android"}},
+		{nil, []string{"build", "--no-wait", dir, "--platform", "windows"}},
+		{nil, []string{"build", "--no-wait", dir, "--platform", "android", "--priority", "high"}},
+		{nil, []string{"build", "--no-wait", dir, "--platform", "android", "--build-timeout", "5s"}},
+		{nil, []string{"build", "--no-wait", dir, "--platform", "android", "--build-timeout", "soon"}},
+		{nil, []string{"build", dir, "--platform", "android", "--wait", "--no-wait"}},
+		{nil, []string{"build", "--no-wait", dir, "--platform", "android", "-o", "out"}},
+		{nil, []string{"build", "--no-wait", dir, "--platform", "android", "--profile", "nope"}},
+		{nil, []string{"build", "--no-wait", dir, "--platform", "android", "--message", strings.Repeat("m", 1025)}},
 		{nil, []string{"build", dir, "--platform", "android", "--local"}},
 		{nil, []string{"build", dir, "--platform", "android", "--auto-submit-with-profile", "production"}},
 		{nil, []string{"build", dir, "--platform", "android", "--build-logger-level", "loud"}},

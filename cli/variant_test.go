@@ -49,8 +49,8 @@ func TestAppConfigTSVariants(t *testing.T) {
 		{"preview", "ExpoDefault (preview)", "dev.freeagent.expodefault.preview"},
 		{"production", "ExpoDefault", "dev.freeagent.expodefault"},
 	} {
-		r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--profile", tc.profile, "--json")
-		b := e.build(t, submitted(t, r))
+		r := e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--profile", tc.profile, "--json")
+		b := e.build(t, queuedID(t, r))
 		app := b.Spec.App
 		if app.Name != tc.name || app.AndroidPackage != tc.id || app.IOSBundleID != tc.id || app.Slug != "expo-default" || app.ConfigSource != "expo config" {
 			t.Errorf("profile %s: the app is %+v; want %q, %s", tc.profile, app, tc.name, tc.id)

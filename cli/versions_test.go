@@ -50,8 +50,8 @@ func TestStockEASJSONRemoteVersions(t *testing.T) {
 	dir := project(t, map[string]string{"app.json": appJSON("demo-app"), "eas.json": stockEASJSON})
 	var ids []string
 	for range 2 {
-		r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--profile", "production", "--json")
-		ids = append(ids, submitted(t, r))
+		r := e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--profile", "production", "--json")
+		ids = append(ids, queuedID(t, r))
 		if !strings.Contains(r.stderr, "android.versionCode in the app config is ignored") {
 			t.Errorf("no warning that app.json's versionCode is ignored:\n%s", r)
 		}
@@ -96,8 +96,8 @@ func TestStockEASJSONRemoteVersions(t *testing.T) {
 			}
 		}
 	}
-	preview := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--profile", "preview", "--json")
-	if b := e.build(t, submitted(t, preview)); b.BuildVersion != "44" {
+	preview := e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--profile", "preview", "--json")
+	if b := e.build(t, queuedID(t, preview)); b.BuildVersion != "44" {
 		t.Errorf("a preview build without autoIncrement has %q, want the current 44", b.BuildVersion)
 	}
 	got := e.mustRun(0, nil, "build:version:get", dir, "--platform", "android", "--json")
@@ -117,7 +117,7 @@ func TestParallelSubmitsGetDistinctVersions(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			results[i] = e.run(nil, "submit", dir, "--platform", "android", "--json", "--idempotency-key", "parallel-"+strconv.Itoa(i))
+			results[i] = e.run(nil, "build", "--no-wait", dir, "--platform", "android", "--json", "--idempotency-key", "parallel-"+strconv.Itoa(i))
 		})
 	}
 	wg.Wait()
@@ -126,7 +126,7 @@ func TestParallelSubmitsGetDistinctVersions(t *testing.T) {
 		if r.code != 0 {
 			t.Fatalf("a parallel submit failed:\n%s", r)
 		}
-		code, err := strconv.Atoi(e.build(t, submitted(t, r)).BuildVersion)
+		code, err := strconv.Atoi(e.build(t, queuedID(t, r)).BuildVersion)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestLocalAutoIncrementBumpsAppJSON(t *testing.T) {
 	local := `{"cli":{"appVersionSource":"local"},"build":{"production":{"autoIncrement":true},"bump":{"android":{"autoIncrement":"version"}}}}`
 	app := "{\n  \"expo\": {\"name\": \"Demo App\", \"slug\": \"demo-app\", \"version\": \"1.2.3\",\n    \"android\": {\"package\": \"com.example.demo\", \"versionCode\": 42}}\n}\n"
 	dir := project(t, map[string]string{"app.json": app, "eas.json": local})
-	r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json")
+	r := e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--json")
 	if !strings.Contains(r.stderr, "expo.android.versionCode from 42 to 43") {
 		t.Errorf("the bump is not told:\n%s", r)
 	}
@@ -160,21 +160,21 @@ func TestLocalAutoIncrementBumpsAppJSON(t *testing.T) {
 	if want := strings.Replace(app, `"versionCode": 42`, `"versionCode": 43`, 1); string(bumped) != want {
 		t.Errorf("app.json after the bump:\n%s\nwant\n%s", bumped, want)
 	}
-	id := submitted(t, r)
+	id := queuedID(t, r)
 	if b := e.build(t, id); b.BuildVersion != "43" || b.Spec.Versions.Source != api.VersionSourceLocal || b.Spec.App.AndroidVersionCode != 43 {
 		t.Errorf("build records %q, spec %+v", b.BuildVersion, b.Spec.Versions)
 	}
 	if _, view := w.claimAsVM(t, id); !strings.Contains(view.files["app.json"], `"versionCode": 43`) {
 		t.Errorf("the upload has app.json\n%s", view.files["app.json"])
 	}
-	r = e.mustRun(0, nil, "submit", dir, "--platform", "android", "--profile", "bump", "--json")
-	if b := e.build(t, submitted(t, r)); b.AppVersion != "1.2.4" || b.BuildVersion != "43" {
+	r = e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--profile", "bump", "--json")
+	if b := e.build(t, queuedID(t, r)); b.AppVersion != "1.2.4" || b.BuildVersion != "43" {
 		t.Errorf("autoIncrement \"version\" built %q/%q, want 1.2.4/43", b.AppVersion, b.BuildVersion)
 	}
 
 	bare := project(t, map[string]string{"app.json": appJSON("bare-app"), "eas.json": local,
 		"android/app/build.gradle": "android {\n  defaultConfig {\n    versionCode 42\n    versionName \"1.2.3\"\n  }\n}\n"})
-	e.mustRun(0, nil, "submit", bare, "--platform", "android", "--json")
+	e.mustRun(0, nil, "build", "--no-wait", bare, "--platform", "android", "--json")
 	if g, _ := os.ReadFile(filepath.Join(bare, "android/app/build.gradle")); !strings.Contains(string(g), "versionCode 43\n") {
 		t.Errorf("build.gradle after the bump:\n%s", g)
 	}
@@ -184,7 +184,7 @@ func TestLocalAutoIncrementBumpsAppJSON(t *testing.T) {
 		"node_modules/.bin/expo": "#!/bin/sh\nprintf '{\"name\":\"d\",\"slug\":\"dyn\",\"version\":\"1.0.0\",\"android\":{\"package\":\"com.example.dyn\"}}'\n"})
 	os.Remove(filepath.Join(dynamic, "app.json"))
 	os.Chmod(filepath.Join(dynamic, "node_modules/.bin/expo"), 0o755)
-	r = e.mustRun(ExitUsage, nil, "submit", dynamic, "--platform", "android")
+	r = e.mustRun(ExitUsage, nil, "build", "--no-wait", dynamic, "--platform", "android")
 	if !strings.Contains(r.stderr, "autoIncrement option is not supported when using app.config.js") || e.buildCount(t) != before {
 		t.Errorf("a dynamic config with autoIncrement:\n%s", r)
 	}
@@ -221,7 +221,7 @@ func TestBuildVersionCommands(t *testing.T) {
 	}
 	// The first build initializes the version from build.gradle (3, then
 	// autoIncrement: 4), keyed by its applicationId.
-	b := e.build(t, submitted(t, e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json")))
+	b := e.build(t, queuedID(t, e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--json")))
 	if b.BuildVersion != "4" || b.AppVersion != "1.0" || b.Spec.Versions.ApplicationID != "com.example.bare" {
 		t.Fatalf("first build: %q/%q %+v", b.AppVersion, b.BuildVersion, b.Spec.Versions)
 	}
@@ -235,7 +235,7 @@ func TestBuildVersionCommands(t *testing.T) {
 	if r := e.mustRun(ExitUsage, nil, "build:version:set", dir, "--platform", "android", "--build-version", "0"); !strings.Contains(r.stderr, "positive integer") {
 		t.Errorf("zero:\n%s", r)
 	}
-	if b := e.build(t, submitted(t, e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json"))); b.BuildVersion != "100" {
+	if b := e.build(t, queuedID(t, e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--json"))); b.BuildVersion != "100" {
 		t.Errorf("the build after set 99 has %q, want 100", b.BuildVersion)
 	}
 	e.mustRun(0, nil, "build:version:sync", dir, "--platform", "android")

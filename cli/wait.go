@@ -12,7 +12,6 @@ import (
 // the build as it ended (as far as it was followed).
 func (a *App) waitAndDownload(ctx context.Context, inv *invocation, s *session, id string, o submitOpts) (api.Build, error) {
 	u := inv.ui
-	legacyJSON := inv.json && !o.eas
 	if !inv.json {
 		u.printf("%s Build %s queued; waiting for it (Ctrl-C stops waiting, not the build)\n", u.o(cGreen, "✔"), u.o(cBold, id))
 	}
@@ -44,19 +43,10 @@ func (a *App) waitAndDownload(ctx context.Context, inv *invocation, s *session, 
 		}
 	}
 	if final.Status != api.StatusCompleted {
-		if legacyJSON {
-			u.emit(map[string]any{"event": "done", "id": id, "status": final.Status, "build": final}) //nolint:errcheck
-		}
 		return final, endResult(final)
 	}
-	files, err := a.download(ctx, inv, s, final, o.output, o.force, "")
-	if err != nil {
-		return final, err
-	}
-	if legacyJSON {
-		return final, u.emit(map[string]any{"event": "done", "id": id, "status": final.Status, "build": final, "artifacts": files})
-	}
-	return final, nil
+	_, err := a.download(ctx, inv, s, final, o.output, o.force, "")
+	return final, err
 }
 
 // downloadReused downloads the artifacts of the build submit --reuse
@@ -66,12 +56,6 @@ func (a *App) downloadReused(ctx context.Context, inv *invocation, s *session, b
 	if !inv.json {
 		u.printf("%s Build %s reused (same source, profile, platform, credentials and variables); downloading its artifacts\n", u.o(cGreen, "✔"), u.o(cBold, b.ID))
 	}
-	files, err := a.download(ctx, inv, s, b, o.output, o.force, "")
-	if err != nil {
-		return err
-	}
-	if inv.json && !o.eas {
-		return u.emit(map[string]any{"event": "done", "id": b.ID, "status": b.Status, "build": b, "artifacts": files, "reused": true, "reused_from": b.ID})
-	}
-	return nil
+	_, err := a.download(ctx, inv, s, b, o.output, o.force, "")
+	return err
 }

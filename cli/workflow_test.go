@@ -78,7 +78,7 @@ func TestIgnoredAndroidIsManaged(t *testing.T) {
 	const gradle = "android {\n  defaultConfig {\n    versionCode 5\n    versionName \"0.9\"\n  }\n}\n"
 	dir := project(t, map[string]string{"app.json": appJSON("cng-app"), "eas.json": local,
 		".gitignore": "node_modules/\n/android\n", "android/app/build.gradle": gradle})
-	r := e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json")
+	r := e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--json")
 	if !strings.Contains(r.stderr, "expo.android.versionCode from 42 to 43 in app.json") || strings.Contains(r.stderr, "build.gradle") {
 		t.Errorf("the bump told:\n%s", r)
 	}
@@ -88,7 +88,7 @@ func TestIgnoredAndroidIsManaged(t *testing.T) {
 	if a, _ := os.ReadFile(filepath.Join(dir, "app.json")); !strings.Contains(string(a), `"versionCode":43`) {
 		t.Errorf("app.json after the bump:\n%s", a)
 	}
-	id := submitted(t, r)
+	id := queuedID(t, r)
 	b := e.build(t, id)
 	if b.Spec.Workflow != api.WorkflowManaged || b.BuildVersion != "43" || b.AppVersion != "1.2.3" {
 		t.Errorf("build: workflow %q, versions %q/%q; want managed, 1.2.3/43", b.Spec.Workflow, b.AppVersion, b.BuildVersion)
@@ -99,7 +99,7 @@ func TestIgnoredAndroidIsManaged(t *testing.T) {
 
 	noPackage := project(t, map[string]string{"app.json": `{"expo":{"name":"n","slug":"cng-nopkg"}}`,
 		".gitignore": "/android\n", "android/app/build.gradle": gradle})
-	if r := e.mustRun(ExitUsage, nil, "submit", noPackage, "--platform", "android"); !strings.Contains(r.stderr, "no android.package") {
+	if r := e.mustRun(ExitUsage, nil, "build", "--no-wait", noPackage, "--platform", "android"); !strings.Contains(r.stderr, "no android.package") {
 		t.Errorf("a managed app without android.package:\n%s", r)
 	}
 
@@ -108,14 +108,14 @@ func TestIgnoredAndroidIsManaged(t *testing.T) {
 	// the build's scheme comes from the app config.
 	e.worker(api.PlatformIOS)
 	ios := project(t, map[string]string{".gitignore": "/ios\n", "ios/Local.xcodeproj/project.pbxproj": "// !$*UTF8*$!\n{}\n"})
-	r = e.mustRun(0, nil, "submit", ios, "--platform", "ios", "--json")
-	if b := e.build(t, submitted(t, r)); b.Spec.Workflow != api.WorkflowManaged || b.Spec.IOS == nil || b.Spec.IOS.Scheme != "demo" {
+	r = e.mustRun(0, nil, "build", "--no-wait", ios, "--platform", "ios", "--json")
+	if b := e.build(t, queuedID(t, r)); b.Spec.Workflow != api.WorkflowManaged || b.Spec.IOS == nil || b.Spec.IOS.Scheme != "demo" {
 		t.Errorf("an app with an ignored ios/: workflow %q, iOS build %+v", b.Spec.Workflow, b.Spec.IOS)
 	}
 
 	os.Remove(filepath.Join(dir, ".gitignore"))
-	r = e.mustRun(0, nil, "submit", dir, "--platform", "android", "--json")
-	if b := e.build(t, submitted(t, r)); b.Spec.Workflow != api.WorkflowGeneric {
+	r = e.mustRun(0, nil, "build", "--no-wait", dir, "--platform", "android", "--json")
+	if b := e.build(t, queuedID(t, r)); b.Spec.Workflow != api.WorkflowGeneric {
 		t.Errorf("a tracked android/ builds with workflow %q, want generic", b.Spec.Workflow)
 	}
 	if g, _ := os.ReadFile(filepath.Join(dir, "android/app/build.gradle")); !strings.Contains(string(g), "versionCode 44\n") {

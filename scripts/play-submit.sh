@@ -8,7 +8,7 @@ usage() {
 Usage: scripts/play-submit.sh --project DIR --key FILE [--build ID]
 
 Sends an Android build of the Expo app in DIR to Google Play through your controller, as
-`expo-build submit:store` does, and prints Play's answer. Before it:
+`expo-build submit` does, and prints Play's answer. Before it:
   - the app exists in the Play Console and its first release was uploaded by hand (Play
     requires that once for a new app);
   - FILE is a JSON key of a Google Cloud service account with the Google Play Android
@@ -49,4 +49,4 @@ if [ -z "$build" ]; then
 	build=$(sed -n 's/.*"id": *"\([^"]*\)".*/\1/p' "$out" | head -n 1)
 	echo "build $build completed"
 fi
-expo-build submit:store --platform android --id "$build"
+expo-build submit --platform android --id "$build"

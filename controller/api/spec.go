@@ -55,7 +55,7 @@ type BuildSpec struct {
 	// the Xcode project (or, before prebuild, the app config).
 	IOS         *IOSBuild       `json:"ios,omitempty"`
 	Credentials CredentialsInfo `json:"credentials"`
-	// Message is the submitter's note (expo-build submit --message).
+	// Message is the submitter's note (expo-build build --message).
 	Message string `json:"message,omitempty"`
 	// GitCommit is the project's HEAD when it is a git checkout.
 	GitCommit string `json:"git_commit,omitempty"`

@@ -692,7 +692,7 @@ func (s *Server) retryCredentials(r *http.Request, from, to string, src store.Re
 		}
 	}
 	if spec.Credentials.Source != api.CredentialsRemote || spec.Credentials.Android == nil {
-		return nil, fmt.Errorf("%w: the credentials of build %s were deleted when it ended; submit the build again (expo-build submit) to send them", store.ErrConflict, from)
+		return nil, fmt.Errorf("%w: the credentials of build %s were deleted when it ended; build again (expo-build build) to send them", store.ErrConflict, from)
 	}
 	ks, err := s.farmKeystore(r, spec.BuildProject(), spec.Credentials.Android)
 	if err != nil {

@@ -482,7 +482,7 @@ func (s *Server) farmKeystore(r *http.Request, project string, want *api.Keystor
 		if c.Android != nil {
 			have = c.Android.CertificateSHA256
 		}
-		return nil, fmt.Errorf("%w: the farm's Android keystore %q of project %s has certificate SHA-256 %s, but this build was prepared for %s; re-run expo-build submit to sign with the farm's keystore, or replace it with `expo-build credentials set --platform android`",
+		return nil, fmt.Errorf("%w: the farm's Android keystore %q of project %s has certificate SHA-256 %s, but this build was prepared for %s; re-run expo-build build to sign with the farm's keystore, or replace it with `expo-build credentials set --platform android`",
 			store.ErrInvalid, name, project, have, want.CertificateSHA256)
 	}
 	box, err := s.projectBox(credentialsPurpose)

@@ -7,7 +7,7 @@ import (
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
-// reusableBuild answers POST /api/builds/reuse (`expo-build submit
+// reusableBuild answers POST /api/builds/reuse (`expo-build build
 // --reuse`): the body is the spec a submit would send, with its
 // source_fingerprint; the answer is the newest completed build that made
 // the same thing (store.ReusableBuild) with its artifacts and install

@@ -100,7 +100,7 @@ func checkSpec(spec *api.BuildSpec, platform string) error {
 		return err
 	}
 	if c.Source == api.CredentialsRemote && platform == api.PlatformAndroid && (c.Android == nil || c.Android.CertificateSHA256 == "") {
-		return invalid("credentials.source is remote but credentials.android.certificate_sha256 is missing; re-run expo-build submit so it reads the farm's keystore")
+		return invalid("credentials.source is remote but credentials.android.certificate_sha256 is missing; re-run expo-build build so it reads the farm's keystore")
 	}
 	// Postgres's jsonb cannot hold a NUL character in a string.
 	if b, err := json.Marshal(spec); err != nil || bytes.Contains(b, []byte(`\u0000`)) {

@@ -304,7 +304,7 @@ func TestBuildCredentialsSealedServedAndDeleted(t *testing.T) {
 	// Local credentials cannot come back: the retry says how to send them.
 	_, err = e.developer.Retry(ctx, sub.ID)
 	wantStatus(t, err, http.StatusConflict)
-	if !strings.Contains(err.Error(), "expo-build submit") {
+	if !strings.Contains(err.Error(), "expo-build build") {
 		t.Fatalf("retry error does not say how to fix it: %v", err)
 	}
 	if n := biCount(t, e, `SELECT count(*) FROM builds`); n != 1 {

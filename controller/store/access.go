@@ -11,7 +11,7 @@ import (
 )
 
 // projectName is what names a project: the app's slug, which Expo allows as
-// ^[a-zA-Z0-9_-]+$, or the name `expo-build submit --project` gives.
+// ^[a-zA-Z0-9_-]+$, or the name `expo-build build --project` gives.
 var projectName = regexp.MustCompile(`^[A-Za-z0-9_-]{1,128}$`)
 
 // sha256Hex is a SHA-256 written as lowercase hex: a cache key or a source
