@@ -18,7 +18,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent"
 	"github.com/freeagent-build/freeagent/agent/power"
 	"github.com/freeagent-build/freeagent/agent/power/powertest"
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/serve"
 )

@@ -11,8 +11,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
+	"github.com/freeagent-build/freeagent/internal/standins/faketart/faketarttest"
 )
 
 // BenchmarkAgentOverhead measures what the worker itself costs, against the

@@ -16,7 +16,7 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/internal/boundedfile"
 	"github.com/freeagent-build/freeagent/internal/buildphase"
 	"github.com/freeagent-build/freeagent/internal/vmshare"

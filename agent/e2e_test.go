@@ -24,12 +24,12 @@ import (
 
 	"github.com/sirupsen/logrus"
 
-	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
 	"github.com/freeagent-build/freeagent/controller/store"
+	"github.com/freeagent-build/freeagent/internal/standins/faketart/faketarttest"
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 	"github.com/freeagent-build/freeagent/launchd"

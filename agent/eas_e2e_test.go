@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/cli"
-	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/npmoracle"
 	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )

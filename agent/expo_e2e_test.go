@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/agent/cache"
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/internal/cachekey"
 	"github.com/freeagent-build/freeagent/internal/standins/fakegradle/fakegradletest"
 	"github.com/freeagent-build/freeagent/internal/testsupport/expoapp"

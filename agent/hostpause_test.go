@@ -14,7 +14,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent"
 	"github.com/freeagent-build/freeagent/agent/hostsignals"
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // fakeClock is the schedule's clock, set by the test.

@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
+	"github.com/freeagent-build/freeagent/internal/standins/faketart/faketarttest"
 )
 
 // spareAgent starts a worker that keeps warm spares, on a fake Tart whose

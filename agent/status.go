@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // Awake keeps the host from sleeping while builds run. The agent calls

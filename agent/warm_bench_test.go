@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/internal/standins/faketart/faketarttest"
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 	"github.com/freeagent-build/freeagent/vmbootstrap"

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/controller/store"
 	"github.com/freeagent-build/freeagent/internal/cachekey"
+	"github.com/freeagent-build/freeagent/internal/standins/faketart/faketarttest"
 	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 

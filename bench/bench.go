@@ -33,7 +33,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // Phase names, for Config.Skip.

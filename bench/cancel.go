@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // CancelResult is how fast a running build ends after a developer cancels

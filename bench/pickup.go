@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // PickupResult is how fast a build reaches one of several idle workers

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // simWorker is a simulated worker: the agent's protocol without VMs. One

@@ -1,7 +1,7 @@
 // Package cli is expo-build, the developers' command line of Free Agent:
 // submit an Expo project to a self-hosted controller, follow the build and
 // fetch its artifacts. Every call goes through the typed client of
-// controller/api. The package has no global state: an App carries its
+// api. The package has no global state: an App carries its
 // standard streams, environment and HTTP client, so tests run it in-process.
 package cli
 
@@ -19,7 +19,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // App is one expo-build process.

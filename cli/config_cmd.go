@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 const configHelp = `Shows or changes the CLI's configuration: the controller URL and the API key, kept with

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // The build:* commands print builds as eas-cli prints its BuildFragment

@@ -16,7 +16,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 

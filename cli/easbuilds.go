@@ -10,7 +10,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 const buildListHelp = `Lists builds, newest first, with eas build:list's filters. Without --project it lists every

@@ -9,7 +9,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // Exit codes (also in the help text and the README).

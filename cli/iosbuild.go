@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/cli/credentials"
-	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/xcode"
 )
 

@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 const logsHelp = `Prints a build's log so far. With -f it follows the log live until the build ends and

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/internal/buildphase"
 )
 

@@ -13,8 +13,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/cli/pack"
-	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
 )
 

@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // TestRequirementsOfEASKeys: each resourceClass, image and pin has the

@@ -14,11 +14,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/cli/appconfig"
 	"github.com/freeagent-build/freeagent/cli/credentials"
 	"github.com/freeagent-build/freeagent/cli/easjson"
 	proj "github.com/freeagent-build/freeagent/cli/project"
-	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/cachekey"
 )
 

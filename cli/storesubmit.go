@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/cli/easjson"
-	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 const submitHelp = `Sends a finished build to its store, as ` + "`eas submit`" + ` does, from the controller: Google Play

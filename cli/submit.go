@@ -21,8 +21,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/cli/pack"
-	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
 	"github.com/freeagent-build/freeagent/internal/config"
 )

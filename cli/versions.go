@@ -9,8 +9,8 @@ import (
 	"regexp"
 	"strconv"
 
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/cli/easjson"
-	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/appversion"
 	"github.com/freeagent-build/freeagent/internal/xcode"
 )

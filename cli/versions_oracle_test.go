@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/cli/appconfig"
 	"github.com/freeagent-build/freeagent/cli/easjson"
-	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/npmoracle"
 )
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // stockEASJSON is the eas.json `eas build:configure` writes.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // waitAndDownload follows a submitted build (status changes, or the log

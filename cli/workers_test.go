@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // A paused worker reads as paused in `expo-build workers`, with why and

@@ -9,8 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/cli/pack"
-	"github.com/freeagent-build/freeagent/controller/api"
 )
 
 // resolveWorkflow decides, once per build, whether the app's native

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 )
 

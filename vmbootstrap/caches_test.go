@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/agent/cache"
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/internal/toolchain"
 	"github.com/freeagent-build/freeagent/internal/vmshare"
 )

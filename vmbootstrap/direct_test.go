@@ -18,7 +18,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/controller/blobs/s3blobs/s3test"
 	"github.com/freeagent-build/freeagent/controller/controllertest"
 )

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/internal/toolchain"
 )
 

@@ -4,7 +4,7 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // This file turns the project's decided layout (api.Project, chosen once by

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/freeagent-build/freeagent/api"
 	clproject "github.com/freeagent-build/freeagent/cli/project"
-	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/internal/provisioning"
 	"github.com/freeagent-build/freeagent/internal/vmshare"
 	"github.com/freeagent-build/freeagent/internal/xcode"

@@ -5,7 +5,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // retrySchedule is the waits between tries of a controller call: a quarter

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/internal/plist"
 	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
 	"github.com/freeagent-build/freeagent/internal/standins/fakexcodebuild/fakexcodebuildtest"

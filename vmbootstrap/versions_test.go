@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 func versionsPipeline(t *testing.T, files map[string]string, spec api.BuildSpec) *pipeline {

@@ -34,7 +34,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/internal/boundedfile"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
 )

@@ -9,7 +9,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // TestDiskFullEvicts: on a full disk the store evicts its least recently

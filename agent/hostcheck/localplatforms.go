@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // Toolchain is what LocalPlatforms asks of the host the local driver runs

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/freeagent-build/freeagent/agent/tart"
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // IDPlatforms is the check of what the worker advertises.

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/freeagent-build/freeagent/agent"
-	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/internal/standins/faketart/faketarttest"
 )
 
 func TestParseAllow(t *testing.T) {

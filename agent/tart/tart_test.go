@@ -17,7 +17,7 @@ import (
 	"github.com/sirupsen/logrus"
 
 	"github.com/freeagent-build/freeagent/agent"
-	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/internal/standins/faketart/faketarttest"
 )
 
 // The driver's contract tests run against the fake tart by default. On a

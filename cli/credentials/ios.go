@@ -15,7 +15,7 @@ import (
 
 	pkcs12 "software.sslmate.com/src/go-pkcs12"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/internal/boundedfile"
 	"github.com/freeagent-build/freeagent/internal/provisioning"
 )

@@ -12,9 +12,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
-	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
 	pkcs12 "software.sslmate.com/src/go-pkcs12"
+
+	"github.com/freeagent-build/freeagent/api"
+	"github.com/freeagent-build/freeagent/internal/provisioning/provisioningtest"
 )
 
 // now is the clock of the iOS tests: the material is valid from

@@ -16,8 +16,9 @@ import (
 	"strings"
 	"unicode/utf16"
 
-	"github.com/freeagent-build/freeagent/controller/api"
 	pkcs12 "software.sslmate.com/src/go-pkcs12"
+
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // MaxKeystoreBytes bounds a keystore read into memory. Upload keystores

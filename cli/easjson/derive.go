@@ -1,6 +1,6 @@
 package easjson
 
-import "github.com/freeagent-build/freeagent/controller/api"
+import "github.com/freeagent-build/freeagent/api"
 
 // DefaultApplicationArchivePath is where Gradle leaves the APK or AAB; the
 // archive EAS uploads when a profile names none.

@@ -21,7 +21,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // ErrMissing is returned by Load when the directory has no eas.json.

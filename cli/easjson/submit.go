@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // SubmitProfile is eas.json's submit profile for one platform, resolved

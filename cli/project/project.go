@@ -24,7 +24,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // Options are the build profile's package-manager settings (eas.json's

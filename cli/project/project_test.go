@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 func writeTree(t *testing.T, files map[string]string) string {

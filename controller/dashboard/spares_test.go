@@ -4,7 +4,7 @@ import (
 	"context"
 	"testing"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // TestPagesShowWarmSpares: the workers page shows each worker's warm spare

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // A worker's labels (pool, macOS and Xcode versions, VM driver) are shown

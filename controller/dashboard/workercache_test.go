@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // TestWorkerPageShowsCaches: the worker page shows each worker's

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 type workerRow struct {

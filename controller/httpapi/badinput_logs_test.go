@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // Log offsets

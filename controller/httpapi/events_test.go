@@ -5,7 +5,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // seal seals every final event, as the background sealer would.

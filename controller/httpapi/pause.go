@@ -3,7 +3,7 @@ package httpapi
 import (
 	"net/http"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 

@@ -11,7 +11,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/controller/seal"
 	"github.com/freeagent-build/freeagent/controller/store"
 )

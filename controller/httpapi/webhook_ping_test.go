@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // A ping goes to the one endpoint it names, signed like any delivery, and

@@ -8,7 +8,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // TestWorkerCacheReport: PUT /api/workers/cache replaces the worker's keys

@@ -11,7 +11,7 @@ import (
 
 	"rsc.io/qr"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // Installable picks the artifact a phone installs: the first .ipa of an iOS

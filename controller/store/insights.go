@@ -7,7 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // BuildRow is a build as the dashboard's list shows it: the build and what

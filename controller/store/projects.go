@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // SealedVariable is a project variable whose value is sealed (by the

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
 	"github.com/jackc/pgx/v5"
+
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // QueueEntry is a pending build as the queue view shows it.

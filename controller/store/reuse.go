@@ -8,7 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // ReusableBuild returns the newest completed build that made what spec

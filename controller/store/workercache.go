@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // SetWorkerCache records what the worker reports of its dependency caches

@@ -24,7 +24,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // maxGradleFiles bounds the Gradle files hashed into the gradle cache's

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // The shared-directory protocol between the host agent and the VM. The host

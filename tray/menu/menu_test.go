@@ -8,7 +8,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent"
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 var now = time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)

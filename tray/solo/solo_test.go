@@ -19,7 +19,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
 	"github.com/freeagent-build/freeagent/agent/secrets"
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/controller/pgcluster"
 )
 

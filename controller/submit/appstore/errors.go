@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // Error is App Store Connect's refusal of a request, with Apple's own

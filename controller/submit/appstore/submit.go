@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/controller/install"
 	"github.com/freeagent-build/freeagent/internal/bytesize"
 	"github.com/freeagent-build/freeagent/internal/config"

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/controller/submit/googleplay"
 	"github.com/freeagent-build/freeagent/internal/standins/fakeplay"
 )

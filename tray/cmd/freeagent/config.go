@@ -22,7 +22,7 @@ import (
 	"github.com/freeagent-build/freeagent/agent/hostsignals"
 	"github.com/freeagent-build/freeagent/agent/secrets"
 	"github.com/freeagent-build/freeagent/agent/tart"
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/internal/config"
 	"github.com/freeagent-build/freeagent/internal/toolchain"
 	"github.com/freeagent-build/freeagent/launchd/homebrew"

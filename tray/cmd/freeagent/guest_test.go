@@ -13,7 +13,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
 	"github.com/freeagent-build/freeagent/agent/hostsignals"
-	"github.com/freeagent-build/freeagent/controller/api"
+	"github.com/freeagent-build/freeagent/api"
 )
 
 // TestMenuBarShowsWhyTheHostWaits runs `freeagent app` with its host

@@ -17,7 +17,7 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
 	"github.com/freeagent-build/freeagent/agent/secrets"
-	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/internal/standins/faketart/faketarttest"
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/launchd/homebrew"
 )

@@ -36,7 +36,7 @@ import (
 	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 )
 
-const importPath = "github.com/freeagent-build/freeagent/agent/tart/faketart"
+const importPath = "github.com/freeagent-build/freeagent/internal/standins/faketart"
 
 var (
 	buildOnce sync.Once

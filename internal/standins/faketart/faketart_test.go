@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/internal/standins/faketart/faketarttest"
 )
 
 // All tests run the real binary as child processes against t.TempDir()
@@ -1320,6 +1320,10 @@ func TestSuspendAndResume(t *testing.T) {
 		t.Fatalf("state after stopping a suspended VM = %s", s)
 	}
 
+	// The last guest's pid file stays behind: the next guestPID must wait
+	// for the new guest, not read the old one.
+	stalePID := f.vmPath("vm", ".faketart", "guest", "pid")
+	os.Remove(stalePID)
 	plain := f.start("--no-graphics", "vm")
 	guestPID(t, f, "vm")
 	f.ok("suspend", "vm")
@@ -1329,6 +1333,7 @@ func TestSuspendAndResume(t *testing.T) {
 	if s := f.state("vm"); s != "stopped" {
 		t.Fatalf("state after a refused suspend = %s", s)
 	}
+	os.Remove(stalePID)
 	host := f.with("FAKETART_SUSPEND_FAIL=this functionality is only supported on macOS 14 (Sonoma) or newer").start("--no-graphics", "--suspendable", "vm")
 	guestPID(t, f, "vm")
 	f.ok("suspend", "vm")

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/freeagent-build/freeagent/agent/tart/faketart/faketarttest"
+	"github.com/freeagent-build/freeagent/internal/standins/faketart/faketarttest"
 )
 
 // softnetOnPath is the fixture with a stand-in softnet on its PATH.
