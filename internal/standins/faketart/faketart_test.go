@@ -254,7 +254,7 @@ func guestPID(t *testing.T, f *fixture, vm string) int {
 
 func assertGroupGone(t *testing.T, pgid int) {
 	t.Helper()
-	if !faketarttest.WaitFor(3*time.Second, func() bool { return len(faketarttest.GroupPIDs(pgid)) == 0 }) {
+	if !faketarttest.WaitFor(30*time.Second, func() bool { return len(faketarttest.GroupPIDs(pgid)) == 0 }) {
 		t.Fatalf("guest process group %d still alive: %v", pgid, faketarttest.GroupPIDs(pgid))
 	}
 }
