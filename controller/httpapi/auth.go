@@ -107,11 +107,13 @@ func (s *Server) worker(h func(http.ResponseWriter, *http.Request, store.WorkerA
 }
 
 // leaseWorker guards the worker endpoints that carry a lease's work (a
-// heartbeat, a result) as worker does, except that a worker over its
-// budget is not refused yet: the handler learns it (over, nil within the
-// budget) and serves the request if the lease it names is valid
-// (spareLease). Work already done is never refused for budget while its
-// lease runs; a flood with stale leases still is.
+// heartbeat, a result). The work of a lease the worker holds costs its
+// budget nothing: a busy worker's heartbeats and results must not use up
+// what its next poll needs. A worker over its budget is not refused yet:
+// the handler learns it (over, nil while there is room) and serves the
+// request if the lease it names is valid (spareLease). A request whose
+// lease turns out stale (409, 410) is charged, so a flood of them is
+// refused like any other.
 func (s *Server) leaseWorker(h func(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth, over *errRateLimited)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		wa, err := s.workerAuth(r)
@@ -119,9 +121,14 @@ func (s *Server) leaseWorker(h func(w http.ResponseWriter, r *http.Request, wa s
 			s.fail(w, r, err)
 			return
 		}
-		h(w, r, wa, s.rates.worker(wa.WorkerID))
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		h(rec, r, wa, s.rates.workerRoom(wa.WorkerID))
+		if rec.status == http.StatusConflict || rec.status == http.StatusGone {
+			s.rates.worker(wa.WorkerID) //nolint:errcheck // the charge; the answer is already given
+		}
 	}
 }
+
 
 // spareLease is nil when a request within its worker's budget (over is
 // nil), or one over it for a lease the worker holds, may go on; otherwise

@@ -129,3 +129,35 @@ func TestDeveloperFloodThrottledAlone(t *testing.T) {
 		w.poll(0)
 	}
 }
+
+// A busy worker's heartbeats for the lease it holds cost its budget
+// nothing: its next poll is served however many it sent. A stale lease's
+// heartbeats are charged.
+func TestLeaseWorkCostsNoBudget(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, tightBudgets)
+	w := e.register("steady", api.Capabilities{Platforms: []string{api.PlatformAndroid}, MaxConcurrentBuilds: 2})
+	sub, _ := e.submit(api.PlatformAndroid)
+	job := w.poll(0)
+	if job == nil || job.ID != sub.ID {
+		t.Fatalf("claimed %+v, want build %s", job, sub.ID)
+	}
+	for i := range 10 { // twice the burst
+		if _, err := w.heartbeat(job); err != nil {
+			t.Fatalf("heartbeat %d for the lease the worker holds: %v", i+1, err)
+		}
+	}
+	if _, err := w.e.worker.Poll(context.Background(), w.token, 0); err != nil {
+		t.Fatalf("a poll after the heartbeats of its lease: %v", err)
+	}
+	stale := *job
+	stale.LeaseToken = "not-this-lease"
+	var err error
+	for range 10 {
+		var e *api.Error
+		if _, err = w.heartbeat(&stale); errors.As(err, &e) && e.Status == http.StatusTooManyRequests {
+			break
+		}
+	}
+	wantBudget(t, err, "worker")
+}

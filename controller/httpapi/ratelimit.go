@@ -108,6 +108,23 @@ func (rl *rateLimits) worker(id string) *errRateLimited {
 	if l.Allow() {
 		return nil
 	}
+	return rl.workerRefusal(id, l)
+}
+
+// workerRoom is worker without the charge: nil while the worker has room
+// in its budget, else the refusal its next charged request would get.
+func (rl *rateLimits) workerRoom(id string) *errRateLimited {
+	if rl.perWorker <= 0 {
+		return nil
+	}
+	l := rl.limiter(rl.workers, id, rl.perWorker, rl.workerBurst)
+	if l.Tokens() >= 1 {
+		return nil
+	}
+	return rl.workerRefusal(id, l)
+}
+
+func (rl *rateLimits) workerRefusal(id string, l *rate.Limiter) *errRateLimited {
 	return &errRateLimited{budget: budgetWorker, what: "worker " + id, limit: rl.perWorker, flag: "rate-per-worker", retry: retryAfter(l)}
 }
 
