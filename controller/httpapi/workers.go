@@ -115,7 +115,7 @@ func (s *Server) watchCancel(w http.ResponseWriter, r *http.Request, wa store.Wo
 	}
 	ctx := r.Context()
 	deadline := time.Now().Add(min(wait, s.limits.PollMaxWait))
-	watch := s.hub.WatchBuild(id)
+	watch := s.hub.WatchStatus(id)
 	defer watch.Close()
 	for {
 		st, err := s.store.CancelState(ctx, wa, id)

@@ -247,6 +247,14 @@ func (h *Hub) WatchBuild(id string) *Watch {
 	return h.Watch(func(c store.Change) bool { return c.ID == id && c.Kind != "worker" })
 }
 
+// WatchStatus signals C whenever build id changes status (a cancel
+// requested among them), not when its log grows: a worker's cancel watch,
+// which a building VM's log appends (one a second) would otherwise wake
+// for a re-read each.
+func (h *Hub) WatchStatus(id string) *Watch {
+	return h.Watch(func(c store.Change) bool { return c.ID == id && c.Kind == "build" })
+}
+
 // Watch signals C whenever a change matches (the dashboard's live pages).
 // Signals coalesce: C holds at most one.
 func (h *Hub) Watch(match func(store.Change) bool) *Watch {

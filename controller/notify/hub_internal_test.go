@@ -68,3 +68,22 @@ func TestWakeUpEnds(t *testing.T) {
 		t.Fatal("a waiter leaving with a wake-up should hand it on")
 	}
 }
+
+// A worker's cancel watch wakes for its build's status, not its log.
+func TestWatchStatusIgnoresLogGrowth(t *testing.T) {
+	h := New("", logrus.New())
+	w := h.WatchStatus("b1")
+	defer w.Close()
+	h.dispatch([]store.Change{{Kind: "log", ID: "b1"}, {Kind: "build", ID: "b2", Status: "cancelled"}})
+	select {
+	case <-w.C:
+		t.Fatal("the status watch woke for a log append or another build")
+	default:
+	}
+	h.dispatch([]store.Change{{Kind: "build", ID: "b1", Status: "building", Event: "build.cancel_requested"}})
+	select {
+	case <-w.C:
+	default:
+		t.Fatal("the status watch missed the cancel")
+	}
+}
