@@ -250,22 +250,32 @@ func (e *env) productionController(ctx context.Context) (*child, *api.Client, er
 	if e.prod != nil {
 		return e.prod, e.prodWorkers, nil
 	}
-	ctrl, err := startChild(e.bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", e.dataDir, "--database-url", e.dsn,
-		"--name", "bench-production"}, e.logf)
+	ctrl, workers, err := e.startProduction(ctx, e.bin)
 	if err != nil {
 		return nil, nil, err
 	}
 	e.onClose(ctrl.stop)
-	u, err := ctrl.waitURL(ctx, time.Minute)
+	e.prod, e.prodWorkers = ctrl, workers
+	return e.prod, e.prodWorkers, nil
+}
+
+// startProduction starts binary bin as a replica with the production
+// defaults and makes a worker key for it; the caller stops it.
+func (e *env) startProduction(ctx context.Context, bin string) (*child, *api.Client, error) {
+	ctrl, err := startChild(bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", e.dataDir, "--database-url", e.dsn,
+		"--name", "bench-production"}, e.logf)
 	if err != nil {
 		return nil, nil, err
+	}
+	u, err := ctrl.waitURL(ctx, time.Minute)
+	if err != nil {
+		return nil, nil, errors.Join(err, ctrl.stop())
 	}
 	key, err := e.createKey(ctx, "bench-fleet", "worker")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, errors.Join(err, ctrl.stop())
 	}
-	e.prod, e.prodWorkers = ctrl, &api.Client{BaseURL: u, APIKey: key, HTTP: e.hc, UserAgent: "freeagent-bench"}
-	return e.prod, e.prodWorkers, nil
+	return ctrl, &api.Client{BaseURL: u, APIKey: key, HTTP: e.hc, UserAgent: "freeagent-bench"}, nil
 }
 
 // client is an admin API client over the shared, tuned transport.
