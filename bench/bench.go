@@ -146,10 +146,16 @@ type Config struct {
 	// ControllerTags are build tags for the controller it builds, e.g.
 	// freeagent_noaudit to measure the cost of the audit log.
 	ControllerTags string
-	TempDir        string   // parent of the run's temporary directory; "" → os.TempDir()
-	Skip           []string // phases not to run
-	Log            io.Writer
-	Trace          bool // log per-second progress of the lifecycle run
+	// BaselineBin is another freeagent-controller (an older build, on the
+	// same schema) the fleet phase measures too: each worker count against
+	// it and against this one, alternately, FleetRounds times each, for
+	// before and after figures from one run on a noisy machine.
+	BaselineBin string
+	FleetRounds int
+	TempDir     string   // parent of the run's temporary directory; "" → os.TempDir()
+	Skip        []string // phases not to run
+	Log         io.Writer
+	Trace       bool // log per-second progress of the lifecycle run
 }
 
 // DefaultConfig is the full benchmark (about three minutes on 2 cores).
@@ -177,6 +183,7 @@ func DefaultConfig() Config {
 		// so that a window sees enough claims and results: the churn, and
 		// so the figures, are pessimistic.
 		FleetWorkers:       []int{100, 300},
+		FleetRounds:        2,
 		FleetPollWait:      25 * time.Second,
 		FleetCancelWatch:   25 * time.Second,
 		FleetBuildTime:     60 * time.Second,
@@ -242,6 +249,9 @@ func (c *Config) check() error {
 	}
 	if c.StormWorkers <= 0 || c.StormBuilds <= 0 || c.StormRounds <= 0 || c.StormTimeout <= 0 {
 		errs = append(errs, errors.New("storm workers, builds, rounds and timeout must be > 0"))
+	}
+	if c.FleetRounds <= 0 {
+		errs = append(errs, errors.New("fleet rounds must be > 0"))
 	}
 	if len(c.FleetWorkers) == 0 || slices.ContainsFunc(c.FleetWorkers, func(n int) bool { return n <= 0 }) {
 		errs = append(errs, errors.New("fleet worker counts must be > 0"))

@@ -49,11 +49,6 @@ type env struct {
 	url     string
 	key     string // admin API key
 
-	// prod is the replica with the production defaults
-	// (productionController); prodWorkers its client with a worker key.
-	prod        *child
-	prodWorkers *api.Client
-
 	transport *http.Transport
 	hc        *http.Client
 	source    []byte // a small tar.gz project, submitted over and over
@@ -241,31 +236,26 @@ func (e *env) createKey(ctx context.Context, name, role string) (string, error) 
 	return key, nil
 }
 
-// productionController is a second replica on the same database and
-// files with the production defaults, request budgets included, and a
-// worker key of its own, as a farm's workers share one: the phases that
-// measure the farm as it runs (storm, fleet) drive it. It starts on first
-// use and stops with the run.
-func (e *env) productionController(ctx context.Context) (*child, *api.Client, error) {
-	if e.prod != nil {
-		return e.prod, e.prodWorkers, nil
-	}
-	ctrl, err := startChild(e.bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", e.dataDir, "--database-url", e.dsn,
+// startProduction starts binary bin as a second replica on the same
+// database and files with the production defaults, request budgets
+// included, and makes a worker key for it, as a farm's workers share one:
+// the phases that measure the farm as it runs (storm, fleet) drive it, each
+// with a replica of its own. The caller stops it.
+func (e *env) startProduction(ctx context.Context, bin string) (*child, *api.Client, error) {
+	ctrl, err := startChild(bin, []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", e.dataDir, "--database-url", e.dsn,
 		"--name", "bench-production"}, e.logf)
 	if err != nil {
 		return nil, nil, err
 	}
-	e.onClose(ctrl.stop)
 	u, err := ctrl.waitURL(ctx, time.Minute)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, errors.Join(err, ctrl.stop())
 	}
 	key, err := e.createKey(ctx, "bench-fleet", "worker")
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, errors.Join(err, ctrl.stop())
 	}
-	e.prod, e.prodWorkers = ctrl, &api.Client{BaseURL: u, APIKey: key, HTTP: e.hc, UserAgent: "freeagent-bench"}
-	return e.prod, e.prodWorkers, nil
+	return ctrl, &api.Client{BaseURL: u, APIKey: key, HTTP: e.hc, UserAgent: "freeagent-bench"}, nil
 }
 
 // client is an admin API client over the shared, tuned transport.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/freeagent-build/freeagent/api"
+	"github.com/freeagent-build/freeagent/controller/pgcluster"
 )
 
 // FleetResult is what a farm of mostly idle, sometimes busy workers costs
@@ -41,7 +43,10 @@ type FleetSettings struct {
 
 // FleetPoint is one worker count's window.
 type FleetPoint struct {
-	Workers    int     `json:"workers"`
+	Workers int `json:"workers"`
+	// Controller is "baseline" for a window measured against
+	// Config.BaselineBin, "" for this controller.
+	Controller string  `json:"controller,omitempty"`
 	HeartbeatS float64 `json:"heartbeat_s"` // the interval the workers renewed their leases at
 	// Busy is the average share of workers holding a build in the window.
 	Busy     float64 `json:"busy"`
@@ -56,6 +61,10 @@ type FleetPoint struct {
 	Pickup         Dist            `json:"pickup"` // submit answered → a worker's poll returns the build
 	CPU            CPUSplit        `json:"cpu_cores"`
 	RequestsPerSec float64         `json:"requests_per_s"` // every call the fleet made, long polls included
+	// PostgresTPS is the transactions Postgres committed a second: each
+	// statement outside a transaction is one, so a parked long poll's
+	// re-reads count here although no request shows them.
+	PostgresTPS float64 `json:"postgres_transactions_per_s"`
 	// ControllerMSPerWorkerMin and PostgresMSPerWorkerMin are CPU
 	// milliseconds per worker per minute; WorkersPerCore how many such
 	// workers one core of the controller carries, and one core of
@@ -89,22 +98,42 @@ func (e *env) fleetSettings() FleetSettings {
 
 func runFleet(ctx context.Context, e *env) (*FleetResult, error) {
 	r := &FleetResult{Settings: e.fleetSettings()}
+	type controller struct{ name, bin string }
+	controllers := []controller{{"", e.bin}}
+	if e.cfg.BaselineBin != "" {
+		// Alternately, so that the machine's noise falls on both alike.
+		controllers = nil
+		for range e.cfg.FleetRounds {
+			controllers = append(controllers, controller{"baseline", e.cfg.BaselineBin}, controller{"", e.bin})
+		}
+	}
 	for _, n := range e.cfg.FleetWorkers {
-		if err := e.resetQueue(ctx); err != nil {
-			return nil, err
+		for _, c := range controllers {
+			if err := e.resetQueue(ctx); err != nil {
+				return nil, err
+			}
+			if err := e.checkpoint(ctx); err != nil {
+				return nil, err
+			}
+			p, err := fleetOnce(ctx, e, n, c.bin)
+			if err != nil {
+				return nil, fmt.Errorf("%d workers: %w", n, err)
+			}
+			p.Controller = c.name
+			e.logf("   N=%d%s: busy %.0f%%, %d builds, %.0f requests/s, %.0f Postgres transactions/s; CPU ms per worker-minute: controller %.1f, Postgres %.1f ⇒ one controller core carries %.0f workers; 429s %d, 5xx %d",
+				n, label(c.name), 100*p.Busy, p.Builds, p.RequestsPerSec, p.PostgresTPS, p.ControllerMSPerWorkerMin, p.PostgresMSPerWorkerMin, p.WorkersPerControllerCore, p.Total429(), p.ServerErrors)
+			r.Points = append(r.Points, *p)
 		}
-		if err := e.checkpoint(ctx); err != nil {
-			return nil, err
-		}
-		p, err := fleetOnce(ctx, e, n)
-		if err != nil {
-			return nil, fmt.Errorf("%d workers: %w", n, err)
-		}
-		e.logf("   N=%d: busy %.0f%%, %d builds, %.0f requests/s; CPU ms per worker-minute: controller %.1f, Postgres %.1f ⇒ one controller core carries %.0f workers; 429s %d, 5xx %d",
-			n, 100*p.Busy, p.Builds, p.RequestsPerSec, p.ControllerMSPerWorkerMin, p.PostgresMSPerWorkerMin, p.WorkersPerControllerCore, p.Total429(), p.ServerErrors)
-		r.Points = append(r.Points, *p)
 	}
 	return r, nil
+}
+
+// label is a point's controller as the report shows it.
+func label(controller string) string {
+	if controller == "" {
+		return ""
+	}
+	return " (" + controller + ")"
 }
 
 // fleet is one worker count's run in progress.
@@ -155,12 +184,15 @@ func (f *fleet) record(name string, d time.Duration) {
 	f.calls[name] = append(f.calls[name], d)
 }
 
-func fleetOnce(ctx context.Context, e *env, n int) (*FleetPoint, error) {
+// fleetOnce measures n workers against a fresh replica of binary bin with
+// the production defaults.
+func fleetOnce(ctx context.Context, e *env, n int, bin string) (_ *FleetPoint, err error) {
 	cfg := e.cfg
-	prodCtrl, workers, err := e.productionController(ctx)
+	prodCtrl, workers, err := e.startProduction(ctx, bin)
 	if err != nil {
 		return nil, err
 	}
+	defer func() { err = errors.Join(err, prodCtrl.stop()) }()
 	f := &fleet{e: e, workers: workers, calls: map[string][]time.Duration{}}
 	f.vm = &api.Client{BaseURL: workers.BaseURL, HTTP: e.hc, UserAgent: "freeagent-bench"}
 	f.dev = &api.Client{BaseURL: workers.BaseURL, APIKey: e.key, HTTP: e.hc, UserAgent: "freeagent-bench"}
@@ -220,6 +252,10 @@ func fleetOnce(ctx context.Context, e *env, n int) (*FleetPoint, error) {
 			return err
 		}
 		req0, fin0, can0, empty0, watch0 := f.requests.Load(), f.finished.Load(), f.cancelled.Load(), f.empty.Load(), f.watches.Load()
+		tx0, err := e.commits(ctx, pgcluster.DefaultDatabase)
+		if err != nil {
+			return err
+		}
 		t0 := time.Now()
 		f.inWindow.Store(true)
 		if err := api.Sleep(ctx, cfg.FleetWindow); err != nil {
@@ -241,6 +277,11 @@ func fleetOnce(ctx context.Context, e *env, n int) (*FleetPoint, error) {
 			p.WorkersPerCore = 60_000 / (p.ControllerMSPerWorkerMin + p.PostgresMSPerWorkerMin)
 		}
 		p.RequestsPerSec = float64(f.requests.Load()-req0) / secs
+		tx1, err := e.commits(ctx, pgcluster.DefaultDatabase)
+		if err != nil {
+			return err
+		}
+		p.PostgresTPS = float64(tx1-tx0) / secs
 		p.Builds, p.Canceled = f.finished.Load()-fin0, f.cancelled.Load()-can0
 		p.EmptyPolls, p.CancelWatches = f.empty.Load()-empty0, f.watches.Load()-watch0
 		return nil

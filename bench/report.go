@@ -216,8 +216,9 @@ func (r *Report) WriteText(w io.Writer) error {
 		p("   long poll %.0f s, cancel watch %.0f s, heartbeat %.1f s (0: the controller's), log %d B every %.1f s, artifact %s, builds %.0f s (±50%%), %.0f%% busy, %.0f%% cancelled; window %.0f s after %.0f s",
 			s.PollWaitS, s.CancelWatchS, s.HeartbeatS, s.LogBytes, s.LogEveryS, size(s.ArtifactBytes), s.BuildS, 100*s.BusyShare, 100*s.CancelShare, s.WindowS, s.WarmupS)
 		for _, pt := range fl.Points {
-			p("   N=%d: busy %.0f%%, %d builds ended (%d cancelled), %.0f requests/s (%d empty long polls, %d cancel watches), heartbeats every %.1f s",
-				pt.Workers, 100*pt.Busy, pt.Builds, pt.Canceled, pt.RequestsPerSec, pt.EmptyPolls, pt.CancelWatches, pt.HeartbeatS)
+			p("   N=%d%s: busy %.0f%%, %d builds ended (%d cancelled), %.0f requests/s (%d empty long polls, %d cancel watches), heartbeats every %.1f s",
+				pt.Workers, label(pt.Controller), 100*pt.Busy, pt.Builds, pt.Canceled, pt.RequestsPerSec, pt.EmptyPolls, pt.CancelWatches, pt.HeartbeatS)
+			p("     Postgres transactions %.0f/s (a statement outside a transaction is one: a parked long poll's re-reads count)", pt.PostgresTPS)
 			p("     CPU ms per worker per minute: controller %.1f, Postgres %.1f ⇒ one controller core carries %.0f workers, one core of both %.0f",
 				pt.ControllerMSPerWorkerMin, pt.PostgresMSPerWorkerMin, pt.WorkersPerControllerCore, pt.WorkersPerCore)
 			p("     cores busy: controller %.2f, Postgres %.2f, load generator %.2f, kernel %.2f, other %.2f%s",

@@ -102,12 +102,13 @@ func (c *answerCounter) retry(ctx context.Context, call func(context.Context) er
 	})
 }
 
-func runStorm(ctx context.Context, e *env) (*StormResult, error) {
+func runStorm(ctx context.Context, e *env) (_ *StormResult, err error) {
 	cfg := e.cfg
-	_, prod, err := e.productionController(ctx)
+	ctrl, prod, err := e.startProduction(ctx, e.bin)
 	if err != nil {
 		return nil, err
 	}
+	defer func() { err = errors.Join(err, ctrl.stop()) }()
 	// The same worker key, through the controller without budgets.
 	unlimited := *prod
 	unlimited.BaseURL = e.url

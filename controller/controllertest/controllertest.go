@@ -119,7 +119,7 @@ func Start(t testing.TB, opts ...Option) *Controller {
 		Webhooks: webhooks.Config{Interval: 50 * time.Millisecond, Timeout: 2 * time.Second,
 			BackoffBase: 200 * time.Millisecond, Allow: Loopback},
 	}}
-	o.cfg.Limits.PollBackstop = 200 * time.Millisecond
+	o.cfg.Limits.PollBackstop, o.cfg.Limits.PollRecheck = 200*time.Millisecond, 200*time.Millisecond
 	for _, opt := range opts {
 		opt(&o)
 	}

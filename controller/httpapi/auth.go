@@ -129,7 +129,6 @@ func (s *Server) leaseWorker(h func(w http.ResponseWriter, r *http.Request, wa s
 	}
 }
 
-
 // spareLease is nil when a request within its worker's budget (over is
 // nil), or one over it for a lease the worker holds, may go on; otherwise
 // over, the budget's refusal.

@@ -499,3 +499,50 @@ func TestWorkersWithoutRoomDoNotSwallowWakeUps(t *testing.T) {
 		t.Fatalf("the paused worker got %+v", j)
 	}
 }
+
+// TestDeclinedWakeUpReachesAWorkerThatFits: a build is announced to the
+// first worker in line; one that cannot take it (too few cores here;
+// another pool or trust alike) hands the wake-up on, so the worker that
+// can is woken. The re-read and the polls' ends are an hour away: only the
+// wake-up can reach it within the minute the test gives it.
+func TestDeclinedWakeUpReachesAWorkerThatFits(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, func(_ *store.Config, l *httpapi.Limits) { l.PollBackstop, l.PollMaxWait = time.Hour, time.Hour })
+	small := e.register("small", api.Capabilities{CPUCores: 4})
+	big := e.register("big", api.Capabilities{CPUCores: 16})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	poll := func(w *workerSession, done chan<- *api.Job) {
+		resp, err := e.worker.Poll(ctx, w.token, time.Hour)
+		if err != nil && ctx.Err() == nil {
+			t.Errorf("poll: %v", err)
+		}
+		done <- resp.Job
+	}
+	smallDone, bigDone := make(chan *api.Job, 1), make(chan *api.Job, 1)
+	go poll(small, smallDone)
+	// Only so that the small worker is first in line and the big one parked
+	// (which makes this test tell the old hub from the new): the build
+	// reaches the big one whatever the order.
+	time.Sleep(300 * time.Millisecond)
+	go poll(big, bigDone)
+	time.Sleep(300 * time.Millisecond)
+	spec := androidSpec("big-app", "preview")
+	spec.Requires = &api.Requirements{CPUCores: 16}
+	sub, err := e.submitSpec(spec, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case j := <-bigDone:
+		if j == nil || j.ID != sub.ID {
+			t.Fatalf("the worker with 16 cores got %+v, want build %s", j, sub.ID)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the worker with 16 cores was never woken for the build that needs them")
+	}
+	cancel()
+	if j := <-smallDone; j != nil {
+		t.Fatalf("the small worker got %s", j.ID)
+	}
+}

@@ -88,7 +88,7 @@ func (h *fzErrLog) take() []string {
 func fzNewEnv(f *testing.F, opts ...envOption) *fzEnv {
 	f.Helper()
 	e := &env{cfg: store.DefaultConfig(), limits: httpapi.DefaultLimits()}
-	e.limits.PollBackstop = 200 * time.Millisecond
+	e.limits.PollBackstop, e.limits.PollRecheck = 200*time.Millisecond, 200*time.Millisecond
 	// A fuzz run sends thousands of requests a second with one key: the
 	// rate limits would answer most of them 429 instead of parsing them.
 	e.limits.RatePerKey, e.limits.RatePerWorker, e.limits.AuthFailuresPerIP = httpapi.Off, httpapi.Off, httpapi.Off

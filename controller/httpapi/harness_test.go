@@ -77,7 +77,7 @@ func newEnv(t *testing.T, opts ...envOption) *env {
 func newEnvOn(t *testing.T, bucket *s3test.Bucket, opts ...envOption) *env {
 	t.Helper()
 	e := &env{t: t, cfg: store.DefaultConfig(), limits: httpapi.DefaultLimits()}
-	e.limits.PollBackstop = 200 * time.Millisecond
+	e.limits.PollBackstop, e.limits.PollRecheck = 200*time.Millisecond, 200*time.Millisecond
 	for _, o := range opts {
 		o(&e.cfg, &e.limits)
 	}

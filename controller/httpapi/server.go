@@ -48,7 +48,12 @@ type Limits struct {
 	LogTotal                int64 // a build's whole log
 	LogRead                 int   // bytes per plain log read
 	PollMaxWait             time.Duration
-	PollBackstop            time.Duration // a long poll re-checks this often even without a wake-up
+	// A long poll re-checks every PollBackstop even without a wake-up, in
+	// case a notification was missed (after a reconnect the hub wakes
+	// every waiter anyway); every PollRecheck while its worker cannot take
+	// a build (at capacity or paused), which no notification announces.
+	PollBackstop time.Duration
+	PollRecheck  time.Duration
 	// A request body must arrive within BodyGrace plus one second per
 	// BodyMinRate bytes (a slow-body guard; BodyGrace Off turns it off).
 	BodyGrace   time.Duration
@@ -85,9 +90,13 @@ func DefaultLimits() Limits {
 		LogTotal:                64 << 20,
 		LogRead:                 4 << 20,
 		PollMaxWait:             30 * time.Second,
-		PollBackstop:            2 * time.Second,
-		BodyGrace:               10 * time.Second,
-		BodyMinRate:             64 << 10,
+		// Wake-ups reach a worker that can take the build (a declined one
+		// passes on): the backstop is a safety net, and every parked long
+		// poll's re-read costs a query per interval (docs/performance.md).
+		PollBackstop: 10 * time.Second,
+		PollRecheck:  2 * time.Second,
+		BodyGrace:    10 * time.Second,
+		BodyMinRate:  64 << 10,
 		// A worker makes well under one request a second (a long poll
 		// per 25 s, a heartbeat per 30 s, a cancel watch per 25 s per
 		// build; docs/performance.md): 10 a second is a loop, not a
@@ -116,6 +125,7 @@ func (l Limits) withDefaults() Limits {
 	l.LogRead = config.OrDefault(l.LogRead, d.LogRead)
 	l.PollMaxWait = config.OrDefault(l.PollMaxWait, d.PollMaxWait)
 	l.PollBackstop = config.OrDefault(l.PollBackstop, d.PollBackstop)
+	l.PollRecheck = config.OrDefault(l.PollRecheck, d.PollRecheck)
 	l.RateKeyBurst = config.OrDefault(l.RateKeyBurst, d.RateKeyBurst)
 	l.RateWorkerBurst = config.OrDefault(l.RateWorkerBurst, d.RateWorkerBurst)
 	l.AuthFailureBurst = config.OrDefault(l.AuthFailureBurst, d.AuthFailureBurst)

@@ -43,8 +43,11 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request, key store.APIK
 
 // poll is the long poll: it answers at once with a job when one is
 // claimable, else waits (up to ?wait=N seconds, at most PollMaxWait) for a
-// database notification that a build became claimable, re-checking every
-// PollBackstop in case a notification was missed.
+// database notification that a build became claimable. A build it was woken
+// for and cannot take goes on to the next worker in line that may (the hub's
+// End). It re-checks every PollBackstop in case a notification was missed,
+// and every PollRecheck while its worker cannot take a build (at capacity or
+// paused), which no notification announces.
 func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAuth) {
 	wait, err := waitParam(r)
 	if err != nil {
@@ -59,23 +62,30 @@ func (s *Server) poll(w http.ResponseWriter, r *http.Request, wa store.WorkerAut
 	claim := s.hub.WaitClaimable(wa.Platforms())
 	defer s.hub.Done(claim)
 	for {
+		look := s.hub.Begin(claim)
 		res, err = s.store.Poll(ctx, wa)
 		if err != nil {
+			s.hub.End(look, true, "") // hand on what it was woken for
 			s.fail(w, r, err)
 			return
 		}
+		claimed := ""
+		if res.Job != nil {
+			claimed = res.Job.ID
+		}
+		s.hub.End(look, res.Claimable, claimed)
 		remaining := time.Until(deadline)
 		if res.Job != nil || remaining <= 0 {
 			break
 		}
-		wake := claim.C
+		wake, every := claim.C, s.limits.PollBackstop
 		if res.AtCapacity || res.Paused {
-			// It cannot take a build: step out of line (handing on a wake-up
-			// it already got) so the next one goes to a worker with room.
+			// It cannot take a build: step out of line so the next one goes
+			// to a worker with room.
 			s.hub.Done(claim)
-			wake = nil
+			wake, every = nil, s.limits.PollRecheck
 		}
-		if !s.park(ctx, wake, remaining, &deadline) {
+		if !s.park(ctx, wake, min(remaining, every), &deadline) {
 			return
 		}
 		s.hub.Rearm(claim) // back in line before the next look
@@ -105,7 +115,7 @@ func (s *Server) watchCancel(w http.ResponseWriter, r *http.Request, wa store.Wo
 	}
 	ctx := r.Context()
 	deadline := time.Now().Add(min(wait, s.limits.PollMaxWait))
-	watch := s.hub.WatchBuild(id)
+	watch := s.hub.WatchStatus(id)
 	defer watch.Close()
 	for {
 		st, err := s.store.CancelState(ctx, wa, id)
@@ -119,17 +129,17 @@ func (s *Server) watchCancel(w http.ResponseWriter, r *http.Request, wa store.Wo
 			writeJSON(w, http.StatusOK, st)
 			return
 		}
-		if !s.park(ctx, watch.C, remaining, &deadline) {
+		if !s.park(ctx, watch.C, min(remaining, s.limits.PollBackstop), &deadline) {
 			return
 		}
 	}
 }
 
-// park holds a long poll until wake signals, the backstop (or the
-// remaining wait) passes, or the controller drains, which ends the wait
-// (*deadline becomes now). It reports false when the request ended.
-func (s *Server) park(ctx context.Context, wake <-chan struct{}, remaining time.Duration, deadline *time.Time) bool {
-	timer := time.NewTimer(min(remaining, s.limits.PollBackstop))
+// park holds a long poll until wake signals, the timeout passes, or the
+// controller drains, which ends the wait (*deadline becomes now). It
+// reports false when the request ended.
+func (s *Server) park(ctx context.Context, wake <-chan struct{}, timeout time.Duration, deadline *time.Time) bool {
+	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
 	case <-ctx.Done():

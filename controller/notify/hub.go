@@ -92,11 +92,7 @@ func (h *Hub) dispatch(changes []store.Change) {
 		if c.Claimable() {
 			// One claimable build wakes one waiter that can build it: waking
 			// every long poll for each build would be a thundering herd.
-			if i := slices.IndexFunc(h.claim, func(w *Waiter) bool { return slices.Contains(w.platforms, c.Platform) }); i >= 0 {
-				w := h.claim[i]
-				h.claim = slices.Delete(h.claim, i, i+1)
-				w.signal()
-			}
+			h.offer(&hint{build: c.ID, platform: c.Platform})
 		}
 		for w := range h.watches {
 			if w.match(c) {
@@ -104,6 +100,30 @@ func (h *Hub) dispatch(changes []store.Change) {
 			}
 		}
 	}
+}
+
+// hint is a build that became claimable, on its way to a waiter that can
+// take it: the waiters that looked and could not are in tried.
+type hint struct {
+	build, platform string
+	tried           []*Waiter
+}
+
+// offer wakes the first waiter in line for the hint's platform that has
+// not tried it, taking it out of line; with none left the hint is dropped
+// (the build waits for a worker's next look: a worker that comes free or
+// arrives looks at once). Called with h.mu held.
+func (h *Hub) offer(hn *hint) {
+	i := slices.IndexFunc(h.claim, func(w *Waiter) bool {
+		return slices.Contains(w.platforms, hn.platform) && !slices.Contains(hn.tried, w)
+	})
+	if i < 0 {
+		return
+	}
+	w := h.claim[i]
+	h.claim = slices.Delete(h.claim, i, i+1)
+	w.hints = append(w.hints, hn)
+	w.signal()
 }
 
 func (h *Hub) wakeAll() {
@@ -122,6 +142,7 @@ func (h *Hub) wakeAll() {
 type Waiter struct {
 	platforms []string
 	C         chan struct{}
+	hints     []*hint // builds it was woken for (guarded by the hub's mu)
 }
 
 func (w *Waiter) signal() {
@@ -148,23 +169,62 @@ func (h *Hub) Rearm(w *Waiter) {
 	}
 }
 
-// Done removes the waiter. If it had been woken for a build it will not
-// claim, the wake-up passes to the next waiter.
+// Look is one look of a waiter at the queue: Begin takes the builds it was
+// woken for so far, and End passes on those its look did not claim.
+type Look struct {
+	w     *Waiter
+	hints []*hint
+}
+
+// Begin starts a look: call it before reading the queue, so that a build
+// announced during the read stays with the waiter for its next look.
+func (h *Hub) Begin(w *Waiter) Look {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	select {
+	case <-w.C: // the hints are taken now; a later one signals again
+	default:
+	}
+	l := Look{w: w, hints: w.hints}
+	w.hints = nil
+	return l
+}
+
+// End finishes a look. claimable says the look saw a build the waiter's
+// platforms may claim; claimed is the one it took ("" if none). The builds
+// it was woken for and did not take go on to the next waiters in line that
+// have not tried them (a worker of another pool, or with what a build
+// requires, may take what this one could not) — unless nothing was
+// claimable: then they were taken already, or are not due yet, and the
+// wake-up ends here instead of travelling the whole line.
+func (h *Hub) End(l Look, claimable bool, claimed string) {
+	if len(l.hints) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, hn := range l.hints {
+		if !claimable || hn.build == claimed {
+			continue
+		}
+		hn.tried = append(hn.tried, l.w)
+		h.offer(hn)
+	}
+}
+
+// Done removes the waiter. Builds it was woken for and never looked at
+// pass to the next waiters in line.
 func (h *Hub) Done(w *Waiter) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if i := slices.Index(h.claim, w); i >= 0 {
 		h.claim = slices.Delete(h.claim, i, i+1)
-		return
 	}
-	select {
-	case <-w.C: // woken but leaving: hand the hint on
-		if len(h.claim) > 0 {
-			next := h.claim[0]
-			h.claim = h.claim[1:]
-			next.signal()
-		}
-	default:
+	hints := w.hints
+	w.hints = nil
+	for _, hn := range hints {
+		hn.tried = append(hn.tried, w)
+		h.offer(hn)
 	}
 }
 
@@ -185,6 +245,14 @@ func (w *Watch) signal() {
 // WatchBuild signals C whenever build id changes status or its log grows.
 func (h *Hub) WatchBuild(id string) *Watch {
 	return h.Watch(func(c store.Change) bool { return c.ID == id && c.Kind != "worker" })
+}
+
+// WatchStatus signals C whenever build id changes status (a cancel
+// requested among them), not when its log grows: a worker's cancel watch,
+// which a building VM's log appends (one a second) would otherwise wake
+// for a re-read each.
+func (h *Hub) WatchStatus(id string) *Watch {
+	return h.Watch(func(c store.Change) bool { return c.ID == id && c.Kind == "build" })
 }
 
 // Watch signals C whenever a change matches (the dashboard's live pages).

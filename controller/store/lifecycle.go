@@ -158,6 +158,10 @@ type PollResult struct {
 	Job        *api.Job
 	AtCapacity bool
 	Paused     bool // an admin paused the worker: it gets no new builds
+	// Claimable is set when a build of the worker's platforms was pending
+	// and due: with no Job, one this worker may not take (its pool, trust
+	// or capabilities), or one another claim held.
+	Claimable bool
 	// Claimed is set when Job is a new claim rather than a redelivery;
 	// Pickup is then how long the build had been claimable (since its
 	// submit or the end of its backoff).
@@ -170,14 +174,14 @@ type PollResult struct {
 // of an idle farm end there, and a full worker never opens a transaction.
 func (s *Store) Poll(ctx context.Context, w WorkerAuth) (PollResult, error) {
 	var res PollResult
-	var claimable, unacked bool
+	var unacked bool
 	var live int
 	err := s.pool.QueryRow(ctx, `
 		SELECT EXISTS (SELECT 1 FROM builds WHERE status = 'pending' AND run_after <= now() AND platform = ANY($3)),
 			EXISTS (SELECT 1 FROM workers WHERE id = $1 AND paused),
 			count(*), count(*) FILTER (WHERE status = 'assigned' AND worker_instance = $2) > 0
 		FROM build_attempts WHERE worker_id = $1 AND status IN ('assigned', 'running')`,
-		w.WorkerID, w.InstanceID, w.Platforms()).Scan(&claimable, &res.Paused, &live, &unacked)
+		w.WorkerID, w.InstanceID, w.Platforms()).Scan(&res.Claimable, &res.Paused, &live, &unacked)
 	if err != nil {
 		return res, fmt.Errorf("poll: %w", err)
 	}
@@ -189,7 +193,7 @@ func (s *Store) Poll(ctx context.Context, w WorkerAuth) (PollResult, error) {
 	case live >= w.MaxConcurrent():
 		res.AtCapacity = true
 		return res, nil
-	case !claimable:
+	case !res.Claimable:
 		return res, nil
 	}
 	// The claim re-checks capacity itself: this worker may poll twice at once.

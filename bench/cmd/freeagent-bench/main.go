@@ -127,6 +127,8 @@ func parseFlags(args []string, stderr io.Writer) (bench.Config, bool, *flag.Flag
 	fs.StringVar(&cfg.PgbenchMode, "pgbench-mode", cfg.PgbenchMode, "pgbench -M: simple, extended or prepared (the controller's driver prepares)")
 	fs.StringVar(&cfg.PgbenchPath, "pgbench", cfg.PgbenchPath, "pgbench binary (default: next to the PostgreSQL server binaries)")
 	fs.StringVar(&cfg.ControllerBin, "controller-bin", cfg.ControllerBin, "a built freeagent-controller (default: go build it)")
+	fs.StringVar(&cfg.BaselineBin, "baseline-bin", "", "another freeagent-controller (an older build, same schema) the fleet phase measures too, alternately with this one, for before/after figures from one run")
+	fs.IntVar(&cfg.FleetRounds, "fleet-rounds", cfg.FleetRounds, "with --baseline-bin: windows per worker count against each controller")
 	fs.StringVar(&cfg.ControllerTags, "controller-tags", "", "build tags for the controller it builds (freeagent_noaudit: without the audit log, to measure its cost)")
 	fs.StringVar(&cfg.TempDir, "tmpdir", cfg.TempDir, "parent of the run's temporary directory (default: $TMPDIR or /tmp)")
 	skip := fs.String("skip", "", "comma-separated phases not to run: "+strings.Join(bench.Phases(), ", "))
