@@ -122,7 +122,7 @@ func buildBinaries(t *testing.T) string {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", dir+string(os.PathSeparator),
-		"./controller/cmd/freeagent-controller", "./tray/cmd/freeagent", "./vmbootstrap/cmd/freeagent-vm")
+		"./controller/cmd/freeagent-controller", "./tray/cmd/freeagent", "./vmbootstrap/cmd/freeagent-vm", "./cli/cmd/expo-build")
 	cmd.Dir = ".."
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -158,6 +158,7 @@ func TestMakeRunTwiceAndCtrlC(t *testing.T) {
 		t.Errorf("the banner does not give the URL:\n%s", first.out)
 	}
 	checkWorkerPlatforms(t, fm.url, runDir)
+	readmeFirstBuild(t, binDir, fm.url, runDir)
 
 	// make run again: refused, naming the running farm; nothing started.
 	second := startFarm(t, binDir, runDir)
@@ -262,5 +263,41 @@ func checkWorkerPlatforms(t *testing.T, url, runDir string) {
 			t.Fatalf("the make run worker did not register within 60 s: %+v", list)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// readmeFirstBuild runs the README's "A first build in five minutes" as it
+// is written there, against make run's farm: the sample app builds on its
+// worker and its artifact is saved.
+func readmeFirstBuild(t *testing.T, binDir, url, runDir string) {
+	t.Helper()
+	const command = "bin/expo-build build vmbootstrap/testdata/android-app --platform android"
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), command) {
+		t.Fatalf("the README's first build is no longer %q: update this test with it", command)
+	}
+	key, err := os.ReadFile(filepath.Join(runDir, "admin.key"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	args := strings.Fields(command)[1:]
+	args[1] = filepath.Join("..", args[1])
+	if args[1], err = filepath.Abs(args[1]); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(filepath.Join(binDir, "expo-build"), args...)
+	cmd.Dir = out // the artifacts go into ./<build-id>/
+	cmd.Env = append(os.Environ(), "EXPO_CONTROLLER_URL="+url, "EXPO_CONTROLLER_API_KEY="+strings.TrimSpace(string(key)))
+	got, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", command, err, got)
+	}
+	aabs, _ := filepath.Glob(filepath.Join(out, "*", "app-release.aab"))
+	if len(aabs) != 1 {
+		t.Fatalf("%s saved no app-release.aab in ./<build-id>/:\n%s", command, got)
 	}
 }
