@@ -21,8 +21,9 @@ var icon []byte
 
 // Show puts the app in the menu bar and runs it until Quit has drained the
 // worker. It must be called on the main goroutine (macOS runs the menu on
-// the main thread).
-func Show(ctx context.Context, app *App) error {
+// the main thread). atExit (nil: none) runs last, also when macOS ends the
+// app: the process then exits without returning from Show.
+func Show(ctx context.Context, app *App, atExit func()) error {
 	if err := checkDesktop(); err != nil {
 		return err
 	}
@@ -49,6 +50,9 @@ func Show(ctx context.Context, app *App) error {
 		// as this returns. After our own Quit, Run has ended and this
 		// returns at once.
 		app.EndNow()
+		if atExit != nil {
+			atExit()
+		}
 	})
 	return <-errc
 }

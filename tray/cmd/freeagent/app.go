@@ -10,6 +10,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -69,16 +70,12 @@ func cmdApp(args []string, stderr io.Writer) error {
 	defer prefsSrv.Close(context.Background())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// The solo controller, when on. Only Load (on the app's own goroutine)
-	// starts and stops it; it is stopped after the app has ended.
-	var soloCtl *solo.Controller
-	defer func() {
-		if soloCtl != nil {
-			sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-			defer cancel()
-			soloCtl.Shutdown(sctx)
-		}
-	}()
+	// The solo controller, when on: Load (on the app's own goroutine)
+	// starts and stops it; it ends with the app, from this function's
+	// return or from macOS's applicationWillTerminate, after which the
+	// process exits without running this function's defers.
+	soloCtl := &soloHolder{log: log}
+	defer soloCtl.end()
 	app = menubar.New(menubar.Config{
 		Load: func() (menubar.Setup, error) {
 			// Re-read: Preferences may have changed agent.conf and the key.
@@ -87,24 +84,15 @@ func cmdApp(args []string, stderr io.Writer) error {
 				return menubar.Setup{}, err
 			}
 			store := secrets.Open(c.DataDir)
-			switch {
-			case c.Solo && soloCtl == nil:
-				if soloCtl, err = solo.Start(ctx, solo.Config{DataDir: c.DataDir, Listen: c.SoloListen, VMNetwork: c.SoloVMNetwork, Bridge: c.HostAddress, Secrets: store}, log); err != nil {
-					return menubar.Setup{}, err
-				}
-			case !c.Solo && soloCtl != nil:
-				sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				defer cancel()
-				if err := soloCtl.Shutdown(sctx); err != nil {
-					log.WithError(err).Warn("stopping the controller on this Mac")
-				}
-				soloCtl = nil
+			url, err := soloCtl.want(ctx, c, store)
+			if err != nil {
+				return menubar.Setup{}, err
 			}
 			if err := c.resolveKey(store); err != nil {
 				return menubar.Setup{}, err
 			}
-			if soloCtl != nil {
-				c.ControllerURL = soloCtl.URL // the port actually bound
+			if url != "" {
+				c.ControllerURL = url // the port actually bound
 			}
 			return appSetup(c, store, log)
 		},
@@ -141,7 +129,58 @@ func cmdApp(args []string, stderr io.Writer) error {
 		}
 	}()
 	log.WithField("data_dir", cfg.DataDir).Info("menu-bar app starting")
-	return menubar.Show(ctx, app)
+	return menubar.Show(ctx, app, soloCtl.end)
+}
+
+// soloHolder is the menu-bar app's solo controller, when it runs one.
+type soloHolder struct {
+	log   logrus.FieldLogger
+	mu    sync.Mutex
+	ctl   *solo.Controller
+	ended bool
+}
+
+// want starts or stops the solo controller as c asks and returns its URL
+// ("" when off).
+func (h *soloHolder) want(ctx context.Context, c *Config, store secrets.Store) (string, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case h.ended:
+		return "", errors.New("the app is ending")
+	case c.Solo && h.ctl == nil:
+		ctl, err := solo.Start(ctx, solo.Config{DataDir: c.DataDir, Listen: c.SoloListen, VMNetwork: c.SoloVMNetwork, Bridge: c.HostAddress, Secrets: store}, h.log)
+		if err != nil {
+			return "", err
+		}
+		h.ctl = ctl
+	case !c.Solo && h.ctl != nil:
+		h.stopLocked()
+	}
+	if h.ctl == nil {
+		return "", nil
+	}
+	return h.ctl.URL, nil
+}
+
+// end stops the solo controller, if any, for good; later calls do nothing.
+func (h *soloHolder) end() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.ended = true
+	h.stopLocked()
+}
+
+func (h *soloHolder) stopLocked() {
+	if h.ctl == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.ctl.Shutdown(ctx); err != nil {
+		h.log.WithError(err).Warn("stopping the controller on this Mac")
+	}
+	h.ctl = nil
 }
 
 // appSetup is the worker for the current settings; none until a controller

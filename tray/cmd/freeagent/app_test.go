@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sirupsen/logrus"
+
 	"github.com/freeagent-build/freeagent/internal/testsupport/syncbuf"
 	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
 	"github.com/freeagent-build/freeagent/tray/prefs/prefstest"
@@ -508,5 +510,18 @@ func TestAppWithoutADesktop(t *testing.T) {
 	cmd := exec.Command(appBin)
 	if out, err := cmd.CombinedOutput(); !strings.Contains(string(out), "Usage:") || cmd.ProcessState.ExitCode() != 2 {
 		t.Fatalf("no arguments: %v\n%s", err, out)
+	}
+}
+
+// Once the app ends (from macOS's applicationWillTerminate too, after which
+// the process exits at once), no solo controller starts again: a reload
+// racing the end cannot leave one running with nobody to stop it.
+func TestSoloControllerEndsForGood(t *testing.T) {
+	h := &soloHolder{log: logrus.New()}
+	h.end()
+	h.end()
+	url, err := h.want(context.Background(), &Config{Solo: true, DataDir: t.TempDir()}, nil)
+	if err == nil || url != "" || h.ctl != nil {
+		t.Fatalf("a solo controller after the end: %q %v", url, err)
 	}
 }
