@@ -300,4 +300,13 @@ func readmeFirstBuild(t *testing.T, binDir, url, runDir string) {
 	if len(aabs) != 1 {
 		t.Fatalf("%s saved no app-release.aab in ./<build-id>/:\n%s", command, got)
 	}
+	// Then, as the README goes on: build:list and logs show it.
+	id := filepath.Base(filepath.Dir(aabs[0]))
+	for _, then := range [][]string{{"build:list"}, {"logs", id}} {
+		cmd := exec.Command(filepath.Join(binDir, "expo-build"), then...)
+		cmd.Env = append(os.Environ(), "EXPO_CONTROLLER_URL="+url, "EXPO_CONTROLLER_API_KEY="+strings.TrimSpace(string(key)))
+		if got, err := cmd.CombinedOutput(); err != nil || (then[0] == "build:list" && !strings.Contains(string(got), id)) {
+			t.Errorf("expo-build %s: %v\n%s", strings.Join(then, " "), err, got)
+		}
+	}
 }
