@@ -421,7 +421,9 @@ func TestRunBootsGuestListStopDelete(t *testing.T) {
 	if !e.Running || e.State != "running" {
 		t.Fatalf("running VM listed as %+v", e)
 	}
-	if got := f.ok("ip", "fa-7-1"); got != "127.0.0.1\n" {
+	// The address comes once the guest has booted (the guest process may
+	// start just before): --wait, as the driver asks.
+	if got := f.ok("ip", "fa-7-1", "--wait", "30"); got != "127.0.0.1\n" {
 		t.Fatalf("ip = %q", got)
 	}
 	if got := f.with("FAKETART_IP=192.168.64.7").ok("ip", "fa-7-1", "--wait", "5"); got != "192.168.64.7\n" {
