@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/freeagent-build/freeagent/api"
 	"github.com/freeagent-build/freeagent/internal/standins/fakegradle/fakegradletest"
 	"github.com/freeagent-build/freeagent/internal/testsupport/expoapp"
 	"github.com/freeagent-build/freeagent/internal/testsupport/testtool"
@@ -25,15 +26,20 @@ import (
 //     whose project was built;
 //   - app.config.ts: Expo's "app variants" config names the package from
 //     APP_VARIANT, which the preview profile's env sets; the VM's prebuild
-//     evaluates it with that env, so the artifact is the variant.
+//     evaluates it with that env, so the artifact is the variant;
+//   - workspace: an npm workspace with the app in apps/mobile and a local
+//     package, packages/greeting, that its home screen imports; expo-build
+//     run on apps/mobile uploads the root with the app's folder recorded,
+//     and Metro bundles the package from outside the app's folder.
 func TestExpoTemplateAndroidVariants(t *testing.T) {
 	testtool.Need(t, "node", "npx", "aapt", "apksigner")
 	started := time.Now()
 	gradleHome := fakegradletest.Install(t)
 
 	const (
-		marker = "freeagent-bare-marker-3a9d"
-		bareID = "dev.freeagent.expodefault.bare"
+		marker   = "freeagent-bare-marker-3a9d"
+		bareID   = "dev.freeagent.expodefault.bare"
+		greeting = "freeagent-greeting-8b4e"
 	)
 	// Bare: the developer's checkout with node_modules installed, then
 	// prebuild's android/ committed and its application id changed by
@@ -57,6 +63,7 @@ func TestExpoTemplateAndroidVariants(t *testing.T) {
 	editEASJSON(t, variant, func(build map[string]any) {
 		build["preview"].(map[string]any)["env"] = map[string]string{"APP_VARIANT": "preview"}
 	})
+	workspace := npmWorkspace(t, greeting)
 	t.Logf("projects ready after %s", time.Since(started).Round(time.Second))
 
 	f := newFarm(t, nil)
@@ -78,9 +85,12 @@ func TestExpoTemplateAndroidVariants(t *testing.T) {
 		appID         string
 		inLog, notLog []string
 		bundled       []string
+		project       api.Project // the spec's, when not the app alone
 	}{
 		{name: "bare", dir: bare, appID: bareID, inLog: []string{skipped}, notLog: []string{prebuild}, bundled: []string{marker}},
 		{name: "app.config.ts", dir: variant, appID: "dev.freeagent.expodefault.preview", inLog: []string{prebuild}},
+		{name: "workspace", dir: filepath.Join(workspace, "apps", "mobile"), appID: "dev.freeagent.expodefault", inLog: []string{"▸ cd apps/mobile && npx expo prebuild"}, bundled: []string{greeting},
+			project: api.Project{AppDir: "apps/mobile", PackageManager: "npm", Lockfile: "package-lock.json", Workspace: true}},
 	}
 	agentDir := t.TempDir()
 	seeds := map[string]string{"gradle": tarOf(t, 1, filepath.Join(gradleHome, "wrapper", "dists")), "npm": tarOf(t, 0, expoapp.NPMCache(t))}
@@ -113,6 +123,9 @@ func TestExpoTemplateAndroidVariants(t *testing.T) {
 			build, err := f.dev.GetBuild(context.Background(), b.id)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if b.project != (api.Project{}) && (build.Spec == nil || build.Spec.Project != b.project) {
+				t.Errorf("spec project: %+v, want %+v", specProject(build.Spec), b.project)
 			}
 			artifact := filepath.Join(out, "app-release.apk")
 			want := "package: name='" + b.appID + "' versionCode='" + build.BuildVersion + "'"
@@ -153,4 +166,67 @@ func replaceIn(t *testing.T, path, old, new string) {
 	if err := os.WriteFile(path, bytes.ReplaceAll(b, []byte(old), []byte(new)), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// npmWorkspace makes an npm workspace, as a team's repository: the
+// template in apps/mobile, whose home screen shows what the local package
+// packages/greeting exports, greeting. Its package-lock.json is written by
+// the real npm, from the template's lockfile moved to the root so that
+// the versions stay the template's (the packages come from the npm cache
+// the fixture was installed through).
+func npmWorkspace(t *testing.T, greeting string) string {
+	t.Helper()
+	root := filepath.Join(t.TempDir(), "workspace")
+	app := filepath.Join(root, "apps", "mobile")
+	if err := os.CopyFS(app, os.DirFS(expoapp.Dir(t))); err != nil {
+		t.Fatal(err)
+	}
+	replaceIn(t, filepath.Join(app, "app.json"), `"slug": "expo-default"`, `"slug": "expo-workspace"`)
+	editScreen(t, app, "{greeting}")
+	replaceIn(t, filepath.Join(app, "src", "app", "index.tsx"), "import * as Device", "import greeting from 'greeting';\nimport * as Device")
+
+	var lock map[string]any
+	readJSON(t, filepath.Join(app, "package-lock.json"), &lock)
+	packages := lock["packages"].(map[string]any)
+	appPkg := packages[""].(map[string]any)
+	appPkg["name"] = "mobile"
+	appPkg["dependencies"].(map[string]any)["greeting"] = "1.0.0"
+	delete(packages, "")
+	packages["apps/mobile"] = appPkg
+	packages[""] = map[string]any{"name": "workspace", "workspaces": []string{"apps/*", "packages/*"}}
+	lock["name"] = "workspace"
+	if err := os.Remove(filepath.Join(app, "package-lock.json")); err != nil {
+		t.Fatal(err)
+	}
+	writeJSON(t, filepath.Join(root, "package-lock.json"), lock)
+
+	var pkg map[string]any
+	readJSON(t, filepath.Join(app, "package.json"), &pkg)
+	pkg["name"] = "mobile"
+	pkg["dependencies"].(map[string]any)["greeting"] = "1.0.0"
+	writeJSON(t, filepath.Join(app, "package.json"), pkg)
+	files := map[string]string{
+		"package.json":                   `{"name":"workspace","private":true,"workspaces":["apps/*","packages/*"]}`,
+		".gitignore":                     "node_modules/\n",
+		"packages/greeting/package.json": `{"name":"greeting","version":"1.0.0","main":"index.js"}`,
+		"packages/greeting/index.js":     "module.exports = '" + greeting + "';\n",
+	}
+	for name, body := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	inDir(t, root, append(os.Environ(), "CI=1"), "npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--cache", expoapp.NPMCache(t))
+	var written struct {
+		Packages map[string]struct{ Link bool } `json:"packages"`
+	}
+	readJSON(t, filepath.Join(root, "package-lock.json"), &written)
+	if !written.Packages["node_modules/greeting"].Link {
+		t.Fatalf("npm's package-lock.json does not link the workspace's greeting package: %+v", written.Packages["node_modules/greeting"])
+	}
+	return root
 }
