@@ -205,21 +205,12 @@ func npmWorkspace(t *testing.T, greeting string) string {
 	pkg["name"] = "mobile"
 	pkg["dependencies"].(map[string]any)["greeting"] = "1.0.0"
 	writeJSON(t, filepath.Join(app, "package.json"), pkg)
-	files := map[string]string{
+	writeFiles(t, root, map[string]string{
 		"package.json":                   `{"name":"workspace","private":true,"workspaces":["apps/*","packages/*"]}`,
 		".gitignore":                     "node_modules/\n",
 		"packages/greeting/package.json": `{"name":"greeting","version":"1.0.0","main":"index.js"}`,
 		"packages/greeting/index.js":     "module.exports = '" + greeting + "';\n",
-	}
-	for name, body := range files {
-		p := filepath.Join(root, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	})
 	inDir(t, root, append(os.Environ(), "CI=1"), "npm", "install", "--no-audit", "--no-fund", "--prefer-offline", "--cache", expoapp.NPMCache(t))
 	var written struct {
 		Packages map[string]struct{ Link bool } `json:"packages"`
