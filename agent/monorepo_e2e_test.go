@@ -108,15 +108,7 @@ func TestMonorepoWorkspaceBuilds(t *testing.T) {
 			for name, body := range c.root {
 				files[name] = body
 			}
-			for name, body := range files {
-				p := filepath.Join(root, filepath.FromSlash(name))
-				if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			writeFiles(t, root, files)
 
 			// The lockfile the real manager writes; the hook works on the
 			// developer's machine; then nothing but the lockfile travels.
@@ -195,6 +187,21 @@ func workspaceManagers(t *testing.T) string {
 		t.Fatalf("npm %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
 	return filepath.Join(prefix, "node_modules", ".bin")
+}
+
+// writeFiles writes files (slash-separated path under root → content),
+// making their directories.
+func writeFiles(t testing.TB, root string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 func inDir(t testing.TB, dir string, env []string, name string, args ...string) string {

@@ -9,22 +9,6 @@ import (
 	"github.com/freeagent-build/freeagent/internal/testsupport/expoapp"
 )
 
-// variantConfig is the app.config.ts of Expo's "app variants" guide: the
-// profile's env (APP_VARIANT) names and identifies the app, over app.json.
-const variantConfig = `import type { ConfigContext, ExpoConfig } from 'expo/config';
-
-const variant = process.env.APP_VARIANT;
-const suffix = variant === 'development' ? '.dev' : variant === 'preview' ? '.preview' : '';
-
-export default ({ config }: ConfigContext): ExpoConfig => ({
-  ...config,
-  name: variant ? ` + "`${config.name} (${variant})`" + ` : config.name!,
-  slug: config.slug!,
-  android: { ...config.android, package: 'dev.freeagent.expodefault' + suffix },
-  ios: { ...config.ios, bundleIdentifier: 'dev.freeagent.expodefault' + suffix },
-});
-`
-
 // TestAppConfigTSVariants: Expo's default template with an app.config.ts
 // that reads the profile's environment is evaluated by the project's real
 // Expo CLI (@expo/config) with each profile's env, as EAS evaluates it:
@@ -32,7 +16,7 @@ export default ({ config }: ConfigContext): ExpoConfig => ({
 func TestAppConfigTSVariants(t *testing.T) {
 	t.Parallel()
 	dir := expoapp.Project(t)
-	if err := os.WriteFile(filepath.Join(dir, "app.config.ts"), []byte(variantConfig), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, "app.config.ts"), []byte(expoapp.VariantConfig), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	eas := `{"cli":{"appVersionSource":"remote"},"build":{

@@ -165,3 +165,19 @@ func Prebuild(t testing.TB, dir, platform string) {
 		t.Fatalf("expo prebuild: %v\n%s", err, out)
 	}
 }
+
+// VariantConfig is the app.config.ts of Expo's "app variants" guide: the
+// profile's env (APP_VARIANT) names and identifies the app, over app.json.
+const VariantConfig = `import type { ConfigContext, ExpoConfig } from 'expo/config';
+
+const variant = process.env.APP_VARIANT;
+const suffix = variant === 'development' ? '.dev' : variant === 'preview' ? '.preview' : '';
+
+export default ({ config }: ConfigContext): ExpoConfig => ({
+  ...config,
+  name: variant ? ` + "`${config.name} (${variant})`" + ` : config.name!,
+  slug: config.slug!,
+  android: { ...config.android, package: 'dev.freeagent.expodefault' + suffix },
+  ios: { ...config.ios, bundleIdentifier: 'dev.freeagent.expodefault' + suffix },
+});
+`
