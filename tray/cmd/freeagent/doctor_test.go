@@ -15,10 +15,10 @@ import (
 
 	"github.com/freeagent-build/freeagent/agent/hostcheck"
 	"github.com/freeagent-build/freeagent/agent/tart"
-	"github.com/freeagent-build/freeagent/internal/standins/faketart/faketarttest"
 	"github.com/freeagent-build/freeagent/controller/controllertest"
 	"github.com/freeagent-build/freeagent/controller/pgtest"
 	"github.com/freeagent-build/freeagent/controller/serve"
+	"github.com/freeagent-build/freeagent/internal/standins/faketart/faketarttest"
 )
 
 func TestMain(m *testing.M) { os.Exit(pgtest.Main(m)) }
