@@ -18,7 +18,9 @@ Build commands run as an unprivileged user of their own, never as the
 auto-login user that runs freeagent-vm: the script creates that user
 (freeagent-build, a standard account with a random password it neither
 stores nor prints), lets only the auto-login user run commands as it
-without a password (a sudoers drop-in), moves the Android SDK where both
+without a password, in the build user's own launchd session (a sudoers
+drop-in: `sudo -u` it, and root's `launchctl asuser` its uid followed by
+exactly that sudo; Xcode's resource compilers need the session), moves the Android SDK where both
 can use it, and writes FREEAGENT_BUILD_USER into freeagent-vm.env. As its
 very last step it takes away the auto-login user's passwordless sudo, gives
 that user a random password (kept only in macOS's auto-login file) and
@@ -205,8 +207,10 @@ case ",$platforms," in *,android,*) ;; *) echo "warning: no JDK and Android SDK 
 [ -n "$platforms" ] || die "the template can build neither iOS nor Android"
 
 # The build user: a standard account (not admin) that runs every build
-# command through `sudo -n -u`, which the drop-in allows the auto-login user
-# and nobody else; its password is random and never leaves this command.
+# command through `sudo -n -u`, started in its own launchd session by
+# root's `launchctl asuser` (sudo -u alone keeps the caller's session,
+# where actool and ibtool cannot reach CoreSimulatorService), which the
+# drop-in allows the auto-login user and nobody else; its password is random and never leaves this command.
 # Its home holds its keychains, caches and provisioning profiles. The
 # Android SDK moves out of the auto-login user's private ~/Library to
 # /opt/android-sdk, shared through the staff group both users are in
@@ -223,9 +227,12 @@ guest "sudo -n sh -c '
 	createhomedir -c -u $build_user >/dev/null
 	dscl . -create /Users/$build_user IsHidden 1
 	dseditgroup -o checkmember -m $build_user admin >/dev/null 2>&1 && { echo \"$build_user is an administrator\" >&2; exit 1; }
+	bu_uid=\$(id -u $build_user)
 	tmp=\$(mktemp)
-	printf \"%s\\n\" \"# Free Agent: freeagent-vm (running as $user) starts build commands as $build_user.\" \
-		\"Defaults:$user !use_pty\" \"$user ALL=($build_user) NOPASSWD: ALL\" >\"\$tmp\"
+	printf \"%s\\n\" \"# Free Agent: freeagent-vm (running as $user) starts build commands as $build_user,\" \
+		\"# in the launchd session of $build_user (launchctl asuser as root, then sudo -u).\" \
+		\"Defaults:$user !use_pty\" \"$user ALL=($build_user) NOPASSWD: ALL\" \
+		\"$user ALL=(root) NOPASSWD: /bin/launchctl asuser \$bu_uid /usr/bin/sudo -n -u $build_user -- *\" >\"\$tmp\"
 	visudo -cf \"\$tmp\" >/dev/null
 	install -m 0440 -o root -g wheel \"\$tmp\" $sudoers
 	rm -f \"\$tmp\"
@@ -305,6 +312,10 @@ guest "sudo -n sh -c '
 	done
 	visudo -c >/dev/null
 	su $user -c \"sudo -n -u $build_user true\" || { echo \"$user cannot run commands as $build_user\" >&2; exit 1; }
+	bu_uid=\$(id -u $build_user)
+	[ \"\$(su $user -c \"sudo -n /bin/launchctl asuser \$bu_uid /usr/bin/sudo -n -u $build_user -- /bin/launchctl manageruid\")\" = \"\$bu_uid\" ] ||
+		{ echo \"$user cannot start commands in the launchd session of $build_user\" >&2; exit 1; }
+	if su $user -c \"sudo -n /bin/launchctl asuser \$bu_uid /usr/bin/true\" >/dev/null 2>&1; then echo \"$user can run commands as root through launchctl\" >&2; exit 1; fi
 	if su $user -c \"sudo -n true\" >/dev/null 2>&1; then echo \"$user still has passwordless sudo\" >&2; exit 1; fi
 	mkdir -p /etc/ssh/sshd_config.d
 	printf \"%s\\n\" \"# Free Agent: no password logins (the farm uses tart exec)\" \

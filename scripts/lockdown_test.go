@@ -12,12 +12,21 @@ import (
 // shell scripts that log their arguments to $LOG. dscl -authonly accepts
 // only the password in $PWFILE; sysadminctl -resetPasswordFor writes it
 // there unless $RESET_FAILS (macOS 26's dscl -passwd never changed it);
-// launchctl reports sshd disabled unless $SSHD_ENABLED. The login
+// launchctl reports sshd disabled unless $SSHD_ENABLED. su as the
+// auto-login user may start commands as the build user, and root's
+// launchctl asuser only for the build user's session (unless
+// $NO_SESSION, or everything with $ROOT_LAUNCHCTL). The login
 // keychain $KEYCHAIN holds its password; security re-keys it given the
 // right old password, unless $REKEY_FAILS.
 var lockdownStubs = map[string]string{
-	"sudo":      `[ "$1" = -n ] && shift; [ "$1" = -u ] && shift 2; exec "$@"`,
-	"su":        `case "$3" in *"-u "*) exit 0 ;; *) exit 1 ;; esac # the build user yes, passwordless sudo no`,
+	"sudo": `[ "$1" = -n ] && shift; [ "$1" = -u ] && shift 2; exec "$@"`,
+	"su": `case "$3" in
+*"launchctl asuser 502 /usr/bin/sudo -n -u freeagent-build -- /bin/launchctl manageruid") [ -z "$NO_SESSION" ] && echo 502 ;;
+*"launchctl asuser"*) [ -n "$ROOT_LAUNCHCTL" ] ;; # root only for the build user's session
+*"-u "*) exit 0 ;; # the build user yes
+*) exit 1 ;; # passwordless sudo no
+esac`,
+	"id":        `[ "$1" = -u ] && [ "$2" = freeagent-build ] && echo 502`,
 	"visudo":    `echo "visudo $*" >>"$LOG"`,
 	"shutdown":  `echo "shutdown $*" >>"$LOG"`,
 	"defaults":  `echo admin`,
@@ -76,6 +85,8 @@ func TestTemplateLockdown(t *testing.T) {
 		{"the login keychain cannot be re-keyed", "REKEY_FAILS=1", true, "shutdown -h now"},
 		{"the password reset does nothing", "RESET_FAILS=1", false, "tart delete tmpl"},
 		{"sshd stays on", "SSHD_ENABLED=1", false, "tart delete tmpl"},
+		{"the build user's session cannot be entered", "NO_SESSION=1", false, "tart delete tmpl"},
+		{"launchctl runs anything as root", "ROOT_LAUNCHCTL=1", false, "tart delete tmpl"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			dir := t.TempDir()

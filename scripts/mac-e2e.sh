@@ -235,7 +235,16 @@ const out = process.env.FREEAGENT_ARTIFACTS_DIR;
 const [lan, port] = fs.readFileSync('lan-address.txt', 'utf8').trim().split(' ');
 let sudo = 'refused';
 try { cp.execFileSync('sudo', ['-n', 'true'], { stdio: 'ignore' }); sudo = 'allowed'; } catch {}
-fs.writeFileSync(out + '/checks.txt', `user ${os.userInfo().username}\nsudo ${sudo}\n`);
+// The launchd session the build runs in must be its own user's (sudo -u
+// alone keeps the caller's): Xcode's asset catalog and storyboard
+// compilers reach CoreSimulatorService through it.
+const session = cp.execFileSync('launchctl', ['manageruid']).toString().trim();
+let simulators = 'no-xcode';
+try { cp.execFileSync('xcode-select', ['-p'], { stdio: 'ignore' }); simulators = 'unreachable'; } catch {}
+if (simulators !== 'no-xcode') {
+  try { cp.execFileSync('xcrun', ['simctl', 'list', 'runtimes'], { stdio: 'ignore', timeout: 120000 }); simulators = 'reachable'; } catch {}
+}
+fs.writeFileSync(out + '/checks.txt', `user ${os.userInfo().username}\nsudo ${sudo}\nsession ${session === String(process.getuid()) ? 'own' : 'uid ' + session}\nsimulators ${simulators}\n`);
 const finish = (lanResult) => {
   fs.appendFileSync(out + '/checks.txt', `lan ${lanResult}\n`);
   setTimeout(() => fs.writeFileSync(out + '/hello.txt', 'built in ' + os.platform() + '\n'), 20000);
@@ -297,6 +306,12 @@ JS
 		expect "the artifact, written by the VM through the shared folder" "$got" "built in darwin"
 		expect "build commands run as the unprivileged build user" "$(sed -n 's/^user //p' "$work/out/checks.txt")" freeagent-build
 		expect "the build user has no sudo" "$(sed -n 's/^sudo //p' "$work/out/checks.txt")" refused
+		expect "build commands run in the build user's own launchd session" "$(sed -n 's/^session //p' "$work/out/checks.txt")" own
+		if grep -q "^simulators no-xcode" "$work/out/checks.txt"; then
+			echo "NOTE  the template has no Xcode: the simulator service was not checked"
+		else
+			expect "the build user reaches the simulator service (xcrun simctl list runtimes)" "$(sed -n 's/^simulators //p' "$work/out/checks.txt")" reachable
+		fi
 		if grep -q "^lan no-address" "$work/out/checks.txt"; then
 			echo "NOTE  this Mac has no LAN address on en0/en1: Softnet's LAN isolation was not checked"
 		else

@@ -684,6 +684,16 @@ func (r *buildRun) setupUser(ctx context.Context) error {
 	if err := u.probe(ctx); err != nil {
 		return err
 	}
+	if r.cfg.Launchctl != "" {
+		u.launchctl = r.cfg.Launchctl
+		if err := u.probeSession(ctx); err != nil {
+			// A template from before the session rule still builds
+			// Android; Xcode's resource compilers may fail.
+			u.launchctl = ""
+			r.log.WithError(err).Warn("build commands stay in this process's launchd session")
+			r.logs.Printf("▸ warning: %s", sessionWarning(u.name, err))
+		}
+	}
 	// Files this process creates are shared with the build user's group
 	// at most, never with other users (modes ask for group write where
 	// the build writes: the extracted tree, the artifacts directory).
@@ -697,6 +707,12 @@ func (r *buildRun) setupUser(ctx context.Context) error {
 	r.user = u
 	r.logs.Printf("▸ build commands run as the build user %s (uid %d)", u.name, u.uid)
 	return nil
+}
+
+// sessionWarning is logged when the build user's commands cannot start
+// in its own launchd session.
+func sessionWarning(name string, err error) string {
+	return fmt.Sprintf("build commands run as %s in this VM's login session, not in %s's own (%v): Xcode's asset catalog and storyboard compilers cannot reach the simulator service there and may fail; rebuild the template with scripts/build-vm-template.sh (its sudoers drop-in lets freeagent-vm start them in %s's session)", name, name, err, name)
 }
 
 // sameUserWarning is logged when build commands run as the bootstrap's own

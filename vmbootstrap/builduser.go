@@ -31,6 +31,18 @@ import (
 // the file scheme needs and execs the step: sudo's own environment rules
 // never touch it.
 //
+// Sessions: on macOS a process inherits its launchd session (bootstrap
+// namespace) across sudo, so `sudo -u USER` alone runs USER's commands in
+// the auto-login user's session, where USER's per-user services are not:
+// Xcode's asset catalog and storyboard compilers fail to reach
+// CoreSimulatorService, and security's user domain is the wrong one. So,
+// where there is launchd (Config.Launchctl), a step starts as
+// `sudo -n LAUNCHCTL asuser UID SUDO -n -u USER -- freeagent-vm
+// as-build-user exec …`: root moves into USER's own session (a user
+// domain exists without a login, as an SSH session's does), then becomes
+// USER. The template's sudoers drop-in allows exactly that command line
+// besides `sudo -u USER`.
+//
 // Signals: the step's processes belong to the build user, whom the
 // bootstrap cannot signal, and a step may leave its process group (setsid,
 // daemons). So stopping a step is `sudo -n -u USER freeagent-vm
@@ -61,6 +73,9 @@ type buildUser struct {
 	home string
 	sudo string
 	self string // this program, which the build user runs as the step's launcher
+	// launchctl, when set, starts steps in the build user's own launchd
+	// session (see above); "" leaves them in this process's.
+	launchctl string
 }
 
 // lookupBuildUser resolves name and checks that this process can share
@@ -110,6 +125,9 @@ func (u *buildUser) env(base []string, tmp string) []string {
 // user is killed (sudo itself is root's: this process cannot signal it).
 func (u *buildUser) command(ctx context.Context, bin string, argv []string, env []string) *exec.Cmd {
 	args := append([]string{"-n", "-u", u.name, "--", u.self, AsBuildUserCommand, "exec", bin}, argv...)
+	if u.launchctl != "" {
+		args = append([]string{"-n", "--", u.launchctl, "asuser", strconv.Itoa(u.uid), u.sudo}, args...)
+	}
 	cmd := exec.CommandContext(ctx, u.sudo, args...)
 	cmd.Stdin = bytes.NewReader(encodeEnv(env))
 	cmd.Cancel = func() error {
@@ -144,6 +162,21 @@ func (u *buildUser) probe(ctx context.Context) error {
 	}
 	if got := strings.TrimSpace(string(out)); got != strconv.Itoa(u.uid) {
 		return fmt.Errorf("a command run as the build user %q ran as uid %q, want %d", u.name, got, u.uid)
+	}
+	return nil
+}
+
+// probeSession checks that a step started as command starts it lands in
+// the build user's own launchd session: `launchctl manageruid` run that
+// way prints the build user's uid.
+func (u *buildUser) probeSession(ctx context.Context) error {
+	cmd := u.command(ctx, u.launchctl, []string{"launchctl", "manageruid"}, []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin"})
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("sudo -n %s asuser %d %s -n -u %s -- … launchctl manageruid: %w: %s", u.launchctl, u.uid, u.sudo, u.name, err, bytes.TrimSpace(out))
+	}
+	if got := strings.TrimSpace(string(out)); got != strconv.Itoa(u.uid) {
+		return fmt.Errorf("a command started in the build user's session runs in the session of uid %q, want %d", got, u.uid)
 	}
 	return nil
 }

@@ -82,9 +82,54 @@ yes APK | head -n 1000 > "$FREEAGENT_ARTIFACTS_DIR/app-release.apk"
 	}
 }
 
+// TestEndToEndBuildUserSession: freeagent-vm runs in its own user's
+// launchd session, as launchd starts the LaunchAgent; the build's
+// commands, the keychain's among them, run in the build user's own
+// session, where Xcode's resource compilers reach their simulator
+// service. A launchctl the template does not allow leaves them in
+// freeagent-vm's session with a warning naming the fix, and the build
+// still runs.
+func TestEndToEndBuildUserSession(t *testing.T) {
+	t.Parallel()
+	requireNPM(t)
+	u := testBuildUser(t)
+	c := startController(t)
+	launchctl := launchctlBinary(t)
+	src := project(t, map[string]string{
+		"package.json": `{"name":"fixture","version":"1.0.0","private":true,"scripts":{"freeagent:build":"sh ./build.sh"}}`,
+		"build.sh":     "#!/bin/sh\necho \"session=$('" + launchctl + "' manageruid) uid=$(id -u)\"\necho APK > \"$FREEAGENT_ARTIFACTS_DIR/app.apk\"\n",
+	})
+	for _, c2 := range []struct {
+		name, launchctl, want, warning string
+	}{
+		{"its own session", launchctl, "session=" + strconv.Itoa(u.uid) + " uid=" + strconv.Itoa(u.uid) + "\n", ""},
+		{"a launchctl that refuses", "/bin/false", "session=0 uid=" + strconv.Itoa(u.uid) + "\n", "▸ warning: build commands run as " + u.name + " in this VM's login session"},
+	} {
+		t.Run(c2.name, func(t *testing.T) {
+			base := sharedTempDir(t)
+			j := c.startJob(api.PlatformAndroid, src, nil)
+			shared := t.TempDir()
+			writeConfig(t, shared, c, j, j.job.OTP)
+			vm := startVMVia(t, []string{launchctl, "asuser", "0"}, shared, []string{"FREEAGENT_LAUNCHCTL=" + c2.launchctl},
+				"--build-user", u.name, "--work-dir", filepath.Join(base, "work"))
+			if code := vm.exitCode(t, time.Minute); code != 0 {
+				t.Fatalf("exit code %d\n%s", code, c.log(j.sub.ID))
+			}
+			log := string(c.log(j.sub.ID))
+			if !strings.Contains(log, c2.want) {
+				t.Errorf("the log lacks %q:\n%s", c2.want, log)
+			}
+			if got := strings.Contains(log, "▸ warning: build commands run as"); got != (c2.warning != "") || !strings.Contains(log, c2.warning) {
+				t.Errorf("want the warning %q, got the log:\n%s", c2.warning, log)
+			}
+		})
+	}
+}
+
 // TestEndToEndBuildUserCancel: a build stopped by SIGTERM (the host
 // cancelling) leaves no process of the build user, also none that left
-// the step's process group and ignores SIGTERM.
+// the step's process group and ignores SIGTERM, with the steps started in
+// the build user's session as on macOS.
 func TestEndToEndBuildUserCancel(t *testing.T) {
 	t.Parallel()
 	requireNPM(t)
@@ -103,7 +148,11 @@ wait
 	j := c.startJob(api.PlatformAndroid, src, nil)
 	shared := t.TempDir()
 	writeConfig(t, shared, c, j, j.job.OTP)
-	vm := startVM(t, shared, nil, "--build-user", u.name, "--work-dir", filepath.Join(base, "work"), "--kill-grace", "2s")
+	// As on macOS: freeagent-vm in its user's session, the steps in the
+	// build user's (through root's launchctl and sudo).
+	launchctl := launchctlBinary(t)
+	vm := startVMVia(t, []string{launchctl, "asuser", "0"}, shared, []string{"FREEAGENT_LAUNCHCTL=" + launchctl},
+		"--build-user", u.name, "--work-dir", filepath.Join(base, "work"), "--kill-grace", "2s")
 	waitFor(t, time.Minute, "the build to run", func() bool { return strings.Contains(string(c.log(j.sub.ID)), "build is running") })
 	if n := len(processesOf(t, u.uid)); n < 3 {
 		t.Fatalf("the build user runs %d processes", n)

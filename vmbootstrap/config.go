@@ -37,6 +37,7 @@ type Config struct {
 	HomeDir      string        // --home, FREEAGENT_HOME: provisioning profiles are installed under it (default $HOME; with a build user, its home)
 	BuildUser    string        // --build-user, FREEAGENT_BUILD_USER: the unprivileged account build commands run as ("": this process's user)
 	SecurityTool string        // --security, FREEAGENT_SECURITY: the macOS `security` program
+	Launchctl    string        // --launchctl, FREEAGENT_LAUNCHCTL: starts the build user's commands in its own launchd session ("": no launchd)
 	LogLevel     string        // --log-level, FREEAGENT_LOG_LEVEL: this program's own diagnostics on stderr
 	Limits       ExtractLimits // --max-source-bytes, --max-source-files, --max-file-bytes (FREEAGENT_MAX_…)
 
@@ -60,6 +61,7 @@ func DefaultConfig() Config {
 		WorkDir:      filepath.Join(os.TempDir(), "freeagent-build"),
 		HomeDir:      home,
 		SecurityTool: "/usr/bin/security",
+		Launchctl:    defaultLaunchctl,
 		LogLevel:     "info",
 		Limits:       DefaultExtractLimits(),
 		PollInterval: 250 * time.Millisecond,
@@ -98,6 +100,7 @@ func parseConfig(args []string, getenv func(string) string, usage io.Writer) (Co
 	o.String(&cfg.HomeDir, "home", "FREEAGENT_HOME", cfg.HomeDir, "home directory provisioning profiles are installed under (with --build-user: the build user's)")
 	o.String(&cfg.BuildUser, "build-user", "FREEAGENT_BUILD_USER", "", "unprivileged user build commands run as, through sudo -n -u (default: this program's user)")
 	o.String(&cfg.SecurityTool, "security", "FREEAGENT_SECURITY", cfg.SecurityTool, "path of the macOS security tool")
+	o.String(&cfg.Launchctl, "launchctl", "FREEAGENT_LAUNCHCTL", cfg.Launchctl, "launchctl that starts the build user's commands in its own launchd session (empty: leave them in this program's)")
 	o.String(&cfg.LogLevel, "log-level", "FREEAGENT_LOG_LEVEL", cfg.LogLevel, "diagnostics level on stderr: debug, info, warn, error")
 	o.Size(&cfg.Limits.MaxBytes, "max-source-bytes", "FREEAGENT_MAX_SOURCE_BYTES", cfg.Limits.MaxBytes, "limit on the extracted source's total size")
 	o.Size(&cfg.Limits.MaxFileBytes, "max-file-bytes", "FREEAGENT_MAX_FILE_BYTES", cfg.Limits.MaxFileBytes, "limit on one extracted file's size")

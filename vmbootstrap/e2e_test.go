@@ -38,9 +38,17 @@ type vmProcess struct {
 
 func startVM(t *testing.T, shared string, env []string, args ...string) *vmProcess {
 	t.Helper()
+	return startVMVia(t, nil, shared, env, args...)
+}
+
+// startVMVia is startVM with freeagent-vm started through the command
+// prefix (as launchd starts the LaunchAgent, say).
+func startVMVia(t *testing.T, prefix []string, shared string, env []string, args ...string) *vmProcess {
+	t.Helper()
 	work := t.TempDir()
 	args = append([]string{"--shared-dir", shared, "--work-dir", work, "--wait-timeout", "20s", "--log-level", "debug"}, args...)
-	cmd := exec.Command(vmBinary(t), args...)
+	argv := append(append(slices.Clone(prefix), vmBinary(t)), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), env...)
 	v := &vmProcess{cmd: cmd, stderr: &syncbuf.Buffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = v.stderr, v.stderr

@@ -29,14 +29,15 @@ import (
 	"github.com/freeagent-build/freeagent/controller/store"
 )
 
-// binDir holds the binaries built once for the tests: freeagent-vm and
-// the stand-in xcodebuild.
+// binDir holds the binaries built once for the tests: freeagent-vm, the
+// stand-in xcodebuild and the stand-in launchctl.
 var binDir = struct {
-	once  sync.Once
-	dir   string
-	vm    string
-	xcode string
-	err   error
+	once      sync.Once
+	dir       string
+	vm        string
+	xcode     string
+	launchctl string
+	err       error
 }{}
 
 func TestMain(m *testing.M) {
@@ -62,7 +63,9 @@ func buildBinaries() {
 	}
 	binDir.vm = filepath.Join(binDir.dir, "freeagent-vm")
 	binDir.xcode = filepath.Join(binDir.dir, "xcode", "xcodebuild")
-	for out, pkg := range map[string]string{binDir.vm: "./cmd/freeagent-vm", binDir.xcode: "../internal/standins/fakexcodebuild"} {
+	binDir.launchctl = filepath.Join(binDir.dir, "launchctl")
+	for out, pkg := range map[string]string{binDir.vm: "./cmd/freeagent-vm", binDir.xcode: "../internal/standins/fakexcodebuild",
+		binDir.launchctl: "../internal/standins/fakelaunchctl"} {
 		if log, err := exec.Command(gobin, "build", "-o", out, pkg).CombinedOutput(); err != nil {
 			binDir.err = &buildError{out: string(log), err: err}
 			return
@@ -89,6 +92,17 @@ func xcodebuildDir(t *testing.T) string {
 		t.Fatalf("build the test binaries: %v", binDir.err)
 	}
 	return filepath.Dir(binDir.xcode)
+}
+
+// launchctlBinary is the stand-in launchctl
+// (internal/standins/fakelaunchctl), built once per test binary.
+func launchctlBinary(t *testing.T) string {
+	t.Helper()
+	binDir.once.Do(buildBinaries)
+	if binDir.err != nil {
+		t.Fatalf("build the test binaries: %v", binDir.err)
+	}
+	return binDir.launchctl
 }
 
 type buildError struct {

@@ -49,6 +49,33 @@ func (p *Project) ShellScriptPhases(target string) ([]ShellScriptPhase, error) {
 	return out, nil
 }
 
+// ResourcePaths returns the files of target's Copy Bundle Resources
+// phases (PBXResourcesBuildPhase), relative to the project's directory as
+// fileRefPath places them; a reference that cannot be placed is left out.
+func (p *Project) ResourcePaths(target string) ([]string, error) {
+	t, err := p.findTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, id := range t.node.get("buildPhases").strings() {
+		o := p.object(id)
+		if o == nil || o.getString("isa") != "PBXResourcesBuildPhase" {
+			continue
+		}
+		for _, fileID := range o.get("files").strings() {
+			bf := p.object(fileID)
+			if bf == nil {
+				continue
+			}
+			if path := p.fileRefPath(bf.getString("fileRef")); path != "" {
+				out = append(out, path)
+			}
+		}
+	}
+	return out, nil
+}
+
 // ExpandSettings expands the build setting references in value ($(VAR),
 // ${VAR}, with Xcode's modifiers) through lookup, as BundleID does; an
 // unknown setting expands to "".

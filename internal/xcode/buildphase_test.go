@@ -1,6 +1,7 @@
 package xcode
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -24,6 +25,23 @@ func TestShellScriptPhasesOfExpoPrebuild(t *testing.T) {
 		if ph.Name == "Bundle React Native code and images" && (ph.ShellPath != "/bin/sh" || !strings.Contains(ph.Script, "react-native-xcode.sh")) {
 			t.Errorf("the bundle phase: %+v", ph)
 		}
+	}
+}
+
+// TestResourcePathsOfExpoPrebuild: the app target's Copy Bundle
+// Resources files, placed through their groups.
+func TestResourcePathsOfExpoPrebuild(t *testing.T) {
+	p := loadFixture(t, "expo-prebuild.pbxproj")
+	got, err := p.ResourcePaths("MyCoolApp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"MyCoolApp/Supporting/Expo.plist", "MyCoolApp/Images.xcassets", "MyCoolApp/SplashScreen.storyboard"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("resources %q, want %q", got, want)
+	}
+	if _, err := p.ResourcePaths("NoSuchTarget"); err == nil {
+		t.Fatal("an unknown target has resources")
 	}
 }
 

@@ -52,6 +52,9 @@ func (bc buildContext) buildProducts(p *xcode.Project, targets []xcode.Target, s
 		if err := writeBundle(pr); err != nil {
 			return nil, err
 		}
+		if err := bc.compileResources(p, pr, stdout); err != nil {
+			return nil, err
+		}
 		if err := bc.runScriptPhases(p, pr, stdout); err != nil {
 			return nil, err
 		}

@@ -17,6 +17,11 @@
 // parser bug could hide in both. The differential tests of internal/xcode
 // against @expo/config-plugins are what guard the parser.
 //
+// Asset catalogs and storyboards are not compiled, but as actool and
+// ibtool do, their steps fail in another user's launchd session (sudo -u
+// without launchctl asuser), where CoreSimulatorService is not theirs:
+// see internal/standins/fakelaunchctl.
+//
 // Each invocation's argv is appended as one JSON line to
 // $FAKE_XCODEBUILD_LOG when set. Installed provisioning profiles are
 // read from $HOME/Library/MobileDevice/Provisioning Profiles.

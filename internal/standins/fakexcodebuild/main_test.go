@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +23,10 @@ import (
 	"github.com/freeagent-build/freeagent/internal/xcode"
 )
 
-var fakeBin string
+var (
+	fakeBin      string
+	launchctlBin string // the stand-in launchctl (internal/standins/fakelaunchctl)
+)
 
 func TestMain(m *testing.M) {
 	dir, err := os.MkdirTemp("", "fakexcodebuild")
@@ -30,9 +35,12 @@ func TestMain(m *testing.M) {
 		os.Exit(1)
 	}
 	fakeBin = filepath.Join(dir, "xcodebuild")
-	if out, err := exec.Command("go", "build", "-o", fakeBin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the fake xcodebuild: %v\n%s", err, out)
-		os.Exit(1)
+	launchctlBin = filepath.Join(dir, "launchctl")
+	for out, pkg := range map[string]string{fakeBin: ".", launchctlBin: "../fakelaunchctl"} {
+		if log, err := exec.Command("go", "build", "-o", out, pkg).CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "building the stand-ins: %v\n%s", err, log)
+			os.Exit(1)
+		}
 	}
 	code := m.Run()
 	os.RemoveAll(dir)
@@ -213,7 +221,15 @@ func (e env) sign(t *testing.T, profiles map[string]string) {
 
 func (e env) run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := exec.Command(fakeBin, args...)
+	return e.runVia(t, nil, args...)
+}
+
+// runVia runs the stand-in xcodebuild through the command prefix (nil:
+// directly).
+func (e env) runVia(t *testing.T, prefix []string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	argv := append(append(slices.Clone(prefix), fakeBin), args...)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = append(os.Environ(), "HOME="+e.home, "FAKE_XCODEBUILD_LOG="+e.log)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -629,5 +645,68 @@ func TestAFailingScriptPhaseFailsTheArchive(t *testing.T) {
 	}
 	if _, err := os.Stat(archivePath); err == nil {
 		t.Error("a failed archive left an .xcarchive")
+	}
+}
+
+// addAssetCatalog gives the Shop target a Copy Bundle Resources phase
+// holding its asset catalog, as every app target Xcode or `expo prebuild`
+// makes has.
+func (e env) addAssetCatalog(t *testing.T) {
+	t.Helper()
+	path := filepath.Join(e.project, "project.pbxproj")
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const id = "FA22FA22FA22FA22FA22FA22"
+	text := strings.Replace(string(b), "\t\t\t\tF60718293041526374859607 /* Embed Frameworks */,\n", "\t\t\t\tF60718293041526374859607 /* Embed Frameworks */,\n\t\t\t\t"+id+" /* Resources */,\n", 1)
+	phase := "\t\t" + id + " /* Resources */ = {isa = PBXResourcesBuildPhase; buildActionMask = 2147483647; files = (13B07FBF1A68108700A75B9A /* Images.xcassets in Resources */); runOnlyForDeploymentPostprocessing = 0; };\n"
+	text = strings.Replace(text, "/* End PBXNativeTarget section */", phase+"/* End PBXNativeTarget section */", 1)
+	if text == string(b) || !strings.Contains(text, id+" /* Resources */,") {
+		t.Fatal("the fixture changed: cannot add a resources phase to Shop")
+	}
+	if err := os.WriteFile(path, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestAssetCatalogsNeedTheirUsersSession: actool reaches
+// CoreSimulatorService through its launchd session, so an archive run
+// with `sudo -u` inside another user's session fails as the real one
+// does (the build user's steps before they entered its own session);
+// in its own user's session, or where no session is modelled, it builds.
+func TestAssetCatalogsNeedTheirUsersSession(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("launchctl asuser needs root, as on macOS")
+	}
+	e := newEnv(t)
+	e.installStoreProfiles(t)
+	e.sign(t, allSigned())
+	e.addAssetCatalog(t)
+	archive := func(prefix ...string) (string, string, int) {
+		path := filepath.Join(t.TempDir(), "Shop.xcarchive")
+		return e.runVia(t, prefix, "archive", "-workspace", e.workspace, "-scheme", "Shop", "-configuration", "Release",
+			"-destination", "generic/platform=iOS", "-archivePath", path)
+	}
+
+	out, errs, code := archive(launchctlBin, "asuser", "4242")
+	if code != 65 {
+		t.Fatalf("in another user's session: exit %d, want 65\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{"Images.xcassets: error: Failed to find a suitable device for the type IBSimDeviceTypeiPad2x",
+		"Failed to subscribe to notifications from CoreSimulatorService.", "** ARCHIVE FAILED **",
+		"The following build commands failed:\n\tCompileAssetCatalog "} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errs, "error: Command CompileAssetCatalog failed with a nonzero exit code") {
+		t.Errorf("stderr:\n%s", errs)
+	}
+
+	for _, prefix := range [][]string{{launchctlBin, "asuser", strconv.Itoa(os.Getuid())}, nil} {
+		if out, errs, code := archive(prefix...); code != 0 || !strings.Contains(out, "CompileAssetCatalog ") {
+			t.Fatalf("through %q: exit %d\n%s%s", prefix, code, out, errs)
+		}
 	}
 }
