@@ -20,10 +20,15 @@ auto-login user that runs freeagent-vm: the script creates that user
 stores nor prints), lets only the auto-login user run commands as it
 without a password, in the build user's own launchd session (a sudoers
 drop-in: `sudo -u` it, and root's `launchctl asuser` its uid followed by
-exactly that sudo; Xcode's resource compilers need the session), moves the Android SDK where both
-can use it, and writes FREEAGENT_BUILD_USER into freeagent-vm.env. As its
-very last step it takes away the auto-login user's passwordless sudo, gives
-that user a random password (kept only in macOS's auto-login file) and
+exactly that sudo; Xcode's resource compilers need the session), moves the
+Android SDK where both can use it, and writes FREEAGENT_BUILD_USER into
+freeagent-vm.env. For iOS it adds Apple's WWDR intermediate certificates
+(G3 to G6, downloaded from https://www.apple.com/certificateauthority/,
+each checked to be the WWDR authority issued by an Apple root) to the
+System keychain, where the build user's code signing finds them (Xcode
+installs them only for the user that first launches it), and fails when
+none could be added. As its very last step it takes away the auto-login
+user's passwordless sudo, gives that user a random password (kept only in macOS's auto-login file) and
 turns off password logins over SSH: the farm never uses SSH (tart exec and
 the LaunchAgent do the work), and a build must not become admin with the
 image's well-known password.
@@ -252,6 +257,50 @@ if [ -n "$android_home" ]; then
 		sudo -n find '$android_home' -type d -exec chmod g+s {} +"
 fi
 printf "FREEAGENT_BUILD_USER='%s'\n" "$build_user" >>"$stage/freeagent-vm.env"
+
+# Apple's WWDR intermediate certificates, in the System keychain: a
+# distribution certificate is a valid code-signing identity (one that
+# find-identity -v lists and codesign signs with) only when its chain
+# reaches Apple's root through one of them. Xcode installs them only for the
+# user that first launches it, and the build user searches its temporary
+# keychain, its login keychain and the System keychain. Each comes from
+# Apple over HTTPS and is added only when it is the WWDR authority, issued by
+# an Apple root CA and verified against the system's roots; it counts when
+# its SHA-1 is then in the System keychain (already there counts too).
+wwdr_certs="G3 G4 G5 G6"
+if [[ ,$platforms, == *,ios,* ]]; then
+	echo "--- Apple's WWDR intermediate certificates ($wwdr_certs) into the System keychain"
+	wwdr=$(guest "tmp=\$(mktemp -d) && cd \"\$tmp\" || exit 1
+		system=/Library/Keychains/System.keychain
+		for g in $wwdr_certs; do
+			f=AppleWWDRCA\$g.cer
+			if ! curl -fsSL --max-time 120 -o \$f https://www.apple.com/certificateauthority/\$f; then
+				echo \"warning: cannot download \$f from https://www.apple.com/certificateauthority/\" >&2; continue
+			fi
+			subject=\$(openssl x509 -inform DER -in \$f -noout -subject 2>/dev/null) || subject=''
+			issuer=\$(openssl x509 -inform DER -in \$f -noout -issuer 2>/dev/null) || issuer=''
+			if ! printf '%s\n' \"\$subject\" | grep -Eq 'CN ?= ?Apple Worldwide Developer Relations Certification Authority *(\$|[,/])' ||
+				! printf '%s\n' \"\$issuer\" | grep -Eq 'CN ?= ?Apple Root CA( - G[0-9]+)? *(\$|[,/])' ||
+				! printf '%s\n' \"\$issuer\" | grep -Eq 'O ?= ?Apple Inc\.'; then
+				echo \"warning: \$f is not Apple's WWDR intermediate issued by an Apple root CA (\$subject; \$issuer): skipped\" >&2; continue
+			fi
+			if ! security verify-cert -c \$f -p basic >/dev/null 2>&1; then
+				echo \"warning: \$f does not verify against the system's root certificates: skipped\" >&2; continue
+			fi
+			sha1=\$(openssl x509 -inform DER -in \$f -noout -fingerprint -sha1 | sed 's/.*=//; s/://g')
+			security find-certificate -a -Z \$system 2>/dev/null | grep -q \"SHA-1 hash: \$sha1\" ||
+				sudo -n security add-certificates -k \$system \$f >&2 || true
+			if security find-certificate -a -Z \$system 2>/dev/null | grep -q \"SHA-1 hash: \$sha1\"; then
+				echo \$g
+			else
+				echo \"warning: \$f is not in \$system after security add-certificates\" >&2
+			fi
+		done
+		cd / && rm -rf \"\$tmp\"") || die "installing Apple's WWDR intermediate certificates failed in the guest (above)"
+	wwdr=${wwdr//$'\n'/ }
+	[ -n "$wwdr" ] || die "none of Apple's WWDR intermediate certificates ($wwdr_certs) is in the guest's System keychain (see above), so no iOS build could sign: let the guest reach https://www.apple.com/certificateauthority/ and build the template again"
+	echo "in the System keychain: $wwdr"
+fi
 
 # Exact Node.js versions, in nvm's layout (where freeagent-vm looks, see
 # internal/toolchain) in a directory both users can read.

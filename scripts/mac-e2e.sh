@@ -293,6 +293,17 @@ JS
 		local keychain="locked"
 		tart exec "$vm" security show-keychain-info login.keychain-db >/dev/null 2>&1 && keychain="unlocked"
 		expect "the auto-login unlocked the login keychain" "$keychain" unlocked
+		# An iOS template put Apple's WWDR intermediates in the System
+		# keychain, where the build user's code signing finds them (the
+		# chain of a distribution certificate needs one).
+		if grep -q '"ios"' "${TART_HOME:-$HOME/.tart}/vms/$template/freeagent-template.json" 2>/dev/null; then
+			local wwdr="missing"
+			tart exec "$vm" sudo -n -u freeagent-build security find-certificate -c "Apple Worldwide Developer Relations" \
+				/Library/Keychains/System.keychain >/dev/null 2>&1 && wwdr="found"
+			expect "the build user finds Apple's WWDR intermediate in the System keychain" "$wwdr" found
+		else
+			echo "NOTE  $template builds no iOS (or is a remote image without its marker): Apple's WWDR intermediates were not checked"
+		fi
 		# A second worker on this Mac (the menu-bar app beside `freeagent
 		# run`) sweeps orphans when it starts: it must leave this VM alone.
 		start_worker mac-e2e-second "$work/agent-second"

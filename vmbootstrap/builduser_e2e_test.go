@@ -185,7 +185,7 @@ func TestEndToEndBuildUserIOSSigning(t *testing.T) {
 	if err := os.Chmod(tools, 0o777); err != nil { // the fake writes its log here as the build user
 		t.Fatal(err)
 	}
-	fake, secLog := fakeSecurity(t, tools, "")
+	fake, secLog := fakeSecurity(t, tools, "", "")
 	tool := filepath.Join(tools, "security-as")
 	writeExecutable(t, tool, "#!/bin/sh\nid -u >> '"+secLog+".uid'\nexec '"+fake+"' \"$@\"\n")
 	src := project(t, map[string]string{

@@ -329,7 +329,7 @@ func TestEndToEndIOSSigning(t *testing.T) {
 	requireNPM(t)
 	c := startController(t)
 	dir := t.TempDir()
-	tool, secLog := fakeSecurity(t, dir, "")
+	tool, secLog := fakeSecurity(t, dir, "", "")
 	home := filepath.Join(dir, "home")
 	src := project(t, map[string]string{
 		"package.json": `{"name":"fixture","private":true,"scripts":{"freeagent:build":"sh ./build.sh"}}`,

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -140,22 +140,81 @@ func (k *SecurityKeychain) AddToSearchList(ctx context.Context) error {
 	return err
 }
 
-// SigningIdentity implements Keychain. find-identity prints lines like
+// SigningIdentity implements Keychain. find-identity -v lists the valid
+// identities:
 //
-//  1. 0123…CDEF "Apple Distribution: Example Ltd (TEAM123456)"
+//	% security find-identity -v -p codesigning KEYCHAIN
+//	  1) 0123…CDEF "Apple Distribution: Example Ltd (TEAM123456)"
+//	     1 valid identities found
+//
+// When it lists none, find-identity without -v lists them all, an invalid
+// one with the reason after its name, which says what to fix:
+//
+//	% security find-identity -p codesigning KEYCHAIN
+//	Policy: Code Signing
+//	  Matching identities
+//	  1) 0123…CDEF "Apple Distribution: Example Ltd (TEAM123456)" (CSSMERR_TP_NOT_TRUSTED)
+//	     1 identities found
+//
+//	  Valid identities only
+//	     0 valid identities found
 func (k *SecurityKeychain) SigningIdentity(ctx context.Context) (string, error) {
 	out, err := k.security(ctx, "find-identity", "-v", "-p", "codesigning", k.path)
 	if err != nil {
 		return "", err
 	}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) >= 2 && strings.HasSuffix(f[0], ")") && isSHA1Hex(f[1]) {
-			return f[1], nil
+	if ids := listedIdentities(out); len(ids) > 0 {
+		return ids[0].sha1, nil
+	}
+	out, err = k.security(ctx, "find-identity", "-p", "codesigning", k.path)
+	if err != nil {
+		return "", err
+	}
+	var invalid []string
+	for _, id := range listedIdentities(out) {
+		if id.reason != "" {
+			invalid = append(invalid, id.whyInvalid())
 		}
 	}
+	if len(invalid) > 0 {
+		// The names come from the tool's output, as the redacted errors do.
+		return "", errors.New(k.redact(strings.Join(invalid, "; ")))
+	}
 	return "", errors.New("the signing certificate holds no valid code-signing identity (is the .p12 a distribution certificate with its private key, and not expired?)")
+}
+
+// listedIdentity is one identity find-identity lists; reason is what
+// makes it invalid ("" when it is valid).
+type listedIdentity struct {
+	sha1, name, reason string
+}
+
+var identityLine = regexp.MustCompile(`^\s*\d+\)\s+([0-9A-Fa-f]{40})\s+"(.*)"(?:\s+\(([^()]+)\))?\s*$`)
+
+func listedIdentities(out []byte) []listedIdentity {
+	var ids []listedIdentity
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if m := identityLine.FindStringSubmatch(sc.Text()); m != nil {
+			ids = append(ids, listedIdentity{sha1: m[1], name: m[2], reason: m[3]})
+		}
+	}
+	return ids
+}
+
+// whyInvalid says why codesign cannot sign with the identity, and the fix.
+func (id listedIdentity) whyInvalid() string {
+	what := fmt.Sprintf("the signing certificate %q is not valid for code signing (%s)", id.name, id.reason)
+	switch id.reason {
+	case "CSSMERR_TP_NOT_TRUSTED":
+		return what + ": the chain to Apple's root is incomplete: the template lacks Apple's WWDR intermediate certificate; rebuild it with scripts/build-vm-template.sh, which installs it in the System keychain"
+	case "CSSMERR_TP_CERT_EXPIRED":
+		return what + ": the certificate expired; make a new distribution certificate (with `eas credentials` or in the Apple Developer portal) and put its .p12 in credentials.json"
+	case "CSSMERR_TP_CERT_REVOKED":
+		return what + ": the certificate was revoked; make a new distribution certificate (with `eas credentials` or in the Apple Developer portal) and put its .p12 in credentials.json"
+	default:
+		return what
+	}
 }
 
 // Delete implements Keychain.
@@ -178,12 +237,7 @@ func (k *SecurityKeychain) security(ctx context.Context, args ...string) ([]byte
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err := cmd.Run()
 	if err != nil {
-		msg := strings.TrimSpace(out.String())
-		for _, s := range k.secrets {
-			if s != "" {
-				msg = strings.ReplaceAll(msg, s, redactedMark)
-			}
-		}
+		msg := k.redact(strings.TrimSpace(out.String()))
 		if msg != "" {
 			msg = ": " + msg
 		}
@@ -191,6 +245,16 @@ func (k *SecurityKeychain) security(ctx context.Context, args ...string) ([]byte
 		return out.Bytes(), fmt.Errorf("security %s: %w%s", args[0], err, msg)
 	}
 	return out.Bytes(), nil
+}
+
+// redact hides the keychain's and the p12's passwords in the tool's output.
+func (k *SecurityKeychain) redact(msg string) string {
+	for _, s := range k.secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, redactedMark)
+		}
+	}
+	return msg
 }
 
 // profileFiles writes and removes provisioning profiles in a home.
@@ -422,13 +486,4 @@ func installSigning(ctx context.Context, kc Keychain, m signingMaterial, home st
 		fmt.Fprintf(log, "▸ installed provisioning profile %q (%s, %s, %s) for %s\n", p.Name, p.UUID, p.BundleID, p.Type, orAny(ip.target, "the targets it fits"))
 	}
 	return s, cleanup, nil
-}
-
-// isSHA1Hex reports whether s is a SHA-1 in hex, as find-identity prints it.
-func isSHA1Hex(s string) bool {
-	if len(s) != 40 {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
 }

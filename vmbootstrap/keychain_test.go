@@ -23,11 +23,15 @@ const fakeIdentity = "0123456789ABCDEF0123456789ABCDEF01234567"
 // copy of the imported p12, answers list-keychains and find-identity like
 // the real tool, and fails the subcommand named in failOn, echoing its
 // arguments (passwords included) to stderr as a careless tool might.
+// invalid makes the imported identity invalid for that reason (e.g.
+// CSSMERR_TP_NOT_TRUSTED): find-identity -v lists no valid identity and
+// find-identity without -v lists it with the reason; "-" makes the p12
+// hold no identity at all; "" leaves it valid.
 // import parses its options as macOS's security does (import inputfile
 // [-k keychain] [-t type] [-f format] [-w] [-P passphrase] [-a attr value]
 // [-A] [-T appPath] [-x]; an unknown option is a usage error, exit 2) and
 // writes "non-extractable" to log.x when -x was given.
-func fakeSecurity(t testing.TB, dir, failOn string) (tool, log string) {
+func fakeSecurity(t testing.TB, dir, failOn, invalid string) (tool, log string) {
 	t.Helper()
 	tool = filepath.Join(dir, "security")
 	log = filepath.Join(dir, "security.log")
@@ -41,7 +45,20 @@ list-keychains)
 		printf '    "/Users/admin/Library/Keychains/login.keychain-db"\n    "/Library/Keychains/System.keychain"\n'
 	fi ;;
 find-identity)
-	printf '  1) ` + fakeIdentity + ` "Apple Distribution: Example Ltd (TEAM123456)"\n     1 valid identities found\n' ;;
+	# As macOS prints it: -v lists the valid identities only, without -v
+	# every identity, an invalid one with its reason, then the valid ones.
+	identity='  1) ` + fakeIdentity + ` "Apple Distribution: Example Ltd (TEAM123456)"'
+	invalid='` + invalid + `'
+	if [ "$2" = -v ]; then
+		if [ -z "$invalid" ]; then printf '%s\n     1 valid identities found\n' "$identity"; else printf '     0 valid identities found\n'; fi
+	else
+		printf 'Policy: Code Signing\n  Matching identities\n'
+		case $invalid in
+		'') printf '%s\n     1 identities found\n\n  Valid identities only\n%s\n     1 valid identities found\n' "$identity" "$identity" ;;
+		-) printf '     0 identities found\n\n  Valid identities only\n     0 valid identities found\n' ;;
+		*) printf '%s (%s)\n     1 identities found\n\n  Valid identities only\n     0 valid identities found\n' "$identity" "$invalid" ;;
+		esac
+	fi ;;
 import)
 	file=$2; shift 2
 	extractable=extractable
@@ -125,7 +142,7 @@ func testProfile(uuid, bundle string, devices bool) []byte {
 func TestSecurityKeychainSequence(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	tool, log := fakeSecurity(t, dir, "")
+	tool, log := fakeSecurity(t, dir, "", "")
 	kcPath := filepath.Join(dir, "keychains", "freeagent-b1.keychain-db")
 	home := filepath.Join(dir, "home")
 	certs := api.CertsResponse{P12: []byte("P12-BYTES"), P12Password: "p12-secret", KeychainPassword: "kc-secret-123",
@@ -194,7 +211,7 @@ func TestSecurityKeychainDeletedOnFailure(t *testing.T) {
 	for _, failOn := range []string{"create-keychain", "import", "set-key-partition-list", "find-identity"} {
 		t.Run(failOn, func(t *testing.T) {
 			dir := t.TempDir()
-			tool, log := fakeSecurity(t, dir, failOn)
+			tool, log := fakeSecurity(t, dir, failOn, "")
 			kcPath := filepath.Join(dir, "k.keychain-db")
 			certs := api.CertsResponse{P12: []byte("P12"), P12Password: "p12-secret", KeychainPassword: "kc-secret-123"}
 			_, cleanup, err := installSigning(context.Background(), NewSecurityKeychain(tool, kcPath), materialFromCerts(certs), dir, &bytes.Buffer{})
@@ -210,6 +227,53 @@ func TestSecurityKeychainDeletedOnFailure(t *testing.T) {
 			calls := readCalls(t, log)
 			if last := calls[len(calls)-1]; strings.Join(last, " ") != "delete-keychain "+kcPath {
 				t.Fatalf("last call %q, want delete-keychain", last)
+			}
+		})
+	}
+}
+
+// TestSigningIdentityInvalid: when find-identity -v lists no valid
+// identity, the error names the one find-identity lists without -v, its
+// reason and the fix (for a chain missing Apple's WWDR intermediate: the
+// template), and still no password; with no identity at all, the p12 is
+// to blame as before.
+func TestSigningIdentityInvalid(t *testing.T) {
+	t.Parallel()
+	const name = `"Apple Distribution: Example Ltd (TEAM123456)"`
+	for _, c := range []struct {
+		reason string
+		want   []string
+	}{
+		{"CSSMERR_TP_NOT_TRUSTED", []string{name, "(CSSMERR_TP_NOT_TRUSTED)", "the chain to Apple's root is incomplete", "WWDR intermediate", "scripts/build-vm-template.sh", "System keychain"}},
+		{"CSSMERR_TP_CERT_EXPIRED", []string{name, "(CSSMERR_TP_CERT_EXPIRED)", "the certificate expired", "make a new distribution certificate", "eas credentials"}},
+		{"CSSMERR_TP_CERT_REVOKED", []string{name, "(CSSMERR_TP_CERT_REVOKED)", "the certificate was revoked", "make a new distribution certificate", "eas credentials"}},
+		{"CSSMERR_TP_CERT_NOT_VALID_YET", []string{name, "is not valid for code signing (CSSMERR_TP_CERT_NOT_VALID_YET)"}},
+		{"-", []string{"holds no valid code-signing identity", "private key"}},
+	} {
+		t.Run(c.reason, func(t *testing.T) {
+			dir := t.TempDir()
+			tool, log := fakeSecurity(t, dir, "", c.reason)
+			kcPath := filepath.Join(dir, "k.keychain-db")
+			certs := api.CertsResponse{P12: []byte("P12"), P12Password: "p12-secret", KeychainPassword: "kc-secret-123"}
+			_, cleanup, err := installSigning(context.Background(), NewSecurityKeychain(tool, kcPath), materialFromCerts(certs), dir, &bytes.Buffer{})
+			if err == nil {
+				t.Fatal("an invalid identity was accepted")
+			}
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q lacks %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "secret") {
+				t.Errorf("error %q holds a password", err)
+			}
+			if err := cleanup(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			calls := flatten(readCalls(t, log))
+			want := []string{"find-identity -v -p codesigning " + kcPath, "find-identity -p codesigning " + kcPath, "delete-keychain " + kcPath}
+			if len(calls) < 3 || strings.Join(calls[len(calls)-3:], "|") != strings.Join(want, "|") {
+				t.Fatalf("security calls end with %q, want %q", calls, want)
 			}
 		})
 	}
