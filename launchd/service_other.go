@@ -2,7 +2,10 @@
 
 package launchd
 
-import "errors"
+import (
+	"context"
+	"errors"
+)
 
 // ErrUnsupported is what the service commands return off macOS.
 var ErrUnsupported = errors.New("LaunchAgents exist only on macOS; elsewhere run `freeagent run` under your own service manager (for example a systemd user unit)")
@@ -15,3 +18,6 @@ func (HostAgent) Uninstall() error { return ErrUnsupported }
 
 // Status is macOS only.
 func (HostAgent) Status() (Status, error) { return NotInstalled, ErrUnsupported }
+
+// RunOnce is macOS only.
+func RunOnce(context.Context, Job, string) (int, error) { return 0, ErrUnsupported }

@@ -212,6 +212,26 @@ all_mode() {
 	else
 		echo "NOTE  doctor warns about vmnet's DHCP leases (see above): a host setting, not a failure of this run"
 	fi
+	# The same checks as launchd runs the login item: macOS grants the
+	# Local Network permission per app, so what Terminal may reach says
+	# nothing of the worker. The controller is asked at this Mac's LAN
+	# address (loopback needs no permission); the job reads its key as the
+	# login item does, so a missing or unknown key is fine here: only an
+	# unreachable controller fails.
+	local lan_ip
+	lan_ip=$(ipconfig getifaddr en0 2>/dev/null || ipconfig getifaddr en1 2>/dev/null || true)
+	if [ -z "$lan_ip" ]; then
+		echo "NOTE  this Mac has no LAN address on en0/en1: doctor --launchd's Local Network check was skipped"
+	else
+		doctor=$("$work/link/freeagent" doctor --launchd --controller-url "http://$lan_ip:${url##*:}" --insecure --vm-driver tart \
+			--template "$template" --data-dir "$work/agent" 2>&1) || true
+		show "freeagent doctor --launchd (as launchd runs the login item)" "$doctor"
+		if printf '%s\n' "$doctor" | grep -E "^. controller " | grep -qv "unreachable"; then
+			pass "doctor --launchd: a LaunchAgent of this binary reaches the controller on the LAN (Local Network permission)"
+		else
+			fail "doctor --launchd: the login item's context cannot reach the controller at http://$lan_ip:${url##*:} (see above)"
+		fi
+	fi
 
 	echo "--- 4. a whole build in a Tart VM cloned from $template"
 	local project=$work/project got vm="" i caffeinated=no

@@ -93,8 +93,9 @@ type Config struct {
 	// onTermHandBack.
 	OnSIGTERM string
 
-	apiKeyStdin bool
-	jsonOut     bool
+	apiKeyStdin   bool
+	jsonOut       bool
+	asLaunchAgent bool // doctor --launchd
 }
 
 func loadConfig(cmd string, args []string, stderr io.Writer) (*Config, error) {
@@ -174,6 +175,7 @@ func loadConfigEnv(cmd string, args []string, lookupEnv func(string) (string, bo
 	}
 	if cmd == "doctor" {
 		fs.BoolVar(&cfg.jsonOut, "json", false, "print the results as JSON")
+		fs.BoolVar(&cfg.asLaunchAgent, "launchd", false, "run the checks as a one-shot LaunchAgent of this program, as launchd runs the login item (macOS grants the Local Network permission per app: a check run from Terminal tests Terminal's)")
 	}
 	if err := o.Err(); err != nil {
 		return nil, nil, usageError{err}

@@ -38,9 +38,12 @@ Usage:
                             a second Ctrl-C hands them back; a third exits at once)
   freeagent setup [flags]   store the controller URL and API key (the key is read from stdin)
   freeagent service install|uninstall|status   start at login (macOS LaunchAgent)
-  freeagent doctor [--json] check this host (Tart, VM template, disk, VM limit, DHCP lease time,
+  freeagent doctor [--json] [--launchd]
+                            check this host (Tart, VM template, disk, VM limit, DHCP lease time,
                             controller, key)
-                            and print the fix for each problem; exit status 1 when a check fails
+                            and print the fix for each problem; exit status 1 when a check fails;
+                            --launchd runs the checks as launchd runs the login item (macOS grants
+                            the Local Network permission per app: Terminal's is not the worker's)
   freeagent pull  [flags]   pull the remote VM template again, to follow a moved tag (builds
                             only pull an image that is not on this Mac)
 

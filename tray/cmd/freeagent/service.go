@@ -66,6 +66,10 @@ func cmdService(args []string, stdout, stderr io.Writer) error {
 			return err
 		}
 		fmt.Fprintf(stdout, "installed %s: Free Agent starts at login and is running now; logs in %s\n", agent.PlistPath(), agent.LogDir())
+		if *headless {
+			// Its Local Network permission is not the shell's.
+			fmt.Fprintln(stdout, "check what it reaches as launchd runs it: freeagent doctor --launchd")
+		}
 	case "uninstall":
 		if err := agent.Uninstall(); err != nil {
 			return err
