@@ -191,13 +191,34 @@ all_mode() {
 	else
 		fail "Keychain through /usr/bin/security (go test output above)"
 	fi
+	echo "--- 3. start at login from a disk image is refused"
+	# An app run from a mounted disk image (or an App Translocation copy)
+	# is gone after a restart: its login item must be refused, with the
+	# fix, and nothing written. HOME is a scratch folder, so a refusal that
+	# failed would not touch this user's login items.
+	local dmg_src=$work/dmg-src mnt="" out
+	mkdir -p "$dmg_src" "$work/dmg-home"
+	go build -o "$dmg_src/freeagent" ./tray/cmd/freeagent
+	if hdiutil create -quiet -srcfolder "$dmg_src" -volname "FreeAgent e2e" -ov "$work/freeagent-e2e.dmg" &&
+		mnt=$(hdiutil attach -nobrowse -readonly "$work/freeagent-e2e.dmg" | awk -F'\t' '/\/Volumes\//{print $NF}') && [ -n "$mnt" ]; then
+		out=$(HOME="$work/dmg-home" "$mnt/freeagent" service install 2>&1) || true
+		hdiutil detach -quiet "$mnt" || true
+		if printf '%s\n' "$out" | grep -q "gone after a restart" && [ ! -e "$work/dmg-home/Library/LaunchAgents/build.freeagent.agent.plist" ]; then
+			pass "start at login from a disk image is refused, naming the fix"
+		else
+			fail "start at login from a disk image: $out"
+		fi
+	else
+		fail "could not make and mount a disk image with hdiutil"
+	fi
+
 	if [ "$skip_build" = 1 ]; then
 		echo "--- build skipped (--skip-build)"
 		[ "$failed" = 0 ] || exit 1
 		return
 	fi
 
-	echo "--- 3. a worker in launchd's environment, and doctor"
+	echo "--- 4. a worker in launchd's environment, and doctor"
 	local cached_before=no
 	tart list --source oci --format json | grep -q "\"Name\" *: *\"$template\"" && cached_before=yes
 	start_farm
@@ -207,6 +228,10 @@ all_mode() {
 	show "freeagent doctor (launchd's PATH)" "$doctor"
 	if printf '%s\n' "$doctor" | grep -q "^✓ tart"; then pass "tart found with launchd's PATH (Homebrew prefixes)"; else fail "tart not found with launchd's PATH"; fi
 	if printf '%s\n' "$doctor" | grep -q "^✓ template"; then pass "doctor: the template's platforms"; else fail "doctor: template check (see above)"; fi
+	# Softnet must be able to become root from a tart run without a
+	# terminal (its setuid bit, or passwordless sudo): a `brew upgrade
+	# softnet` takes the bit away and every VM stops at once.
+	if printf '%s\n' "$doctor" | grep -q "^✓ softnet"; then pass "doctor: softnet can become root without a terminal"; else fail "doctor: softnet cannot become root (see the fix above)"; fi
 	if printf '%s\n' "$doctor" | grep -q "^✓ dhcp_lease"; then
 		pass "doctor: vmnet's DHCP lease time"
 	else
@@ -233,7 +258,7 @@ all_mode() {
 		fi
 	fi
 
-	echo "--- 4. a whole build in a Tart VM cloned from $template"
+	echo "--- 5. a whole build in a Tart VM cloned from $template"
 	local project=$work/project got vm="" i caffeinated=no
 	mkdir -p "$project"
 	# The build reports who it runs as, whether it may sudo and whether it
@@ -379,7 +404,7 @@ JS
 # and the VM phase they report (claim to the bootstrap's first line, on
 # the host's clock) is printed: the figure docs/performance.md compares.
 spare_checks() {
-	echo "--- 5. warm spares"
+	echo "--- 6. warm spares"
 	local quick=$work/quick n ready phase
 	mkdir -p "$quick"
 	echo '{"name": "mac-e2e-quick", "version": "1.0.0", "scripts": {"freeagent:build": "node build.js"}}' >"$quick/package.json"
