@@ -100,6 +100,7 @@ fi
 
 work=$(mktemp -d -t freeagent-e2e)
 pids=()
+worker_pids=() # the workers start_worker started, among pids
 contract_vm=fa-contract-template-$$
 summary=""
 finish() {
@@ -154,14 +155,15 @@ start_farm() {
 }
 keys() { "$work/bin/freeagent-controller" keys create --name "$1" --role "$2" --data-dir "$work/controller"; }
 
-# start_worker NAME DATA-DIR starts a worker in launchd's environment; its
+# start_worker NAME DATA-DIR [FLAGS…] starts a worker in launchd's environment; its
 # pid is in last_pid (not printed: a $(...) subshell would lose pids).
 start_worker() {
 	env -i HOME="$HOME" USER="$USER" LOGNAME="$USER" TMPDIR="${TMPDIR:-/tmp}" PATH=/usr/bin:/bin:/usr/sbin:/sbin \
 		FREEAGENT_API_KEY="$worker_key" "$work/link/freeagent" run --controller-url "$url" --vm-driver tart \
-		--template "$template" --data-dir "$2" --name "$1" >"$work/$1.log" 2>&1 &
+		--template "$template" --data-dir "$2" --name "$1" "${@:3}" >"$work/$1.log" 2>&1 &
 	last_pid=$!
 	pids+=("$last_pid")
+	worker_pids+=("$last_pid")
 }
 
 # agent_vms lists the running VMs this Mac's agents named (fa-...).
@@ -394,8 +396,60 @@ JS
 		;;
 	esac
 	spare_checks
+	handback_checks
 	[ "$failed" = 0 ] || exit 1
 	echo "--- passed: every check"
+}
+
+# build_json ID prints the controller's view of a build (api.Build).
+build_json() { curl -fsS -H "X-API-Key: $dev_key" "$url/api/builds/$1"; }
+
+# handback_checks: launchd gives a job seconds at logout, restart or
+# shutdown, not the minutes a build takes. A headless worker (what
+# `service install --headless` installs: --on-sigterm hand-back) hands its
+# running build back at the first SIGTERM, so the build runs again rather
+# than waiting out its lease.
+handback_checks() {
+	echo "--- 7. a headless worker hands its running build back on SIGTERM (logout, restart, shutdown)"
+	local long=$work/long id="" i state="" pid
+	# The farm's workers drain (they run nothing now) and leave the build
+	# to the headless one.
+	for pid in "${worker_pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for pid in "${worker_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+	start_worker mac-e2e-headless "$work/agent-headless" --on-sigterm hand-back
+	pid=$last_pid
+	mkdir -p "$long"
+	echo '{"name": "mac-e2e-long", "version": "1.0.0", "scripts": {"freeagent:build": "node build.js"}}' >"$long/package.json"
+	echo '{"expo": {"name": "mac-e2e-long", "slug": "mac-e2e-long", "android": {"package": "build.freeagent.mace2elong"}}}' >"$long/app.json"
+	echo "console.log('long build running'); setTimeout(() => {}, 900000);" >"$long/build.js"
+	id=$(EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$dev_key "$work/bin/expo-build" build "$long" --platform android --no-wait --json 2>>"$work/submit-long.log" |
+		grep -o '"id": *"[^"]*"' | head -1 | sed 's/.*"\([^"]*\)"$/\1/')
+	if [ -z "$id" ]; then
+		fail "the long build was not queued (see $work/submit-long.log)"
+		return
+	fi
+	for i in $(seq 1 600); do
+		build_json "$id" | grep -q '"status": *"building"' && state=building && break
+		sleep 1
+	done
+	if [ "$state" != building ]; then
+		fail "the long build $id did not start within 600 s"
+		return
+	fi
+	sleep 10 # past the VM's boot, into the build
+	kill -TERM "$pid"
+	state=still-running
+	for i in $(seq 1 30); do
+		if ! kill -0 "$pid" 2>/dev/null; then state=exited; break; fi
+		sleep 1
+	done
+	expect "the headless worker exits within 30 s of SIGTERM" "$state" exited
+	if build_json "$id" | grep -q '"error_code": *"released"'; then
+		pass "the running build was handed back (its attempt ended released)"
+	else
+		fail "the running build was not handed back: $(build_json "$id" | head -c 2000)"
+	fi
+	EXPO_CONTROLLER_URL=$url EXPO_CONTROLLER_API_KEY=$dev_key "$work/bin/expo-build" build:cancel "$id" >/dev/null 2>&1 || true
 }
 
 # spare_checks: the worker (warm spares on by default) boots the next
