@@ -17,9 +17,12 @@ import (
 // worker out: every heartbeat 401 until its builds' leases expired.
 func TestWorkerTokenSurvivesLostAnswers(t *testing.T) {
 	t.Parallel()
-	f := newStore(t)
-	cfg := store.DefaultConfig()
-	lostAfter := min(cfg.TokenDeliveryGrace, cfg.TokenTTL*3/4) // the grace the store gives a new token's answer
+	// Production's timings: a new token's answer is taken as lost after
+	// half the token's lifetime.
+	const rotateAfter, ttl, lostAfter = 30 * time.Second, 90 * time.Second, 45 * time.Second
+	f := newStore(t, func(c *store.Config) {
+		c.TokenRotateAfter, c.TokenTTL, c.TokenDeliveryGrace = rotateAfter, ttl, lostAfter
+	})
 	w := f.register("", android(""))
 	// pass moves the worker's token clock d on.
 	pass := func(d time.Duration) {
@@ -28,7 +31,7 @@ func TestWorkerTokenSurvivesLostAnswers(t *testing.T) {
 			WHERE id = $1`, w.WorkerID, d)
 	}
 	held := f.tokens[w.WorkerID]
-	pass(cfg.TokenRotateAfter + time.Second)
+	pass(rotateAfter + time.Second)
 	rotated, err := f.s.AuthenticateWorker(f.ctx, held, f.key)
 	if err != nil || rotated.Grant.AccessToken == held {
 		t.Fatalf("the rotation: %+v, %v", rotated.Grant, err)
