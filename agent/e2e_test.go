@@ -297,6 +297,35 @@ func (f *farm) logs(id string) string {
 	return string(c.Data)
 }
 
+// logAttempts logs, for a build that took more than one attempt, how each
+// attempt ended and every line of this agent's log about the build: a
+// lost attempt then says what lost it (a lease that expired, a VM that
+// stopped, a refused report).
+func (p *agentProc) logAttempts(t testing.TB, b api.Build) {
+	t.Helper()
+	if len(b.AttemptHistory) < 2 {
+		return
+	}
+	var s strings.Builder
+	fmt.Fprintf(&s, "build %s took %d attempts:", b.ID, len(b.AttemptHistory))
+	for _, a := range b.AttemptHistory {
+		took := "still running"
+		if a.EndedAt != nil {
+			took = "after " + a.EndedAt.Sub(a.StartedAt).Round(time.Millisecond).String()
+		}
+		msg, _, _ := strings.Cut(deref(a.ErrorMessage), "\n")
+		fmt.Fprintf(&s, "\n  attempt %d (%s) on worker %s, from %s: %s %s, code %s: %s",
+			a.Number, a.ID, a.WorkerID, a.StartedAt.Format(time.RFC3339Nano), a.Status, took, deref(a.ErrorCode), msg)
+	}
+	s.WriteString("\nthe agent's log of it:")
+	for line := range strings.Lines(p.output()) {
+		if strings.Contains(line, b.ID) {
+			s.WriteString("\n  " + strings.TrimSuffix(line, "\n"))
+		}
+	}
+	t.Log(s.String())
+}
+
 // vms lists the fake Tart's VMs.
 func (f *farm) vms() []string {
 	f.t.Helper()

@@ -280,8 +280,10 @@ func (s *Store) authenticateWorker(ctx context.Context, token, keyID string) (Wo
 	//  - current token, older than the rotation age → it becomes the previous one, a new one is issued;
 	//  - current token, otherwise → the previous token is revoked (the new one is in use);
 	//  - previous token (the answer carrying the current one was lost) → a new current one is issued,
-	//    unless the current one may still be on its way (issued less than tokenLostAfter ago).
-	// A rotated-out token lives a full TTL from the rotation, so it outlives tokenLostAfter.
+	//    unless the current one may still be on its way (issued less than tokenLostAfter ago), and the
+	//    previous one lives a full TTL again: the replacement's answer may be lost too.
+	// A rotated-out token lives a full TTL from its rotation or its last replacement, so it outlives
+	// tokenLostAfter, and answers lost one after another never lock the worker out.
 	var (
 		w           WorkerAuth
 		caps        []byte
@@ -312,6 +314,7 @@ func (s *Store) authenticateWorker(ctx context.Context, token, keyID string) (Wo
 			prev_token_expires_at = CASE
 				WHEN token_hash = $1 AND token_issued_at < now() - $3::interval THEN greatest(token_expires_at, now() + $4::interval)
 				WHEN token_hash = $1 THEN NULL
+				WHEN token_hash <> $1 AND token_issued_at < now() - $5::interval THEN greatest(prev_token_expires_at, now() + $4::interval)
 				ELSE prev_token_expires_at END
 		WHERE status <> 'unregistered' AND (key_id IS NULL OR key_id = $6) AND (
 			(token_hash = $1 AND token_expires_at > now()) OR
