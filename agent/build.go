@@ -137,11 +137,12 @@ func (b *build) run(ctx context.Context) {
 	}()
 
 	out := b.execute(buildCtx)
-	if errors.Is(context.Cause(buildCtx), errLeaseLost) {
-		b.log.Warn("lease lost: the environment was stopped and nothing is reported")
+	if out.reported {
+		// A heartbeat during the teardown meets the finished build (409): no lease is lost.
 		return
 	}
-	if out.reported {
+	if errors.Is(context.Cause(buildCtx), errLeaseLost) {
+		b.log.Warn("lease lost: the environment was stopped and nothing is reported")
 		return
 	}
 	if ctx.Err() != nil { // the agent itself is going away without a drain
@@ -565,7 +566,7 @@ func (b *build) report(ctx context.Context, out outcome) {
 	}
 	var resp api.ResultResponse
 	err := api.Retry(ctx, api.RetryPolicy{Backoff: b.a.cfg.quickBackoff(),
-		// A refused worker token is renewed by the heartbeats meanwhile.
+		// A refused worker token is retried with the one held then: a heartbeat's answer may have replaced it.
 		Retryable: func(err error) bool { return api.Transient(err) || api.StatusOf(err) == http.StatusUnauthorized },
 		OnRetry: func(err error, _ int, _ time.Duration) {
 			b.log.WithError(err).Warn("reporting the result failed; retrying")
