@@ -38,11 +38,19 @@ type Config struct {
 	Resources          Resources
 	BootstrapBinary    string        // freeagent-vm copied into every shared dir
 	WorkDir            string        // shared dirs are created under it
-	PollWait           time.Duration // long-poll hold asked of the controller
+	PollWait           time.Duration // long-poll hold asked of the controller (job polls and cancel watches; it caps them at 30 s by default)
 	BootTimeout        time.Duration // from start until vm-ready
 	BackoffMin         time.Duration // network/5xx errors: exponential with jitter
 	BackoffMax         time.Duration
 	FileWatchInterval  time.Duration // how often signal files are checked
+	// AnswerGrace is how long past its own wait a call to the controller
+	// may go unanswered before it is abandoned with its connection (default
+	// 15 s; a heartbeat gets the heartbeat interval). A connection can die
+	// without either end hearing of it (a Mac that slept or changed
+	// networks, a NAT that forgot it): a request on it would wait until TCP
+	// gave up, minutes later or, behind a proxy that keeps its side alive,
+	// never, while the lease it should renew expires.
+	AnswerGrace time.Duration
 	// MaxBuildTimeout caps every build's own timeout on this worker (the
 	// Mac owner's limit); zero: the build's timeout alone.
 	MaxBuildTimeout time.Duration
@@ -131,7 +139,7 @@ func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
 		cfg.Name, _ = os.Hostname()
 	}
 	defaults := map[*time.Duration]time.Duration{&cfg.PollWait: 25 * time.Second, &cfg.BootTimeout: 5 * time.Minute,
-		&cfg.BackoffMin: 5 * time.Second, &cfg.BackoffMax: 2 * time.Minute, &cfg.FileWatchInterval: 100 * time.Millisecond,
+		&cfg.BackoffMin: 5 * time.Second, &cfg.BackoffMax: 2 * time.Minute, &cfg.FileWatchInterval: 100 * time.Millisecond, &cfg.AnswerGrace: 15 * time.Second,
 		&cfg.HostCheckInterval: 5 * time.Second, &cfg.SpareAnswerTimeout: 30 * time.Second}
 	for p, d := range defaults {
 		if *p <= 0 {
@@ -143,12 +151,10 @@ func New(cfg Config, driver Driver, log logrus.FieldLogger) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the dependency caches in %s: %w", cfg.CacheDir, err)
 	}
-	transport := http.DefaultTransport.(*http.Transport).Clone()
-	transport.MaxIdleConnsPerHost = 8
 	return &Agent{
 		cfg:          cfg,
 		driver:       driver,
-		client:       &api.Client{BaseURL: cfg.ControllerURL, APIKey: cfg.APIKey, HTTP: &http.Client{Transport: transport}, UserAgent: "freeagent-agent"},
+		client:       &api.Client{BaseURL: cfg.ControllerURL, APIKey: cfg.APIKey, HTTP: &http.Client{Transport: controllerTransport(cfg)}, UserAgent: "freeagent-agent"},
 		log:          log,
 		caches:       caches,
 		workerID:     cfg.WorkerID,
@@ -263,9 +269,22 @@ func (a *Agent) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// poll long-polls for a job; a drain or a pause ends the wait at once.
+// controllerTransport carries the agent's calls to the controller. Over
+// HTTP/2 one connection carries them all, and giving up a call only resets
+// its stream: a connection that died unheard (see Config.AnswerGrace) is
+// found by a ping that goes unanswered, and closed, so the next call dials
+// a new one.
+func controllerTransport(cfg Config) *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 8
+	t.HTTP2 = &http.HTTP2Config{SendPingTimeout: cfg.AnswerGrace, PingTimeout: cfg.AnswerGrace}
+	return t
+}
+
+// poll long-polls for a job; a drain or a pause ends the wait at once,
+// and a poll unanswered AnswerGrace past its wait is abandoned.
 func (a *Agent) poll(ctx context.Context) (api.PollResponse, error) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := context.WithTimeout(ctx, a.cfg.PollWait+a.cfg.AnswerGrace)
 	defer cancel()
 	a.mu.Lock()
 	a.pollCancel = cancel

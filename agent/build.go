@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -95,6 +96,11 @@ func (b *build) heartbeat(ctx context.Context) (api.HeartbeatResponse, error) {
 	progress := b.progress
 	req := api.HeartbeatRequest{BuildID: b.job.ID, AttemptID: b.job.AttemptID, LeaseToken: b.job.LeaseToken, Phase: b.phase, Progress: &progress, VM: b.vm}
 	b.mu.Unlock()
+	b.a.mu.Lock()
+	every := b.a.heartbeat
+	b.a.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, 2*every)
+	defer cancel()
 	resp, err := b.a.client.Heartbeat(ctx, b.a.tokens.get(), req)
 	if err == nil {
 		b.a.tokens.keep(resp.TokenGrant)
@@ -154,7 +160,18 @@ func (b *build) run(ctx context.Context) {
 // heartbeats renews the lease until ctx ends, stopping the build when the
 // controller asks for a cancel or says the lease is gone. A ready VM is
 // told at once, not at the next interval.
+//
+// A heartbeat still unanswered when the next is due does not hold that one
+// back: the next goes out on another connection. The connection under the
+// first may have died without either end hearing of it (a Mac that slept
+// or changed networks, a NAT that forgot it), and waiting for it would let
+// the lease expire.
 func (b *build) heartbeats(ctx context.Context, stop context.CancelCauseFunc) {
+	var inFlight sync.WaitGroup
+	defer inFlight.Wait()
+	var unanswered atomic.Int32
+	leaseLost := make(chan struct{})
+	var lostOnce sync.Once
 	for {
 		b.a.mu.Lock()
 		every := b.a.heartbeat
@@ -164,27 +181,40 @@ func (b *build) heartbeats(ctx context.Context, stop context.CancelCauseFunc) {
 		case <-ctx.Done():
 			t.Stop()
 			return
+		case <-leaseLost:
+			t.Stop()
+			return
 		case <-b.beat:
 			t.Stop()
 		case <-t.C:
 		}
-		resp, err := b.heartbeat(ctx)
-		switch {
-		case err == nil && resp.CancelRequested:
-			b.log.Info("cancel requested by the controller")
-			stop(errCancelRequested)
-		case api.StatusOf(err) == http.StatusConflict:
-			stop(errLeaseLost)
-			return
-		case err != nil && ctx.Err() == nil:
-			b.log.WithError(err).Warn("heartbeat failed; retrying at the next interval")
+		if unanswered.Load() >= maxUnansweredHeartbeats {
+			continue
 		}
+		unanswered.Add(1)
+		inFlight.Add(1)
+		go func() {
+			defer inFlight.Done()
+			defer unanswered.Add(-1)
+			resp, err := b.heartbeat(ctx)
+			switch {
+			case err == nil && resp.CancelRequested:
+				b.log.Info("cancel requested by the controller")
+				stop(errCancelRequested)
+			case api.StatusOf(err) == http.StatusConflict:
+				stop(errLeaseLost)
+				lostOnce.Do(func() { close(leaseLost) })
+			case err != nil && ctx.Err() == nil:
+				b.log.WithError(err).Warn("heartbeat failed; retrying at the next interval")
+			}
+		}()
 	}
 }
 
-// cancelWatchWait is how long one cancel watch waits at the controller
-// (which caps it at its long-poll limit, 30 s by default).
-const cancelWatchWait = 25 * time.Second
+// maxUnansweredHeartbeats bounds the heartbeats of one build waiting for
+// their answers; each is given up after two intervals (heartbeat), when the
+// lease it would have renewed has one interval left.
+const maxUnansweredHeartbeats = 2
 
 // watchCancel keeps a long poll open at the controller that answers as soon
 // as a cancel of this build is requested, and then stops the build: a
@@ -194,7 +224,9 @@ const cancelWatchWait = 25 * time.Second
 func (b *build) watchCancel(ctx context.Context, stop context.CancelCauseFunc) {
 	bo := b.a.cfg.quickBackoff().Sequence()
 	for ctx.Err() == nil {
-		resp, err := b.a.client.WatchCancel(ctx, b.a.tokens.get(), b.job.ID, cancelWatchWait)
+		wctx, cancel := context.WithTimeout(ctx, b.a.cfg.PollWait+b.a.cfg.AnswerGrace)
+		resp, err := b.a.client.WatchCancel(wctx, b.a.tokens.get(), b.job.ID, b.a.cfg.PollWait)
+		cancel()
 		switch {
 		case err == nil && resp.CancelRequested:
 			b.a.tokens.keep(resp.TokenGrant)
@@ -571,6 +603,8 @@ func (b *build) report(ctx context.Context, out outcome) {
 		OnRetry: func(err error, _ int, _ time.Duration) {
 			b.log.WithError(err).Warn("reporting the result failed; retrying")
 		}}, func(ctx context.Context) error {
+		ctx, cancel := context.WithTimeout(ctx, b.a.cfg.AnswerGrace)
+		defer cancel()
 		var err error
 		resp, err = b.a.client.Upload(ctx, b.a.tokens.get(), api.Result{BuildID: b.job.ID, AttemptID: b.job.AttemptID,
 			LeaseToken: b.job.LeaseToken, Success: out.success, ErrorMessage: out.message, ErrorCode: out.code, Retryable: out.retryable})

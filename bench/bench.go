@@ -176,8 +176,8 @@ func DefaultConfig() Config {
 		StormBuilds:       400,
 		StormRounds:       2,
 		StormTimeout:      5 * time.Minute,
-		// The agent's long poll and cancel watch (agent.Config.PollWait,
-		// cancelWatchWait), the VM's log flush (vmbootstrap's
+		// The agent's long poll and cancel watch (agent.Config.PollWait),
+		// the VM's log flush (vmbootstrap's
 		// FlushInterval); a few hundred bytes of log a second is a quiet
 		// Gradle or xcodebuild. Builds are shorter than real ones (minutes)
 		// so that a window sees enough claims and results: the churn, and
