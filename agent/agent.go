@@ -45,7 +45,7 @@ type Config struct {
 	FileWatchInterval  time.Duration // how often signal files are checked
 	// AnswerGrace is how long past its own wait a call to the controller
 	// may go unanswered before it is abandoned with its connection (default
-	// 15 s; a heartbeat gets the heartbeat interval). A connection can die
+	// 15 s; a heartbeat gets two heartbeat intervals). A connection can die
 	// without either end hearing of it (a Mac that slept or changed
 	// networks, a NAT that forgot it): a request on it would wait until TCP
 	// gave up, minutes later or, behind a proxy that keeps its side alive,
