@@ -169,6 +169,59 @@ func TestEndToEndWarmSpare(t *testing.T) {
 	f.noBuildVMs()
 }
 
+// TestEndToEndSuspendedSpare: with --suspend-spare the ready spare is
+// suspended (no VM runs, none holds a slot) and a build resumes it and
+// runs on it; on a Mac that cannot suspend, the refusal is said once and
+// the spares stay running, still taken by builds.
+func TestEndToEndSuspendedSpare(t *testing.T) {
+	f := newFarm(t, nil)
+	a, _ := spareAgent(t, f, "FREEAGENT_SUSPEND_SPARE=1")
+	a.waitLog(t, "warm spare suspended", 1, 60*time.Second)
+	f.waitSpare(t, "a suspended spare", 30*time.Second, func(sp *api.WorkerSpare) bool {
+		return sp != nil && sp.State == api.SpareSuspended
+	})
+	if vms := f.runningVMs(); len(vms) != 0 {
+		t.Fatalf("VMs running beside a suspended spare: %v", vms)
+	}
+	id := f.submit(quickApk)
+	b := f.waitFor(id, 60*time.Second, "completed", func(b api.Build) bool { return b.Status.Terminal() })
+	if b.Status != api.StatusCompleted || b.Attempts != 1 {
+		t.Fatalf("build on a suspended spare: %+v\nlog:\n%s", b, f.logs(id))
+	}
+	if logs := f.logs(id); !strings.Contains(logs, "▸ VM: a warm spare") {
+		t.Fatalf("the build's log does not say it ran on the warm spare:\n%s", logs)
+	}
+	if vm := f.attemptVM(t, id); vm.Spare != api.SpareHit {
+		t.Fatalf("the attempt on a suspended spare: %+v, want a warm spare hit", vm)
+	}
+	a.waitLog(t, "warm spare suspended", 2, 60*time.Second)
+	a.stop(t)
+	f.noBuildVMs()
+
+	// A Mac that cannot suspend (macOS 13): the refusal powers the VM off,
+	// and the worker keeps its next spares running.
+	a2, _ := spareAgent(t, f, "FREEAGENT_SUSPEND_SPARE=1",
+		"FAKETART_SUSPEND_FAIL=this functionality is only supported on macOS 14 (Sonoma) or newer")
+	a2.waitLog(t, "this Mac cannot suspend the spare VM", 1, 60*time.Second)
+	a2.waitLog(t, "warm spare ready", 2, 60*time.Second)
+	f.waitSpare(t, "a running spare", 30*time.Second, func(sp *api.WorkerSpare) bool {
+		return sp != nil && sp.State == api.SpareReady
+	})
+	id = f.submit(quickApk)
+	b = f.waitFor(id, 60*time.Second, "completed", func(b api.Build) bool { return b.Status.Terminal() })
+	if b.Status != api.StatusCompleted || b.Attempts != 1 {
+		t.Fatalf("build after a refused suspension: %+v\nlog:\n%s", b, f.logs(id))
+	}
+	if vm := f.attemptVM(t, id); vm.Spare != api.SpareHit {
+		t.Fatalf("the attempt after a refused suspension: %+v, want a warm spare hit", vm)
+	}
+	if n := strings.Count(a2.output(), "this Mac cannot suspend the spare VM"); n != 1 {
+		t.Fatalf("the refusal was met %d times, want once: the worker tried again\n%s", n, a2.output())
+	}
+	a2.stop(t)
+	f.noBuildVMs()
+}
+
 // guestsOf lists the pids of the processes running in the farm's VMs whose
 // name contains vm.
 func (f *farm) guestsOf(vm string) []int {
