@@ -75,8 +75,9 @@ func (r *Reaper) Run(ctx context.Context) {
 }
 
 // RunSealer seals final audit events into the hash chain every interval
-// (zero: DefaultSealInterval) until ctx ends. Every replica runs one; an
-// advisory lock lets one seal.
+// (zero: DefaultSealInterval) until ctx ends, the first time one interval
+// after it starts (a controller seals once before it serves: Seal). Every
+// replica runs one; an advisory lock lets one seal.
 func (r *Reaper) RunSealer(ctx context.Context, interval time.Duration) {
 	if interval <= 0 {
 		interval = DefaultSealInterval
@@ -84,14 +85,19 @@ func (r *Reaper) RunSealer(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
-		if _, err := r.store.SealEvents(ctx); err != nil && ctx.Err() == nil {
-			r.log.WithError(err).Warn("sealing audit events failed; will retry")
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
+		r.Seal(ctx)
+	}
+}
+
+// Seal seals the final audit events once.
+func (r *Reaper) Seal(ctx context.Context) {
+	if _, err := r.store.SealEvents(ctx); err != nil && ctx.Err() == nil {
+		r.log.WithError(err).Warn("sealing audit events failed; will retry")
 	}
 }
 

@@ -293,8 +293,10 @@ func Start(ctx context.Context, cfg Config, log logrus.FieldLogger) (_ *Controll
 	rp.OnSweep = m.Sweep
 	c.reaper = rp
 	// Builds whose lease ran out while no replica was running are requeued
-	// before this one serves; then every ReaperInterval.
+	// before this one serves; then every ReaperInterval. Likewise the audit
+	// events left unsealed are sealed, then every SealInterval.
 	rp.Sweep(runCtx)
+	rp.Seal(runCtx)
 	c.goRun(func() { hub.Run(runCtx) }) //nolint:errcheck // Run returns only when runCtx ends
 	c.goRun(func() { rp.Run(runCtx) })
 	c.goRun(func() { rp.RunSealer(runCtx, cfg.SealInterval) })
