@@ -12,7 +12,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/sirupsen/logrus"
@@ -169,7 +168,7 @@ func (b *build) run(ctx context.Context) {
 func (b *build) heartbeats(ctx context.Context, stop context.CancelCauseFunc) {
 	var inFlight sync.WaitGroup
 	defer inFlight.Wait()
-	var unanswered atomic.Int32
+	unanswered := make(chan struct{}, maxUnansweredHeartbeats) // one per heartbeat awaiting its answer
 	leaseLost := make(chan struct{})
 	var lostOnce sync.Once
 	for {
@@ -188,14 +187,15 @@ func (b *build) heartbeats(ctx context.Context, stop context.CancelCauseFunc) {
 			t.Stop()
 		case <-t.C:
 		}
-		if unanswered.Load() >= maxUnansweredHeartbeats {
-			continue
+		select {
+		case unanswered <- struct{}{}:
+		default:
+			continue // as many await their answers as may
 		}
-		unanswered.Add(1)
 		inFlight.Add(1)
 		go func() {
 			defer inFlight.Done()
-			defer unanswered.Add(-1)
+			defer func() { <-unanswered }()
 			resp, err := b.heartbeat(ctx)
 			switch {
 			case err == nil && resp.CancelRequested:

@@ -166,9 +166,9 @@ func (u *buildUser) probe(ctx context.Context) error {
 	return nil
 }
 
-// probeSession checks that a step started as command starts it lands in
-// the build user's own launchd session: `launchctl manageruid` run that
-// way prints the build user's uid.
+// probeSession checks that a step, started as command starts it, lands in
+// the build user's own launchd session: `launchctl manageruid` started
+// that way prints the build user's uid.
 func (u *buildUser) probeSession(ctx context.Context) error {
 	cmd := u.command(ctx, u.launchctl, []string{"launchctl", "manageruid"}, []string{"PATH=/usr/bin:/bin:/usr/sbin:/sbin"})
 	out, err := cmd.CombinedOutput()

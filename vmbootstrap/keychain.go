@@ -202,6 +202,8 @@ func listedIdentities(out []byte) []listedIdentity {
 	return ids
 }
 
+const newCertificateFix = "make a new distribution certificate (with `eas credentials` or in the Apple Developer portal) and put its .p12 in credentials.json"
+
 // whyInvalid says why codesign cannot sign with the identity, and the fix.
 func (id listedIdentity) whyInvalid() string {
 	what := fmt.Sprintf("the signing certificate %q is not valid for code signing (%s)", id.name, id.reason)
@@ -209,9 +211,9 @@ func (id listedIdentity) whyInvalid() string {
 	case "CSSMERR_TP_NOT_TRUSTED":
 		return what + ": the chain to Apple's root is incomplete: the template lacks Apple's WWDR intermediate certificate; rebuild it with scripts/build-vm-template.sh, which installs it in the System keychain"
 	case "CSSMERR_TP_CERT_EXPIRED":
-		return what + ": the certificate expired; make a new distribution certificate (with `eas credentials` or in the Apple Developer portal) and put its .p12 in credentials.json"
+		return what + ": the certificate expired; " + newCertificateFix
 	case "CSSMERR_TP_CERT_REVOKED":
-		return what + ": the certificate was revoked; make a new distribution certificate (with `eas credentials` or in the Apple Developer portal) and put its .p12 in credentials.json"
+		return what + ": the certificate was revoked; " + newCertificateFix
 	default:
 		return what
 	}
